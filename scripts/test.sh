@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Fresh machine to test results: set up .venv (and Debian's chromium for the browser test),
+# then lint, type-check and run the whole pytest suite. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian's chromium for the browser test"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "chromium is missing: install Debian's chromium package (sudo apt-get install chromium)" >&2
+    exit 1
+  fi
+fi
+.venv/bin/ruff check src tests bench
+.venv/bin/ruff format --check src tests bench
+.venv/bin/mypy src
+.venv/bin/python -m pytest "$@"

@@ -1,0 +1,3 @@
+from tiankong.cli import main
+
+main()

@@ -1,0 +1,140 @@
+"""`tiankong train`: option parsing, the progress bar and the summary table (thin over train.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from tiankong.errors import BadOptionError
+
+DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smh]?)$")
+
+
+def parse_duration(text: str | None) -> float | None:
+    """``90`` (seconds), ``90s``, ``45m`` or ``1.5h`` to seconds."""
+    if text is None:
+        return None
+    match = DURATION.match(text.strip())
+    if not match:
+        raise BadOptionError(f"--max-time '{text}' is not a duration like 90s, 45m or 1.5h.")
+    value, unit = float(match.group(1)), match.group(2) or "s"
+    return value * {"s": 1, "m": 60, "h": 3600}[unit]
+
+
+def train_command(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (HF layout).")],
+    data: Annotated[
+        list[str],
+        typer.Option(
+            "--data",
+            help="Training file: .txt/.txt.xz (one passage per line) for pretraining, or .csv "
+            "with text,label for fine-tuning. Repeatable; append :WEIGHT to weight a text file.",
+        ),
+    ],
+    heldout: Annotated[
+        list[str] | None, typer.Option("--heldout", help="Held-out file(s), same formats.")
+    ] = None,
+    init: Annotated[
+        str | None, typer.Option("--init", help="Start from this model (folder or hub id).")
+    ] = None,
+    config: Annotated[
+        str | None, typer.Option("--config", help="Start from scratch: tiny, mini or small.")
+    ] = None,
+    max_steps: Annotated[int, typer.Option("--max-steps")] = 1000,
+    max_time: Annotated[
+        str | None, typer.Option("--max-time", help="Wall-time budget, e.g. 45m or 2h.")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed")] = 42,
+    batch_size: Annotated[int, typer.Option("--batch-size")] = 64,
+    seq_len: Annotated[int, typer.Option("--seq-len")] = 64,
+    lr: Annotated[float, typer.Option("--lr")] = 5e-4,
+    warmup_steps: Annotated[int, typer.Option("--warmup-steps")] = 100,
+    mask_rate: Annotated[float, typer.Option("--mask-rate")] = 0.15,
+    eval_every: Annotated[int, typer.Option("--eval-every")] = 200,
+    eval_lines: Annotated[int, typer.Option("--eval-lines")] = 2000,
+    save_every: Annotated[int, typer.Option("--save-every")] = 500,
+    shuffle_buffer: Annotated[int, typer.Option("--shuffle-buffer")] = 100_000,
+    threads: Annotated[int | None, typer.Option("--threads")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from OUT/checkpoint.")] = False,
+    skip_bad_rows: Annotated[
+        bool,
+        typer.Option("--skip-bad-rows", help="Skip bad CSV rows (counted) instead of stopping."),
+    ] = False,
+    fp16: Annotated[
+        bool, typer.Option("--fp16", help="Save the final weights in float16.")
+    ] = False,
+) -> None:
+    """Train or fine-tune a BERT-family masked LM: pretraining on text, cloze tuning on CSV."""
+    from tiankong.train import TrainOptions, train
+
+    options = TrainOptions(
+        out=out,
+        data=tuple(data),
+        heldout=tuple(heldout or ()),
+        init=init,
+        config=config,
+        max_steps=max_steps,
+        max_time_s=parse_duration(max_time),
+        seed=seed,
+        batch_size=batch_size,
+        seq_len=seq_len,
+        lr=lr,
+        warmup_steps=warmup_steps,
+        mask_rate=mask_rate,
+        eval_every=eval_every,
+        eval_lines=eval_lines,
+        save_every=save_every,
+        shuffle_buffer=shuffle_buffer,
+        threads=threads,
+        resume=resume,
+        skip_bad_rows=skip_bad_rows,
+        save_fp16=fp16,
+    )
+    console = Console(stderr=True)
+    progress = Progress(
+        TextColumn("[bold]train"),
+        BarColumn(),
+        TextColumn("step {task.completed:.0f}/{task.total:.0f}"),
+        TextColumn("loss {task.fields[loss]:.3f}"),
+        TextColumn("{task.fields[tokens_per_s]:.0f} tok/s"),
+        TextColumn("held-out acc {task.fields[accuracy]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    )
+    with progress:
+        task = progress.add_task(
+            "train", total=max_steps, loss=float("nan"), tokens_per_s=0.0, accuracy="-"
+        )
+
+        def on_progress(state: object, metrics: dict[str, float]) -> None:
+            fields: dict[str, Any] = {"loss": metrics["loss"]}
+            elapsed = getattr(state, "elapsed_s", 0.0)
+            fields["tokens_per_s"] = getattr(state, "tokens_seen", 0) / max(elapsed, 1e-9)
+            if "heldout_accuracy" in metrics:
+                fields["accuracy"] = f"{metrics['heldout_accuracy']:.1%}"
+                console.log(
+                    f"step {metrics['step']:.0f}: loss {metrics['loss']:.3f}, held-out loss "
+                    f"{metrics['heldout_loss']:.3f}, acc {metrics['heldout_accuracy']:.2%}"
+                )
+            progress.update(task, completed=metrics["step"], **fields)
+
+        summary = train(options, on_progress)
+    table = Table(title=f"Training summary: {summary.out}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row("steps", str(summary.steps))
+    table.add_row("tokens", f"{summary.tokens:,}")
+    table.add_row("wall time", f"{summary.wall_time_s:.0f} s")
+    table.add_row("tokens/s", f"{summary.tokens_per_s:,.0f}")
+    table.add_row("final train loss", f"{summary.final_train_loss:.4f}")
+    if summary.heldout_accuracy is not None:
+        table.add_row("held-out loss", f"{summary.heldout_loss:.4f}")
+        table.add_row("held-out masked-token accuracy", f"{summary.heldout_accuracy:.2%}")
+    Console().print(table)

@@ -1,0 +1,52 @@
+"""The narrow engine interface: a padded batch in, logits at the mask positions out.
+
+Engines know nothing about HTTP, queues or JSON. ``pad_batch`` is the only place that builds
+the arrays they consume.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class EncodedBatch:
+    """Token ids padded to the longest row, and the flat indices of the masks.
+
+    ``mask_positions`` index into the flattened ``[batch * seq_len]`` hidden states, in row order
+    and left to right within a row, so the engine's output rows line up with the masks.
+    """
+
+    input_ids: np.ndarray  # int64 [batch, seq_len]
+    attention_mask: np.ndarray  # int64 [batch, seq_len]
+    mask_positions: np.ndarray  # int64 [masks]
+
+    @property
+    def token_count(self) -> int:
+        return int(self.input_ids.size)
+
+
+def pad_batch(rows: list[list[int]], mask_indices: list[list[int]], pad_id: int) -> EncodedBatch:
+    """Pad per batch (to the longest row, not to a fixed length)."""
+    seq_len = max(len(row) for row in rows)
+    input_ids = np.full((len(rows), seq_len), pad_id, dtype=np.int64)
+    attention_mask = np.zeros((len(rows), seq_len), dtype=np.int64)
+    positions: list[int] = []
+    for row_index, (row, masks) in enumerate(zip(rows, mask_indices, strict=True)):
+        input_ids[row_index, : len(row)] = row
+        attention_mask[row_index, : len(row)] = 1
+        positions.extend(row_index * seq_len + mask for mask in masks)
+    return EncodedBatch(input_ids, attention_mask, np.asarray(positions, dtype=np.int64))
+
+
+class Engine(Protocol):
+    """What every engine provides. ``mask_logits`` returns float32 ``[masks, vocab]``."""
+
+    name: str  # "torch", "onnx", "fake"
+    device: str  # "cpu", "cuda"
+    precision: str  # "fp32", "int8", "fp16"
+
+    def mask_logits(self, batch: EncodedBatch) -> np.ndarray: ...

@@ -1,0 +1,86 @@
+"""The torch engine: transformers' masked-LM model, head applied only at mask positions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tiankong.engines.base import EncodedBatch
+from tiankong.errors import BadOptionError, ModelUnavailableError
+
+
+def mlm_head(model: Any) -> Any | None:
+    """The MLM head module of a *ForMaskedLM model (BERT: ``cls``, RoBERTa-like: ``lm_head``)."""
+    return getattr(model, "cls", None) or getattr(model, "lm_head", None)
+
+
+def pick_device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise BadOptionError("--device cuda was asked for, but no CUDA GPU is available.")
+    if requested not in ("cpu", "cuda"):
+        raise BadOptionError(f"Unknown device '{requested}'; use auto, cpu or cuda.")
+    return requested
+
+
+class TorchEngine:
+    """Eager PyTorch; fp16 on CUDA, fp32 (or dynamic int8) on CPU."""
+
+    name = "torch"
+
+    def __init__(
+        self,
+        folder: Path,
+        device: str = "auto",
+        precision: str = "auto",
+        threads: int | None = None,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForMaskedLM
+        from transformers.utils import logging as hf_logging
+
+        if threads:
+            torch.set_num_threads(threads)
+        self.device = pick_device(device)
+        if precision == "auto":
+            precision = "fp16" if self.device == "cuda" else "fp32"
+        if precision == "fp16" and self.device != "cuda":
+            raise BadOptionError("fp16 needs a CUDA GPU; on the CPU use fp32 or int8.")
+        self.precision = precision
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        try:
+            model = AutoModelForMaskedLM.from_pretrained(folder, dtype=torch.float32)
+        except Exception as error:
+            raise ModelUnavailableError(
+                f"The model weights in '{folder.name}' could not be loaded "
+                f"({type(error).__name__}); the files may be missing, truncated or corrupt."
+            ) from None
+        if precision == "int8":
+            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, torch.qint8)
+        elif precision == "fp16":
+            model = model.half()
+        self.model = model.to(self.device).eval()
+        self.head = mlm_head(self.model)
+        self.torch = torch
+
+    def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
+        torch = self.torch
+        input_ids = torch.from_numpy(batch.input_ids).to(self.device)
+        attention_mask = torch.from_numpy(batch.attention_mask).to(self.device)
+        positions = torch.from_numpy(batch.mask_positions).to(self.device)
+        with torch.inference_mode():
+            if self.head is None:  # unfamiliar architecture: full logits, then gather
+                logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+                selected = logits.reshape(-1, logits.shape[-1])[positions]
+            else:
+                hidden = self.model.base_model(
+                    input_ids=input_ids, attention_mask=attention_mask
+                ).last_hidden_state
+                selected = self.head(hidden.reshape(-1, hidden.shape[-1])[positions])
+        return selected.float().cpu().numpy()

@@ -1,0 +1,137 @@
+"""Typed errors and the one table that maps them to HTTP status codes and CLI exit codes.
+
+Every error a user can cause or meet is a ``TiankongError`` subclass with a stable ``code``.
+The server and the CLI never decide status codes themselves: they look them up in ``ERROR_TABLE``.
+Messages are single readable sentences and never contain tracebacks or file-system internals
+beyond what the user typed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class TiankongError(Exception):
+    """Base class: ``code`` is stable and machine-readable, ``str(err)`` is one sentence."""
+
+    code = "internal_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+# --- bad input (the user can fix the request) ---------------------------------------------
+
+
+class BadInputError(TiankongError):
+    code = "bad_input"
+
+
+class EmptyTextError(BadInputError):
+    code = "empty_text"
+
+
+class NoMaskError(BadInputError):
+    code = "no_mask"
+
+
+class TooManyMasksError(BadInputError):
+    code = "too_many_masks"
+
+
+class MasksDoNotFitError(BadInputError):
+    code = "masks_do_not_fit"
+
+
+class TextTooLongError(BadInputError):
+    code = "text_too_long"
+
+
+class TopKOutOfRangeError(BadInputError):
+    code = "top_k_out_of_range"
+
+
+class BadOptionError(BadInputError):
+    code = "bad_option"
+
+
+class BatchTooLargeError(BadInputError):
+    code = "batch_too_large"
+
+
+class BodyTooLargeError(BadInputError):
+    code = "body_too_large"
+
+
+class BadDataFileError(BadInputError):
+    code = "bad_data_file"
+
+
+# --- model availability ---------------------------------------------------------------------
+
+
+class ModelUnavailableError(TiankongError):
+    code = "model_unavailable"
+
+
+# --- serving ----------------------------------------------------------------------------------
+
+
+class UnauthorizedError(TiankongError):
+    code = "unauthorized"
+
+
+class RateLimitedError(TiankongError):
+    code = "rate_limited"
+
+
+class OverloadedError(TiankongError):
+    code = "overloaded"
+
+
+class ShuttingDownError(TiankongError):
+    code = "shutting_down"
+
+
+class RequestTimeoutError(TiankongError):
+    code = "timeout"
+
+
+class EngineError(TiankongError):
+    code = "engine_error"
+
+
+@dataclass(frozen=True)
+class ErrorMapping:
+    http_status: int
+    exit_code: int
+
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_MODEL_UNAVAILABLE = 3
+EXIT_INTERNAL = 1
+
+# The ONE table. Order matters: the first entry the error is an instance of wins, so more
+# specific classes come before their bases.
+ERROR_TABLE: dict[type[TiankongError], ErrorMapping] = {
+    BodyTooLargeError: ErrorMapping(413, EXIT_BAD_INPUT),
+    BadInputError: ErrorMapping(400, EXIT_BAD_INPUT),
+    ModelUnavailableError: ErrorMapping(503, EXIT_MODEL_UNAVAILABLE),
+    UnauthorizedError: ErrorMapping(401, EXIT_BAD_INPUT),
+    RateLimitedError: ErrorMapping(429, EXIT_INTERNAL),
+    OverloadedError: ErrorMapping(503, EXIT_INTERNAL),
+    ShuttingDownError: ErrorMapping(503, EXIT_INTERNAL),
+    RequestTimeoutError: ErrorMapping(504, EXIT_INTERNAL),
+    EngineError: ErrorMapping(500, EXIT_INTERNAL),
+    TiankongError: ErrorMapping(500, EXIT_INTERNAL),
+}
+
+
+def mapping_for(error: TiankongError) -> ErrorMapping:
+    """Look up the status/exit code for an error instance via its class hierarchy."""
+    for klass, mapping in ERROR_TABLE.items():
+        if isinstance(error, klass):
+            return mapping
+    return ERROR_TABLE[TiankongError]

@@ -1,0 +1,148 @@
+"""Text stage: mask normalisation, validation, tokenization and windowing around the masks.
+
+Everything here happens before a request is queued, so a request that can't succeed never takes
+a batch slot. The output, ``PreparedText``, is all later stages need.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenizers import Tokenizer
+from tokenizers.implementations import BertWordPieceTokenizer
+
+from tiankong.errors import (
+    EmptyTextError,
+    MasksDoNotFitError,
+    NoMaskError,
+    TextTooLongError,
+    TooManyMasksError,
+)
+
+MASK = "[MASK]"
+# [MASK] as users type it: any case, ASCII / full-width / lenticular brackets, spaces inside.
+MASK_VARIANTS = re.compile(r"[\[【［]\s*[Mm][Aa][Ss][Kk]\s*[\]】］]")
+
+
+def normalize_masks(text: str) -> str:
+    """Rewrite every typed variant of the mask marker to ``[MASK]``.
+
+    >>> normalize_masks("画龙点【mask】")
+    '画龙点[MASK]'
+    """
+    return MASK_VARIANTS.sub(MASK, text)
+
+
+@dataclass(frozen=True)
+class TextLimits:
+    max_masks: int = 16
+    max_length: int = 128
+    max_text_chars: int = 10_000
+
+
+@dataclass(frozen=True)
+class PreparedText:
+    """A validated text, tokenized and cut to a window that holds every mask."""
+
+    text: str  # normalised input
+    input_ids: list[int]  # [CLS] window [SEP]
+    mask_indices: list[int]  # positions of [MASK] inside input_ids
+    truncated: bool
+
+    @property
+    def segments(self) -> list[str]:
+        """The text around the masks: ``len(mask_indices) + 1`` pieces."""
+        return self.text.split(MASK)
+
+
+class TextEncoder:
+    """Wraps a fast `tokenizers` tokenizer (no transformers needed) and applies the limits."""
+
+    def __init__(self, tokenizer: Tokenizer, limits: TextLimits) -> None:
+        self.tokenizer = tokenizer
+        self.limits = limits
+        self.vocab = tokenizer.get_vocab()
+        self.mask_id = self.vocab[MASK]
+        self.cls_id = self.vocab["[CLS]"]
+        self.sep_id = self.vocab["[SEP]"]
+        self.pad_id = self.vocab.get("[PAD]", 0)
+
+    @classmethod
+    def from_folder(cls, folder: Path, limits: TextLimits) -> TextEncoder:
+        """Load ``tokenizer.json`` if present, else build the BERT tokenizer from ``vocab.txt``."""
+        if (folder / "tokenizer.json").is_file():
+            tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        else:
+            config = read_json(folder / "tokenizer_config.json")
+            strip_accents = config.get("strip_accents")
+            tokenizer = BertWordPieceTokenizer(
+                str(folder / "vocab.txt"),
+                lowercase=bool(config.get("do_lower_case", True)),
+                strip_accents=strip_accents if isinstance(strip_accents, bool) else None,
+                handle_chinese_chars=bool(config.get("tokenize_chinese_chars", True)),
+            )._tokenizer
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        return cls(tokenizer, limits)
+
+    def prepare(self, raw_text: str) -> PreparedText:
+        """Validate and encode one text; raises a typed BadInputError."""
+        if not isinstance(raw_text, str) or not raw_text.strip():
+            raise EmptyTextError("The text is empty; type a sentence containing [MASK].")
+        if len(raw_text) > self.limits.max_text_chars:
+            raise TextTooLongError(
+                f"The text has {len(raw_text)} characters; the limit is "
+                f"{self.limits.max_text_chars}."
+            )
+        text = normalize_masks(raw_text)
+        mask_count = text.count(MASK)
+        if mask_count == 0:
+            raise NoMaskError("The text has no [MASK]; mark each blank with [MASK].")
+        if mask_count > self.limits.max_masks:
+            raise TooManyMasksError(
+                f"The text has {mask_count} [MASK]s; the limit is {self.limits.max_masks}."
+            )
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        mask_indices = [index for index, token in enumerate(ids) if token == self.mask_id]
+        if len(mask_indices) != mask_count:  # the tokenizer merged or lost a marker
+            raise NoMaskError("The [MASK] markers could not be read; separate them from letters.")
+        body, truncated = self.window(ids, mask_indices)
+        input_ids = [self.cls_id, *body, self.sep_id]
+        return PreparedText(
+            text=text,
+            input_ids=input_ids,
+            mask_indices=[index for index, token in enumerate(input_ids) if token == self.mask_id],
+            truncated=truncated,
+        )
+
+    def window(self, ids: list[int], mask_indices: list[int]) -> tuple[list[int], bool]:
+        """Cut ``ids`` to the window, centred on the masks; never drops a mask."""
+        room = self.limits.max_length - 2
+        if len(ids) <= room:
+            return ids, False
+        first, last = mask_indices[0], mask_indices[-1]
+        span = last - first + 1
+        if span > room:
+            raise MasksDoNotFitError(
+                f"The masks span {span} tokens, more than the {room}-token window; "
+                "split the text or raise the window (max_length)."
+            )
+        start = max(0, min(first - (room - span) // 2, len(ids) - room))
+        return ids[start : start + room], True
+
+    def token_string(self, token_id: int) -> str:
+        token = self.tokenizer.id_to_token(token_id) or ""
+        return token[2:] if token.startswith("##") else token
+
+
+def read_json(path: Path) -> dict[str, object]:
+    if not path.is_file():
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}

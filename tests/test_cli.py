@@ -1,0 +1,120 @@
+"""The CLI: output shapes and exit codes (0 ok, 2 bad input, 3 model unavailable)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "tiankong"]
+
+
+def run_cli(*args: str, stdin: str | None = None, env: dict[str, str] | None = None):
+    return subprocess.run(
+        [*CLI, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+    )
+
+
+def test_version() -> None:
+    done = run_cli("--version")
+    assert done.returncode == 0 and done.stdout.startswith("tiankong 0.")
+
+
+@pytest.mark.parametrize("command", ["predict", "train", "models"])
+def test_help_everywhere(command: str) -> None:
+    done = run_cli(command, "--help")
+    assert done.returncode == 0 and "Usage" in done.stdout
+
+
+def test_predict_json(tiny_model_dir: Path) -> None:
+    done = run_cli(
+        "predict",
+        "他[MASK]天去公园[MASK]步。",
+        "--model",
+        str(tiny_model_dir),
+        "--json",
+        "--top-k",
+        "3",
+        "--engine",
+        "torch",
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert len(data["predictions"]) == 3 and len(data["masks"]) == 2
+    assert {"token", "score"} <= set(data["predictions"][0])
+    assert data["model"] == tiny_model_dir.name
+
+
+def test_predict_table_names_the_model(tiny_model_dir: Path) -> None:
+    done = run_cli(
+        "predict", "处处闻啼[MASK]。", "--model", str(tiny_model_dir), "--engine", "torch"
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"model: {tiny_model_dir.name}" in done.stdout
+    assert "[MASK] 1" in done.stdout and "probability" in done.stdout
+
+
+def test_predict_stdin_one_result_per_line(tiny_model_dir: Path) -> None:
+    done = run_cli(
+        "predict",
+        "--model",
+        str(tiny_model_dir),
+        "--json",
+        "--engine",
+        "torch",
+        stdin="处处闻啼[MASK]。\n\n画龙点[MASK]\n没有空\n",
+    )
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 3
+    assert "masks" in json.loads(lines[0]) and "masks" in json.loads(lines[1])
+    assert json.loads(lines[2])["error"]["code"] == "no_mask"
+    assert done.returncode == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [("没有空", "no [MASK]"), ("   ", "empty"), ("[MASK]" * 17, "limit is 16")],
+)
+def test_bad_input_exits_2_with_one_sentence(tiny_model_dir: Path, text: str, code: str) -> None:
+    done = run_cli("predict", text, "--model", str(tiny_model_dir), "--engine", "torch")
+    assert done.returncode == 2
+    assert code in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_top_k_out_of_range_exits_2(tiny_model_dir: Path) -> None:
+    done = run_cli("predict", "画龙点[MASK]", "--model", str(tiny_model_dir), "--top-k", "51")
+    assert done.returncode == 2 and "top_k must be an integer from 1 to 50" in done.stderr
+
+
+def test_hub_model_offline_exits_3(tmp_path: Path) -> None:
+    done = run_cli(
+        "predict",
+        "画龙点[MASK]",
+        "--model",
+        "google-bert/bert-base-chinese",
+        env={"HF_HOME": str(tmp_path)},
+    )
+    assert done.returncode == 3
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "google-bert/bert-base-chinese" in done.stderr and "offline" in done.stderr
+
+
+def test_bad_model_path_exits_3(tmp_path: Path) -> None:
+    done = run_cli("predict", "画龙点[MASK]", "--model", str(tmp_path / "missing"))
+    assert done.returncode == 3 and "does not exist" in done.stderr
+
+
+def test_unknown_option_is_a_usage_error() -> None:
+    done = run_cli("predict", "画龙点[MASK]", "--nope")
+    assert done.returncode == 2 and "Traceback" not in done.stderr

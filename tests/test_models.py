@@ -1,0 +1,98 @@
+"""Model sources: bundled registry, local folders, hub ids offline, and every failure sentence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tiankong.errors import ModelUnavailableError
+from tiankong.models import BUNDLED_MODELS, DEFAULT_MODEL, VOCAB_FILE, resolve_model
+
+
+def test_local_folder_resolves(tiny_model_dir: Path) -> None:
+    resolved = resolve_model(str(tiny_model_dir))
+    assert resolved.kind == "local" and resolved.path == tiny_model_dir.resolve()
+
+
+def test_missing_folder_is_one_clear_sentence(tmp_path: Path) -> None:
+    with pytest.raises(ModelUnavailableError, match="does not exist or is not a directory"):
+        resolve_model(str(tmp_path / "nope"))
+
+
+def test_hub_id_offline_and_not_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(ModelUnavailableError) as caught:
+        resolve_model("google-bert/bert-base-chinese")
+    message = str(caught.value)
+    assert "google-bert/bert-base-chinese" in message
+    assert "offline mode is on" in message and "--model" in message
+    assert "\n" not in message
+
+
+def test_invalid_hub_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelUnavailableError, match="neither a bundled model"):
+        resolve_model("not a valid id!!")
+
+
+def test_not_a_masked_lm(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from conftest import build_tiny_bert
+
+    folder = build_tiny_bert(tmp_path / "cls", architecture="BertForSequenceClassification")
+    with pytest.raises(ModelUnavailableError, match="not a masked language model"):
+        resolve_model(str(folder))
+
+
+def test_tokenizer_without_mask_token(tmp_path: Path, tiny_model_dir: Path) -> None:
+    import shutil
+
+    folder = tmp_path / "nomask"
+    shutil.copytree(tiny_model_dir, folder)
+    tokenizer_json = folder / "tokenizer.json"
+    tokenizer_json.write_text(
+        tokenizer_json.read_text(encoding="utf-8").replace("[MASK]", "[MAKS]"), encoding="utf-8"
+    )
+    with pytest.raises(ModelUnavailableError, match="has no \\[MASK\\] token"):
+        resolve_model(str(folder))
+    # the same check for a folder that only has vocab.txt
+    tokenizer_json.unlink()
+    vocab = VOCAB_FILE.read_text(encoding="utf-8").replace("[MASK]\n", "[MAKS]\n")
+    (folder / "vocab.txt").write_text(vocab, encoding="utf-8")
+    with pytest.raises(ModelUnavailableError, match="has no \\[MASK\\] token"):
+        resolve_model(str(folder))
+
+
+def test_vocab_only_folder_loads(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """Older HF folders have vocab.txt and no tokenizer.json; the encoder builds it."""
+    import shutil
+
+    from tiankong.text import TextEncoder, TextLimits
+
+    folder = tmp_path / "vocabonly"
+    shutil.copytree(tiny_model_dir, folder)
+    (folder / "tokenizer.json").unlink()
+    shutil.copy(VOCAB_FILE, folder / "vocab.txt")
+    resolve_model(str(folder))
+    from_vocab = TextEncoder.from_folder(folder, TextLimits())
+    from_json = TextEncoder.from_folder(tiny_model_dir, TextLimits())
+    text = "他说：“WiFi很好用！”[MASK]ok 123"
+    assert from_vocab.prepare(text).input_ids == from_json.prepare(text).input_ids
+
+
+def test_missing_config_and_weights(tmp_path: Path, tiny_model_dir: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ModelUnavailableError, match=r"has no config\.json"):
+        resolve_model(str(empty))
+    (empty / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    with pytest.raises(ModelUnavailableError, match="has no weights"):
+        resolve_model(str(empty))
+
+
+def test_bundled_registry_is_data() -> None:
+    assert DEFAULT_MODEL == BUNDLED_MODELS[0].name == "tiankong-mini-zh"
+    with pytest.raises(ModelUnavailableError, match="bundled models are: tiankong-mini-zh"):
+        resolve_model("bundled:nope")

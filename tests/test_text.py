@@ -1,0 +1,104 @@
+"""Mask normalisation, validation and windowing."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiankong.errors import (
+    EmptyTextError,
+    MasksDoNotFitError,
+    NoMaskError,
+    TextTooLongError,
+    TooManyMasksError,
+)
+from tiankong.models import VOCAB_FILE
+from tiankong.text import MASK, TextEncoder, TextLimits, normalize_masks
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_model_dir) -> TextEncoder:
+    return TextEncoder.from_folder(tiny_model_dir, TextLimits(max_masks=4, max_length=16))
+
+
+@pytest.mark.parametrize(
+    "typed",
+    ["[MASK]", "[mask]", "[Mask]", "【MASK】", "［MASK］", "[ MASK ]", "【 mask】", "［mask ］"],
+)
+def test_mask_variants_are_normalised(typed: str) -> None:
+    assert normalize_masks(f"画龙点{typed}。") == "画龙点[MASK]。"
+
+
+def test_non_mask_brackets_are_left_alone() -> None:
+    assert normalize_masks("[MASKS] 【面具】 [MAS K]") == "[MASKS] 【面具】 [MAS K]"
+
+
+def test_prepare_adds_special_tokens_and_finds_masks(encoder: TextEncoder) -> None:
+    prepared = encoder.prepare("处处闻啼【mask】。")
+    assert prepared.text == "处处闻啼[MASK]。"
+    assert prepared.input_ids[0] == encoder.cls_id and prepared.input_ids[-1] == encoder.sep_id
+    assert [prepared.input_ids[i] for i in prepared.mask_indices] == [encoder.mask_id]
+    assert prepared.mask_indices == [5]
+    assert not prepared.truncated
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t"])
+def test_empty_text_is_rejected(encoder: TextEncoder, text: str) -> None:
+    with pytest.raises(EmptyTextError, match="empty"):
+        encoder.prepare(text)
+
+
+def test_text_without_mask_is_rejected(encoder: TextEncoder) -> None:
+    with pytest.raises(NoMaskError, match="no \\[MASK\\]"):
+        encoder.prepare("春眠不觉晓")
+
+
+def test_too_many_masks_is_rejected(encoder: TextEncoder) -> None:
+    encoder.prepare(MASK * 4)
+    with pytest.raises(TooManyMasksError, match="5 \\[MASK\\]s; the limit is 4"):
+        encoder.prepare(MASK * 5)
+
+
+def test_text_longer_than_char_limit_is_rejected(tiny_model_dir) -> None:
+    encoder = TextEncoder.from_folder(tiny_model_dir, TextLimits(max_text_chars=10))
+    with pytest.raises(TextTooLongError, match="11 characters; the limit is 10"):
+        encoder.prepare("一二三四五[MASK]")
+
+
+def test_long_text_is_cut_around_the_mask(encoder: TextEncoder) -> None:
+    text = "甲" * 30 + "乙[MASK]丙" + "丁" * 30
+    prepared = encoder.prepare(text)
+    assert prepared.truncated
+    assert len(prepared.input_ids) == 16
+    inner = prepared.input_ids[1:-1]
+    mask_at = prepared.mask_indices[0] - 1
+    # the window keeps the mask and its neighbours, roughly centred
+    vocab = encoder.vocab
+    assert inner[mask_at - 1] == vocab["乙"] and inner[mask_at + 1] == vocab["丙"]
+    assert 4 <= mask_at <= 9
+
+
+def test_window_at_the_start_and_end(encoder: TextEncoder) -> None:
+    head = encoder.prepare("[MASK]" + "甲" * 40)
+    assert head.truncated and head.mask_indices == [1]
+    tail = encoder.prepare("甲" * 40 + "[MASK]")
+    assert tail.truncated and tail.mask_indices == [14]
+
+
+def test_masks_that_do_not_fit_the_window(encoder: TextEncoder) -> None:
+    with pytest.raises(MasksDoNotFitError, match="span 16 tokens, more than the 14-token window"):
+        encoder.prepare("[MASK]" + "甲" * 14 + "[MASK]")
+
+
+def test_short_text_is_not_marked_truncated(encoder: TextEncoder) -> None:
+    assert not encoder.prepare("甲" * 13 + "[MASK]").truncated
+
+
+def test_vocab_file_is_the_real_one() -> None:
+    lines = VOCAB_FILE.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 21128
+    assert lines[103] == "[MASK]" and lines[100] == "[UNK]"
+
+
+def test_token_strings_drop_wordpiece_prefix(encoder: TextEncoder) -> None:
+    assert encoder.token_string(encoder.vocab["##gio"]) == "gio"
+    assert encoder.token_string(encoder.vocab["鸟"]) == "鸟"
