@@ -43,6 +43,25 @@ class Settings:
     max_batch_texts: int = 64
     max_body_bytes: int = 1_000_000
     log_level: str = "info"
+    warmup: bool = True
+    # dynamic batching (server)
+    batch_window_ms: float = 2.0  # how long a batch may wait for company once work is queued
+    max_batch_size: int = 32
+    max_batch_tokens: int = 4096  # padded tokens per engine call
+    max_queue: int = 256  # queued requests before 503 + Retry-After
+    request_timeout_s: float = 30.0
+    drain_timeout_s: float = 10.0  # graceful shutdown budget for in-flight requests
+    # caches
+    result_cache_size: int = 1024
+    token_cache_size: int = 4096
+    # ONNX export
+    onnx_cache_dir: str | None = None  # default: the user cache dir
+    int8_min_agreement: float = 0.97  # INT8 top-1 agreement with FP32 below this -> FP32
+    # security
+    api_keys: tuple[str, ...] = ()
+    api_keys_file: str | None = None
+    cors_origins: tuple[str, ...] = ()
+    rate_limit_per_minute: int = 0  # per API key (or client address); 0 = off
 
     def with_overrides(self, **changes: Any) -> Settings:
         """A copy with the non-None values of ``changes`` applied."""
