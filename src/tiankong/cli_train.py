@@ -124,6 +124,12 @@ def train_command(
                     f"{metrics['heldout_loss']:.3f}, acc {metrics['heldout_accuracy']:.2%}"
                 )
             progress.update(task, completed=metrics["step"], **fields)
+            if not console.is_terminal and metrics["step"] % 100 == 0:  # logs get plain lines
+                console.print(
+                    f"step {metrics['step']:.0f}/{max_steps} loss {metrics['loss']:.3f} "
+                    f"lr {metrics['lr']:.2e} {fields['tokens_per_s']:.0f} tok/s "
+                    f"elapsed {elapsed:.0f}s"
+                )
 
         summary = train(options, on_progress)
     table = Table(title=f"Training summary: {summary.out}")

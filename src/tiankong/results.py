@@ -13,7 +13,29 @@ class TokenScore:
 
     token: str
     token_id: int
-    score: float
+    score: float  # renormalised over the allowed tokens when constraints are on
+    raw_score: float | None = None  # the model's own softmax, reported when constraints are on
+
+
+@dataclass(frozen=True)
+class SequenceFill:
+    """A joint fill of every blank (whole-word decoding or an unknown-length blank)."""
+
+    fill: str  # the characters that fill the blanks, e.g. "充电"
+    text: str  # the sentence with the fill in place
+    score: float  # joint probability (chain of conditionals); renormalised under constraints
+    normalised: float  # exp(mean log-probability per character): comparable across lengths
+
+
+@dataclass(frozen=True)
+class CandidateScore:
+    """One user-supplied option for a blank, scored in context."""
+
+    option: str
+    text: str
+    score: float  # exp(mean log-probability per token): the ranking score, length-normalised
+    joint: float  # the exact chain probability of all its tokens
+    in_vocabulary: bool = True  # False when some character is unknown to the model
 
 
 @dataclass(frozen=True)
@@ -29,7 +51,8 @@ class FillResult:
     sequence: str  # the text with each mask's top candidate filled in
     truncated: bool = False  # the text was cut to a window around the masks
     model: str = ""
-    sequences: list[dict[str, Any]] = field(default_factory=list)  # joint fills (word decoding)
+    sequences: list[SequenceFill] = field(default_factory=list)  # joint fills, best first
+    candidates: list[CandidateScore] = field(default_factory=list)  # ranked options, best first
 
     @property
     def predictions(self) -> list[TokenScore]:
@@ -38,5 +61,9 @@ class FillResult:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["predictions"] = data["masks"][0]
+        for candidates in data["masks"]:
+            for candidate in candidates:
+                if candidate["raw_score"] is None:  # only constrained results carry it
+                    del candidate["raw_score"]
+        data["predictions"] = data["masks"][0] if data["masks"] else []
         return data

@@ -11,16 +11,34 @@ text -> validate/tokenize (text.py) -> pad (engines.pad_batch) -> engine -> deco
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 
 from tiankong.config import Settings
-from tiankong.decoding import banned_token_ids, softmax, top_k
+from tiankong.decoding import (
+    Constraints,
+    allowed_token_mask,
+    banned_token_ids,
+    softmax,
+    top_k,
+    top_k_constrained,
+)
 from tiankong.engines import Engine, create_engine, pad_batch
 from tiankong.errors import TopKOutOfRangeError
 from tiankong.models import ResolvedModel, resolve_model
+from tiankong.modes import ModeRunner, PredictOptions
 from tiankong.results import FillResult
-from tiankong.text import MASK, PreparedText, TextEncoder, TextLimits
+from tiankong.text import (
+    BLANK,
+    MASK,
+    PreparedText,
+    TextEncoder,
+    TextLimits,
+    fill_text,
+    normalize_masks,
+)
 
 
 class FillMasker:
@@ -54,30 +72,60 @@ class FillMasker:
             )
         return k
 
+    def options(self, top_k: int = 5, **changes: Any) -> PredictOptions:
+        """Validated PredictOptions (raises a typed BadInputError for bad values)."""
+        self.check_top_k(top_k)
+        return PredictOptions(top_k=top_k, **changes).validated()
+
     def prepare(self, text: str) -> PreparedText:
         """Validate and tokenize; raises a typed BadInputError for bad input."""
         return self.encoder.prepare(text)
 
-    def predict(self, text: str, top_k: int = 5) -> FillResult:
-        """Top-k candidates for every [MASK] in ``text``."""
-        return self.predict_batch([text], top_k)[0]
+    def predict(
+        self, text: str, top_k: int = 5, options: PredictOptions | None = None, **changes: Any
+    ) -> FillResult:
+        """Top-k candidates for every [MASK] in ``text``; whole words, candidates and
+        constraints through ``options`` (or keyword arguments of PredictOptions).
 
-    def predict_batch(self, texts: Sequence[str], top_k: int = 5) -> list[FillResult]:
-        """Like ``predict`` for many texts in one engine call (padded per batch)."""
-        k = self.check_top_k(top_k)
+        >>> fm.predict("手机没电了，赶紧去[MASK][MASK]。", mode="whole_word").sequences[0].fill
+        ... # doctest: +SKIP
+        '充电'
+        """
+        options = options or self.options(top_k, **changes)
+        if options.mode != "single" or BLANK in normalize_masks(text) or options.constraints:
+            return self.modes.predict(text, options)
+        return self.predict_batch([text], options.top_k)[0]
+
+    def predict_batch(
+        self, texts: Sequence[str], top_k: int = 5, options: PredictOptions | None = None
+    ) -> list[FillResult]:
+        """Like ``predict`` for many texts; the plain mode runs in one engine call."""
+        options = options or self.options(top_k)
+        if options.mode != "single" or options.constraints:
+            return [self.predict(text, options=options) for text in texts]
         prepared = [self.prepare(text) for text in texts]
-        return self.run_prepared(prepared, k)
+        return self.run_prepared(prepared, options.top_k)
+
+    def score_rows(self, rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
+        """Softmax at the ``asked`` indices of each row: one engine call per chunk of rows."""
+        chunk = max(1, self.settings.max_batch_size)
+        results: list[np.ndarray] = []
+        for start in range(0, len(rows), chunk):
+            batch = pad_batch(
+                list(rows[start : start + chunk]),
+                list(asked[start : start + chunk]),
+                self.encoder.pad_id,
+            )
+            probabilities = softmax(self.engine.mask_logits(batch))
+            splits = np.cumsum([len(item) for item in asked[start : start + chunk]])[:-1]
+            results += np.split(probabilities, splits)
+        return results
 
     def mask_probabilities(self, prepared: Sequence[PreparedText]) -> list[np.ndarray]:
-        """One ``[masks, vocab]`` probability array per text, from a single engine call."""
-        batch = pad_batch(
-            [item.input_ids for item in prepared],
-            [item.mask_indices for item in prepared],
-            self.encoder.pad_id,
+        """One ``[masks, vocab]`` probability array per text."""
+        return self.score_rows(
+            [item.input_ids for item in prepared], [item.mask_indices for item in prepared]
         )
-        probabilities = softmax(self.engine.mask_logits(batch))
-        splits = np.cumsum([len(item.mask_indices) for item in prepared])[:-1]
-        return np.split(probabilities, splits)
 
     def run_prepared(self, prepared: Sequence[PreparedText], k: int) -> list[FillResult]:
         if not prepared:
@@ -88,20 +136,34 @@ class FillMasker:
             for item, probabilities in zip(prepared, rows, strict=True)
         ]
 
-    def decode(self, item: PreparedText, probabilities: np.ndarray, k: int) -> FillResult:
-        masks = [top_k(row, k, self.banned, self.encoder.token_string) for row in probabilities]
-        segments = item.segments
-        filled = segments[0] + "".join(
-            candidates[0].token + segment
-            for candidates, segment in zip(masks, segments[1:], strict=True)
-        )
+    def decode(
+        self,
+        item: PreparedText,
+        probabilities: np.ndarray,
+        k: int,
+        allowed: np.ndarray | None = None,
+    ) -> FillResult:
+        if allowed is None:
+            masks = [top_k(row, k, self.banned, self.encoder.token_string) for row in probabilities]
+        else:
+            masks = [
+                top_k_constrained(row, k, allowed, self.encoder.token_string)
+                for row in probabilities
+            ]
         return FillResult(
             text=item.text,
             masks=masks,
-            sequence=filled,
+            sequence=fill_text(item.text, [candidates[0].token for candidates in masks]),
             truncated=item.truncated,
             model=self.model.name,
         )
 
+    @cached_property
+    def modes(self) -> ModeRunner:
+        return ModeRunner(self)
 
-__all__ = ["MASK", "FillMasker"]
+    def allowed_tokens(self, constraints: Constraints) -> np.ndarray:
+        return allowed_token_mask(constraints, self.encoder.vocab, self.banned)
+
+
+__all__ = ["MASK", "FillMasker", "PredictOptions"]

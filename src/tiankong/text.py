@@ -23,17 +23,19 @@ from tiankong.errors import (
 )
 
 MASK = "[MASK]"
-# [MASK] as users type it: any case, ASCII / full-width / lenticular brackets, spaces inside.
+BLANK = "[BLANK]"  # a blank of unknown length (1 to max_blank_length characters)
+# Markers as users type them: any case, ASCII / full-width / lenticular brackets, spaces inside.
 MASK_VARIANTS = re.compile(r"[\[【［]\s*[Mm][Aa][Ss][Kk]\s*[\]】］]")
+BLANK_VARIANTS = re.compile(r"[\[【［]\s*[Bb][Ll][Aa][Nn][Kk]\s*[\]】］]")
 
 
 def normalize_masks(text: str) -> str:
-    """Rewrite every typed variant of the mask marker to ``[MASK]``.
+    """Rewrite every typed variant of the mask and blank markers to ``[MASK]`` / ``[BLANK]``.
 
-    >>> normalize_masks("画龙点【mask】")
-    '画龙点[MASK]'
+    >>> normalize_masks("画龙点【mask】，[blank]")
+    '画龙点[MASK]，[BLANK]'
     """
-    return MASK_VARIANTS.sub(MASK, text)
+    return BLANK_VARIANTS.sub(BLANK, MASK_VARIANTS.sub(MASK, text))
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,14 @@ class TextEncoder:
     def token_string(self, token_id: int) -> str:
         token = self.tokenizer.id_to_token(token_id) or ""
         return token[2:] if token.startswith("##") else token
+
+
+def fill_text(text: str, fills: list[str], marker: str = MASK) -> str:
+    """Put ``fills`` into the markers of ``text``, left to right (no spaces added)."""
+    segments = text.split(marker)
+    return segments[0] + "".join(
+        fill + segment for fill, segment in zip(fills, segments[1:], strict=True)
+    )
 
 
 def read_json(path: Path) -> dict[str, object]:

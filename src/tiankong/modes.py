@@ -1,0 +1,219 @@
+"""Prediction modes beyond per-mask lists: whole-word (joint) decoding, candidate ranking,
+unknown-length blanks and vocabulary constraints. Orchestrates ``word_decoding`` over a
+FillMasker's engine; the math lives in ``word_decoding`` and ``decoding``."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tiankong.decoding import Constraints
+from tiankong.errors import BadOptionError
+from tiankong.results import CandidateScore, FillResult, SequenceFill
+from tiankong.text import BLANK, MASK, fill_text, normalize_masks
+from tiankong.word_decoding import ORDERS, Hypothesis, beam_search, score_chains
+
+if TYPE_CHECKING:
+    from tiankong.service import FillMasker
+
+MODES = ("single", "whole_word", "candidates")
+MAX_CANDIDATES = 50
+MAX_OPTION_CHARS = 8
+MASK_RUN = re.compile(r"(?:\[MASK\])+")
+
+
+@dataclass(frozen=True)
+class PredictOptions:
+    """Everything that shapes one prediction; hashable, so it can key a result cache."""
+
+    top_k: int = 5
+    mode: str = "single"  # single | whole_word | candidates
+    beam_width: int = 8
+    order: str = "left_to_right"  # left_to_right | confident_first
+    candidates: tuple[str, ...] = ()
+    constraints: Constraints | None = None
+    max_blank_length: int = 4  # for [BLANK]: try fills of 1..this many characters
+    length_alpha: float = 1.0  # rank [BLANK] fills by log P / length ** alpha
+
+    def validated(self) -> PredictOptions:
+        options = self
+        if options.candidates and options.mode == "single":
+            options = replace(options, mode="candidates")
+        if options.mode not in MODES:
+            raise BadOptionError(f"Unknown mode '{options.mode}'; use one of {', '.join(MODES)}.")
+        if options.order not in ORDERS:
+            raise BadOptionError(f"Unknown order '{options.order}'; use {' or '.join(ORDERS)}.")
+        if not 1 <= options.beam_width <= 64:
+            raise BadOptionError("beam_width must be from 1 to 64.")
+        if not 1 <= options.max_blank_length <= 4:
+            raise BadOptionError("max_blank_length must be from 1 to 4.")
+        if not 0.0 <= options.length_alpha <= 2.0:
+            raise BadOptionError("length_alpha must be from 0 to 2.")
+        if options.mode == "candidates":
+            check_candidates(options.candidates)
+        if options.constraints is not None and not options.constraints.active:
+            options = replace(options, constraints=None)
+        return options
+
+
+def check_candidates(candidates: tuple[str, ...]) -> None:
+    if not candidates:
+        raise BadOptionError("Candidate mode needs at least one option in 'candidates'.")
+    if len(candidates) > MAX_CANDIDATES:
+        raise BadOptionError(f"At most {MAX_CANDIDATES} candidates; got {len(candidates)}.")
+    for option in candidates:
+        if not isinstance(option, str) or not option.strip():
+            raise BadOptionError("Every candidate must be a non-empty string.")
+        if len(option.strip()) > MAX_OPTION_CHARS:
+            raise BadOptionError(
+                f"Candidate '{option[:20]}' is longer than {MAX_OPTION_CHARS} characters."
+            )
+        if MASK in normalize_masks(option) or BLANK in normalize_masks(option):
+            raise BadOptionError("A candidate can't contain [MASK] or [BLANK].")
+
+
+class ModeRunner:
+    """Runs the non-plain modes for one FillMasker."""
+
+    def __init__(self, masker: FillMasker) -> None:
+        self.masker = masker
+        self.encoder = masker.encoder
+
+    def predict(self, raw_text: str, options: PredictOptions) -> FillResult:
+        text = normalize_masks(raw_text) if isinstance(raw_text, str) else raw_text
+        if isinstance(text, str) and BLANK in text:
+            return self.unknown_length(text, options)
+        if options.mode == "candidates":
+            return self.rank_candidates(text, options)
+        prepared = self.masker.prepare(text)
+        allowed = self.allowed(options)
+        probabilities = self.masker.mask_probabilities([prepared])[0]
+        result = self.masker.decode(prepared, probabilities, options.top_k, allowed)
+        if options.mode != "whole_word":
+            return result
+        hypotheses = self.search(prepared.input_ids, prepared.mask_indices, options)
+        return replace(result, sequences=self.sequences(prepared.text, hypotheses, options, 0.0))
+
+    def allowed(self, options: PredictOptions) -> np.ndarray | None:
+        if options.constraints is None:
+            return None
+        return self.masker.allowed_tokens(options.constraints)
+
+    def search(
+        self, input_ids: list[int], mask_indices: list[int], options: PredictOptions
+    ) -> list[Hypothesis]:
+        allowed = self.allowed(options)
+        return beam_search(
+            input_ids,
+            mask_indices,
+            self.masker.score_rows,
+            allowed if allowed is not None else self.default_allowed,
+            options.beam_width,
+            options.order,
+            renormalise=allowed is not None,
+        )
+
+    @property
+    def default_allowed(self) -> np.ndarray:
+        allowed = np.ones(len(self.encoder.vocab), dtype=bool)
+        allowed[self.masker.banned] = False
+        return allowed
+
+    def sequences(
+        self, text: str, hypotheses: list[Hypothesis], options: PredictOptions, alpha: float
+    ) -> list[SequenceFill]:
+        words = options.constraints.allowed_words if options.constraints else frozenset()
+        fills = []
+        for hypothesis in hypotheses:
+            pieces = [self.encoder.token_string(int(t or 0)) for t in hypothesis.token_ids]
+            fill = "".join(pieces)
+            if words and fill not in words:
+                continue
+            length = len(pieces)
+            fills.append(
+                SequenceFill(
+                    fill=fill,
+                    text=fill_text(text, pieces) if MASK in text else text.replace(BLANK, fill),
+                    score=math.exp(hypothesis.log_prob),
+                    normalised=math.exp(hypothesis.log_prob / length),
+                )
+            )
+        return fills[: options.top_k] if alpha == 0.0 else fills
+
+    def rank_candidates(self, text: str, options: PredictOptions) -> FillResult:
+        """Score each option in the blank by its exact left-to-right chain probability."""
+        template = one_blank(text)
+        items, known = [], []
+        for option in options.candidates:
+            option = option.strip()
+            ids = self.encoder.tokenizer.encode(option, add_special_tokens=False).ids
+            known.append(self.encoder.vocab.get("[UNK]") not in ids)
+            prepared = self.masker.prepare(template.replace(BLANK, MASK * len(ids)))
+            items.append((prepared.input_ids, prepared.mask_indices, ids))
+        chains = score_chains(items, self.masker.score_rows)
+        scored = sorted(
+            (
+                CandidateScore(
+                    option=option.strip(),
+                    text=template.replace(BLANK, option.strip()),
+                    score=math.exp(chain.normalised),
+                    joint=math.exp(chain.log_prob),
+                    in_vocabulary=in_vocabulary,
+                )
+                for option, chain, in_vocabulary in zip(
+                    options.candidates, chains, known, strict=True
+                )
+            ),
+            key=lambda candidate: -candidate.score,
+        )
+        single = self.masker.prepare(template.replace(BLANK, MASK))
+        probabilities = self.masker.mask_probabilities([single])[0]
+        base = self.masker.decode(single, probabilities, options.top_k)
+        return replace(base, text=text, sequence=scored[0].text, candidates=scored)
+
+    def unknown_length(self, text: str, options: PredictOptions) -> FillResult:
+        """Try every length 1..max_blank_length and rank fills by log P / length ** alpha."""
+        if text.count(BLANK) != 1 or MASK in text:
+            raise BadOptionError("Use exactly one [BLANK] per text, and no [MASK] beside it.")
+        if options.mode == "candidates":
+            return self.rank_candidates(text, options)
+        pooled: list[tuple[float, SequenceFill]] = []
+        best_prepared = None
+        for length in range(1, options.max_blank_length + 1):
+            prepared = self.masker.prepare(text.replace(BLANK, MASK * length))
+            best_prepared = best_prepared or prepared
+            hypotheses = self.search(prepared.input_ids, prepared.mask_indices, options)
+            for fill in self.sequences(text, hypotheses, options, options.length_alpha):
+                rank_score = math.log(max(fill.score, 1e-300)) / length**options.length_alpha
+                pooled.append((rank_score, fill))
+        pooled.sort(key=lambda pair: -pair[0])
+        fills = [fill for _, fill in pooled][: max(options.top_k, 1)]
+        assert best_prepared is not None
+        probabilities = self.masker.mask_probabilities([best_prepared])[0]
+        base = self.masker.decode(
+            best_prepared, probabilities, options.top_k, self.allowed(options)
+        )
+        return replace(
+            base,
+            text=text,
+            sequence=fills[0].text if fills else text,
+            sequences=fills,
+        )
+
+
+def one_blank(text: str) -> str:
+    """The text with its single blank (a [BLANK] or a run of [MASK]s) written as [BLANK]."""
+    if BLANK in text:
+        if text.count(BLANK) != 1 or MASK in text:
+            raise BadOptionError("Candidate ranking takes exactly one blank.")
+        return text
+    runs = MASK_RUN.findall(text)
+    if len(runs) != 1:
+        raise BadOptionError(
+            "Candidate ranking takes exactly one blank: one [MASK] (or one run of [MASK]s)."
+        )
+    return MASK_RUN.sub(BLANK, text)

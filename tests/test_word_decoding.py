@@ -1,0 +1,184 @@
+"""Whole-word decoding, candidate ranking, unknown-length blanks and constraints."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from tiankong import FillMasker
+from tiankong.decoding import Constraints
+from tiankong.errors import BadOptionError
+from tiankong.word_decoding import beam_search
+
+SUBSET = ["充", "电", "饭", "水", "鸟"]
+
+
+def restricted(masker: FillMasker, row: np.ndarray, allowed_ids: list[int]) -> np.ndarray:
+    kept = np.zeros_like(row)
+    kept[allowed_ids] = row[allowed_ids]
+    return kept / kept.sum()
+
+
+@pytest.mark.parametrize("text", ["手机没电了，赶紧去[MASK][MASK]。", "画[MASK]点[MASK]"])
+def test_beam_matches_brute_force(tiny_masker: FillMasker, text: str) -> None:
+    """Left-to-right joint scores equal an exhaustive chain enumeration over a vocab subset."""
+    vocab = tiny_masker.encoder.vocab
+    ids = [vocab[c] for c in SUBSET]
+    allowed = np.zeros(len(vocab), dtype=bool)
+    allowed[ids] = True
+    prepared = tiny_masker.prepare(text)
+    first, second = prepared.mask_indices
+    beams = beam_search(
+        prepared.input_ids,
+        prepared.mask_indices,
+        tiny_masker.score_rows,
+        allowed,
+        beam_width=len(ids) ** 2,
+        order="left_to_right",
+        renormalise=True,
+    )
+    found = {b.token_ids: b.log_prob for b in beams}
+    first_dist = restricted(
+        tiny_masker, tiny_masker.score_rows([prepared.input_ids], [[first]])[0][0], ids
+    )
+    brute = {}
+    for a, b in itertools.product(ids, ids):
+        row = list(prepared.input_ids)
+        row[first] = a
+        second_dist = restricted(tiny_masker, tiny_masker.score_rows([row], [[second]])[0][0], ids)
+        brute[(a, b)] = math.log(first_dist[a]) + math.log(second_dist[b])
+    assert set(found) == set(brute)
+    for key, value in brute.items():
+        assert found[key] == pytest.approx(value, abs=1e-6)
+    assert [b.token_ids for b in beams] == sorted(brute, key=lambda k: -brute[k])
+
+
+def test_whole_word_mode_returns_sequences(tiny_masker: FillMasker) -> None:
+    result = tiny_masker.predict("手机没电了，赶紧去[MASK][MASK]。", mode="whole_word", top_k=3)
+    assert len(result.masks) == 2  # per-mask lists stay
+    assert 1 <= len(result.sequences) <= 8
+    best = result.sequences[0]
+    assert len(best.fill) == 2
+    assert best.text == f"手机没电了，赶紧去{best.fill}。"
+    scores = [s.score for s in result.sequences]
+    assert scores == sorted(scores, reverse=True)
+    assert result.to_dict()["sequences"][0]["fill"] == best.fill
+
+
+def test_confident_first_mode(tiny_masker: FillMasker) -> None:
+    result = tiny_masker.predict(
+        "画[MASK]点[MASK]", mode="whole_word", order="confident_first", beam_width=4
+    )
+    fills = [s.fill for s in result.sequences]
+    assert len(fills) == len(set(fills)) and all(len(f) == 2 for f in fills)
+
+
+def test_beam_batches_hypotheses_into_one_call_per_step(tiny_masker: FillMasker) -> None:
+    calls = []
+    prepared = tiny_masker.prepare("他[MASK][MASK][MASK]了")
+
+    def counting_scorer(rows, asked):
+        calls.append(len(rows))
+        return tiny_masker.score_rows(rows, asked)
+
+    allowed = np.ones(len(tiny_masker.encoder.vocab), dtype=bool)
+    allowed[tiny_masker.banned] = False
+    beam_search(prepared.input_ids, prepared.mask_indices, counting_scorer, allowed, 6)
+    assert calls == [1, 6, 6]
+
+
+def test_candidates_match_a_hand_computed_chain(tiny_masker: FillMasker) -> None:
+    text = "手机没电了，赶紧去[MASK]。"
+    result = tiny_masker.predict(text, candidates=("充电", "吃饭", "鸟"))
+    scores = [c.score for c in result.candidates]
+    assert scores == sorted(scores, reverse=True)
+    by_option = {c.option: c for c in result.candidates}
+    vocab = tiny_masker.encoder.vocab
+    # by hand: P(充 | 去[M][M]) * P(电 | 去充[M])
+    two = tiny_masker.prepare("手机没电了，赶紧去[MASK][MASK]。")
+    p1 = tiny_masker.score_rows([two.input_ids], [[two.mask_indices[0]]])[0][0][vocab["充"]]
+    row = list(two.input_ids)
+    row[two.mask_indices[0]] = vocab["充"]
+    p2 = tiny_masker.score_rows([row], [[two.mask_indices[1]]])[0][0][vocab["电"]]
+    assert by_option["充电"].joint == pytest.approx(p1 * p2, rel=1e-6)
+    assert by_option["充电"].score == pytest.approx(math.sqrt(p1 * p2), rel=1e-6)
+    one = tiny_masker.prepare(text)
+    p = tiny_masker.score_rows([one.input_ids], [one.mask_indices])[0][0][vocab["鸟"]]
+    assert by_option["鸟"].joint == pytest.approx(p, rel=1e-6)
+    assert by_option["充电"].text == "手机没电了，赶紧去充电。"
+    assert result.sequence == result.candidates[0].text
+
+
+def test_candidate_errors(tiny_masker: FillMasker) -> None:
+    with pytest.raises(BadOptionError, match="exactly one blank"):
+        tiny_masker.predict("[MASK]和[MASK]", candidates=("好",))
+    with pytest.raises(BadOptionError, match="needs at least one option"):
+        tiny_masker.predict("好[MASK]", mode="candidates")
+    with pytest.raises(BadOptionError, match="longer than 8"):
+        tiny_masker.predict("好[MASK]", candidates=("一二三四五六七八九",))
+
+
+def test_unknown_length_blank(tiny_masker: FillMasker) -> None:
+    result = tiny_masker.predict("手机没电了，赶紧去【blank】。", top_k=5, max_blank_length=3)
+    assert result.text == "手机没电了，赶紧去[BLANK]。"
+    assert 1 <= len(result.sequences) <= 5
+    lengths = {len(s.fill) for s in result.sequences}
+    assert lengths <= {1, 2, 3}
+    for fill in result.sequences:
+        assert fill.text == f"手机没电了，赶紧去{fill.fill}。"
+    with pytest.raises(BadOptionError, match="exactly one \\[BLANK\\]"):
+        tiny_masker.predict("[BLANK][BLANK]")
+
+
+@pytest.mark.parametrize(
+    "constraints",
+    [
+        Constraints(preset="chinese_only"),
+        Constraints(allowed=("鸟", "花", "风")),
+        Constraints(exclude=("鸟", "花")),
+        Constraints(allowed=("春天", "鸟"), exclude=("天",)),
+    ],
+)
+def test_constraints_never_leak(tiny_masker: FillMasker, constraints: Constraints) -> None:
+    from tiankong.decoding import is_han
+
+    for mode in ("single", "whole_word"):
+        result = tiny_masker.predict(
+            "处处闻啼[MASK][MASK]。", top_k=20, mode=mode, constraints=constraints
+        )
+        tokens = [c.token for m in result.masks for c in m]
+        tokens += [ch for s in result.sequences for ch in s.fill]
+        assert tokens
+        for token in tokens:
+            if constraints.preset == "chinese_only":
+                assert all(is_han(ch) for ch in token)
+            if constraints.allowed:
+                assert token in "".join(constraints.allowed)
+            for excluded in constraints.exclude:
+                assert excluded not in token
+        for candidates in result.masks:
+            assert sum(c.score for c in candidates) <= 1.0 + 1e-9
+            for c in candidates:
+                assert c.raw_score is not None and c.raw_score <= c.score + 1e-12
+
+
+def test_allowed_words_restrict_whole_fills(tiny_masker: FillMasker) -> None:
+    result = tiny_masker.predict(
+        "[MASK][MASK]来了",
+        mode="whole_word",
+        beam_width=16,
+        constraints=Constraints(allowed=("春天", "秋天")),
+    )
+    assert result.sequences and {s.fill for s in result.sequences} <= {"春天", "秋天"}
+
+
+def test_constraints_that_exclude_everything(tiny_masker: FillMasker) -> None:
+    with pytest.raises(BadOptionError, match="leave no token"):
+        tiny_masker.predict(
+            "好[MASK]", constraints=Constraints(allowed=("。",), preset="chinese_only")
+        )
+    with pytest.raises(BadOptionError, match="Unknown constraints preset"):
+        tiny_masker.predict("好[MASK]", constraints=Constraints(preset="nope"))
