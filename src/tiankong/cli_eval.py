@@ -1,0 +1,115 @@
+"""`tiankong eval`: per-category cloze accuracy, optional JSON report and engine comparison."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tiankong.cli import app
+from tiankong.cli_commands import (
+    DeviceOption,
+    EngineOption,
+    ModelOption,
+    PrecisionOption,
+    ThreadsOption,
+    build_settings,
+)
+from tiankong.errors import BadOptionError
+from tiankong.evaluate import EvalReport, agreement, evaluate_items, read_items
+
+
+@app.command("eval")
+def eval_command(
+    file: Annotated[Path, typer.Argument(help="JSONL cloze items, or ChID JSON lines.")],
+    model: ModelOption = None,
+    engine: EngineOption = "auto",
+    precision: PrecisionOption = "auto",
+    device: DeviceOption = "auto",
+    threads: ThreadsOption = None,
+    order: Annotated[
+        str, typer.Option("--order", help="Joint decoding: left_to_right or confident_first.")
+    ] = "left_to_right",
+    beam_width: Annotated[int, typer.Option("--beam-width")] = 8,
+    blank: Annotated[
+        bool, typer.Option("--blank", help="Turn each item's masks into one [BLANK].")
+    ] = False,
+    length_alpha: Annotated[float, typer.Option("--length-alpha")] = 1.0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List the misses.")] = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write a JSON report.")] = None,
+    compare: Annotated[
+        str | None,
+        typer.Option(
+            "--compare",
+            help="A second ENGINE:PRECISION (e.g. onnx:int8) to run and compare against.",
+        ),
+    ] = None,
+) -> None:
+    """Top-1 / top-5 accuracy, MRR and latency per category for a cloze file."""
+    from tiankong.modes import PredictOptions
+    from tiankong.service import FillMasker
+
+    items = read_items(file)
+    options = PredictOptions(
+        beam_width=beam_width, order=order, length_alpha=length_alpha
+    ).validated()
+    settings = build_settings(model, device, threads, engine, precision)
+    runs = [(settings, FillMasker.load(settings=settings))]
+    if compare:
+        other_engine, _, other_precision = compare.partition(":")
+        if not other_engine:
+            raise BadOptionError("--compare takes ENGINE:PRECISION, e.g. onnx:int8.")
+        other = settings.with_overrides(engine=other_engine, precision=other_precision or "auto")
+        runs.append((other, FillMasker.load(settings=other)))
+    console = Console()
+    reports, outcomes = [], []
+    for _, masker in runs:
+        report, outcome = evaluate_items(masker, items, options, blank)
+        reports.append(report)
+        outcomes.append(outcome)
+        print_report(console, report, verbose)
+    payload: dict[str, object] = {"file": str(file), "reports": [r.to_dict() for r in reports]}
+    if len(outcomes) == 2:
+        figures = agreement(outcomes[0], outcomes[1])
+        payload["agreement"] = figures
+        console.print(
+            f"agreement {reports[0].engine}:{reports[0].precision} vs "
+            f"{reports[1].engine}:{reports[1].precision} over {figures['items']:.0f} items: "
+            f"top-1 {figures['top1_agreement']:.1%}, top-5 overlap {figures['top5_overlap']:.1%}"
+        )
+    if json_out:
+        json_out.write_text(json.dumps(payload, ensure_ascii=False, indent=1), encoding="utf-8")
+        console.print(f"report written to {json_out}")
+
+
+def print_report(console: Console, report: EvalReport, verbose: bool) -> None:
+    table = Table(
+        title=f"{report.model} · {report.engine} {report.precision} · {report.mode}",
+        title_justify="left",
+    )
+    for column in ("category", "items", "top-1", "top-5", "MRR", "latency ms", "errors"):
+        table.add_column(column, justify="left" if column == "category" else "right")
+    for row in [*report.categories, report.overall]:
+        table.add_row(
+            row.category,
+            str(row.items),
+            f"{row.top1:.1%}",
+            f"{row.top5:.1%}",
+            f"{row.mrr:.3f}",
+            f"{row.mean_latency_ms:.1f}",
+            str(row.errors),
+            style="bold" if row.category == "overall" else None,
+        )
+    console.print(table)
+    if verbose:
+        for failure in report.failures:
+            console.print(
+                f"  line {failure['line']} [{failure['category']}] {failure['text']}  "
+                f"answers {failure['answers']}  got {failure['predicted']}"
+                + (f"  error: {failure['error']}" if failure["error"] else ""),
+                highlight=False,
+            )

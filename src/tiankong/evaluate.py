@@ -1,0 +1,225 @@
+"""`tiankong eval`: cloze accuracy by category (top-1, top-5, MRR, latency).
+
+Reads two formats:
+- tiankong JSONL: ``{"category", "text", "answers"[, "candidates"]}``; ``text`` has [MASK]s;
+  ``answers`` lists accepted fills (a whole word for several masks).
+- ChID / CLUE-CHID JSON lines: ``{"content": "...#idiom#...", "candidates": [...],
+  "groundTruth": [...]}`` (or ``"answer"``); each ``#idiom#`` (or ``#idiom123#``) placeholder
+  becomes one item, category ``chid``, with the other placeholders hidden as [UNK].
+
+How an item is scored: with ``candidates`` the options are ranked (exact chain probability,
+length-normalised); one mask uses the per-mask ranking; several masks use joint (whole-word)
+decoding; with ``blank=True`` the masks become one [BLANK] of unknown length.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tiankong.errors import BadDataFileError, TiankongError
+from tiankong.modes import MASK_RUN, PredictOptions
+from tiankong.service import FillMasker
+from tiankong.text import BLANK, MASK, normalize_masks
+
+RANK_DEPTH = 50  # MRR counts answers found within this many predictions
+CHID_PLACEHOLDER = re.compile(r"#idiom\d*#")
+
+
+@dataclass(frozen=True)
+class ClozeItem:
+    category: str
+    text: str
+    answers: tuple[str, ...]
+    candidates: tuple[str, ...] = ()
+    line: int = 0
+
+
+@dataclass
+class ItemOutcome:
+    item: ClozeItem
+    ranked: list[str]  # predicted fills, best first
+    rank: int | None  # 1-based rank of the first accepted answer, None if not found
+    latency_ms: float
+    error: str | None = None
+
+
+@dataclass
+class CategoryReport:
+    category: str
+    items: int = 0
+    top1: float = 0.0
+    top5: float = 0.0
+    mrr: float = 0.0
+    mean_latency_ms: float = 0.0
+    errors: int = 0
+
+
+@dataclass
+class EvalReport:
+    model: str
+    engine: str
+    precision: str
+    mode: str
+    categories: list[CategoryReport] = field(default_factory=list)
+    overall: CategoryReport = field(default_factory=lambda: CategoryReport("overall"))
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_items(path: Path) -> list[ClozeItem]:
+    """Read tiankong JSONL or ChID lines; bad lines raise with their line number."""
+    if not path.is_file():
+        raise BadDataFileError(f"Evaluation file '{path}' does not exist.")
+    items: list[ClozeItem] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                raise BadDataFileError(f"{path.name} line {number}: not valid JSON.") from None
+            if not isinstance(record, dict):
+                raise BadDataFileError(f"{path.name} line {number}: expected a JSON object.")
+            items += list(parse_record(record, number, path.name))
+    if not items:
+        raise BadDataFileError(f"Evaluation file '{path.name}' has no items.")
+    return items
+
+
+def parse_record(record: dict[str, Any], number: int, name: str) -> Iterator[ClozeItem]:
+    if "content" in record:
+        yield from parse_chid(record, number, name)
+        return
+    text, answers = record.get("text"), record.get("answers")
+    if not isinstance(text, str) or not isinstance(answers, list) or not answers:
+        raise BadDataFileError(
+            f"{name} line {number}: needs 'text' (a string with [MASK]) and 'answers' (a list)."
+        )
+    yield ClozeItem(
+        category=str(record.get("category", "all")),
+        text=text,
+        answers=tuple(str(answer) for answer in answers),
+        candidates=tuple(str(option) for option in record.get("candidates") or ()),
+        line=number,
+    )
+
+
+def parse_chid(record: dict[str, Any], number: int, name: str) -> Iterator[ClozeItem]:
+    content = record["content"]
+    truths = record.get("groundTruth") or record.get("answer")
+    candidates = record.get("candidates") or []
+    placeholders = CHID_PLACEHOLDER.findall(content)
+    if isinstance(truths, str):
+        truths = [truths]
+    if not placeholders or not isinstance(truths, list) or len(truths) != len(placeholders):
+        raise BadDataFileError(
+            f"{name} line {number}: ChID items need one groundTruth per #idiom# placeholder."
+        )
+    for index, truth in enumerate(truths):
+        options = (
+            candidates[index] if candidates and isinstance(candidates[0], list) else candidates
+        )
+        pieces = CHID_PLACEHOLDER.split(content)
+        fills = [MASK if slot == index else "[UNK]" for slot in range(len(placeholders))]
+        text = pieces[0] + "".join(f + piece for f, piece in zip(fills, pieces[1:], strict=True))
+        yield ClozeItem("chid", text, (str(truth),), tuple(str(o) for o in options), number)
+
+
+def predicted_fills(
+    masker: FillMasker, item: ClozeItem, options: PredictOptions, blank: bool
+) -> list[str]:
+    """The model's fills for one item, best first."""
+    if item.candidates:
+        result = masker.predict(item.text, options=PredictOptions(candidates=item.candidates))
+        return [candidate.option for candidate in result.candidates]
+    if blank:
+        text = MASK_RUN.sub(BLANK, normalize_masks(item.text))
+        result = masker.predict(
+            text, options=replace(options, top_k=10, length_alpha=options.length_alpha)
+        )
+        return [fill.fill for fill in result.sequences]
+    prepared = masker.prepare(item.text)
+    if len(prepared.mask_indices) == 1:
+        result = masker.predict(item.text, top_k=RANK_DEPTH)
+        return [candidate.token for candidate in result.masks[0]]
+    result = masker.predict(
+        item.text,
+        options=PredictOptions(
+            top_k=10, mode="whole_word", beam_width=options.beam_width, order=options.order
+        ),
+    )
+    return [fill.fill for fill in result.sequences]
+
+
+def evaluate_items(
+    masker: FillMasker, items: list[ClozeItem], options: PredictOptions, blank: bool = False
+) -> tuple[EvalReport, list[ItemOutcome]]:
+    """Score every item; ``options`` carries beam width, order and length_alpha."""
+    outcomes = []
+    for item in items:
+        started = time.perf_counter()
+        try:
+            ranked = predicted_fills(masker, item, options, blank)
+            error = None
+        except TiankongError as failure:
+            ranked, error = [], failure.message
+        latency = (time.perf_counter() - started) * 1000
+        rank = next((i + 1 for i, fill in enumerate(ranked) if fill in item.answers), None)
+        outcomes.append(ItemOutcome(item, ranked, rank, latency, error))
+    engine = masker.engine
+    mode_name = "blank" if blank else f"auto ({options.order}, beam {options.beam_width})"
+    report = EvalReport(masker.model.name, engine.name, engine.precision, mode_name)
+    by_category: dict[str, list[ItemOutcome]] = defaultdict(list)
+    for outcome in outcomes:
+        by_category[outcome.item.category].append(outcome)
+    report.categories = [summarise(name, group) for name, group in by_category.items()]
+    report.overall = summarise("overall", outcomes)
+    report.failures = [
+        {
+            "line": outcome.item.line,
+            "category": outcome.item.category,
+            "text": outcome.item.text,
+            "answers": list(outcome.item.answers),
+            "predicted": outcome.ranked[:5],
+            "error": outcome.error,
+        }
+        for outcome in outcomes
+        if outcome.rank != 1
+    ]
+    return report, outcomes
+
+
+def summarise(name: str, outcomes: list[ItemOutcome]) -> CategoryReport:
+    count = len(outcomes)
+    return CategoryReport(
+        category=name,
+        items=count,
+        top1=sum(o.rank == 1 for o in outcomes) / count,
+        top5=sum(o.rank is not None and o.rank <= 5 for o in outcomes) / count,
+        mrr=sum(1.0 / o.rank for o in outcomes if o.rank is not None) / count,
+        mean_latency_ms=sum(o.latency_ms for o in outcomes) / count,
+        errors=sum(o.error is not None for o in outcomes),
+    )
+
+
+def agreement(first: list[ItemOutcome], second: list[ItemOutcome]) -> dict[str, float]:
+    """Top-1 agreement and mean top-5 overlap between two runs over the same items."""
+    pairs = [(a, b) for a, b in zip(first, second, strict=True) if a.ranked and b.ranked]
+    if not pairs:
+        return {"items": 0, "top1_agreement": 0.0, "top5_overlap": 0.0}
+    top1 = sum(a.ranked[0] == b.ranked[0] for a, b in pairs) / len(pairs)
+    overlap = sum(
+        len(set(a.ranked[:5]) & set(b.ranked[:5])) / max(1, min(5, len(a.ranked), len(b.ranked)))
+        for a, b in pairs
+    ) / len(pairs)
+    return {"items": len(pairs), "top1_agreement": top1, "top5_overlap": overlap}

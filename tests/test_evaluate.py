@@ -1,0 +1,105 @@
+"""`tiankong eval`: readers, exact counts, and the CLI report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiankong.errors import BadDataFileError
+from tiankong.evaluate import ItemOutcome, agreement, evaluate_items, read_items, summarise
+from tiankong.modes import PredictOptions
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_chid_reader_makes_one_item_per_placeholder() -> None:
+    items = read_items(DATA / "chid_sample.json")
+    assert len(items) == 3
+    first, second, third = items
+    assert first.category == "chid"
+    assert first.text == "他读书总是[MASK]，看到结局时[UNK]。"
+    assert first.answers == ("一目十行",) and first.candidates == (
+        "一目十行",
+        "一目了然",
+        "目不转睛",
+    )
+    assert second.text == "他读书总是[UNK]，看到结局时[MASK]。"
+    assert second.candidates[0] == "哭笑不得"
+    assert third.text == "这件事让大家[MASK]。" and third.answers == ("哭笑不得",)
+
+
+def test_bad_eval_lines_name_their_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"text": "好[MASK]", "answers": ["的"]}\n{"text": 1}\n', encoding="utf-8")
+    with pytest.raises(BadDataFileError, match="line 2"):
+        read_items(path)
+    path.write_text("not json\n", encoding="utf-8")
+    with pytest.raises(BadDataFileError, match="line 1: not valid JSON"):
+        read_items(path)
+
+
+def test_counts_are_exact_on_a_small_file(tiny_masker, tmp_path: Path) -> None:
+    """Build answers from the model's own output so the expected counts are known exactly."""
+    texts = ["处处闻啼[MASK]。", "画龙点[MASK]", "守株待[MASK]", "一天有二十四个小[MASK]。"]
+    results = [tiny_masker.predict(t, top_k=50).masks[0] for t in texts]
+    lines = [
+        {"category": "a", "text": texts[0], "answers": [results[0][0].token]},  # rank 1
+        {"category": "a", "text": texts[1], "answers": [results[1][2].token]},  # rank 3
+        {"category": "b", "text": texts[2], "answers": [results[2][9].token]},  # rank 10
+        {"category": "b", "text": texts[3], "answers": ["不在前五十的字"]},  # not found
+        {"category": "b", "text": "没有空", "answers": ["x"]},  # an error, counted as a miss
+    ]
+    path = tmp_path / "small.jsonl"
+    path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines), encoding="utf-8")
+    report, outcomes = evaluate_items(tiny_masker, read_items(path), PredictOptions())
+    assert [o.rank for o in outcomes] == [1, 3, 10, None, None]
+    by_name = {c.category: c for c in report.categories}
+    assert by_name["a"].items == 2 and by_name["a"].top1 == 0.5 and by_name["a"].top5 == 1.0
+    assert by_name["a"].mrr == pytest.approx((1 + 1 / 3) / 2)
+    assert by_name["b"].items == 3 and by_name["b"].top5 == 0.0 and by_name["b"].errors == 1
+    assert by_name["b"].mrr == pytest.approx(0.1 / 3)
+    assert report.overall.items == 5 and report.overall.top1 == pytest.approx(0.2)
+    assert len(report.failures) == 4
+
+
+def test_agreement_figures() -> None:
+    from tiankong.evaluate import ClozeItem
+
+    item = ClozeItem("x", "[MASK]", ("a",))
+    first = [ItemOutcome(item, list("abcde"), 1, 1.0), ItemOutcome(item, list("fghij"), None, 1.0)]
+    second = [ItemOutcome(item, list("abxyz"), 1, 1.0), ItemOutcome(item, list("ghijf"), None, 1.0)]
+    figures = agreement(first, second)
+    assert figures["top1_agreement"] == 0.5
+    assert figures["top5_overlap"] == pytest.approx((2 / 5 + 5 / 5) / 2)
+    assert summarise("x", first).top1 == 0.5
+
+
+def test_eval_cli_prints_the_table_and_writes_json(tiny_model_dir: Path, tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tiankong",
+            "eval",
+            str(DATA / "chid_sample.json"),
+            "--model",
+            str(tiny_model_dir),
+            "--engine",
+            "torch",
+            "--json",
+            str(report),
+            "-v",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "chid" in done.stdout and "overall" in done.stdout and "top-5" in done.stdout
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert data["reports"][0]["overall"]["items"] == 3
