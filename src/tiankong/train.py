@@ -368,10 +368,10 @@ def train(
             state.history.append(
                 {**metrics, "elapsed_s": state.elapsed_s, "tokens": state.tokens_seen}
             )
-        if on_progress:
-            on_progress(state, metrics)
         if state.step % options.save_every == 0:
             save_checkpoint(checkpoint, model, tokenizer, optimizer, scheduler, state)
+        if on_progress:
+            on_progress(state, metrics)
 
     save_checkpoint(checkpoint, model, tokenizer, optimizer, scheduler, state)
     if eval_set and (heldout_loss is None or state.history[-1]["step"] != state.step):

@@ -1,0 +1,221 @@
+"""`tiankong train`: a tiny config on a tiny corpus, in seconds."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiankong.errors import BadDataFileError, BadOptionError
+from tiankong.models import VOCAB_FILE
+from tiankong.train import TrainOptions, train
+from tiankong.train_data import read_cloze_csv
+
+LINES = [
+    "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。",
+    "床前明月光，疑是地上霜。举头望明月，低头思故乡。",
+    "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。",
+    "手机没电了，赶紧去充电。",
+    "守株待兔",
+    "画龙点睛",
+]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("corpus")
+    with lzma.open(folder / "tiny.txt.xz", "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(LINES * 20) + "\n")
+    (folder / "heldout.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    return folder
+
+
+def tiny_options(corpus: Path, out: Path, **changes) -> TrainOptions:
+    base = dict(
+        out=out,
+        data=(str(corpus / "tiny.txt.xz"),),
+        heldout=(str(corpus / "heldout.txt"),),
+        config="tiny",
+        max_steps=40,
+        batch_size=8,
+        seq_len=32,
+        lr=3e-3,
+        warmup_steps=5,
+        eval_every=20,
+        save_every=20,
+        shuffle_buffer=50,
+        threads=1,
+        seed=7,
+    )
+    base.update(changes)
+    return TrainOptions(**base)
+
+
+def test_loss_goes_down_and_output_loads(corpus: Path, tmp_path: Path) -> None:
+    from transformers import AutoModelForMaskedLM
+
+    from tiankong import FillMasker, Settings
+
+    summary = train(tiny_options(corpus, tmp_path / "run", max_steps=60))
+    history = summary.history
+    assert summary.steps == 60 and len(history) == 3
+    assert history[-1]["heldout_loss"] < history[0]["heldout_loss"] - 0.5
+    assert summary.heldout_accuracy is not None and 0.0 <= summary.heldout_accuracy <= 1.0
+    AutoModelForMaskedLM.from_pretrained(tmp_path / "run")
+    masker = FillMasker.load(str(tmp_path / "run"), Settings(engine="torch", threads=1))
+    assert len(masker.predict("处处闻啼[MASK]。").masks[0]) == 5
+    record = json.loads((tmp_path / "run" / "training.json").read_text())
+    assert record["summary"]["steps"] == 60
+
+
+def test_resume_continues_from_the_same_step(corpus: Path, tmp_path: Path) -> None:
+    """Stopping at step 20 and resuming to 40 gives the same weights as one 40-step run."""
+    import torch
+    from safetensors.torch import load_file
+
+    straight = train(tiny_options(corpus, tmp_path / "straight"))
+    # first half: a 40-step schedule interrupted at 20 steps (simulated by max_steps on a copy)
+    first = tiny_options(corpus, tmp_path / "split")
+    _run_until(first, stop_at=20)
+    state = torch.load(tmp_path / "split" / "checkpoint" / "trainer_state.pt", weights_only=False)
+    assert state["state"]["step"] == 20
+    resumed = train(tiny_options(corpus, tmp_path / "split", resume=True))
+    assert resumed.steps == 40 == straight.steps
+    a = load_file(tmp_path / "straight" / "model.safetensors")
+    b = load_file(tmp_path / "split" / "model.safetensors")
+    for name in a:
+        assert torch.allclose(a[name], b[name], atol=1e-5), name
+
+
+def _run_until(options: TrainOptions, stop_at: int) -> None:
+    """Run ``options`` but stop after ``stop_at`` steps, like an interrupted job."""
+
+    class Stop(Exception):
+        pass
+
+    def on_progress(state, metrics) -> None:
+        if state.step == stop_at:
+            raise Stop
+
+    with pytest.raises(Stop):
+        train(options, on_progress)
+
+
+def test_seed_makes_runs_identical(corpus: Path, tmp_path: Path) -> None:
+    a = train(tiny_options(corpus, tmp_path / "a", max_steps=10, eval_every=10))
+    b = train(tiny_options(corpus, tmp_path / "b", max_steps=10, eval_every=10))
+    assert a.final_train_loss == b.final_train_loss
+    assert a.heldout_loss == b.heldout_loss
+
+
+def test_csv_fine_tuning(tiny_model_dir: Path, tmp_path: Path) -> None:
+    csv_path = tmp_path / "cloze.csv"
+    csv_path.write_text(
+        "text,label\n" + "手机没电了，赶紧去[MASK][MASK]。,充电\n处处闻啼[MASK]。,鸟\n" * 10,
+        encoding="utf-8",
+    )
+    summary = train(
+        TrainOptions(
+            out=tmp_path / "tuned",
+            data=(str(csv_path),),
+            heldout=(str(csv_path),),
+            init=str(tiny_model_dir),
+            max_steps=60,
+            batch_size=4,
+            lr=3e-2,
+            warmup_steps=2,
+            eval_every=10,
+            threads=1,
+        )
+    )
+    history = summary.history
+    assert history[-1]["heldout_loss"] < history[0]["heldout_loss"] - 1.0
+    assert summary.heldout_accuracy == 1.0  # three labelled masks, memorised
+
+
+def write_csv(path: Path, body: str) -> Path:
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def test_csv_errors_name_their_lines(tmp_path: Path) -> None:
+    vocab = {t: i for i, t in enumerate(VOCAB_FILE.read_text(encoding="utf-8").splitlines())}
+    missing = write_csv(tmp_path / "m.csv", "sentence,answer\n好[MASK],的\n")
+    with pytest.raises(BadDataFileError, match="missing the column\\(s\\) text, label"):
+        read_cloze_csv(missing, vocab, skip_bad_rows=False)
+    bad = write_csv(
+        tmp_path / "b.csv",
+        "text,label\n好[MASK],的\n没有空,的\n[MASK][MASK]好,一\n好[MASK],\U0001f600\n",
+    )
+    with pytest.raises(BadDataFileError) as caught:
+        read_cloze_csv(bad, vocab, skip_bad_rows=False)
+    message = str(caught.value)
+    assert "3 bad row(s)" in message
+    assert "line 3: the text has no [MASK]" in message
+    assert "line 4: the label '一' has 1 character(s) but the text has 2 [MASK]" in message
+    assert "line 5: the label character(s) \U0001f600 are not in the model's vocabulary" in message
+    rows, problems = read_cloze_csv(bad, vocab, skip_bad_rows=True)
+    assert [row.line for row in rows] == [2] and len(problems) == 3
+
+
+def test_bad_options(corpus: Path, tmp_path: Path) -> None:
+    with pytest.raises(BadOptionError, match="Unknown --config 'huge'"):
+        train(tiny_options(corpus, tmp_path / "x", config="huge"))
+    with pytest.raises(BadDataFileError, match="does not exist"):
+        train(tiny_options(corpus, tmp_path / "x", data=("nope.txt",)))
+    with pytest.raises(BadDataFileError, match="no checkpoint yet"):
+        train(tiny_options(corpus, tmp_path / "fresh", resume=True))
+
+
+def test_train_cli_prints_summary(corpus: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tiankong",
+            "train",
+            "--out",
+            str(tmp_path / "cli"),
+            "--config",
+            "tiny",
+            "--data",
+            f"{corpus / 'tiny.txt.xz'}:2",
+            "--heldout",
+            str(corpus / "heldout.txt"),
+            "--max-steps",
+            "5",
+            "--eval-every",
+            "5",
+            "--batch-size",
+            "4",
+            "--seq-len",
+            "32",
+            "--threads",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Training summary" in done.stdout and "held-out masked-token accuracy" in done.stdout
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tiankong",
+            "train",
+            "--out",
+            str(tmp_path / "bad"),
+            "--data",
+            str(tmp_path / "missing.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "does not exist" in bad.stderr
