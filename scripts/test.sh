@@ -13,7 +13,7 @@ if ! command -v chromium >/dev/null 2>&1; then
     exit 1
   fi
 fi
-.venv/bin/ruff check src tests bench
-.venv/bin/ruff format --check src tests bench
+.venv/bin/ruff check src tests bench scripts
+.venv/bin/ruff format --check src tests bench scripts
 .venv/bin/mypy src
 .venv/bin/python -m pytest "$@"

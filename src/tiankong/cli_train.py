@@ -97,6 +97,8 @@ def train_command(
         save_fp16=fp16,
     )
     console = Console(stderr=True)
+    if not console.is_terminal:  # logs: wide plain lines instead of a cut-off live display
+        console = Console(stderr=True, width=200)
     progress = Progress(
         TextColumn("[bold]train"),
         BarColumn(),
