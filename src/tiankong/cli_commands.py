@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,6 +15,10 @@ from tiankong.cli import app
 from tiankong.config import Settings
 from tiankong.errors import TiankongError, mapping_for
 from tiankong.results import FillResult
+
+if TYPE_CHECKING:
+    from tiankong.modes import PredictOptions
+    from tiankong.service import FillMasker
 
 ModelOption = Annotated[
     str | None,
@@ -61,6 +66,63 @@ def build_settings(
     )
 
 
+WholeWordOption = Annotated[
+    bool, typer.Option("--whole-word", help="Joint fills for several masks (beam search).")
+]
+BeamOption = Annotated[int, typer.Option("--beam-width", help="Beam width for joint fills.")]
+OrderOption = Annotated[
+    str, typer.Option("--order", help="Joint decoding: left_to_right or confident_first.")
+]
+CandidatesOption = Annotated[
+    str | None,
+    typer.Option("--candidates", help="Options for the blank, comma-separated: 充电,吃饭."),
+]
+AllowedOption = Annotated[
+    str | None, typer.Option("--allowed", help="Only these characters/words, comma-separated.")
+]
+ExcludeOption = Annotated[
+    str | None, typer.Option("--exclude", help="Never these characters/words, comma-separated.")
+]
+PresetOption = Annotated[
+    str | None, typer.Option("--preset", help="Constraint preset: chinese_only, no_punctuation.")
+]
+BlankLengthOption = Annotated[
+    int, typer.Option("--max-blank-length", help="Longest fill for a [BLANK] (1-4).")
+]
+LIST_SEPARATORS = re.compile(r"[,，、\s]+")
+
+
+def split_list(value: str | None) -> tuple[str, ...]:
+    return tuple(item for item in LIST_SEPARATORS.split(value or "") if item)
+
+
+def decoding_options(
+    masker: FillMasker,
+    top_k: int,
+    whole_word: bool,
+    beam_width: int,
+    order: str,
+    candidates: str | None,
+    allowed: str | None,
+    exclude: str | None,
+    preset: str | None,
+    max_blank_length: int,
+) -> PredictOptions:
+    """PredictOptions from the CLI's decoding flags (shared by predict and fill)."""
+    from tiankong.decoding import Constraints
+
+    constraints = Constraints(split_list(allowed), split_list(exclude), preset)
+    return masker.options(
+        top_k,
+        mode="whole_word" if whole_word else "single",
+        beam_width=beam_width,
+        order=order,
+        candidates=split_list(candidates),
+        constraints=constraints,
+        max_blank_length=max_blank_length,
+    )
+
+
 @app.command("predict")
 def predict_command(
     text: Annotated[
@@ -76,16 +138,39 @@ def predict_command(
     engine: EngineOption = "auto",
     precision: PrecisionOption = "auto",
     max_length: MaxLengthOption = None,
+    whole_word: WholeWordOption = False,
+    beam_width: BeamOption = 8,
+    order: OrderOption = "left_to_right",
+    candidates: CandidatesOption = None,
+    allowed: AllowedOption = None,
+    exclude: ExcludeOption = None,
+    preset: PresetOption = None,
+    max_blank_length: BlankLengthOption = 4,
 ) -> None:
-    """Fill the [MASK]s in TEXT (or in each line of stdin) and print ranked candidates."""
+    """Fill the [MASK]s in TEXT (or in each line of stdin) and print ranked candidates.
+
+    A [BLANK] is a blank of unknown length (1 to --max-blank-length characters).
+    """
     from tiankong.service import FillMasker
 
     settings = build_settings(model, device, threads, engine, precision, max_length)
     masker = FillMasker.load(settings=settings)
-    masker.check_top_k(top_k)
+    options = decoding_options(
+        masker,
+        top_k,
+        whole_word,
+        beam_width,
+        order,
+        candidates,
+        allowed,
+        exclude,
+        preset,
+        max_blank_length,
+    )
     console = Console()
     if text is not None:
-        print_result(masker.predict(text, top_k), as_json, console, masker.model.name)
+        result = masker.predict(text, options=options)
+        print_result(result, as_json, console, masker.model.name)
         return
     failures, exit_code = 0, 0
     for line in sys.stdin:
@@ -93,7 +178,8 @@ def predict_command(
         if not line.strip():
             continue
         try:
-            print_result(masker.predict(line, top_k), as_json, console, masker.model.name)
+            result = masker.predict(line, options=options)
+            print_result(result, as_json, console, masker.model.name)
         except TiankongError as error:  # one bad line doesn't stop the rest
             failures += 1
             if as_json:
@@ -118,6 +204,23 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
     if result.truncated:
         title += "   [yellow](text was cut to a window around the masks)[/yellow]"
     console.print(title, highlight=False)
+    if result.candidates:
+        table = Table(
+            title="candidates (length-normalised chain probability)", title_justify="left"
+        )
+        for column in ("#", "option", "score", "joint"):
+            table.add_column(column, justify="left" if column == "option" else "right")
+        for rank, option in enumerate(result.candidates, start=1):
+            table.add_row(str(rank), option.option, f"{option.score:.4g}", f"{option.joint:.4g}")
+        console.print(table)
+        return
+    if result.sequences:
+        table = Table(title="whole-word fills (joint probability)", title_justify="left")
+        for column in ("#", "fill", "sentence", "score"):
+            table.add_column(column, justify="left" if column in ("fill", "sentence") else "right")
+        for rank, fill in enumerate(result.sequences, start=1):
+            table.add_row(str(rank), fill.fill, fill.text, f"{fill.score:.4g}")
+        console.print(table)
     for index, candidates in enumerate(result.masks, start=1):
         table = Table(title=f"[MASK] {index}", title_justify="left")
         table.add_column("#", justify="right")
