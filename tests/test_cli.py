@@ -118,3 +118,20 @@ def test_bad_model_path_exits_3(tmp_path: Path) -> None:
 def test_unknown_option_is_a_usage_error() -> None:
     done = run_cli("predict", "画龙点[MASK]", "--nope")
     assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+def test_predict_decoding_options(tiny_model_dir: Path) -> None:
+    base = ["predict", "--model", str(tiny_model_dir), "--engine", "torch", "--json"]
+    whole = run_cli(*base, "手机没电了，赶紧去[MASK][MASK]。", "--whole-word", "--top-k", "3")
+    assert whole.returncode == 0, whole.stderr
+    sequences = json.loads(whole.stdout)["sequences"]
+    assert sequences and all(len(s["fill"]) == 2 for s in sequences)
+    ranked = run_cli(*base, "赶紧去[MASK]。", "--candidates", "充电，吃饭、睡觉")
+    assert ranked.returncode == 0, ranked.stderr
+    options = [c["option"] for c in json.loads(ranked.stdout)["candidates"]]
+    assert sorted(options) == ["充电", "吃饭", "睡觉"]
+    constrained = run_cli(*base, "处处闻啼[MASK]。", "--allowed", "鸟,花")
+    tokens = {c["token"] for c in json.loads(constrained.stdout)["masks"][0]}
+    assert tokens <= {"鸟", "花"}
+    bad = run_cli(*base, "处处闻啼[MASK]。", "--preset", "nope")
+    assert bad.returncode == 2 and "Unknown constraints preset" in bad.stderr
