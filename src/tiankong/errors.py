@@ -56,6 +56,12 @@ class BadOptionError(BadInputError):
     code = "bad_option"
 
 
+class InvalidRequestError(BadInputError):
+    """The request itself is malformed: bad JSON, a wrong type, a missing field."""
+
+    code = "invalid_request"
+
+
 class BatchTooLargeError(BadInputError):
     code = "batch_too_large"
 
@@ -117,6 +123,7 @@ EXIT_INTERNAL = 1
 # specific classes come before their bases.
 ERROR_TABLE: dict[type[TiankongError], ErrorMapping] = {
     BodyTooLargeError: ErrorMapping(413, EXIT_BAD_INPUT),
+    InvalidRequestError: ErrorMapping(422, EXIT_BAD_INPUT),
     BadInputError: ErrorMapping(400, EXIT_BAD_INPUT),
     ModelUnavailableError: ErrorMapping(503, EXIT_MODEL_UNAVAILABLE),
     UnauthorizedError: ErrorMapping(401, EXIT_BAD_INPUT),

@@ -127,12 +127,15 @@ class FillMasker:
             [item.input_ids for item in prepared], [item.mask_indices for item in prepared]
         )
 
-    def run_prepared(self, prepared: Sequence[PreparedText], k: int) -> list[FillResult]:
+    def run_prepared(
+        self, prepared: Sequence[PreparedText], k: int, allowed: np.ndarray | None = None
+    ) -> list[FillResult]:
+        """One engine call for all of ``prepared``; ``allowed`` limits the candidates."""
         if not prepared:
             return []
         rows = self.mask_probabilities(prepared)
         return [
-            self.decode(item, probabilities, k)
+            self.decode(item, probabilities, k, allowed)
             for item, probabilities in zip(prepared, rows, strict=True)
         ]
 
