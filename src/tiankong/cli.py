@@ -45,7 +45,7 @@ def register(name: str, command: Callable[..., Any]) -> None:
 
 def main() -> None:
     """Console-script entry: typed errors become one sentence and the table's exit code."""
-    from tiankong import cli_commands, cli_eval  # noqa: F401  (registers predict, eval, ...)
+    from tiankong import cli_commands, cli_eval, cli_serve  # noqa: F401  (registers commands)
 
     try:
         app()  # standalone: usage errors print click's message and exit 2

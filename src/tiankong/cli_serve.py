@@ -1,0 +1,139 @@
+"""`tiankong serve`: build Settings from flags (each with a TIANKONG_* twin) and run uvicorn.
+
+The port is bound before the model loads, so a busy port fails in a second, and the model loads
+before uvicorn starts, so a missing model is one sentence and exit code 3 (via cli.main and the
+error table) instead of a startup traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from typing import Annotated
+
+import typer
+
+from tiankong.cli import app
+from tiankong.cli_commands import (
+    DeviceOption,
+    EngineOption,
+    MaxLengthOption,
+    ModelOption,
+    PrecisionOption,
+    ThreadsOption,
+)
+from tiankong.config import Settings
+from tiankong.errors import BadOptionError
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
+@app.command("serve")
+def serve_command(
+    model: ModelOption = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host", envvar="TIANKONG_HOST", help="Address to listen on (default 127.0.0.1)."
+        ),
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", envvar="TIANKONG_PORT", help="TCP port (default 8000).")
+    ] = None,
+    engine: EngineOption = "auto",
+    precision: PrecisionOption = "auto",
+    device: DeviceOption = "auto",
+    threads: ThreadsOption = None,
+    max_length: MaxLengthOption = None,
+    max_batch_texts: Annotated[
+        int | None,
+        typer.Option(
+            "--max-batch-texts",
+            envvar="TIANKONG_MAX_BATCH_TEXTS",
+            help="Most texts per /batch_predict or HF request (default 64).",
+        ),
+    ] = None,
+    max_body_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--max-body-bytes",
+            envvar="TIANKONG_MAX_BODY_BYTES",
+            help="Largest request body; bigger ones get 413 (default 1000000).",
+        ),
+    ] = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            envvar="TIANKONG_LOG_LEVEL",
+            help=f"{', '.join(LOG_LEVELS)} (default info).",
+        ),
+    ] = None,
+    warmup: Annotated[
+        bool,
+        typer.Option(
+            "--warmup/--no-warmup",
+            envvar="TIANKONG_WARMUP",
+            help="Run one inference before /ready answers 200.",
+        ),
+    ] = True,
+) -> None:
+    """Serve the HTTP API, the Hugging Face-compatible route and the web page."""
+    import uvicorn
+
+    from tiankong.server import create_app
+    from tiankong.service import FillMasker
+
+    settings = Settings().with_overrides(
+        model=model,
+        host=host,
+        port=port,
+        engine=engine,
+        precision=precision,
+        device=device,
+        threads=threads,
+        max_length=max_length,
+        max_batch_texts=max_batch_texts,
+        max_body_bytes=max_body_bytes,
+        log_level=log_level.lower() if log_level else None,
+        warmup=warmup,
+    )
+    if settings.log_level not in LOG_LEVELS:
+        raise BadOptionError(
+            f"Unknown log level '{settings.log_level}'; use one of {', '.join(LOG_LEVELS)}."
+        )
+    listener = bind(settings.host, settings.port)
+    masker = FillMasker.load(settings=settings)
+    typer.echo(
+        f"tiankong: model {masker.model.name} on {masker.engine.name}/{masker.engine.device}; "
+        f"page and API at http://{settings.host}:{listener.getsockname()[1]}/",
+        err=True,
+    )
+    config = uvicorn.Config(
+        create_app(settings, masker),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=int(settings.drain_timeout_s),
+    )
+    uvicorn.Server(config).run(sockets=[listener])
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Claim ``host:port`` now (uvicorn listens on it later), or say in one sentence why not."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as error:
+        listener.close()
+        if error.errno == errno.EADDRINUSE:
+            raise BadOptionError(
+                f"Port {port} on {host} is already in use; stop the other server or choose "
+                "another port with --port."
+            ) from None
+        raise BadOptionError(
+            f"Cannot listen on {host}:{port} ({error.strerror}); check --host and --port."
+        ) from None
+    return listener

@@ -1,0 +1,109 @@
+"""``create_app``: the FastAPI application for one Settings (and optionally a loaded model).
+
+>>> from tiankong import Settings
+>>> from tiankong.server import create_app
+>>> app = create_app(Settings(model="tiankong-mini-zh"))   # the model loads in lifespan
+>>> # uvicorn.run(app, host="127.0.0.1", port=8000)          # or: tiankong serve
+
+The model loads once in lifespan (unless a FillMasker is passed in, as ``tiankong serve`` and the
+tests do), a warm-up inference runs, and only then does GET /ready answer 200. Everything the app
+holds lives on ``app.state.tiankong`` (a ServerState); nothing is global.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+
+from tiankong import __version__
+from tiankong.config import Settings
+from tiankong.server import hf, routes
+from tiankong.server.body_limit import BodyLimitMiddleware
+from tiankong.server.error_handlers import install_error_handlers
+from tiankong.server.metrics import MetricsMiddleware, ServerMetrics
+from tiankong.server.predictor import Predictor, ServerState
+from tiankong.service import FillMasker
+
+DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked language models.
+
+* `POST /predict`, `GET /predict`, `POST /batch_predict`: tiankong's own API.
+* `POST /`: Hugging Face Inference API compatible fill-mask (`InferenceClient.fill_mask`).
+* Errors always look like `{"error": {"code": "no_mask", "message": "..."}}`.
+"""
+
+
+def create_app(settings: Settings, masker: FillMasker | None = None) -> FastAPI:
+    """Build the app. With ``masker=None`` the model in ``settings`` loads during startup."""
+    state = ServerState(settings=settings, metrics=ServerMetrics(), masker=masker)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        masker = state.masker
+        if masker is None:
+            masker = state.masker = await anyio.to_thread.run_sync(load_masker, settings)
+        predictor = Predictor(masker, settings, state.metrics)
+        if settings.warmup:
+            await predictor.warm_up()
+        state.predictor = predictor
+        try:
+            yield
+        finally:
+            state.predictor = None
+
+    app = FastAPI(
+        title="tiankong (填空)",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,  # served below from local assets, so /docs works offline
+    )
+    app.state.tiankong = state
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=state.metrics)  # outermost: sees every 413
+    app.include_router(routes.router)
+    app.include_router(hf.router)
+    app.mount("/static", StaticFiles(directory=routes.STATIC_DIR), name="static")
+    add_docs(app)
+    return app
+
+
+def load_masker(settings: Settings) -> FillMasker:
+    return FillMasker.load(settings=settings)
+
+
+def add_docs(app: FastAPI) -> None:
+    """Swagger UI at /docs, from the swagger-ui-bundle package when it is installed (offline),
+    else from FastAPI's default CDN."""
+    assets = swagger_assets()
+    if assets is not None:
+        app.mount("/docs-assets", StaticFiles(directory=assets), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        if assets is None:
+            return get_swagger_ui_html(openapi_url="/openapi.json", title=app.title)
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title=app.title,
+            swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs-assets/swagger-ui.css",
+            swagger_favicon_url="/docs-assets/favicon-32x32.png",
+        )
+
+
+def swagger_assets() -> Path | None:
+    if importlib.util.find_spec("swagger_ui_bundle") is None:
+        return None
+    import swagger_ui_bundle
+
+    path = Path(swagger_ui_bundle.swagger_ui_path)
+    return path if (path / "swagger-ui-bundle.js").is_file() else None

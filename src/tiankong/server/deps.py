@@ -1,0 +1,24 @@
+"""FastAPI dependencies: typed access to the app's ServerState and its ready Predictor."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from tiankong.server.predictor import Predictor, ServerState
+
+
+def server_state(request: Request) -> ServerState:
+    state = request.app.state.tiankong
+    assert isinstance(state, ServerState)
+    return state
+
+
+def ready_predictor(state: Annotated[ServerState, Depends(server_state)]) -> Predictor:
+    """The predictor, or a 503 (model_unavailable) while the model is loading."""
+    return state.require_predictor()
+
+
+StateDep = Annotated[ServerState, Depends(server_state)]
+PredictorDep = Annotated[Predictor, Depends(ready_predictor)]

@@ -1,0 +1,102 @@
+"""Every error response has one shape: ``{"error": {"code": ..., "message": ...}}``.
+
+Typed errors get their status from ``tiankong.errors``' table; FastAPI's validation errors
+become ``InvalidRequestError`` (422) and an oversized body ``BodyTooLargeError`` (413), both
+via the same table. Messages never carry a traceback, a file path or the offending input.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from tiankong.errors import (
+    BodyTooLargeError,
+    InvalidRequestError,
+    OverloadedError,
+    TiankongError,
+    mapping_for,
+)
+from tiankong.server.deps import server_state
+
+logger = logging.getLogger("tiankong.server")
+RETRY_AFTER_S = "1"
+
+
+def error_body(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+def error_response(error: TiankongError) -> JSONResponse:
+    status = mapping_for(error).http_status
+    headers = {"Retry-After": RETRY_AFTER_S} if status == 503 else None
+    return JSONResponse(error_body(error.code, error.message), status, headers=headers)
+
+
+def body_too_large(limit: int) -> BodyTooLargeError:
+    return BodyTooLargeError(f"The request body is larger than the {limit:,}-byte limit.")
+
+
+def describe_validation(errors: list[Any], content_type: str) -> str:
+    """One sentence for the first problem FastAPI found in the request."""
+    first = errors[0] if errors else {}
+    kind = first.get("type", "")
+    location = [str(part) for part in first.get("loc", ()) if part not in ("body", "query")]
+    if kind == "json_invalid":
+        return "The body is not valid JSON."
+    if kind in ("model_attributes_type", "dict_type") and not location:
+        if "json" not in content_type:
+            return "Send the body as JSON, with the header Content-Type: application/json."
+        return "The body must be a JSON object."
+    if kind == "missing" and not location:
+        return "The request body is missing; send a JSON object."
+    field = ".".join(location) or "request"
+    more = f" ({len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return f"{field}: {first.get('msg', 'invalid value')}{more}."
+
+
+async def handle_tiankong_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, TiankongError)
+    return error_response(error)
+
+
+async def handle_validation_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    message = describe_validation(list(error.errors()), request.headers.get("content-type", ""))
+    return error_response(InvalidRequestError(message))
+
+
+async def handle_http_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, HTTPException)
+    if error.status_code == 413:
+        return error_response(body_too_large(server_state(request).settings.max_body_bytes))
+    if error.status_code == 503:
+        return error_response(OverloadedError("The server is busy; retry shortly."))
+    phrase = HTTPStatus(error.status_code).phrase
+    message = {404: "Not found; GET /docs lists the routes."}.get(error.status_code, phrase + ".")
+    return JSONResponse(
+        error_body(phrase.lower().replace(" ", "_").replace("-", "_"), message),
+        error.status_code,
+        headers=error.headers,
+    )
+
+
+async def handle_unexpected_error(request: Request, error: Exception) -> JSONResponse:
+    """A bug, never the user's fault: log it here, answer without internals."""
+    logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=error)
+    return JSONResponse(
+        error_body("internal_error", "An internal error occurred; see the server log."), 500
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(TiankongError, handle_tiankong_error)
+    app.add_exception_handler(RequestValidationError, handle_validation_error)
+    app.add_exception_handler(HTTPException, handle_http_error)
+    app.add_exception_handler(Exception, handle_unexpected_error)

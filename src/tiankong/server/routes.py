@@ -1,0 +1,168 @@
+"""The tiankong routes: thin handlers that validate, call the Predictor and shape the answer."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import psutil
+from fastapi import APIRouter, Body, Query
+from fastapi.responses import FileResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from tiankong import __version__
+from tiankong.errors import BatchTooLargeError, TiankongError
+from tiankong.server.deps import PredictorDep, StateDep
+from tiankong.server.predictor import Predictor
+from tiankong.server.schemas import (
+    BATCH_EXAMPLES,
+    ERROR_RESPONSES,
+    POEM,
+    PREDICT_EXAMPLES,
+    TEXT_DESCRIPTION,
+    TOP_K_DESCRIPTION,
+    BatchPredictRequest,
+    BatchPredictResponse,
+    ErrorDetail,
+    ErrorResponse,
+    Fill,
+    PredictRequest,
+    PredictResponse,
+)
+from tiankong.text import PreparedText
+
+STATIC_DIR = Path(__file__).parent / "static"
+# The page loads only its own script, style and API: model output can never run as code.
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-cache",
+}
+
+router = APIRouter()
+
+
+async def predict_one(predictor: Predictor, text: str, top_k: int | None) -> PredictResponse:
+    started = time.perf_counter()
+    k = predictor.check_top_k(top_k)
+    [result] = await predictor.run([predictor.prepare(text)], k)
+    return PredictResponse.from_result(result, latency_ms=(time.perf_counter() - started) * 1000)
+
+
+@router.post("/predict", responses=ERROR_RESPONSES, tags=["fill-mask"])
+async def predict(
+    body: Annotated[PredictRequest, Body(openapi_examples=PREDICT_EXAMPLES)],
+    predictor: PredictorDep,
+) -> PredictResponse:
+    """Ranked candidates for every [MASK] in one text."""
+    return await predict_one(predictor, body.text, body.top_k)
+
+
+@router.get("/predict", responses=ERROR_RESPONSES, tags=["fill-mask"])
+async def predict_get(
+    predictor: PredictorDep,
+    text: Annotated[str, Query(description=TEXT_DESCRIPTION, examples=[POEM])],
+    top_k: Annotated[int | None, Query(description=TOP_K_DESCRIPTION)] = None,
+) -> PredictResponse:
+    """The same as POST /predict, for load tests on a URL (percent-encoded UTF-8 text)."""
+    return await predict_one(predictor, text, top_k)
+
+
+@router.post("/batch_predict", responses=ERROR_RESPONSES, tags=["fill-mask"])
+async def batch_predict(
+    body: Annotated[BatchPredictRequest, Body(openapi_examples=BATCH_EXAMPLES)],
+    predictor: PredictorDep,
+) -> BatchPredictResponse:
+    """Many texts in one engine run; a text that can't be filled gets its own error entry."""
+    started = time.perf_counter()
+    limit = predictor.settings.max_batch_texts
+    if len(body.texts) > limit:
+        raise BatchTooLargeError(f"{len(body.texts)} texts is over the limit of {limit}.")
+    k = predictor.check_top_k(body.top_k)
+    checked = [prepare_or_error(predictor, text) for text in body.texts]
+    fills = iter(
+        await predictor.run([item for item in checked if isinstance(item, PreparedText)], k)
+    )
+    return BatchPredictResponse(
+        results=[
+            item if isinstance(item, ErrorResponse) else Fill.from_result(next(fills))
+            for item in checked
+        ],
+        model=predictor.masker.model.name,
+        latency_ms=(time.perf_counter() - started) * 1000,
+    )
+
+
+def prepare_or_error(predictor: Predictor, text: str) -> PreparedText | ErrorResponse:
+    try:
+        return predictor.prepare(text)
+    except TiankongError as error:
+        return ErrorResponse(error=ErrorDetail(code=error.code, message=error.message))
+
+
+@router.get("/health", tags=["operations"])
+async def health() -> dict[str, str]:
+    """Liveness: the process answers."""
+    return {"status": "ok"}
+
+
+@router.get("/ready", tags=["operations"], responses={503: {"model": ErrorResponse}})
+async def ready(state: StateDep) -> dict[str, str]:
+    """Readiness: the model is loaded and a warm-up inference has run (503 before that)."""
+    state.require_predictor()
+    return {"status": "ready"}
+
+
+@router.get("/info", tags=["operations"])
+async def info(state: StateDep) -> dict[str, Any]:
+    """Model, engine, limits, memory and the last minute's throughput and latency."""
+    last_minute = state.metrics.last_minute()
+    masker = state.predictor.masker if state.predictor else None
+    settings = state.settings
+    return {
+        "version": __version__,
+        "ready": state.ready,
+        "model": {
+            "name": masker.model.name if masker else settings.model,
+            "kind": masker.model.kind if masker else None,
+            "summary": masker.model.summary if masker else None,
+        },
+        "engine": masker.engine.name if masker else settings.engine,
+        "device": masker.engine.device if masker else settings.device,
+        "precision": masker.engine.precision if masker else settings.precision,
+        "threads": settings.threads,
+        "memory_rss_bytes": psutil.Process(os.getpid()).memory_info().rss,
+        "uptime_s": round(time.monotonic() - state.started_at, 3),
+        "requests_served": state.metrics.inference_requests,
+        "last_minute": {
+            "requests": last_minute.requests,
+            "qps": round(last_minute.qps, 3),
+            "p50_ms": last_minute.p50_ms,
+            "p95_ms": last_minute.p95_ms,
+        },
+        "limits": {
+            "default_top_k": settings.default_top_k,
+            "max_top_k": settings.max_top_k,
+            "max_masks": settings.max_masks,
+            "max_length": settings.max_length,
+            "max_batch_texts": settings.max_batch_texts,
+            "max_body_bytes": settings.max_body_bytes,
+        },
+    }
+
+
+@router.get("/metrics", tags=["operations"], response_class=Response)
+async def metrics(state: StateDep) -> Response:
+    """Prometheus text format: requests by route and status, latency and batch-size histograms."""
+    return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/", include_in_schema=False)
+async def page() -> FileResponse:
+    """The web page (POST / is the Hugging Face route)."""
+    return FileResponse(STATIC_DIR / "index.html", headers=PAGE_HEADERS)

@@ -1,0 +1,62 @@
+"""Running a real HTTP server in tests: uvicorn in a thread, or `tiankong serve` in a process."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+START_TIMEOUT_S = 180.0  # two busy cores: importing torch and loading the model can be slow
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serve_in_thread(app: FastAPI) -> Iterator[str]:
+    """Serve ``app`` on a free loopback port; yields the base URL, stops the server after."""
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("the test server stopped during startup")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the test server did not start in {START_TIMEOUT_S:.0f} s")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def wait_until_ready(base_url: str, timeout_s: float, alive: callable = lambda: True) -> None:
+    """Poll GET /ready until it answers 200; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    while time.monotonic() < deadline:
+        if not alive():
+            raise RuntimeError(f"the server exited before it was ready ({last})")
+        try:
+            response = httpx.get(f"{base_url}/ready", timeout=5)
+            if response.status_code == 200:
+                return
+            last = f"/ready answered {response.status_code}"
+        except httpx.TransportError as error:
+            last = type(error).__name__
+        time.sleep(0.25)
+    raise TimeoutError(f"{base_url} was not ready after {timeout_s:.0f} s ({last})")

@@ -1,0 +1,478 @@
+"""The HTTP API in-process (TestClient / httpx): every route and every error case."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from tiankong import FillMasker, Settings
+from tiankong.engines.fake import FakeEngine
+from tiankong.server import create_app
+
+POEM = "春眠不觉晓，处处闻啼[MASK]。"
+IDIOM = "画龙点[MASK]"
+TWO_MASKS = "他[MASK]天去公园[MASK]步。"
+
+
+@pytest.fixture(scope="module")
+def settings(tiny_model_dir: Path) -> Settings:
+    return Settings(engine="torch", threads=1, model=str(tiny_model_dir))
+
+
+@pytest.fixture(scope="module")
+def client(settings: Settings, tiny_masker: FillMasker) -> Iterator[TestClient]:
+    with TestClient(create_app(settings, tiny_masker)) as test_client:
+        yield test_client
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """The one error shape, with a readable message and no internals."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}
+    assert body["error"]["code"] == code
+    message = body["error"]["message"]
+    assert isinstance(message, str) and len(message) > 10
+    for leak in ("Traceback", ".py", "/work", "site-packages", 'File "'):
+        assert leak not in response.text
+    return body["error"]
+
+
+def metric_value(client: TestClient, name: str, **labels: str) -> float:
+    for family in text_string_to_metric_families(client.get("/metrics").text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    return 0.0
+
+
+def same_candidates(ours: list[list[dict[str, Any]]], theirs: list[list[dict[str, Any]]]) -> bool:
+    """Same tokens in the same order; scores equal up to float noise (padding changes it)."""
+    return [[c["token_id"] for c in mask] for mask in ours] == [
+        [c["token_id"] for c in mask] for mask in theirs
+    ] and all(
+        a["score"] == pytest.approx(b["score"], rel=1e-4)
+        for mask_a, mask_b in zip(ours, theirs, strict=True)
+        for a, b in zip(mask_a, mask_b, strict=True)
+    )
+
+
+# --- /predict ----------------------------------------------------------------------------
+
+
+def test_predict_post_shape_and_values(client: TestClient, tiny_masker: FillMasker) -> None:
+    response = client.post("/predict", json={"text": POEM, "top_k": 3})
+    assert response.status_code == 200
+    data = response.json()
+    expected = {"text", "predictions", "masks", "sequence", "truncated", "model", "latency_ms"}
+    assert set(data) == expected
+    assert data["predictions"] == data["masks"][0] and len(data["predictions"]) == 3
+    assert set(data["predictions"][0]) == {"token", "token_id", "score"}
+    direct = tiny_masker.predict(POEM, top_k=3)
+    assert [c["token_id"] for c in data["predictions"]] == [c.token_id for c in direct.masks[0]]
+    assert data["predictions"][0]["score"] == pytest.approx(direct.masks[0][0].score, abs=1e-6)
+    assert data["sequence"] == direct.sequence and " " not in data["sequence"]
+    assert data["model"] == tiny_masker.model.name and data["truncated"] is False
+    assert data["latency_ms"] > 0
+
+
+def test_predict_default_top_k_and_several_masks(client: TestClient) -> None:
+    data = client.post("/predict", json={"text": TWO_MASKS}).json()
+    assert len(data["masks"]) == 2 and all(len(m) == 5 for m in data["masks"])
+    first, second = data["masks"][0][0]["token"], data["masks"][1][0]["token"]
+    assert data["sequence"] == f"他{first}天去公园{second}步。"
+
+
+def test_predict_accepts_mask_variants(client: TestClient) -> None:
+    data = client.post("/predict", json={"text": "画龙点【mask】"}).json()
+    assert data["text"] == IDIOM
+
+
+def test_predict_get_matches_post_with_percent_encoded_utf8(client: TestClient) -> None:
+    url = f"/predict?text={quote(POEM)}&top_k=4"
+    assert "%E6%98%A5" in url  # really percent-encoded UTF-8, as `ab` sends it
+    got = client.get(url)
+    posted = client.post("/predict", json={"text": POEM, "top_k": 4}).json()
+    assert got.status_code == 200
+    data = got.json()
+    assert data["masks"] == posted["masks"] and data["sequence"] == posted["sequence"]
+
+
+def test_predict_truncates_long_text_around_the_mask(client: TestClient) -> None:
+    text = "天" * 400 + "[MASK]" + "地" * 400
+    data = client.post("/predict", json={"text": text}).json()
+    assert data["truncated"] is True and data["text"] == text
+
+
+# --- /batch_predict ----------------------------------------------------------------------
+
+
+def test_batch_predict_in_order_with_per_item_errors(client: TestClient) -> None:
+    runs_before = metric_value(client, "tiankong_batch_size_count")
+    texts_before = metric_value(client, "tiankong_batch_size_sum")
+    texts = [POEM, "没有空格。", IDIOM, "", "[MASK]" * 17, TWO_MASKS]
+    response = client.post("/batch_predict", json={"texts": texts, "top_k": 2})
+    # the three good texts went to the engine together, in one run
+    assert metric_value(client, "tiankong_batch_size_count") == runs_before + 1
+    assert metric_value(client, "tiankong_batch_size_sum") == texts_before + 3
+    assert response.status_code == 200
+    results = response.json()["results"]
+    assert len(results) == len(texts)
+    assert results[1]["error"]["code"] == "no_mask"
+    assert results[3]["error"]["code"] == "empty_text"
+    assert results[4]["error"]["code"] == "too_many_masks"
+    for index in (0, 2, 5):
+        single = client.post("/predict", json={"text": texts[index], "top_k": 2}).json()
+        assert results[index]["text"] == texts[index]
+        assert same_candidates(results[index]["masks"], single["masks"])
+
+
+def test_batch_predict_all_bad_never_reaches_the_engine(client: TestClient) -> None:
+    batches_before = metric_value(client, "tiankong_batch_size_count")
+    response = client.post("/batch_predict", json={"texts": ["a", "b"]})
+    assert [item["error"]["code"] for item in response.json()["results"]] == ["no_mask"] * 2
+    assert metric_value(client, "tiankong_batch_size_count") == batches_before
+
+
+def test_batch_predict_is_capped(settings: Settings, tiny_masker: FillMasker) -> None:
+    capped = settings.with_overrides(max_batch_texts=2)
+    with TestClient(create_app(capped, tiny_masker)) as capped_client:
+        response = capped_client.post("/batch_predict", json={"texts": [POEM] * 3})
+        assert_error(response, 400, "batch_too_large")
+        assert capped_client.post("/batch_predict", json={"texts": [POEM] * 2}).status_code == 200
+
+
+# --- errors ------------------------------------------------------------------------------
+
+FAR_APART = "[MASK]" + "长" * 300 + "[MASK]"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"text": "没有空格的句子。"}, 400, "no_mask"),
+        ({"text": ""}, 400, "empty_text"),
+        ({"text": "   "}, 400, "empty_text"),
+        ({"text": "[MASK]" * 17}, 400, "too_many_masks"),
+        ({"text": FAR_APART}, 400, "masks_do_not_fit"),
+        ({"text": "字" * 10_001 + "[MASK]"}, 400, "text_too_long"),
+        ({"text": POEM, "top_k": 0}, 400, "top_k_out_of_range"),
+        ({"text": POEM, "top_k": 51}, 400, "top_k_out_of_range"),
+        ({"text": POEM, "top_k": "many"}, 422, "invalid_request"),
+        ({"text": 123}, 422, "invalid_request"),
+        ({"text": [POEM]}, 422, "invalid_request"),
+        ({"top_k": 5}, 422, "invalid_request"),
+        ({"text": POEM, "topk": 5}, 422, "invalid_request"),
+        ([POEM], 422, "invalid_request"),
+    ],
+)
+def test_predict_bad_input(client: TestClient, body: Any, status: int, code: str) -> None:
+    assert_error(client.post("/predict", json=body), status, code)
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type", "words"),
+    [
+        (b'{"text": "[MASK]"', "application/json", "not valid JSON"),
+        (b"", "application/json", "missing"),
+        (b"text=[MASK]", "application/x-www-form-urlencoded", "Content-Type: application/json"),
+        ('{"text": "画龙点[MASK]"}'.encode(), "", "Content-Type: application/json"),
+    ],
+)
+def test_predict_bad_body(
+    client: TestClient, content: bytes, content_type: str, words: str
+) -> None:
+    headers = {"content-type": content_type} if content_type else {}
+    error = assert_error(
+        client.post("/predict", content=content, headers=headers), 422, "invalid_request"
+    )
+    assert words in error["message"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["/predict", f"/predict?text={quote(POEM)}&top_k=abc", "/predict?top_k=3"],
+)
+def test_predict_get_bad_query(client: TestClient, url: str) -> None:
+    assert_error(client.get(url), 422, "invalid_request")
+
+
+def test_predict_get_bad_values(client: TestClient) -> None:
+    assert_error(client.get("/predict?text=abc"), 400, "no_mask")
+    assert_error(client.get(f"/predict?text={quote(POEM)}&top_k=99"), 400, "top_k_out_of_range")
+
+
+def test_oversized_body_by_content_length(client: TestClient) -> None:
+    body = json.dumps({"text": "字" * 600_000 + "[MASK]"}, ensure_ascii=False).encode()
+    response = client.post("/predict", content=body, headers={"content-type": "application/json"})
+    error = assert_error(response, 413, "body_too_large")
+    assert "1,000,000" in error["message"]
+
+
+def test_oversized_body_streamed_without_content_length(client: TestClient) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"text": "'
+        for _ in range(12):
+            yield b"a" * 100_000
+        yield b'[MASK]"}'
+
+    response = client.post(
+        "/batch_predict", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert "content-length" not in response.request.headers
+    assert_error(response, 413, "body_too_large")
+
+
+def test_unknown_route_and_wrong_method_use_the_error_shape(client: TestClient) -> None:
+    assert_error(client.get("/no/such/route"), 404, "not_found")
+    response = client.put("/predict", json={"text": POEM})
+    assert_error(response, 405, "method_not_allowed")
+
+
+def test_engine_failure_is_a_clean_500_and_the_server_lives_on(
+    settings: Settings, tiny_masker: FillMasker
+) -> None:
+    vocab = tiny_masker.encoder.vocab
+    engine = FakeEngine(len(vocab), fail_token_id=vocab["炸"])
+    masker = FillMasker(tiny_masker.model, tiny_masker.encoder, engine, settings)
+    with TestClient(create_app(settings, masker)) as fake_client:
+        assert_error(fake_client.post("/predict", json={"text": "炸[MASK]"}), 500, "engine_error")
+        assert fake_client.post("/predict", json={"text": POEM}).status_code == 200
+        assert (
+            metric_value(fake_client, "tiankong_requests_total", route="/predict", status="500")
+            == 1
+        )
+
+
+# --- Hugging Face route ------------------------------------------------------------------
+
+HF_KEYS = {"sequence", "score", "token", "token_str"}
+
+
+def test_hf_single_input(client: TestClient) -> None:
+    response = client.post("/", json={"inputs": POEM})
+    assert response.status_code == 200
+    rows = response.json()
+    assert isinstance(rows, list) and len(rows) == 5 and set(rows[0]) == HF_KEYS
+    ours = client.post("/predict", json={"text": POEM}).json()["predictions"]
+    assert [row["token"] for row in rows] == [c["token_id"] for c in ours]
+    for row in rows:
+        assert row["sequence"] == POEM.replace("[MASK]", row["token_str"])
+        assert "[CLS]" not in row["sequence"] and " " not in row["sequence"]
+
+
+def test_hf_top_k_and_ignored_extras(client: TestClient) -> None:
+    body = {"inputs": IDIOM, "parameters": {"top_k": 2}, "options": {"wait_for_model": True}}
+    headers = {"Authorization": "Bearer hf_not_checked"}  # ignored until API keys exist
+    rows = client.post("/", json=body, headers=headers).json()
+    assert len(rows) == 2
+
+
+def test_hf_several_masks_is_a_list_per_mask(client: TestClient) -> None:
+    per_mask = client.post("/", json={"inputs": TWO_MASKS, "parameters": {"top_k": 3}}).json()
+    assert len(per_mask) == 2 and all(len(rows) == 3 for rows in per_mask)
+    top_second = per_mask[1][0]["token_str"]
+    for row in per_mask[0]:  # the other mask holds its own top candidate, never [MASK]
+        assert row["sequence"] == f"他{row['token_str']}天去公园{top_second}步。"
+
+
+def test_hf_several_inputs_is_a_list_per_input(client: TestClient) -> None:
+    outputs = client.post("/", json={"inputs": [POEM, TWO_MASKS, IDIOM]}).json()  # mixed nesting
+    assert len(outputs) == 3
+    assert set(outputs[0][0]) == HF_KEYS  # one mask: list of candidates
+    assert len(outputs[1]) == 2 and set(outputs[1][0][0]) == HF_KEYS  # two masks
+    single = client.post("/", json={"inputs": IDIOM}).json()
+    assert [row["token"] for row in outputs[2]] == [row["token"] for row in single]
+    # like the pipeline, a list of one input is answered as that input alone
+    assert client.post("/", json={"inputs": [IDIOM]}).json() == single
+
+
+def test_hf_targets_rank_only_the_targets_with_model_probabilities(
+    client: TestClient, tiny_masker: FillMasker
+) -> None:
+    targets = ["鸟", "龙", "睛"]
+    rows = client.post("/", json={"inputs": POEM, "parameters": {"targets": targets}}).json()
+    assert sorted(row["token_str"] for row in rows) == sorted(targets)
+    assert [row["score"] for row in rows] == sorted((row["score"] for row in rows), reverse=True)
+    probabilities = tiny_masker.mask_probabilities([tiny_masker.prepare(POEM)])[0][0]
+    for row in rows:
+        assert row["score"] == pytest.approx(probabilities[row["token"]], rel=1e-5)
+    one = client.post("/", json={"inputs": POEM, "parameters": {"targets": "鸟", "top_k": 3}})
+    assert [row["token_str"] for row in one.json()] == ["鸟"]
+
+
+def test_hf_targets_capped_by_top_k(client: TestClient) -> None:
+    body = {"inputs": POEM, "parameters": {"targets": ["鸟", "龙", "睛"], "top_k": 2}}
+    assert len(client.post("/", json=body).json()) == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"inputs": "没有空格"}, 400, "no_mask"),
+        ({"inputs": [POEM, "没有空格"]}, 400, "no_mask"),
+        ({"inputs": []}, 400, "empty_text"),
+        ({"inputs": POEM, "parameters": {"top_k": 0}}, 400, "top_k_out_of_range"),
+        ({"inputs": POEM, "parameters": {"targets": []}}, 400, "bad_option"),
+        ({"inputs": POEM, "parameters": {"targets": ["飞鸟"]}}, 400, "bad_option"),
+        ({"inputs": POEM, "parameters": {"targets": ["😀"]}}, 400, "bad_option"),
+        ({"inputs": POEM, "parameters": {"targets": [""]}}, 400, "bad_option"),
+        ({"inputs": 7}, 422, "invalid_request"),
+        ({"text": POEM}, 422, "invalid_request"),
+        ({"inputs": POEM, "parameters": {"top_k": "x"}}, 422, "invalid_request"),
+    ],
+)
+def test_hf_bad_input(client: TestClient, body: Any, status: int, code: str) -> None:
+    assert_error(client.post("/", json=body), status, code)
+
+
+def test_hf_matches_the_transformers_pipeline(client: TestClient, tiny_model_dir: Path) -> None:
+    """Same nesting, tokens and scores as pipeline("fill-mask"); only `sequence` is cleaner."""
+    from transformers import pipeline
+
+    fill_mask = pipeline("fill-mask", model=str(tiny_model_dir), device="cpu")
+    special = set(fill_mask.tokenizer.all_special_ids)
+
+    def comparable(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
+        return [(r["token"], round(r["score"], 5)) for r in rows if r["token"] not in special][:3]
+
+    def nesting(value: list[Any]) -> Any:
+        return "candidates" if isinstance(value[0], dict) else [nesting(item) for item in value]
+
+    def leaves(value: list[Any]) -> list[list[dict[str, Any]]]:
+        return (
+            [value] if isinstance(value[0], dict) else [x for item in value for x in leaves(item)]
+        )
+
+    for inputs in (POEM, TWO_MASKS, [POEM, IDIOM], [IDIOM, TWO_MASKS], [POEM]):
+        theirs = fill_mask(inputs, top_k=10)
+        ours = client.post("/", json={"inputs": inputs, "parameters": {"top_k": 3}}).json()
+        assert nesting(ours) == nesting(theirs)
+        for our_rows, their_rows in zip(leaves(ours), leaves(theirs), strict=True):
+            assert [(r["token"], round(r["score"], 5)) for r in our_rows] == comparable(their_rows)
+
+
+# --- operations --------------------------------------------------------------------------
+
+
+def test_ready_is_503_until_the_model_is_warm(settings: Settings, tiny_masker: FillMasker) -> None:
+    not_started = TestClient(create_app(settings, tiny_masker))  # no `with`: no lifespan
+    assert not_started.get("/health").json() == {"status": "ok"}
+    response = not_started.get("/ready")
+    assert_error(response, 503, "model_unavailable")
+    assert response.headers["retry-after"] == "1"
+    assert_error(not_started.post("/predict", json={"text": POEM}), 503, "model_unavailable")
+    assert not_started.get("/info").json()["ready"] is False
+
+
+def test_warm_up_runs_before_ready(settings: Settings, tiny_masker: FillMasker) -> None:
+    engine = FakeEngine(len(tiny_masker.encoder.vocab))
+    masker = FillMasker(tiny_masker.model, tiny_masker.encoder, engine, settings)
+    with TestClient(create_app(settings, masker)) as warm:
+        assert engine.calls == [1]  # the warm-up inference, before any request
+        assert warm.get("/ready").json() == {"status": "ready"}
+
+
+def test_lifespan_loads_the_model_when_none_is_given(
+    settings: Settings, tiny_model_dir: Path
+) -> None:
+    with TestClient(create_app(settings)) as loading:
+        assert loading.get("/ready").status_code == 200
+        info = loading.get("/info").json()
+        assert info["model"]["name"] == tiny_model_dir.name and info["engine"] == "torch"
+        assert loading.post("/predict", json={"text": POEM}).status_code == 200
+
+
+def test_info(client: TestClient, tiny_masker: FillMasker) -> None:
+    client.post("/predict", json={"text": POEM})
+    info = client.get("/info").json()
+    assert info["model"]["name"] == tiny_masker.model.name
+    assert {"name", "kind", "summary"} <= set(info["model"])
+    assert (info["engine"], info["device"], info["precision"]) == ("torch", "cpu", "fp32")
+    assert info["threads"] == 1 and info["ready"] is True
+    assert info["memory_rss_bytes"] > 10_000_000 and info["uptime_s"] > 0
+    assert info["requests_served"] >= 1
+    minute = info["last_minute"]
+    assert minute["requests"] >= 1 and minute["qps"] > 0
+    assert 0 < minute["p50_ms"] <= minute["p95_ms"]
+    assert info["limits"]["max_batch_texts"] == 64
+
+
+def test_metrics(client: TestClient) -> None:
+    client.post("/predict", json={"text": POEM})
+    client.post("/predict", json={"text": "no mask"})
+    response = client.get("/metrics")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    ok = metric_value(client, "tiankong_requests_total", route="/predict", status="200")
+    bad = metric_value(client, "tiankong_requests_total", route="/predict", status="400")
+    assert ok >= 1 and bad >= 1
+    assert metric_value(client, "tiankong_request_duration_seconds_count", route="/predict") >= 2
+    assert "tiankong_queue_depth" in response.text and "tiankong_batch_size_bucket" in response.text
+    client.get("/no/such/page/123")
+    assert "/no/such/page/123" not in client.get("/metrics").text  # unmatched paths share a label
+
+
+def test_docs_and_openapi_examples(client: TestClient) -> None:
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "swagger-ui" in docs.text
+    assert "/docs-assets/swagger-ui-bundle.js" in docs.text  # served locally: works offline
+    assert client.get("/docs-assets/swagger-ui-bundle.js").status_code == 200
+    schema = client.get("/openapi.json").json()
+    examples = schema["paths"]["/predict"]["post"]["requestBody"]["content"]["application/json"][
+        "examples"
+    ]
+    texts = {example["value"]["text"] for example in examples.values()}
+    assert texts == {IDIOM, POEM, "太阳从东[MASK]升起。"}
+    assert {"/", "/batch_predict", "/health", "/ready", "/info", "/metrics"} <= set(schema["paths"])
+
+
+def test_page_and_its_assets(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    for test_id in ("input", "predict", "insert-mask", "top-k", "results", "system", "error"):
+        assert f'data-testid="{test_id}"' in page.text
+    script = client.get("/static/app.js")
+    assert script.status_code == 200 and "innerHTML" not in script.text
+    assert client.get("/static/style.css").status_code == 200
+
+
+# --- concurrency -------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_concurrent_requests(settings: Settings, tiny_masker: FillMasker) -> None:
+    app = create_app(settings, tiny_masker)
+    texts = [f"第{i}句：春眠不觉晓，处处闻啼[MASK]。" for i in range(12)]
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            responses = await asyncio.gather(
+                *(http.post("/predict", json={"text": text, "top_k": 2}) for text in texts),
+                *(http.get("/predict", params={"text": text}) for text in texts[:4]),
+                http.post("/batch_predict", json={"texts": texts}),
+                http.post("/", json={"inputs": texts[:3]}),
+                http.post("/predict", json={"text": "no mask"}),
+            )
+    assert [r.status_code for r in responses[:-1]] == [200] * (len(responses) - 1)
+    assert responses[-1].status_code == 400
+    for text, response in zip(texts, responses, strict=False):
+        assert response.json()["text"] == text  # each answer belongs to its own request
+        direct = tiny_masker.predict(text, top_k=2)
+        assert response.json()["predictions"][0]["token_id"] == direct.masks[0][0].token_id
+    batch = responses[len(texts) + 4].json()["results"]
+    assert [item["text"] for item in batch] == texts
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
