@@ -1,0 +1,131 @@
+"""`tiankong fill`: option parsing and the progress bar (thin over fill.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from tiankong.cli import app
+from tiankong.cli_commands import (
+    AllowedOption,
+    BeamOption,
+    BlankLengthOption,
+    CandidatesOption,
+    DeviceOption,
+    EngineOption,
+    ExcludeOption,
+    MaxLengthOption,
+    ModelOption,
+    OrderOption,
+    PrecisionOption,
+    PresetOption,
+    ThreadsOption,
+    WholeWordOption,
+    build_settings,
+    decoding_options,
+)
+
+
+@app.command("fill")
+def fill_command(
+    input_file: Annotated[Path, typer.Argument(help="JSONL, CSV or TXT (one text per line).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="JSONL or CSV output file.")],
+    field: Annotated[
+        str, typer.Option("--field", help="JSON field or CSV column holding the text.")
+    ] = "text",
+    input_format: Annotated[str, typer.Option("--input-format")] = "auto",
+    output_format: Annotated[str, typer.Option("--output-format")] = "auto",
+    errors: Annotated[
+        Path | None,
+        typer.Option("--errors", help="Bad lines go here (default OUTPUT.errors.jsonl)."),
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", help="Worker processes.")] = 1,
+    batch_size: Annotated[int, typer.Option("--batch-size")] = 32,
+    chunk_size: Annotated[int, typer.Option("--chunk-size", help="Lines per checkpoint.")] = 512,
+    restart: Annotated[
+        bool, typer.Option("--restart", help="Ignore a checkpoint and overwrite OUTPUT.")
+    ] = False,
+    model: ModelOption = None,
+    top_k: Annotated[int, typer.Option("--top-k", "-k")] = 5,
+    device: DeviceOption = "auto",
+    threads: ThreadsOption = None,
+    engine: EngineOption = "auto",
+    precision: PrecisionOption = "auto",
+    max_length: MaxLengthOption = None,
+    whole_word: WholeWordOption = False,
+    beam_width: BeamOption = 8,
+    order: OrderOption = "left_to_right",
+    candidates: CandidatesOption = None,
+    allowed: AllowedOption = None,
+    exclude: ExcludeOption = None,
+    preset: PresetOption = None,
+    max_blank_length: BlankLengthOption = 4,
+) -> None:
+    """Fill every text of INPUT_FILE into OUTPUT; resumable after an interruption."""
+    from tiankong.fill import FillJob, count_records, run_fill
+    from tiankong.service import FillMasker
+
+    settings = build_settings(model, device, threads, engine, precision, max_length)
+    job = FillJob(
+        input=input_file,
+        output=output,
+        text_field=field,
+        input_format=input_format,
+        output_format=output_format,
+        errors=errors,
+        chunk_size=chunk_size,
+        batch_size=batch_size,
+        workers=workers,
+        resume=not restart,
+    )
+    masker = FillMasker.load(settings=settings)  # validates the model and the options up front
+    options = decoding_options(
+        masker,
+        top_k,
+        whole_word,
+        beam_width,
+        order,
+        candidates,
+        allowed,
+        exclude,
+        preset,
+        max_blank_length,
+    )
+    del masker
+    console = Console(stderr=True)
+    total = count_records(input_file) if input_file.is_file() else None
+    progress = Progress(
+        TextColumn("[bold]fill"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[rate]:.0f} lines/s · {task.fields[failed]} bad"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    )
+    with progress:
+        task = progress.add_task("fill", total=total, rate=0.0, failed=0)
+
+        def on_progress(done: int, filled: int, failed: int) -> None:
+            progress.advance(task, done)
+            speed = progress.tasks[task].speed or 0.0
+            progress.update(task, rate=speed, failed=failed)
+
+        state = run_fill(job, settings, options, on_progress)
+    console.print(
+        f"filled {state.filled:,} lines, {state.failed:,} bad (see {job.error_file.name}); "
+        f"output: {output}"
+    )

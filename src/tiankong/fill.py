@@ -1,0 +1,308 @@
+"""`tiankong fill`: offline batch filling of JSONL / CSV / TXT files, resumable.
+
+Streaming with constant memory: the input is read in chunks, each chunk is sorted by length
+into batches (little padding), and results are appended in input order. After each chunk the
+output (and error) file is flushed and fsynced, then a small checkpoint is replaced atomically.
+A restart truncates the output back to the last checkpoint and skips the lines it covers, so
+the output is never corrupt or duplicated.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from tiankong.config import Settings
+from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
+from tiankong.modes import PredictOptions
+from tiankong.results import FillResult
+
+FORMATS = ("jsonl", "csv", "txt")
+CSV_COLUMNS = ["line", "text", "sequence", "top_token", "top_score", "result"]
+
+
+@dataclass(frozen=True)
+class FillJob:
+    input: Path
+    output: Path
+    text_field: str = "text"
+    input_format: str = "auto"
+    output_format: str = "auto"
+    errors: Path | None = None
+    chunk_size: int = 512
+    batch_size: int = 32
+    workers: int = 1
+    resume: bool = True
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.output.with_name(self.output.name + ".checkpoint.json")
+
+    @property
+    def error_file(self) -> Path:
+        return self.errors or self.output.with_name(self.output.name + ".errors.jsonl")
+
+
+@dataclass
+class Checkpoint:
+    input_id: str
+    lines_done: int = 0  # input records consumed (good and bad)
+    output_bytes: int = 0
+    error_bytes: int = 0
+    filled: int = 0
+    failed: int = 0
+
+
+def format_of(path: Path, requested: str) -> str:
+    if requested != "auto":
+        if requested not in FORMATS:
+            raise BadOptionError(f"Unknown format '{requested}'; use one of {', '.join(FORMATS)}.")
+        return requested
+    suffixes = [s.lstrip(".") for s in path.suffixes]
+    for suffix in reversed(suffixes):
+        if suffix in FORMATS or suffix == "json":
+            return "jsonl" if suffix == "json" else suffix
+    return "txt"
+
+
+def input_identity(path: Path) -> str:
+    """Size plus a hash of the first 64 KiB: a resumed run must read the same input."""
+    with path.open("rb") as handle:
+        head = handle.read(65536)
+    return f"{path.stat().st_size}:{hashlib.sha256(head).hexdigest()[:16]}"
+
+
+def count_records(path: Path) -> int:
+    """Line count for the progress bar's total (binary scan, constant memory)."""
+    count = 0
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            count += block.count(b"\n")
+    return count
+
+
+def read_records(path: Path, kind: str, field: str) -> Iterator[tuple[int, str | None, str]]:
+    """Yield (line number, text or None, problem) for every input record."""
+    with path.open(encoding="utf-8", newline="" if kind == "csv" else None) as handle:
+        if kind == "csv":
+            reader = csv.DictReader(handle)
+            if field not in (reader.fieldnames or []):
+                raise BadDataFileError(f"CSV file '{path.name}' has no column '{field}'.")
+            for row in reader:
+                yield reader.line_num, row.get(field), ""
+            return
+        for number, line in enumerate(handle, start=1):
+            line = line.rstrip("\r\n")
+            if kind == "txt":
+                yield number, line, ""
+                continue
+            if not line.strip():
+                yield number, None, "empty line"
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                yield number, None, "not valid JSON"
+                continue
+            text = record.get(field) if isinstance(record, dict) else None
+            problem = "" if isinstance(text, str) else f"no string field '{field}'"
+            yield number, text if isinstance(text, str) else None, problem
+
+
+# --- the work for one chunk (runs in a worker process when --workers > 1) --------------------
+
+_masker: Any = None
+
+
+def load_worker(settings: Settings) -> None:
+    global _masker
+    from tiankong.service import FillMasker
+
+    _masker = FillMasker.load(settings=settings)
+
+
+def fill_chunk(
+    records: list[tuple[int, str | None, str]], options: PredictOptions, batch_size: int
+) -> list[tuple[int, str, dict[str, Any]]]:
+    """Results in input order: (line, "ok" | "error", payload). Batches are length-sorted."""
+    masker = _masker
+    outcomes: dict[int, tuple[str, dict[str, Any]]] = {}
+    prepared = []
+    for line, text, problem in records:
+        if text is None:
+            outcomes[line] = ("error", {"code": "bad_record", "message": problem})
+            continue
+        if options.mode != "single" or options.constraints:
+            try:
+                outcomes[line] = ("ok", record_of(text, masker.predict(text, options=options)))
+            except TiankongError as error:
+                outcomes[line] = ("error", {"code": error.code, "message": error.message})
+            continue
+        try:
+            prepared.append((line, text, masker.prepare(text)))
+        except TiankongError as error:
+            outcomes[line] = ("error", {"code": error.code, "message": error.message})
+    prepared.sort(key=lambda item: len(item[2].input_ids))
+    for start in range(0, len(prepared), batch_size):
+        group = prepared[start : start + batch_size]
+        results = masker.run_prepared([item[2] for item in group], options.top_k)
+        for (line, text, _), result in zip(group, results, strict=True):
+            outcomes[line] = ("ok", record_of(text, result))
+    return [(line, *outcomes[line]) for line, _, _ in records]
+
+
+def record_of(text: str, result: FillResult) -> dict[str, Any]:
+    data = result.to_dict()
+    data["text"] = text
+    return data
+
+
+# --- the driver -------------------------------------------------------------------------------
+
+
+def run_fill(
+    job: FillJob,
+    settings: Settings,
+    options: PredictOptions,
+    on_progress: Callable[[int, int, int], None] | None = None,
+) -> Checkpoint:
+    """Fill ``job.input`` into ``job.output``; returns the final checkpoint (counts)."""
+    if not job.input.is_file():
+        raise BadDataFileError(f"Input file '{job.input}' does not exist.")
+    if job.workers < 1 or job.chunk_size < 1 or job.batch_size < 1:
+        raise BadOptionError("--workers, --chunk-size and --batch-size must be at least 1.")
+    in_kind = format_of(job.input, job.input_format)
+    out_kind = format_of(job.output, job.output_format)
+    if out_kind == "txt":
+        raise BadOptionError("The output format must be jsonl or csv.")
+    state = start_state(job)
+    records = read_records(job.input, in_kind, job.text_field)
+    for _ in range(state.lines_done):
+        next(records, None)
+    with (
+        open_append(job.output, state.output_bytes) as output,
+        open_append(job.error_file, state.error_bytes) as errors,
+    ):
+        writer = csv.DictWriter(output, CSV_COLUMNS) if out_kind == "csv" else None
+        if writer is not None and state.output_bytes == 0:
+            writer.writeheader()
+        for results in chunk_results(job, settings, options, records):
+            for line, status, payload in results:
+                if status == "ok":
+                    write_result(output, writer, line, payload)
+                    state.filled += 1
+                else:
+                    errors.write(json.dumps({"line": line, **payload}, ensure_ascii=False) + "\n")
+                    state.failed += 1
+            state.lines_done += len(results)
+            state.output_bytes = durable(output)
+            state.error_bytes = durable(errors)
+            save_checkpoint(job.checkpoint, state)
+            if on_progress:
+                on_progress(len(results), state.filled, state.failed)
+    return state
+
+
+def chunk_results(
+    job: FillJob,
+    settings: Settings,
+    options: PredictOptions,
+    records: Iterator[tuple[int, str | None, str]],
+) -> Iterator[list[tuple[int, str, dict[str, Any]]]]:
+    """Chunks in input order; with several workers at most 2 chunks per worker are in flight."""
+    chunks = iter(lambda: take(records, job.chunk_size), [])
+    if job.workers == 1:
+        load_worker(settings)
+        for chunk in chunks:
+            yield fill_chunk(chunk, options, job.batch_size)
+        return
+    per_worker = settings.with_overrides(threads=max(1, settings.threads // job.workers))
+    with ProcessPoolExecutor(job.workers, initializer=load_worker, initargs=(per_worker,)) as pool:
+        pending: list[Future[list[tuple[int, str, dict[str, Any]]]]] = []
+        for chunk in chunks:
+            pending.append(pool.submit(fill_chunk, chunk, options, job.batch_size))
+            if len(pending) >= 2 * job.workers:
+                yield pending.pop(0).result()
+        for future in pending:
+            yield future.result()
+
+
+def take(records: Iterator[Any], count: int) -> list[Any]:
+    chunk = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == count:
+            break
+    return chunk
+
+
+def write_result(
+    output: TextIO, writer: csv.DictWriter[str] | None, line: int, payload: dict[str, Any]
+) -> None:
+    if writer is None:
+        output.write(json.dumps({"line": line, **payload}, ensure_ascii=False) + "\n")
+        return
+    best = payload["predictions"][0] if payload["predictions"] else {"token": "", "score": ""}
+    writer.writerow(
+        {
+            "line": line,
+            "text": payload["text"],
+            "sequence": payload["sequence"],
+            "top_token": best["token"],
+            "top_score": best["score"],
+            "result": json.dumps(payload, ensure_ascii=False),
+        }
+    )
+
+
+def start_state(job: FillJob) -> Checkpoint:
+    identity = input_identity(job.input)
+    if job.resume and job.checkpoint.is_file():
+        try:
+            saved = Checkpoint(**json.loads(job.checkpoint.read_text(encoding="utf-8")))
+        except (ValueError, TypeError):
+            raise BadDataFileError(
+                f"The checkpoint '{job.checkpoint.name}' is unreadable; delete it to start over."
+            ) from None
+        if saved.input_id != identity:
+            raise BadDataFileError(
+                f"'{job.output.name}' was started from a different input; use another output "
+                "or pass --restart."
+            )
+        return saved
+    if job.output.exists() and job.output.stat().st_size and not job.resume:
+        job.output.unlink()
+    elif job.output.exists() and job.output.stat().st_size:
+        raise BadDataFileError(
+            f"'{job.output.name}' already exists and has no checkpoint; choose another output "
+            "or pass --restart to overwrite it."
+        )
+    job.error_file.unlink(missing_ok=True)
+    return Checkpoint(identity)
+
+
+def open_append(path: Path, valid_bytes: int) -> TextIO:
+    """Open for appending after cutting off anything written past the last checkpoint."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("ab") as handle:
+        handle.truncate(valid_bytes)
+    return path.open("a", encoding="utf-8", newline="")
+
+
+def durable(handle: TextIO) -> int:
+    handle.flush()
+    os.fsync(handle.fileno())
+    return handle.tell()
+
+
+def save_checkpoint(path: Path, state: Checkpoint) -> None:
+    temp = path.with_name(path.name + ".tmp")
+    temp.write_text(json.dumps(asdict(state)), encoding="utf-8")
+    os.replace(temp, path)

@@ -1,0 +1,227 @@
+"""`tiankong fill`: formats, bad lines, resume after interruption, workers, constant memory."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiankong import Settings
+from tiankong.errors import BadDataFileError
+from tiankong.fill import FillJob, run_fill
+from tiankong.modes import PredictOptions
+
+TEXTS = ["处处闻啼[MASK]。", "画龙点[MASK]", "没有空", "手机没电了，赶紧去[MASK][MASK]。"] * 25
+
+
+@pytest.fixture()
+def settings(tiny_model_dir: Path) -> Settings:
+    return Settings(model=str(tiny_model_dir), engine="torch", threads=1)
+
+
+def write_jsonl(path: Path, texts: list[str]) -> Path:
+    lines = [json.dumps({"id": i, "text": t}, ensure_ascii=False) for i, t in enumerate(texts)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_jsonl_in_jsonl_out_with_bad_lines(settings: Settings, tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", TEXTS[:4])
+    with source.open("a", encoding="utf-8") as handle:
+        handle.write('not json\n{"other": 1}\n')
+    job = FillJob(source, tmp_path / "out.jsonl", chunk_size=3)
+    state = run_fill(job, settings, PredictOptions(top_k=3))
+    assert (state.filled, state.failed, state.lines_done) == (3, 3, 6)
+    rows = read_jsonl(job.output)
+    assert [r["line"] for r in rows] == [1, 2, 4]
+    assert rows[2]["text"] == TEXTS[3] and len(rows[2]["masks"]) == 2
+    assert len(rows[0]["predictions"]) == 3
+    errors = read_jsonl(job.error_file)
+    assert [(e["line"], e["code"]) for e in errors] == [
+        (3, "no_mask"),
+        (5, "bad_record"),
+        (6, "bad_record"),
+    ]
+    assert "no string field 'text'" in errors[2]["message"]
+
+
+def test_csv_and_txt(settings: Settings, tmp_path: Path) -> None:
+    source = tmp_path / "in.csv"
+    with source.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "sentence"])
+        writer.writerows([[1, "处处闻啼[MASK]。"], [2, "多行\n文本[MASK]"]])
+    job = FillJob(source, tmp_path / "out.csv", text_field="sentence")
+    run_fill(job, settings, PredictOptions())
+    with job.output.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["line"] for r in rows] == ["2", "4"]  # csv line numbers of the records' ends
+    assert rows[0]["sequence"].startswith("处处闻啼") and float(rows[0]["top_score"]) > 0
+    assert json.loads(rows[1]["result"])["text"] == "多行\n文本[MASK]"
+    txt = tmp_path / "in.txt"
+    txt.write_text("处处闻啼[MASK]。\n\n画龙点[MASK]\n", encoding="utf-8")
+    state = run_fill(FillJob(txt, tmp_path / "txt.jsonl"), settings, PredictOptions())
+    assert (state.filled, state.failed) == (2, 1)
+    with pytest.raises(BadDataFileError, match="has no column 'text'"):
+        run_fill(FillJob(source, tmp_path / "x.jsonl"), settings, PredictOptions())
+
+
+def test_resume_after_interruption_gives_the_same_output(
+    settings: Settings, tmp_path: Path
+) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", TEXTS)
+    whole = FillJob(source, tmp_path / "whole.jsonl", chunk_size=16)
+    run_fill(whole, settings, PredictOptions())
+
+    job = FillJob(source, tmp_path / "split.jsonl", chunk_size=16)
+    calls = []
+
+    def interrupt(done: int, filled: int, failed: int) -> None:
+        calls.append(done)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(job, settings, PredictOptions(), interrupt)
+    # a crash mid-write leaves a partial line after the checkpointed bytes
+    with job.output.open("a", encoding="utf-8") as handle:
+        handle.write('{"line": 999, "trunc')
+    resumed_lines = []
+    state = run_fill(job, settings, PredictOptions(), lambda d, f, x: resumed_lines.append(d))
+    assert sum(resumed_lines) == len(TEXTS) - 48  # only the unfinished lines were filled
+    assert state.lines_done == len(TEXTS)
+    assert job.output.read_text(encoding="utf-8") == whole.output.read_text(encoding="utf-8")
+    assert job.error_file.read_text(encoding="utf-8") == whole.error_file.read_text(
+        encoding="utf-8"
+    )
+    again = run_fill(job, settings, PredictOptions())  # finished: nothing more to do
+    assert again.lines_done == len(TEXTS) and again.filled == state.filled
+
+
+def test_existing_output_without_checkpoint_is_not_clobbered(settings, tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", TEXTS[:2])
+    output = tmp_path / "out.jsonl"
+    output.write_text("precious\n", encoding="utf-8")
+    with pytest.raises(BadDataFileError, match="already exists and has no checkpoint"):
+        run_fill(FillJob(source, output), settings, PredictOptions())
+    run_fill(FillJob(source, output, resume=False), settings, PredictOptions())
+    assert "precious" not in output.read_text(encoding="utf-8")
+
+
+def test_whole_word_and_candidates_options(settings: Settings, tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", ["手机没电了，赶紧去[MASK][MASK]。"])
+    job = FillJob(source, tmp_path / "ww.jsonl")
+    run_fill(job, settings, PredictOptions(mode="whole_word", top_k=2))
+    assert read_jsonl(job.output)[0]["sequences"]
+    source = write_jsonl(tmp_path / "c.jsonl", ["手机没电了，赶紧去[MASK]。"])
+    job = FillJob(source, tmp_path / "c_out.jsonl")
+    run_fill(job, settings, PredictOptions(mode="candidates", candidates=("充电", "吃饭")))
+    assert {c["option"] for c in read_jsonl(job.output)[0]["candidates"]} == {"充电", "吃饭"}
+
+
+def test_workers_give_the_same_output(settings: Settings, tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", TEXTS)
+    one = FillJob(source, tmp_path / "one.jsonl", chunk_size=10)
+    two = FillJob(source, tmp_path / "two.jsonl", chunk_size=10, workers=2)
+    run_fill(one, settings, PredictOptions())
+    run_fill(two, settings, PredictOptions())
+    first, second = read_jsonl(one.output), read_jsonl(two.output)
+    assert [r["line"] for r in first] == [r["line"] for r in second]
+    for a, b in zip(first, second, strict=True):
+        assert [c["token_id"] for c in a["predictions"]] == [
+            c["token_id"] for c in b["predictions"]
+        ]
+
+
+def test_memory_stays_flat_on_a_large_file(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """200k generated lines through the fake engine: peak RSS does not grow with the input."""
+    script = f"""
+import json, resource, sys
+from pathlib import Path
+from tiankong import Settings
+from tiankong.fill import FillJob, run_fill
+from tiankong.modes import PredictOptions
+source = Path(sys.argv[1])
+with source.open("w", encoding="utf-8") as handle:
+    for i in range(int(sys.argv[2])):
+        record = {{"text": f"第{{i}}句话，处处闻啼[MASK]。"}}
+        handle.write(json.dumps(record, ensure_ascii=False) + "\\n")
+marks = []
+def on_progress(done, filled, failed):
+    marks.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+settings = Settings(model={str(tiny_model_dir)!r}, engine="fake", threads=1)
+run_fill(FillJob(source, Path(sys.argv[3]), chunk_size=1000, batch_size=64), settings,
+         PredictOptions(top_k=1), on_progress)
+print(json.dumps({{"early": marks[len(marks) // 10], "late": marks[-1], "chunks": len(marks)}}))
+"""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            str(tmp_path / "big.jsonl"),
+            "200000",
+            str(tmp_path / "big_out.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["chunks"] == 200
+    assert figures["late"] - figures["early"] < 30_000  # KiB: flat, not proportional to input
+
+
+def test_fill_cli(tiny_model_dir: Path, tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", TEXTS[:8])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tiankong",
+            "fill",
+            str(source),
+            "-o",
+            str(tmp_path / "o.jsonl"),
+            "--model",
+            str(tiny_model_dir),
+            "--engine",
+            "torch",
+            "--top-k",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "filled 6 lines, 2 bad" in done.stderr
+    assert len(read_jsonl(tmp_path / "o.jsonl")) == 6
+    missing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tiankong",
+            "fill",
+            str(tmp_path / "nope.jsonl"),
+            "-o",
+            str(tmp_path / "x.jsonl"),
+            "--model",
+            str(tiny_model_dir),
+            "--engine",
+            "torch",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
