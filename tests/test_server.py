@@ -168,6 +168,8 @@ FAR_APART = "[MASK]" + "长" * 300 + "[MASK]"
         ({"text": POEM, "top_k": 0}, 400, "top_k_out_of_range"),
         ({"text": POEM, "top_k": 51}, 400, "top_k_out_of_range"),
         ({"text": POEM, "top_k": "many"}, 422, "invalid_request"),
+        ({"text": POEM, "top_k": True}, 422, "invalid_request"),
+        ({"text": POEM, "top_k": 2.5}, 422, "invalid_request"),
         ({"text": 123}, 422, "invalid_request"),
         ({"text": [POEM]}, 422, "invalid_request"),
         ({"top_k": 5}, 422, "invalid_request"),
@@ -186,6 +188,8 @@ def test_predict_bad_input(client: TestClient, body: Any, status: int, code: str
         (b"", "application/json", "missing"),
         (b"text=[MASK]", "application/x-www-form-urlencoded", "Content-Type: application/json"),
         ('{"text": "画龙点[MASK]"}'.encode(), "", "Content-Type: application/json"),
+        (b'{"text": "\\ud800[MASK]"}', "application/json", "not valid Unicode"),
+        (b'{"text": "\xff[MASK]"}', "application/json", "UTF-8"),
     ],
 )
 def test_predict_bad_body(
@@ -335,6 +339,20 @@ def test_hf_bad_input(client: TestClient, body: Any, status: int, code: str) -> 
     assert_error(client.post("/", json=body), status, code)
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'{"inputs": "\\udfff[MASK]"}',
+        b'{"inputs": ["\\udfff[MASK]"]}',
+        b'{"inputs": "[MASK]", "parameters": {"targets": ["\\ud800"]}}',
+    ],
+)
+def test_hf_lone_surrogates_are_rejected_not_crashed_on(client: TestClient, content: bytes) -> None:
+    response = client.post("/", content=content, headers={"content-type": "application/json"})
+    error = assert_error(response, 422, "invalid_request")
+    assert error["message"].startswith(("inputs: ", "parameters.targets"))
+
+
 def test_hf_matches_the_transformers_pipeline(client: TestClient, tiny_model_dir: Path) -> None:
     """Same nesting, tokens and scores as pipeline("fill-mask"); only `sequence` is cleaner."""
     from transformers import pipeline
@@ -441,6 +459,7 @@ def test_page_and_its_assets(client: TestClient) -> None:
     assert "script-src 'self'" in page.headers["content-security-policy"]
     for test_id in ("input", "predict", "insert-mask", "top-k", "results", "system", "error"):
         assert f'data-testid="{test_id}"' in page.text
+    assert client.head("/").status_code == 200 and client.head("/health").status_code == 200
     script = client.get("/static/app.js")
     assert script.status_code == 200 and "innerHTML" not in script.text
     assert client.get("/static/style.css").status_code == 200

@@ -8,6 +8,7 @@ via the same table. Messages never carry a traceback, a file path or the offendi
 from __future__ import annotations
 
 import logging
+import re
 from http import HTTPStatus
 from typing import Any
 
@@ -47,7 +48,11 @@ def describe_validation(errors: list[Any], content_type: str) -> str:
     """One sentence for the first problem FastAPI found in the request."""
     first = errors[0] if errors else {}
     kind = first.get("type", "")
-    location = [str(part) for part in first.get("loc", ()) if part not in ("body", "query")]
+    location = [  # field names and list indices; not "body", nor pydantic's union-member tags
+        str(part)
+        for part in first.get("loc", ())
+        if part not in ("body", "query") and re.fullmatch(r"\w+", str(part))
+    ]
     if kind == "json_invalid":
         return "The body is not valid JSON."
     if kind in ("model_attributes_type", "dict_type") and not location:
@@ -76,6 +81,10 @@ async def handle_http_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, HTTPException)
     if error.status_code == 413:
         return error_response(body_too_large(server_state(request).settings.max_body_bytes))
+    if error.status_code == 400:  # FastAPI's "error parsing the body", e.g. invalid UTF-8
+        return error_response(
+            InvalidRequestError("The request body could not be read; send UTF-8 encoded JSON.")
+        )
     if error.status_code == 503:
         return error_response(OverloadedError("The server is busy; retry shortly."))
     phrase = HTTPStatus(error.status_code).phrase

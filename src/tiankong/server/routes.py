@@ -106,6 +106,7 @@ def prepare_or_error(predictor: Predictor, text: str) -> PreparedText | ErrorRes
 
 
 @router.get("/health", tags=["operations"])
+@router.head("/health", include_in_schema=False)
 async def health() -> dict[str, str]:
     """Liveness: the process answers."""
     return {"status": "ok"}
@@ -162,7 +163,7 @@ async def metrics(state: StateDep) -> Response:
     return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 
-@router.get("/", include_in_schema=False)
+@router.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
 async def page() -> FileResponse:
     """The web page (POST / is the Hugging Face route)."""
     return FileResponse(STATIC_DIR / "index.html", headers=PAGE_HEADERS)

@@ -6,9 +6,9 @@ the top_k range or the batch cap, are checked by the predictor so the messages n
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
 from tiankong.results import FillResult
 
@@ -49,18 +49,31 @@ TEXT_DESCRIPTION = (
 TOP_K_DESCRIPTION = "Candidates per mask, from 1 to max_top_k (50); default 5."
 
 
+def encodable(text: str) -> str:
+    """JSON can carry lone surrogates (\\ud800), which no tokenizer can read."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("the text is not valid Unicode (it has a lone surrogate)") from None
+    return text
+
+
+Text = Annotated[str, AfterValidator(encodable)]
+TopK = Annotated[StrictInt | None, Field(description=TOP_K_DESCRIPTION)]
+
+
 class PredictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    text: str = Field(description=TEXT_DESCRIPTION)
-    top_k: int | None = Field(default=None, description=TOP_K_DESCRIPTION)
+    text: Text = Field(description=TEXT_DESCRIPTION)
+    top_k: TopK = None
 
 
 class BatchPredictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    texts: list[str] = Field(min_length=1, description="Up to max_batch_texts (64) texts.")
-    top_k: int | None = Field(default=None, description=TOP_K_DESCRIPTION)
+    texts: list[Text] = Field(min_length=1, description="Up to max_batch_texts (64) texts.")
+    top_k: TopK = None
 
 
 class Candidate(BaseModel):
@@ -118,8 +131,8 @@ class BatchPredictResponse(BaseModel):
 
 
 class HFParameters(BaseModel):
-    top_k: int | None = Field(default=None, description=TOP_K_DESCRIPTION)
-    targets: str | list[str] | None = Field(
+    top_k: TopK = None
+    targets: Text | list[Text] | None = Field(
         default=None, description="Rank only these single-token candidates."
     )
 
@@ -127,7 +140,7 @@ class HFParameters(BaseModel):
 class HFRequest(BaseModel):
     """The Hugging Face Inference API's fill-mask request (other keys, e.g. options, ignored)."""
 
-    inputs: str | list[str] = Field(description=TEXT_DESCRIPTION)
+    inputs: Text | list[Text] = Field(description=TEXT_DESCRIPTION)
     parameters: HFParameters | None = None
 
 
