@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import httpx
@@ -44,7 +44,9 @@ def serve_in_thread(app: FastAPI) -> Iterator[str]:
         thread.join(timeout=30)
 
 
-def wait_until_ready(base_url: str, timeout_s: float, alive: callable = lambda: True) -> None:
+def wait_until_ready(
+    base_url: str, timeout_s: float, alive: Callable[[], bool] = lambda: True
+) -> None:
     """Poll GET /ready until it answers 200; fail after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     last = "no answer"

@@ -1,0 +1,199 @@
+"""The web page in a real browser: Playwright driving Debian's chromium (never a downloaded one).
+
+If /usr/bin/chromium is missing these tests fail, they don't skip: scripts/test.sh installs it.
+A screenshot of the page with results is saved to test-artifacts/page.png (and page-phone.png).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from server_helpers import serve_in_thread
+
+from tiankong import FillMasker, Settings
+from tiankong.engines.fake import FakeEngine
+from tiankong.server import create_app
+from tiankong.text import TextEncoder
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+HTML_TOKEN = "<img src=x onerror=alert(1)>"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.is_file():
+        pytest.fail(
+            "Debian's chromium is missing (/usr/bin/chromium): run `apt-get install chromium` "
+            "(scripts/test.sh does). The browser test never downloads a browser."
+        )
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def base_url(tiny_model_dir: Path, tiny_masker: FillMasker) -> Iterator[str]:
+    settings = Settings(engine="torch", threads=1, model=str(tiny_model_dir))
+    with serve_in_thread(create_app(settings, tiny_masker)) as url:
+        yield url
+
+
+class HtmlTokenEncoder(TextEncoder):
+    """Every token reads as an HTML tag: what a hostile or odd vocabulary could return."""
+
+    def token_string(self, token_id: int) -> str:
+        return HTML_TOKEN
+
+
+@pytest.fixture(scope="module")
+def html_token_url(tiny_model_dir: Path, tiny_masker: FillMasker) -> Iterator[str]:
+    settings = Settings(engine="fake", threads=1, model=str(tiny_model_dir))
+    encoder = HtmlTokenEncoder(tiny_masker.encoder.tokenizer, tiny_masker.encoder.limits)
+    masker = FillMasker(tiny_masker.model, encoder, FakeEngine(len(encoder.vocab)), settings)
+    with serve_in_thread(create_app(settings, masker)) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1000, "height": 1000}, locale="zh-CN")
+    context.grant_permissions(["clipboard-read", "clipboard-write"])
+    opened = context.new_page()
+    problems: list[str] = []
+    opened.on("pageerror", lambda error: problems.append(str(error)))
+    opened.on(
+        "console",
+        lambda message: (
+            problems.append(message.text)
+            if message.type == "error" and "status of 400" not in message.text  # the no-mask test
+            else None
+        ),
+    )
+    yield opened
+    context.close()
+    assert problems == [], f"the page logged errors: {problems}"
+
+
+def api_tokens(base_url: str, text: str, top_k: int) -> list[str]:
+    response = httpx.post(f"{base_url}/predict", json={"text": text, "top_k": top_k}, timeout=30)
+    return [candidate["token"] for candidate in response.json()["predictions"]]
+
+
+def test_predict_choose_copy_and_errors(page: Page, base_url: str, tiny_model_dir: Path) -> None:
+    page.goto(base_url)
+    expect(page.get_by_test_id("info-model")).to_have_text(tiny_model_dir.name)
+    expect(page.get_by_test_id("info-engine")).to_contain_text("torch")
+
+    # type a sentence, putting the blank in with the [MASK] button at the cursor
+    box = page.get_by_test_id("input")
+    box.fill("")
+    box.press_sequentially("太阳从东")
+    page.get_by_test_id("insert-mask").click()
+    box.press_sequentially("升起。")
+    expect(box).to_have_value("太阳从东[MASK]升起。")
+    box.press("Shift+Enter")  # a newline, not a prediction
+    expect(box).to_have_value("太阳从东[MASK]升起。\n")
+    expect(page.get_by_test_id("output")).to_be_hidden()
+    box.press("Backspace")
+    box.press("Enter")
+
+    # ranked candidates with probability bars, as the API ranks them
+    candidates = page.get_by_test_id("candidate")
+    expect(candidates).to_have_count(5)
+    expected = api_tokens(base_url, "太阳从东[MASK]升起。", 5)
+    assert candidates.locator(".token").all_text_contents() == expected
+    bars = page.get_by_test_id("bar")
+    expect(bars).to_have_count(5)
+    assert all((bar.bounding_box() or {}).get("width", 0) > 0 for bar in bars.all())
+    expect(page.get_by_test_id("latency")).to_have_text(re.compile(r"^\d+\.\d ms$"))
+
+    # the sentence shows the top answer in the highlighted blank
+    sentence = page.get_by_test_id("sentence")
+    expect(sentence).to_have_text(f"太阳从东{expected[0]}升起。")
+    expect(page.get_by_test_id("blank-0")).to_have_text(expected[0])
+
+    # clicking a candidate fills it in; a focused candidate works with Enter alone
+    candidates.nth(2).click()
+    expect(sentence).to_have_text(f"太阳从东{expected[2]}升起。")
+    expect(candidates.nth(2)).to_have_attribute("aria-pressed", "true")
+    candidates.nth(3).focus()
+    page.keyboard.press("Enter")
+    expect(sentence).to_have_text(f"太阳从东{expected[3]}升起。")
+
+    page.get_by_test_id("copy").click()
+    expect(page.locator("#copied")).to_be_visible()
+    assert page.evaluate("navigator.clipboard.readText()") == f"太阳从东{expected[3]}升起。"
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page.png"), full_page=True)
+
+    # top-k changes the list length
+    page.get_by_test_id("top-k").select_option("3")
+    box.press("Enter")
+    expect(candidates).to_have_count(3)
+
+    # a sentence without a mask shows the error, in Chinese first
+    box.fill("今天天气很好。")
+    box.press("Enter")
+    error = page.get_by_test_id("error")
+    expect(error).to_be_visible()
+    expect(error).to_contain_text("没有 [MASK]")
+    expect(error).to_contain_text("The text has no [MASK]")
+    expect(page.get_by_test_id("output")).to_be_hidden()
+
+    # an example sentence is one click away, and predicting again clears the error
+    page.get_by_test_id("example-idiom").click()
+    expect(box).to_have_value("画龙点[MASK]")
+    expect(error).to_be_hidden()
+    expect(candidates).to_have_count(3)
+
+
+def test_english_toggle_and_phone_width(page: Page, base_url: str) -> None:
+    page.set_viewport_size({"width": 375, "height": 800})
+    page.goto(base_url)
+    page.get_by_test_id("example-poem").click()
+    expect(page.get_by_test_id("candidate")).to_have_count(5)
+    overflow: Any = page.evaluate("document.documentElement.scrollWidth")
+    assert overflow <= 375, "the page scrolls sideways at phone width"
+    page.get_by_test_id("lang-toggle").click()
+    expect(page.get_by_test_id("predict")).to_have_text("Predict")
+    expect(page.get_by_test_id("lang-toggle")).to_have_text("中文")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-phone.png"), full_page=True)
+    page.get_by_test_id("lang-toggle").click()
+    expect(page.get_by_test_id("predict")).to_have_text("预测")
+
+
+def test_model_output_is_shown_as_text_never_html(page: Page, html_token_url: str) -> None:
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto(html_token_url)
+    box = page.get_by_test_id("input")
+    box.fill("画龙点[MASK]")
+    box.press("Enter")
+    candidates = page.get_by_test_id("candidate")
+    expect(candidates).to_have_count(5)
+    assert set(candidates.locator(".token").all_text_contents()) == {HTML_TOKEN}
+    expect(page.get_by_test_id("sentence")).to_have_text(f"画龙点{HTML_TOKEN}")
+    candidates.nth(1).click()
+    assert page.locator("img").count() == 0  # nothing was parsed as markup
+    page.wait_for_timeout(300)  # an injected onerror would have fired by now
+    assert dialogs == []
