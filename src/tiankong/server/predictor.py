@@ -9,9 +9,8 @@ the engine already uses every core it was given and the event loop must never bl
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import anyio
 import numpy as np
@@ -81,7 +80,6 @@ class ServerState:
     metrics: ServerMetrics
     masker: FillMasker | None = None  # given by the caller, else loaded in lifespan
     predictor: Predictor | None = None  # set once the model is loaded and warmed up
-    started_at: float = field(default_factory=time.monotonic)
 
     @property
     def ready(self) -> bool:

@@ -125,6 +125,7 @@ async def info(state: StateDep) -> dict[str, Any]:
     last_minute = state.metrics.last_minute()
     masker = state.predictor.masker if state.predictor else None
     settings = state.settings
+    process = psutil.Process(os.getpid())
     return {
         "version": __version__,
         "ready": state.ready,
@@ -137,8 +138,8 @@ async def info(state: StateDep) -> dict[str, Any]:
         "device": masker.engine.device if masker else settings.device,
         "precision": masker.engine.precision if masker else settings.precision,
         "threads": settings.threads,
-        "memory_rss_bytes": psutil.Process(os.getpid()).memory_info().rss,
-        "uptime_s": round(time.monotonic() - state.started_at, 3),
+        "memory_rss_bytes": process.memory_info().rss,
+        "uptime_s": round(time.time() - process.create_time(), 3),  # the process, model load too
         "requests_served": state.metrics.inference_requests,
         "last_minute": {
             "requests": last_minute.requests,
