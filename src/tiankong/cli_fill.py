@@ -57,6 +57,13 @@ def fill_command(
     restart: Annotated[
         bool, typer.Option("--restart", help="Ignore a checkpoint and overwrite OUTPUT.")
     ] = False,
+    ray: Annotated[
+        bool, typer.Option("--ray", help="Run on Ray Data; OUTPUT becomes a folder of JSONL.")
+    ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option("--ray-address", envvar="RAY_ADDRESS", help="Ray cluster (default: local)."),
+    ] = None,
     model: ModelOption = None,
     top_k: Annotated[int, typer.Option("--top-k", "-k")] = 5,
     device: DeviceOption = "auto",
@@ -104,6 +111,12 @@ def fill_command(
         max_blank_length,
     )
     del masker
+    if ray:
+        from tiankong.ray_fill import run_ray_fill
+
+        rows = run_ray_fill(job, settings, options, address=ray_address)
+        Console(stderr=True).print(f"wrote {rows:,} rows to the folder {output} (Ray Data)")
+        return
     console = Console(stderr=True)
     total = count_records(input_file) if input_file.is_file() else None
     progress = Progress(

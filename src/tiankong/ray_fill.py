@@ -1,0 +1,102 @@
+"""`tiankong fill --ray`: the same filling on Ray Data, for inputs too large for one machine.
+
+Ray Data reads the input (JSONL, CSV or TXT), ``map_batches`` runs a pool of actors that each
+load the model once, and the results are written as JSONL shards into the OUTPUT folder (Ray
+writes one file per block). Rows that fail carry an ``error`` object instead of predictions.
+Connects to the cluster in ``RAY_ADDRESS`` (or the given address), else starts a local one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tiankong.config import Settings
+from tiankong.errors import BadDataFileError, TiankongError
+from tiankong.fill import FillJob, format_of, record_of
+from tiankong.modes import PredictOptions
+
+# sequence / top answer as plain columns, the full result (masks, sequences, candidates) as JSON
+OUTPUT_COLUMNS = ("text", "sequence", "error", "result")
+
+
+class FillActor:
+    """One model per actor; ``__call__`` fills a batch of rows (a dict of columns)."""
+
+    def __init__(self, settings: Settings, options: PredictOptions, field: str) -> None:
+        from tiankong.service import FillMasker
+
+        self.masker = FillMasker.load(settings=settings)
+        self.options = options
+        self.field = field
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        texts = [str(text) if text is not None else "" for text in batch[self.field]]
+        columns: dict[str, list[Any]] = {name: [] for name in OUTPUT_COLUMNS}
+        for text in texts:
+            try:
+                payload = record_of(text, self.masker.predict(text, options=self.options))
+                error = None
+            except TiankongError as failure:
+                payload, error = {"text": text}, f"{failure.code}: {failure.message}"
+            for name in OUTPUT_COLUMNS:
+                columns[name].append(payload.get(name))
+            columns["error"][-1] = error
+            columns["result"][-1] = (
+                json.dumps(payload, ensure_ascii=False) if error is None else None
+            )
+        return columns
+
+
+def run_ray_fill(
+    job: FillJob,
+    settings: Settings,
+    options: PredictOptions,
+    address: str | None = None,
+    actors: int | None = None,
+) -> int:
+    """Fill ``job.input`` into the folder ``job.output`` on Ray; returns the rows written."""
+    import ray
+
+    if not job.input.is_file():
+        raise BadDataFileError(f"Input file '{job.input}' does not exist.")
+    kind = format_of(job.input, job.input_format)
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    path = str(job.input.resolve())
+    if kind == "txt":
+        dataset = ray.data.read_text(path, drop_empty_lines=False)
+        field = "text"
+    elif kind == "csv":
+        dataset = ray.data.read_csv(path)
+        field = job.text_field
+    else:
+        dataset = ray.data.read_json(path, lines=True)
+        field = job.text_field
+    if field not in dataset.columns():
+        raise BadDataFileError(f"Input '{job.input.name}' has no field '{field}'.")
+    workers = actors or job.workers
+    threads = max(1, settings.threads // workers)
+    # Logical CPUs: leave one for Ray's read and write tasks, or they wait behind the actors.
+    cluster_cpus = float(ray.cluster_resources().get("CPU", 1.0))
+    actor_cpus = max(0.1, min(float(threads), (cluster_cpus - 1.0) / workers))
+    filled = dataset.map_batches(
+        FillActor,
+        fn_constructor_kwargs={
+            "settings": settings.with_overrides(threads=threads),
+            "options": options,
+            "field": field,
+        },
+        batch_size=job.batch_size,
+        concurrency=workers,
+        num_cpus=actor_cpus,
+    )
+    output = Path(job.output)
+    output.mkdir(parents=True, exist_ok=True)
+    filled.write_json(str(output.resolve()), force_ascii=False)
+    return count_rows(output)
+
+
+def count_rows(folder: Path) -> int:
+    return sum(sum(1 for _ in path.open(encoding="utf-8")) for path in folder.glob("*.json*"))

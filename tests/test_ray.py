@@ -1,0 +1,54 @@
+"""Ray on a local instance started by the test on loopback: Ray Data filling (and Ray Serve)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import ray
+
+from tiankong import Settings
+from tiankong.fill import FillJob
+from tiankong.modes import PredictOptions
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        _node_ip_address="127.0.0.1",
+    )
+    yield ray
+    ray.shutdown()
+
+
+def test_fill_through_ray_data(local_ray, tiny_model_dir: Path, tmp_path: Path) -> None:
+    from tiankong.ray_fill import run_ray_fill
+
+    texts = ["处处闻啼[MASK]。", "没有空", "手机没电了，赶紧去[MASK][MASK]。"] * 8
+    source = tmp_path / "in.jsonl"
+    source.write_text(
+        "\n".join(json.dumps({"text": t}, ensure_ascii=False) for t in texts) + "\n",
+        encoding="utf-8",
+    )
+    settings = Settings(model=str(tiny_model_dir), engine="torch", threads=2)
+    job = FillJob(source, tmp_path / "out", workers=2, batch_size=4)
+    rows = run_ray_fill(job, settings, PredictOptions(top_k=2))
+    assert rows == len(texts)
+    records = [
+        json.loads(line)
+        for path in sorted((tmp_path / "out").glob("*.json"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+    assert sorted(r["text"] for r in records) == sorted(texts)
+    good = [r for r in records if r["error"] is None]
+    bad = [r for r in records if r["error"] is not None]
+    assert len(good) == 16 and len(bad) == 8
+    assert all(r["error"].startswith("no_mask:") for r in bad)
+    for record in good:
+        result = json.loads(record["result"])
+        assert record["sequence"] == result["sequence"] and "[MASK]" not in record["sequence"]
+        assert len(result["predictions"]) == 2
