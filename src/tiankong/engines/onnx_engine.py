@@ -1,0 +1,172 @@
+"""The ONNX Runtime engine: an exported mask-gather graph, FP32 or dynamic INT8.
+
+Serving with it never imports torch or transformers: ``create`` finds the model's export in the
+cache (``export_cache``), and only exports (which does need torch) when none is cached yet.
+
+>>> from tiankong import FillMasker, Settings
+>>> fm = FillMasker.load(settings=Settings(engine="onnx"))  # doctest: +SKIP
+>>> fm.engine.precision, fm.engine.quality["top1_agreement"]  # doctest: +SKIP
+('int8', 0.98...)
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tiankong.config import Settings
+from tiankong.engines.base import EncodedBatch
+from tiankong.errors import BadOptionError, ModelUnavailableError
+from tiankong.models import ResolvedModel
+
+log = logging.getLogger(__name__)
+
+CUDA_PROVIDER = "CUDAExecutionProvider"
+CPU_PROVIDER = "CPUExecutionProvider"
+ONNX_PRECISIONS = ("auto", "fp32", "int8")
+GRAPH_INPUTS = ("input_ids", "attention_mask", "mask_positions")  # as export.py writes them
+
+
+def build_session(onnx_file: Path, device: str, threads: int) -> Any:
+    """The one place an InferenceSession is made: explicit providers, threads and optimisation.
+
+    ``threads`` is the intra-op pool size (0 lets ORT pick); inter-op parallelism is off because
+    a BERT graph is one chain of ops, and a second pool would only oversubscribe the cores.
+    """
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # errors only; ORT's warnings are about its own internals
+    providers = [CUDA_PROVIDER, CPU_PROVIDER] if device == "cuda" else [CPU_PROVIDER]
+    try:
+        session = ort.InferenceSession(str(onnx_file), sess_options=options, providers=providers)
+    except Exception as error:  # a file that passed its checksum but that ORT can't load
+        raise ModelUnavailableError(
+            f"ONNX Runtime could not load the export '{onnx_file.parent.name}' "
+            f"({type(error).__name__}); delete it to have it rebuilt."
+        ) from None
+    loaded = session.get_providers()
+    if device == "cuda" and loaded[0] != CUDA_PROVIDER:
+        raise ModelUnavailableError(
+            "The CUDA provider of ONNX Runtime failed to load (CUDA or cuDNN libraries missing?); "
+            "use --device cpu."
+        )
+    return session
+
+
+def pick_onnx_device(requested: str) -> str:
+    """``auto`` is CUDA when this onnxruntime build has the CUDA provider, else the CPU."""
+    import onnxruntime as ort
+
+    has_cuda = CUDA_PROVIDER in ort.get_available_providers()
+    if requested == "auto":
+        return "cuda" if has_cuda else "cpu"
+    if requested == "cuda" and not has_cuda:
+        raise BadOptionError(
+            "--device cuda was asked for, but this onnxruntime has no CUDA provider; "
+            "install onnxruntime-gpu or use --device cpu."
+        )
+    if requested not in ("cpu", "cuda"):
+        raise BadOptionError(f"Unknown device '{requested}'; use auto, cpu or cuda.")
+    return requested
+
+
+class OnnxEngine:
+    """ONNX Runtime on an exported graph that returns logits only at the mask positions.
+
+    ``quality`` holds the INT8 guard's figures (top-1 agreement and top-5 overlap with FP32 on
+    fixed sentences) whenever INT8 was considered; it is empty for a plain FP32 engine.
+    """
+
+    name = "onnx"
+
+    def __init__(
+        self,
+        onnx_file: Path,
+        device: str = "cpu",
+        precision: str = "fp32",
+        threads: int = 1,
+        quality: dict[str, Any] | None = None,
+    ) -> None:
+        if threads < 0:
+            raise BadOptionError(f"threads must be 0 (automatic) or more; got {threads}.")
+        self.session = build_session(onnx_file, device, threads)
+        self.providers: list[str] = self.session.get_providers()
+        self.device = "cuda" if self.providers[0] == CUDA_PROVIDER else "cpu"
+        self.precision = precision
+        self.onnx_file = onnx_file
+        self.quality: dict[str, Any] = quality or {}
+        self.input_names = [node.name for node in self.session.get_inputs()]
+        self.output_name = self.session.get_outputs()[0].name
+        unknown = set(self.input_names) - set(GRAPH_INPUTS)
+        if unknown:
+            raise ModelUnavailableError(
+                f"The ONNX graph '{onnx_file.name}' wants inputs tiankong doesn't make: "
+                f"{', '.join(sorted(unknown))}."
+            )
+
+    @classmethod
+    def create(cls, model: ResolvedModel, settings: Settings) -> OnnxEngine:
+        """Find or build the export ``settings`` asks for and start a session on it.
+
+        ``precision="auto"``: FP32 on CUDA; on the CPU, INT8 when its guard's top-1 agreement
+        with FP32 is at least ``settings.int8_min_agreement``, else FP32 with a warning.
+        """
+        from tiankong.export_cache import ensure_export
+
+        if settings.precision not in ONNX_PRECISIONS:
+            raise BadOptionError(
+                f"The onnx engine runs auto, fp32 or int8, not '{settings.precision}'; "
+                "for fp16 on a GPU use --engine torch."
+            )
+        device = pick_onnx_device(settings.device)
+        if settings.precision == "int8" and device == "cuda":
+            raise BadOptionError(
+                "INT8 ONNX models run on the CPU only; use --device cpu or --precision fp32."
+            )
+        precision = settings.precision
+        quality: dict[str, Any] = {}
+        export = None
+        if precision == "auto" and device == "cuda":
+            precision = "fp32"
+        elif precision in ("auto", "int8"):
+            int8 = ensure_export(model, "int8", settings)
+            agreement = float(int8.quality.get("top1_agreement", 0.0))
+            accepted = agreement >= settings.int8_min_agreement
+            quality = {
+                **int8.quality,
+                "min_agreement": settings.int8_min_agreement,
+                "int8_accepted": accepted,
+            }
+            if precision == "auto" and not accepted:
+                log.warning(
+                    "INT8 top-1 agreement with FP32 is %.1f%%, below the %.1f%% threshold; "
+                    "serving '%s' in FP32.",
+                    100 * agreement,
+                    100 * settings.int8_min_agreement,
+                    model.name,
+                )
+                precision = "fp32"
+            else:
+                precision, export = "int8", int8
+        if export is None:
+            export = ensure_export(model, precision, settings)
+        return cls(export.onnx_file, device, precision, settings.threads, quality)
+
+    def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
+        arrays = {
+            "input_ids": batch.input_ids,
+            "attention_mask": batch.attention_mask,
+            "mask_positions": batch.mask_positions,
+        }
+        (logits,) = self.session.run(
+            [self.output_name], {name: arrays[name] for name in self.input_names}
+        )
+        return np.asarray(logits, dtype=np.float32)

@@ -1,0 +1,351 @@
+"""Export a Hugging Face masked-LM folder to an optimised ONNX graph, and quantize it to INT8.
+
+The graph takes ``input_ids`` and ``attention_mask`` (int64 ``[batch, sequence]``) and
+``mask_positions`` (int64 ``[masks]``, flat indices into ``batch * sequence``, as
+``EncodedBatch`` builds them). It runs the encoder, gathers the hidden states at the masks and
+only then applies the MLM head, so the vocabulary projection costs ``masks x vocab`` instead of
+``tokens x vocab``. Output: ``logits``, float32 ``[masks, vocab]``. All three axes are dynamic.
+
+``token_type_ids`` is not an input: tiankong always encodes a single segment, so the wrapper feeds
+zeros, exactly what transformers does when the argument is left out.
+
+Torch, transformers and onnx are imported inside the functions that need them, and
+``export_worker`` runs those in a child process, so serving never imports them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tiankong.errors import EngineError, ModelUnavailableError
+
+log = logging.getLogger(__name__)
+
+OPSET = 17
+INPUT_NAMES = ("input_ids", "attention_mask", "mask_positions")
+OUTPUT_NAME = "logits"
+DYNAMIC_AXES = {
+    "input_ids": {0: "batch", 1: "sequence"},
+    "attention_mask": {0: "batch", 1: "sequence"},
+    "mask_positions": {0: "masks"},
+    OUTPUT_NAME: {0: "masks"},
+}
+# Ops the ORT transformer optimizer fuses BERT into; counted into the export's metadata.
+FUSED_OP_TYPES = (
+    "Attention",
+    "QAttention",  # Attention after INT8 quantization
+    "EmbedLayerNormalization",
+    "SkipLayerNormalization",
+    "BiasGelu",
+)
+# Dynamic INT8 for the encoder's MatMuls and fused Attention only. The MLM head (Gemm) and the
+# embeddings stay FP32: the head is ~1% of the FLOPs at a few masks, keeping it FP32 keeps the
+# ranking at the mask sharp, and the tied embedding/decoder matrix stays stored once.
+INT8_OP_TYPES = ["MatMul", "Attention"]
+INT8_PER_CHANNEL = True
+INT8_REDUCE_RANGE = False
+# Above this, the optimised graph is not the model any more (fusion or export bug): refuse it.
+MAX_EXPORT_DIFF = 1e-3
+
+
+def recipe(precision: str) -> dict[str, Any]:
+    """The export settings that shape the graph, as JSON-ready data (part of the cache key)."""
+    from tiankong.quality_guard import guard_file_sha256
+
+    described: dict[str, Any] = {
+        "opset": OPSET,
+        "inputs": list(INPUT_NAMES),
+        "attention": "eager",
+        "optimizer": "onnxruntime.transformers bert, python fusions only",
+    }
+    if precision == "int8":
+        described["int8"] = {
+            "op_types": INT8_OP_TYPES,
+            "per_channel": INT8_PER_CHANNEL,
+            "reduce_range": INT8_REDUCE_RANGE,
+            "guard_sentences_sha256": guard_file_sha256(),
+        }
+    return described
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def export_fp32(folder: Path, out_file: Path, threads: int) -> dict[str, Any]:
+    """Export ``folder`` to ``out_file`` (optimised FP32 ONNX); returns ``{"graph": report}``.
+
+    The graph report holds fused-op counts, how many ``[vocab, hidden]`` matrices the file
+    stores and the largest difference from torch on a check batch shaped unlike the traced one.
+    """
+    import torch
+
+    previous_threads = torch.get_num_threads()
+    if threads > 0:
+        torch.set_num_threads(threads)
+    try:
+        model = load_masked_lm(folder)
+        wrapper = mask_gather_module(model)
+        raw_file = out_file.with_name("raw.onnx")
+        trace_inputs = sample_batch(batch=2, seq_len=8, masks=[1, 3, 9], vocab=vocab_of(model))
+        with torch.inference_mode(), warnings.catch_warnings():
+            # The tracer warns about values the trace freezes: a KV-cache padding branch that an
+            # encoder never takes, and index ops whose indices are never negative here. The
+            # check batch below, shaped unlike the traced one, is what proves the graph general.
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            warnings.filterwarnings("ignore", message="Exporting aten::index operator")
+            # The TorchScript exporter is deprecated, but the dynamo exporter's graph (torch 2.13,
+            # transformers 5.24) defeats ORT's Attention and EmbedLayerNormalization fusions.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            torch.onnx.export(
+                wrapper,
+                tuple(torch.from_numpy(array) for array in trace_inputs),
+                str(raw_file),
+                dynamo=False,  # the TorchScript exporter gives the graph ORT's BERT fusions match
+                opset_version=OPSET,
+                input_names=list(INPUT_NAMES),
+                output_names=[OUTPUT_NAME],
+                dynamic_axes=DYNAMIC_AXES,
+            )
+        optimize_graph(raw_file, out_file, model.config)
+        raw_file.unlink()
+        check_inputs = sample_batch(
+            batch=3, seq_len=11, masks=[2, 11, 20, 24], vocab=vocab_of(model)
+        )
+        with torch.inference_mode():
+            expected = wrapper(*(torch.from_numpy(array) for array in check_inputs)).numpy()
+    finally:
+        torch.set_num_threads(previous_threads)
+    report = graph_report(out_file, model.config.vocab_size, model.config.hidden_size)
+    report["max_abs_diff_vs_torch"] = float(
+        np.abs(run_graph(out_file, check_inputs) - expected).max()
+    )
+    if report["max_abs_diff_vs_torch"] > MAX_EXPORT_DIFF:
+        raise EngineError(
+            f"The ONNX export of '{folder.name}' differs from the torch model by "
+            f"{report['max_abs_diff_vs_torch']:.2g}; use --engine torch for this model."
+        )
+    return {"graph": report}
+
+
+def export_int8(folder: Path, fp32_file: Path, out_file: Path, threads: int) -> dict[str, Any]:
+    """Quantize ``fp32_file`` to ``out_file`` and measure it against FP32 (the quality guard)."""
+    from tiankong.engines.onnx_engine import OnnxEngine
+    from tiankong.quality_guard import compare_engines
+
+    config = read_config(folder)
+    report = quantize_int8(
+        fp32_file, out_file, int(config["vocab_size"]), int(config["hidden_size"])
+    )
+    reference = OnnxEngine(fp32_file, "cpu", "fp32", threads)
+    candidate = OnnxEngine(out_file, "cpu", "int8", threads)
+    return {"graph": report, "quality": compare_engines(reference, candidate, folder)}
+
+
+def load_masked_lm(folder: Path) -> Any:
+    from transformers import AutoModelForMaskedLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        # Eager attention exports as the MatMul/Softmax pattern ORT fuses into one Attention op.
+        model = AutoModelForMaskedLM.from_pretrained(folder, attn_implementation="eager")
+    except Exception as error:
+        raise ModelUnavailableError(
+            f"The model weights in '{folder.name}' could not be loaded for export "
+            f"({type(error).__name__}); the files may be missing, truncated or corrupt."
+        ) from None
+    return model.float().eval()
+
+
+def vocab_of(model: Any) -> int:
+    return int(model.config.vocab_size)
+
+
+def mask_gather_module(model: Any) -> Any:
+    """Wrap ``model``: encoder, gather at ``mask_positions``, then the MLM head."""
+    import torch
+
+    from tiankong.engines.torch_engine import mlm_head
+
+    head = mlm_head(model)
+    encoder = model.base_model
+    takes_segments = "token_type_ids" in inspect.signature(encoder.forward).parameters
+
+    class MaskGatherMLM(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(
+            self,
+            input_ids: torch.Tensor,
+            attention_mask: torch.Tensor,
+            mask_positions: torch.Tensor,
+        ) -> torch.Tensor:
+            if head is None:  # unfamiliar head: full logits, then gather (slower, still right)
+                logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+                return logits.reshape(-1, logits.shape[-1]).index_select(0, mask_positions)
+            segments = {"token_type_ids": torch.zeros_like(input_ids)} if takes_segments else {}
+            hidden = encoder(
+                input_ids=input_ids, attention_mask=attention_mask, **segments
+            ).last_hidden_state
+            return head(hidden.reshape(-1, hidden.shape[-1]).index_select(0, mask_positions))
+
+    return MaskGatherMLM().eval()
+
+
+def optimize_graph(raw_file: Path, out_file: Path, config: Any) -> None:
+    """ORT's transformer optimizer, Python fusions only (opt_level 0), so the file stays portable
+    across providers; the session applies ORT's own graph optimisations at load."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    optimized = optimize_model(
+        str(raw_file),
+        model_type="bert",
+        num_heads=int(getattr(config, "num_attention_heads", 0) or 0),
+        hidden_size=int(getattr(config, "hidden_size", 0) or 0),
+        opt_level=0,
+        use_gpu=False,
+    )
+    fused = optimized.get_fused_operator_statistics()
+    layers = int(getattr(config, "num_hidden_layers", 0) or 0)
+    if fused.get("Attention", 0) < layers:
+        log.warning(
+            "Only %d of %d attention layers were fused; the ONNX graph will run slower.",
+            fused.get("Attention", 0),
+            layers,
+        )
+    optimized.save_model_to_file(str(out_file), use_external_data_format=False)
+
+
+def quantize_int8(fp32_file: Path, out_file: Path, vocab_size: int, hidden: int) -> dict[str, Any]:
+    """Dynamic INT8 quantization of an optimised FP32 export; returns its graph report."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    graph = onnx.load(str(fp32_file))
+    keep_head_in_fp32(graph)
+    with without_preprocessing_hint():
+        quantize_dynamic(
+            graph,
+            out_file,
+            op_types_to_quantize=INT8_OP_TYPES,
+            per_channel=INT8_PER_CHANNEL,
+            reduce_range=INT8_REDUCE_RANGE,
+            weight_type=QuantType.QInt8,
+            # Shape inference can't see through ORT's fused contrib ops; their outputs are float.
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+    return graph_report(out_file, vocab_size, hidden)
+
+
+@contextmanager
+def without_preprocessing_hint() -> Iterator[None]:
+    """Drop quantize_dynamic's root-logger hint to run its pre-processing first: that step's
+    symbolic shape inference fails on the fused BERT graph, so the hint is noise here. A
+    NullHandler stops the hint from configuring a bare root logger as a side effect."""
+    root = logging.getLogger()
+    placeholder = None if root.handlers else logging.NullHandler()
+    if placeholder is not None:
+        root.addHandler(placeholder)
+
+    def drop_hint(record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Please consider to run pre-processing")
+
+    root.addFilter(drop_hint)
+    try:
+        yield
+    finally:
+        root.removeFilter(drop_hint)
+        if placeholder is not None:
+            root.removeHandler(placeholder)
+
+
+def keep_head_in_fp32(model: Any) -> None:
+    """Turn the head's Gemms (the only Gemms: encoder linears export as MatMul) into ORT's
+    FusedMatMul with ``transB=1`` plus an Add.
+
+    quantize_dynamic rewrites every Gemm into a MatMul on a transposed *copy* of its weight; for
+    the decoder that copy would be a second ``[vocab, hidden]`` matrix next to the tied embedding.
+    FusedMatMul reads the tied matrix as it is, and the quantizer leaves it (and the Add) alone.
+    """
+    from onnx import helper
+
+    nodes = []
+    for node in model.graph.node:
+        attributes = {
+            attribute.name: helper.get_attribute_value(attribute) for attribute in node.attribute
+        }
+        plain = attributes.get("alpha", 1.0) == 1.0 and attributes.get("beta", 1.0) == 1.0
+        if node.op_type != "Gemm" or not plain or attributes.get("transA", 0):
+            nodes.append(node)
+            continue
+        product = f"{node.output[0]}_matmul" if len(node.input) > 2 else node.output[0]
+        nodes.append(
+            helper.make_node(
+                "FusedMatMul",
+                list(node.input[:2]),
+                [product],
+                name=f"{node.name}_FusedMatMul",
+                domain="com.microsoft",
+                transB=int(attributes.get("transB", 0)),
+            )
+        )
+        if len(node.input) > 2:
+            nodes.append(
+                helper.make_node(
+                    "Add", [product, node.input[2]], list(node.output), f"{node.name}_Add"
+                )
+            )
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+
+
+def graph_report(onnx_file: Path, vocab_size: int, hidden: int) -> dict[str, Any]:
+    """Node counts by op type, and how many ``[vocab, hidden]`` matrices the file stores."""
+    import onnx
+
+    graph = onnx.load(str(onnx_file)).graph
+    op_counts = Counter(node.op_type for node in graph.node)
+    vocab_matrices = sum(
+        1 for tensor in graph.initializer if sorted(tensor.dims) == sorted([vocab_size, hidden])
+    )
+    return {
+        "op_counts": dict(sorted(op_counts.items())),
+        "fused_ops": {op: op_counts.get(op, 0) for op in FUSED_OP_TYPES},
+        "vocab_matrices": vocab_matrices,
+        "nodes": sum(op_counts.values()),
+    }
+
+
+def sample_batch(
+    batch: int, seq_len: int, masks: list[int], vocab: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A padded batch (the last row half padding) with masks at the given flat positions."""
+    rng = np.random.default_rng(0)
+    input_ids = rng.integers(100, min(vocab, 8000), size=(batch, seq_len), dtype=np.int64)
+    attention_mask = np.ones((batch, seq_len), dtype=np.int64)
+    attention_mask[-1, seq_len // 2 :] = 0
+    input_ids[-1, seq_len // 2 :] = 0
+    return input_ids, attention_mask, np.asarray(masks, dtype=np.int64)
+
+
+def run_graph(onnx_file: Path, inputs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    from tiankong.engines.base import EncodedBatch
+    from tiankong.engines.onnx_engine import OnnxEngine
+
+    engine = OnnxEngine(onnx_file, device="cpu", precision="fp32", threads=1)
+    return engine.mask_logits(EncodedBatch(*inputs))
