@@ -1,0 +1,306 @@
+"""The ONNX export cache: one immutable folder per model files, precision, recipe and libraries.
+
+>>> from tiankong import Settings
+>>> from tiankong.models import resolve_model
+>>> export = ensure_export(resolve_model(None), "int8", Settings())  # doctest: +SKIP
+>>> export.onnx_file.name, export.quality["top1_agreement"]  # doctest: +SKIP
+('model.onnx', 0.98...)
+
+Finding a cached export hashes the model files and checks the export's manifest (sha256 of its
+.onnx); it never imports torch or transformers. Building one takes a file lock and runs
+``export_worker`` in a child process, which writes into a temporary folder and renames it into
+place: a reader sees a whole export or none, two processes starting at once export once, and a
+corrupt or half-written export is rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from platformdirs import user_cache_dir
+
+from tiankong import export
+from tiankong.config import Settings
+from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
+from tiankong.models import ResolvedModel
+
+log = logging.getLogger(__name__)
+
+CACHE_FORMAT = 1  # bump when the graph or the recipe changes in a way the key can't see
+ONNX_FILE = "model.onnx"
+MANIFEST_FILE = "tiankong-export.json"
+EXPORT_PRECISIONS = ("fp32", "int8")
+# What the export is made of: a change to any of these files is a different model.
+MODEL_FILE_PATTERNS = (
+    "config.json",
+    "*.safetensors",
+    "pytorch_model.bin",
+    "vocab.txt",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+EXPORT_LIBRARIES = ("torch", "transformers", "onnx", "onnxruntime")
+LOCK_TIMEOUT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class OnnxExport:
+    """A checked export folder: ``model.onnx`` and its manifest (the export's metadata)."""
+
+    folder: Path
+    manifest: dict[str, Any]
+
+    @property
+    def onnx_file(self) -> Path:
+        return self.folder / ONNX_FILE
+
+    @property
+    def precision(self) -> str:
+        return str(self.manifest["precision"])
+
+    @property
+    def quality(self) -> dict[str, Any]:
+        return dict(self.manifest.get("quality") or {})
+
+
+def cache_root(settings: Settings) -> Path:
+    if settings.onnx_cache_dir:
+        return Path(settings.onnx_cache_dir).expanduser()
+    return Path(user_cache_dir("tiankong")) / "onnx"
+
+
+def file_sha256(path: Path) -> str:
+    with path.open("rb") as stream:
+        return hashlib.file_digest(stream, "sha256").hexdigest()
+
+
+def model_fingerprint(folder: Path) -> str:
+    """sha256 over the names and contents of the config, weight and tokenizer files."""
+    digest = hashlib.sha256()
+    files = sorted({path for pattern in MODEL_FILE_PATTERNS for path in folder.glob(pattern)})
+    for path in files:
+        digest.update(f"{path.name}\0{file_sha256(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def library_versions() -> dict[str, str | None]:
+    """Installed versions, read from package metadata: nothing gets imported."""
+    versions: dict[str, str | None] = {}
+    for name in EXPORT_LIBRARIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def export_key(fingerprint: str, precision: str, versions: dict[str, str | None]) -> str:
+    data = {
+        "cache_format": CACHE_FORMAT,
+        "model": fingerprint,
+        "precision": precision,
+        "recipe": export.recipe(precision),
+        "libraries": versions,
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def entry_name(model: ResolvedModel, precision: str, key: str) -> str:
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", model.name).strip("._")[:40] or "model"
+    return f"{readable}-{precision}-{key[:16]}"
+
+
+def ensure_export(model: ResolvedModel, precision: str, settings: Settings) -> OnnxExport:
+    """The cached export of ``model`` at ``precision``, built on first use."""
+    if precision not in EXPORT_PRECISIONS:
+        raise BadOptionError(f"ONNX exports are fp32 or int8, not '{precision}'.")
+    root = cache_root(settings)
+    fingerprint = model_fingerprint(model.path)
+    versions = library_versions()
+    key = export_key(fingerprint, precision, versions)
+    entry = root / entry_name(model, precision, key)
+    found = open_export(entry, key)
+    if found is not None:
+        return found
+    if not can_export():
+        return find_compatible(root, fingerprint, precision, versions, model)
+    # INT8 is quantized from, and checked against, the FP32 export.
+    fp32 = ensure_export(model, "fp32", settings) if precision == "int8" else None
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ModelUnavailableError(
+            f"The ONNX cache folder '{root}' can't be created ({error.strerror})."
+        ) from None
+    from filelock import FileLock, Timeout
+
+    from tiankong.export_worker import BuildRequest, build_in_worker
+
+    try:
+        with FileLock(str(root / f"{entry.name}.lock"), timeout=LOCK_TIMEOUT_S):
+            found = open_export(entry, key)  # another process may have built it meanwhile
+            if found is not None:
+                return found
+            discard_leftovers(entry)
+            log.info("Exporting %s to ONNX (%s); this happens once.", model.name, precision)
+            build_in_worker(
+                BuildRequest(
+                    model_name=model.name,
+                    model_path=str(model.path),
+                    fp32_file=None if fp32 is None else str(fp32.onnx_file),
+                    threads=settings.threads,
+                    entry=str(entry),
+                    key=key,
+                    fingerprint=fingerprint,
+                    versions=versions,
+                )
+            )
+    except Timeout:
+        raise EngineError(
+            f"Waited {LOCK_TIMEOUT_S:.0f} s for another process exporting '{model.name}'."
+        ) from None
+    found = open_export(entry, key)
+    if found is None:
+        raise EngineError(f"The ONNX export of '{model.name}' failed its own check.")
+    log.info("Exported %s (%s) in %.1f s.", model.name, precision, found.manifest["export_seconds"])
+    return found
+
+
+def can_export() -> bool:
+    return all(
+        importlib.util.find_spec(name) is not None for name in ("torch", "transformers", "onnx")
+    )
+
+
+def open_export(folder: Path, key: str | None) -> OnnxExport | None:
+    """The export in ``folder`` if its manifest is readable, matches ``key`` (when given) and
+    every file it lists has the recorded size and sha256; otherwise None."""
+    manifest_file = folder / MANIFEST_FILE
+    if not folder.is_dir():
+        return None
+    try:
+        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+        problem = manifest_problem(folder, manifest, key)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        problem = "its manifest is missing or unreadable"
+    if problem:
+        log.warning("The cached ONNX export %s is unusable: %s.", folder, problem)
+        return None
+    return OnnxExport(folder, manifest)
+
+
+def manifest_problem(folder: Path, manifest: dict[str, Any], key: str | None) -> str:
+    if manifest.get("cache_format") != CACHE_FORMAT:
+        return "it was made by another version of tiankong"
+    if key is not None and manifest.get("key") != key:
+        return "its key does not match"
+    files = manifest["files"]
+    if ONNX_FILE not in files:
+        return f"its manifest lists no {ONNX_FILE}"
+    for name, expected in files.items():
+        path = folder / name
+        if not path.is_file() or path.stat().st_size != expected["bytes"]:
+            return f"{name} is missing or has the wrong size"
+        if file_sha256(path) != expected["sha256"]:
+            return f"{name} does not match its checksum"
+    return ""
+
+
+def find_compatible(
+    root: Path,
+    fingerprint: str,
+    precision: str,
+    versions: dict[str, str | None],
+    model: ResolvedModel,
+) -> OnnxExport:
+    """Without torch (a serving-only install), take an export of the same model, precision and
+    recipe made for the installed onnxruntime, whatever torch and transformers made it."""
+    wanted = {
+        "model": fingerprint,
+        "precision": precision,
+        "recipe": export.recipe(precision),
+        "onnxruntime": versions["onnxruntime"],
+    }
+    for folder in sorted(root.glob(f"*-{precision}-*")):
+        try:
+            manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+            described = {
+                "model": manifest["model"]["fingerprint"],
+                "precision": manifest["precision"],
+                "recipe": manifest["recipe"],
+                "onnxruntime": manifest["libraries"]["onnxruntime"],
+            }
+            key = str(manifest["key"])
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+        found = open_export(folder, key) if described == wanted else None
+        if found is not None:
+            return found
+    raise ModelUnavailableError(
+        f"No {precision} ONNX export of '{model.name}' is cached for onnxruntime "
+        f"{versions['onnxruntime']}, and exporting needs torch, transformers and onnx: "
+        "install tiankong[export] once, or use --engine torch."
+    )
+
+
+def discard_leftovers(entry: Path) -> None:
+    """Under the lock: remove a corrupt export and the temp folders of crashed builds."""
+    for leftover in entry.parent.glob(f".tmp-{entry.name}-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    if entry.exists():
+        discard(entry)
+
+
+def discard(folder: Path) -> None:
+    """Rename first, so nobody sees a half-deleted folder under the real name, then delete."""
+    trash = folder.with_name(f".trash-{folder.name}-{uuid.uuid4().hex[:8]}")
+    os.rename(folder, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def export_to_folder(
+    model: ResolvedModel, precision: str, settings: Settings, out: Path
+) -> OnnxExport:
+    """Copy the (cached, built if need be) export into ``out``: an empty or new folder, or one
+    that holds an earlier tiankong export, which is replaced whole."""
+    if precision not in EXPORT_PRECISIONS:
+        raise BadOptionError(f"--precision must be fp32 or int8 for an export; got '{precision}'.")
+    out = out.expanduser().absolute()
+    if out.exists() and not out.is_dir():
+        raise BadOptionError(f"--out '{out.name}' is a file; give a folder for the export.")
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_FILE).is_file():
+        raise BadOptionError(
+            f"--out '{out.name}' is not empty and holds no tiankong export; "
+            "give a new or empty folder."
+        )
+    export = ensure_export(model, precision, settings)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=out.parent))
+    try:
+        for name in export.manifest["files"]:
+            shutil.copy2(export.folder / name, temp / name)
+        shutil.copy2(export.folder / MANIFEST_FILE, temp / MANIFEST_FILE)
+        os.chmod(temp, 0o755)  # mkdtemp's 0700 suits the private cache, not a folder asked for
+        if out.exists():
+            discard(out)
+        os.rename(temp, out)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    copied = open_export(out, export.manifest["key"])
+    if copied is None:
+        raise EngineError(f"The export copied to '{out.name}' failed its check.")
+    return copied

@@ -1,0 +1,131 @@
+"""One export build, run in a child process of its own: ``python -m tiankong.export_worker``.
+
+``export_cache`` runs every build here, so torch, transformers and the checkpoint's weights never
+enter the process that serves: its memory and its threads stay ONNX Runtime's alone, even on the
+first start. The request arrives as JSON on stdin. A failure is reported as one JSON line on
+stdout, ``{"error": <TiankongError class name>, "message": <one sentence>}``, and exit code 1.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tiankong import errors, export
+from tiankong.errors import EngineError, TiankongError
+from tiankong.export_cache import CACHE_FORMAT, MANIFEST_FILE, ONNX_FILE, file_sha256
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """Everything a build needs, as plain JSON-able values."""
+
+    model_name: str
+    model_path: str
+    fp32_file: str | None  # None: export FP32; else quantize this FP32 export to INT8
+    threads: int
+    entry: str  # the cache folder to create
+    key: str
+    fingerprint: str
+    versions: dict[str, str | None]
+
+
+def build_in_worker(request: BuildRequest) -> None:
+    """Run ``build_export(request)`` in a fresh interpreter; re-raise its typed error here."""
+    # The child must import this same tiankong, wherever it was imported from here.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "tiankong.export_worker"],
+        input=json.dumps(asdict(request)),
+        stdout=subprocess.PIPE,  # stderr passes through: the child's warnings stay visible
+        text=True,
+        env=env,
+        check=False,
+    )
+    if done.returncode == 0:
+        return
+    try:
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        error_class = getattr(errors, report["error"])
+        message = str(report["message"])
+    except (IndexError, ValueError, KeyError, AttributeError, TypeError):
+        error_class, message = (
+            EngineError,
+            (f"Exporting '{request.model_name}' to ONNX stopped (exit code {done.returncode})."),
+        )
+    if not (isinstance(error_class, type) and issubclass(error_class, TiankongError)):
+        error_class = EngineError
+    raise error_class(message)
+
+
+def build_export(request: BuildRequest) -> None:
+    """Export into a temporary sibling of ``entry``, write the manifest last, then rename."""
+    entry = Path(request.entry)
+    model_path = Path(request.model_path)
+    precision = "fp32" if request.fp32_file is None else "int8"
+    started = time.perf_counter()
+    temp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
+    try:
+        if request.fp32_file is None:
+            details = export.export_fp32(model_path, temp / ONNX_FILE, request.threads)
+        else:
+            details = export.export_int8(
+                model_path, Path(request.fp32_file), temp / ONNX_FILE, request.threads
+            )
+        files = {}
+        for path in sorted(temp.iterdir()):
+            sync_file(path)
+            files[path.name] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
+        manifest = {
+            "cache_format": CACHE_FORMAT,
+            "key": request.key,
+            "model": {"name": request.model_name, "fingerprint": request.fingerprint},
+            "precision": precision,
+            "recipe": export.recipe(precision),
+            "libraries": request.versions,
+            "files": files,
+            **details,
+            "export_seconds": round(time.perf_counter() - started, 2),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        manifest_file = temp / MANIFEST_FILE
+        manifest_file.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+        sync_file(manifest_file)
+        os.rename(temp, entry)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+
+
+def sync_file(path: Path) -> None:
+    with path.open("rb") as stream:
+        os.fsync(stream.fileno())
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    request = BuildRequest(**json.loads(sys.stdin.read()))
+    try:
+        build_export(request)
+    except TiankongError as error:
+        print(json.dumps({"error": type(error).__name__, "message": error.message}))
+        return 1
+    except Exception as error:  # a bug or a library failure: details to stderr, one line out
+        traceback.print_exc()
+        message = f"Exporting '{request.model_name}' to ONNX failed ({type(error).__name__})."
+        print(json.dumps({"error": "EngineError", "message": message}))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
