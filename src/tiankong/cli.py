@@ -45,6 +45,7 @@ def register(name: str, command: Callable[..., Any]) -> None:
 
 def main() -> None:
     """Console-script entry: typed errors become one sentence and the table's exit code."""
+    import tiankong.cli_export  # noqa: F401  (registers export)
     from tiankong import cli_commands, cli_eval, cli_serve  # noqa: F401  (registers commands)
 
     try:

@@ -46,6 +46,14 @@ MaxLengthOption = Annotated[
     int | None,
     typer.Option("--max-length", envvar="TIANKONG_MAX_LENGTH", help="Token window (default 128)."),
 ]
+OnnxCacheDirOption = Annotated[
+    str | None,
+    typer.Option(
+        "--onnx-cache-dir",
+        envvar="TIANKONG_ONNX_CACHE_DIR",
+        help="Where ONNX exports are cached (default: the user cache dir).",
+    ),
+]
 
 
 def build_settings(
@@ -55,6 +63,7 @@ def build_settings(
     engine: str,
     precision: str,
     max_length: int | None = None,
+    onnx_cache_dir: str | None = None,
 ) -> Settings:
     return Settings().with_overrides(
         model=model,
@@ -63,6 +72,7 @@ def build_settings(
         engine=engine,
         precision=precision,
         max_length=max_length,
+        onnx_cache_dir=onnx_cache_dir,
     )
 
 
@@ -146,6 +156,7 @@ def predict_command(
     exclude: ExcludeOption = None,
     preset: PresetOption = None,
     max_blank_length: BlankLengthOption = 4,
+    onnx_cache_dir: OnnxCacheDirOption = None,
 ) -> None:
     """Fill the [MASK]s in TEXT (or in each line of stdin) and print ranked candidates.
 
@@ -153,7 +164,7 @@ def predict_command(
     """
     from tiankong.service import FillMasker
 
-    settings = build_settings(model, device, threads, engine, precision, max_length)
+    settings = build_settings(model, device, threads, engine, precision, max_length, onnx_cache_dir)
     masker = FillMasker.load(settings=settings)
     options = decoding_options(
         masker,

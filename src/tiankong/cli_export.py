@@ -1,0 +1,52 @@
+"""`tiankong export`: write a model's ONNX export (FP32 or INT8) and its metadata to a folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tiankong.cli import app
+from tiankong.cli_commands import ModelOption, OnnxCacheDirOption, ThreadsOption
+from tiankong.config import Settings
+
+
+@app.command("export")
+def export_command(
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder for model.onnx and its metadata JSON.")
+    ],
+    model: ModelOption = None,
+    precision: Annotated[
+        str, typer.Option("--precision", help="fp32, or int8 (dynamic, with a quality guard).")
+    ] = "fp32",
+    threads: ThreadsOption = None,
+    onnx_cache_dir: OnnxCacheDirOption = None,
+) -> None:
+    """Export MODEL to ONNX (mask-gather graph, fused ops) into OUT, through the export cache."""
+    from tiankong.export_cache import export_to_folder
+    from tiankong.models import resolve_model
+
+    settings = Settings().with_overrides(
+        model=model, threads=threads, onnx_cache_dir=onnx_cache_dir
+    )
+    resolved = resolve_model(settings.model)
+    export = export_to_folder(resolved, precision, settings, out)
+    manifest = export.manifest
+    graph = manifest["graph"]
+    size_mb = export.onnx_file.stat().st_size / 1e6
+    typer.echo(f"{resolved.name} -> {export.folder} ({precision}, {size_mb:.1f} MB)")
+    typer.echo(f"built in {manifest['export_seconds']} s on {manifest['created']}")
+    fused = ", ".join(f"{op} {count}" for op, count in graph["fused_ops"].items() if count)
+    typer.echo(f"fused ops: {fused}")
+    typer.echo(f"[vocab, hidden] matrices stored: {graph['vocab_matrices']}")
+    if "max_abs_diff_vs_torch" in graph:
+        typer.echo(f"max |ONNX - torch| on a check batch: {graph['max_abs_diff_vs_torch']:.2e}")
+    quality = export.quality
+    if quality:
+        typer.echo(
+            f"INT8 vs FP32 on {quality['masks']} masks in {quality['sentences']} sentences: "
+            f"top-1 agreement {100 * quality['top1_agreement']:.1f}%, "
+            f"top-5 overlap {100 * quality['top5_overlap']:.1f}%"
+        )
