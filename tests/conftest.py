@@ -55,3 +55,25 @@ def tiny_masker(tiny_model_dir: Path):
     from tiankong import FillMasker, Settings
 
     return FillMasker.load(str(tiny_model_dir), Settings(engine="torch", threads=1))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_user_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """ONNX exports made by any test (engine auto picks onnx) never land in the real user cache;
+    platformdirs reads XDG_CACHE_HOME, and CLI subprocesses inherit it."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+
+
+@pytest.fixture(scope="session")
+def tiny_onnx_cache(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An ONNX cache holding the tiny model's FP32 and INT8 exports, built once per session.
+    Tests that change a cache copy it first (``shutil.copytree``)."""
+    from tiankong import Settings
+    from tiankong.export_cache import ensure_export
+    from tiankong.models import resolve_model
+
+    root = tmp_path_factory.mktemp("onnx-cache")
+    ensure_export(
+        resolve_model(str(tiny_model_dir)), "int8", Settings(threads=1, onnx_cache_dir=str(root))
+    )
+    return root

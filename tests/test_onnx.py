@@ -1,0 +1,251 @@
+"""The ONNX engine: equals torch in FP32, dynamic axes, fused graph, INT8 guard, no torch."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from tiankong import FillMasker, Settings
+from tiankong.engines.base import EncodedBatch, pad_batch
+from tiankong.engines.onnx_engine import OnnxEngine
+from tiankong.errors import BadOptionError
+from tiankong.export_cache import MANIFEST_FILE, ensure_export
+from tiankong.models import resolve_model
+
+SENTENCES = [
+    "春眠不觉晓，处处闻啼[MASK]。",
+    "[MASK]龙点睛",
+    "手机没电了，赶紧去[MASK][MASK]。",
+    "他[MASK]天[MASK]去公园散步，WiFi信号[MASK]。",
+]
+
+
+def onnx_settings(cache: Path, **changes: object) -> Settings:
+    return Settings(engine="onnx", threads=1, onnx_cache_dir=str(cache)).with_overrides(**changes)
+
+
+@pytest.fixture(scope="module")
+def onnx_masker(tiny_model_dir: Path, tiny_onnx_cache: Path) -> FillMasker:
+    return FillMasker.load(str(tiny_model_dir), onnx_settings(tiny_onnx_cache, precision="fp32"))
+
+
+def graph_of(cache: Path, precision: str) -> onnx.GraphProto:
+    (folder,) = [path for path in cache.glob(f"*-{precision}-*") if path.is_dir()]
+    return onnx.load(str(folder / "model.onnx")).graph
+
+
+def test_fp32_equals_torch(tiny_masker: FillMasker, onnx_masker: FillMasker) -> None:
+    assert (onnx_masker.engine.name, onnx_masker.engine.precision) == ("onnx", "fp32")
+    expected = tiny_masker.predict_batch(SENTENCES, top_k=10)
+    got = onnx_masker.predict_batch(SENTENCES, top_k=10)
+    for ours, theirs in zip(got, expected, strict=True):
+        assert ours.sequence == theirs.sequence
+        for our_mask, their_mask in zip(ours.masks, theirs.masks, strict=True):
+            assert [c.token_id for c in our_mask] == [c.token_id for c in their_mask]
+            scores = np.array([c.score for c in our_mask]) - [c.score for c in their_mask]
+            assert np.abs(scores).max() < 1e-4
+
+
+@pytest.mark.parametrize(
+    ("batch", "seq_len", "masks_per_row"),
+    [(1, 3, 1), (2, 9, 2), (5, 40, 3), (3, 130, 4)],
+)
+def test_dynamic_axes(
+    tiny_masker: FillMasker,
+    onnx_masker: FillMasker,
+    batch: int,
+    seq_len: int,
+    masks_per_row: int,
+) -> None:
+    rng = np.random.default_rng(batch * seq_len)
+    # Ragged rows, so every batch of more than one row is padded.
+    rows = [rng.integers(670, 7000, size=max(2, seq_len - row)).tolist() for row in range(batch)]
+    masks = [
+        sorted(rng.choice(len(row), min(masks_per_row, len(row)), replace=False).tolist())
+        for row in rows
+    ]
+    encoded = pad_batch(rows, masks, pad_id=0)
+    logits = onnx_masker.engine.mask_logits(encoded)
+    assert logits.shape == (sum(map(len, masks)), 21128) and logits.dtype == np.float32
+    expected = tiny_masker.engine.mask_logits(encoded)
+    assert np.abs(logits - expected).max() < 1e-4
+
+
+def test_tied_weight_stored_once(tiny_onnx_cache: Path) -> None:
+    for precision in ("fp32", "int8"):
+        shapes = [
+            sorted(tensor.dims) for tensor in graph_of(tiny_onnx_cache, precision).initializer
+        ]
+        assert shapes.count([32, 21128]) == 1, precision  # either orientation counts
+
+
+def test_fused_ops_present(tiny_onnx_cache: Path) -> None:
+    fp32 = Counter(node.op_type for node in graph_of(tiny_onnx_cache, "fp32").node)
+    assert fp32["Attention"] == 2 and fp32["EmbedLayerNormalization"] == 1
+    assert fp32["SkipLayerNormalization"] == 4 and fp32["BiasGelu"] == 2
+    assert fp32["Softmax"] == 0 and fp32["Erf"] == 0  # nothing left unfused
+    int8 = Counter(node.op_type for node in graph_of(tiny_onnx_cache, "int8").node)
+    assert int8["QAttention"] == 2 and int8["MatMulInteger"] == 6
+    assert int8["FusedMatMul"] == 2  # the head stays FP32
+
+
+def test_int8_records_agreement(tiny_model_dir: Path, tiny_onnx_cache: Path) -> None:
+    engine = FillMasker.load(str(tiny_model_dir), onnx_settings(tiny_onnx_cache)).engine
+    assert isinstance(engine, OnnxEngine)
+    assert engine.precision == "int8"  # auto on the CPU, guard passed
+    quality = engine.quality
+    assert quality["int8_accepted"] is True and quality["min_agreement"] == 0.97
+    assert quality["sentences"] >= 50 and quality["masks"] > quality["sentences"]
+    assert 0.97 <= quality["top1_agreement"] <= 1.0 and 0.9 <= quality["top5_overlap"] <= 1.0
+    (folder,) = [path for path in tiny_onnx_cache.glob("*-int8-*") if path.is_dir()]
+    manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    assert manifest["quality"]["top1_agreement"] == quality["top1_agreement"]
+    assert manifest["graph"]["vocab_matrices"] == 1
+
+
+def test_auto_falls_back_to_fp32_below_threshold(
+    tiny_model_dir: Path, tiny_onnx_cache: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = onnx_settings(tiny_onnx_cache, int8_min_agreement=1.01)
+    with caplog.at_level(logging.WARNING, logger="tiankong"):
+        engine = FillMasker.load(str(tiny_model_dir), settings).engine
+    assert isinstance(engine, OnnxEngine)
+    assert engine.precision == "fp32" and engine.quality["int8_accepted"] is False
+    assert "below the 101.0% threshold" in caplog.text and "FP32" in caplog.text
+    explicit = FillMasker.load(str(tiny_model_dir), settings.with_overrides(precision="int8"))
+    assert explicit.engine.precision == "int8"  # asked for by name: served, figures attached
+
+
+def test_session_is_built_as_configured(tiny_onnx_cache: Path) -> None:
+    (folder,) = [path for path in tiny_onnx_cache.glob("*-fp32-*") if path.is_dir()]
+    engine = OnnxEngine(folder / "model.onnx", "cpu", "fp32", threads=2)
+    options = engine.session.get_session_options()
+    assert options.intra_op_num_threads == 2 and options.inter_op_num_threads == 1
+    assert str(options.execution_mode).endswith("ORT_SEQUENTIAL")
+    assert engine.providers == ["CPUExecutionProvider"] and engine.device == "cpu"
+    assert engine.input_names == ["input_ids", "attention_mask", "mask_positions"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"precision": "fp16"}, "for fp16 on a GPU use --engine torch"),
+        ({"device": "tpu"}, "Unknown device 'tpu'"),
+        ({"threads": -1}, "threads must be 0"),
+    ],
+)
+def test_bad_options(
+    tiny_model_dir: Path, tiny_onnx_cache: Path, changes: dict[str, object], message: str
+) -> None:
+    with pytest.raises(BadOptionError, match=message):
+        FillMasker.load(str(tiny_model_dir), onnx_settings(tiny_onnx_cache, **changes))
+
+
+def test_cuda_without_the_provider_is_refused(tiny_model_dir: Path, tiny_onnx_cache: Path) -> None:
+    import onnxruntime
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("this onnxruntime has CUDA")
+    with pytest.raises(BadOptionError, match="no CUDA provider"):
+        FillMasker.load(str(tiny_model_dir), onnx_settings(tiny_onnx_cache, device="cuda"))
+
+
+def test_serving_a_cached_export_does_not_import_torch(
+    tiny_model_dir: Path, tiny_onnx_cache: Path
+) -> None:
+    script = f"""
+import sys
+from tiankong import FillMasker, Settings
+settings = Settings(engine="onnx", threads=1, onnx_cache_dir={str(tiny_onnx_cache)!r})
+masker = FillMasker.load({str(tiny_model_dir)!r}, settings)
+result = masker.predict("春眠不觉晓，处处闻啼[MASK]。")
+assert masker.engine.precision == "int8", masker.engine.precision
+heavy = sorted(name for name in ("torch", "transformers", "onnx") if name in sys.modules)
+print("heavy:", heavy, result.masks[0][0].token)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "heavy: []" in done.stdout
+
+
+def run_cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tiankong", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TIANKONG_ONNX_CACHE_DIR": str(cache)},
+    )
+
+
+def test_export_cli(tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path) -> None:
+    out = tmp_path / "export"
+    done = run_cli(
+        "export", "--model", str(tiny_model_dir), "--out", str(out), "--precision", "int8",
+        cache=tiny_onnx_cache,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "top-1 agreement" in done.stdout and "matrices stored: 1" in done.stdout
+    manifest = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))
+    assert manifest["precision"] == "int8" and set(manifest["files"]) == {"model.onnx"}
+    (cached,) = [path for path in tiny_onnx_cache.glob("*-int8-*") if path.is_dir()]
+    assert cached.name.endswith(manifest["key"][:16])  # TIANKONG_ONNX_CACHE_DIR was used
+    again = run_cli("export", "-m", str(tiny_model_dir), "-o", str(out), cache=tiny_onnx_cache)
+    assert again.returncode == 0, again.stderr  # an earlier export is replaced whole
+    assert json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))["precision"] == "fp32"
+    assert "max |ONNX - torch|" in again.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "exit_code", "message"),
+    [
+        (["--precision", "fp16"], 2, "--precision must be fp32 or int8"),
+        (["--out", "{model}"], 2, "is not empty and holds no tiankong export"),
+        (["--model", "{missing}"], 3, "does not exist"),
+        (["--model", "{model}/config.json"], 3, "does not exist or is not a directory"),
+    ],
+)
+def test_export_cli_bad_input(
+    tiny_model_dir: Path, tmp_path: Path, args: list[str], exit_code: int, message: str
+) -> None:
+    values = {"model": str(tiny_model_dir), "missing": str(tmp_path / "missing")}
+    options = {"--model": str(tiny_model_dir), "--out": str(tmp_path / "out")}
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        options[flag] = value.format(**values)
+    done = run_cli("export", *[part for pair in options.items() for part in pair], cache=tmp_path)
+    assert done.returncode == exit_code
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_guard_figures_for_identical_engines(tiny_model_dir: Path, tiny_onnx_cache: Path) -> None:
+    from tiankong.quality_guard import compare_engines, guard_sentences
+
+    assert 50 <= len(guard_sentences()) <= 100
+    assert all("[MASK]" in sentence for sentence in guard_sentences())
+    export = ensure_export(
+        resolve_model(str(tiny_model_dir)), "fp32", onnx_settings(tiny_onnx_cache)
+    )
+    engine = OnnxEngine(export.onnx_file)
+    figures = compare_engines(engine, engine, tiny_model_dir)
+    assert figures["top1_agreement"] == 1.0 and figures["top5_overlap"] == 1.0
+
+
+def test_encoded_batch_inputs_only(onnx_masker: FillMasker) -> None:
+    batch = EncodedBatch(
+        np.array([[101, 103, 102]], dtype=np.int64),
+        np.ones((1, 3), dtype=np.int64),
+        np.array([1], dtype=np.int64),
+    )
+    assert onnx_masker.engine.mask_logits(batch).shape == (1, 21128)
