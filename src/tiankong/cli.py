@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -39,14 +38,16 @@ def root(
 app.command("train")(train_command)
 
 
-def register(name: str, command: Callable[..., Any]) -> None:
-    app.command(name)(command)
-
-
 def main() -> None:
     """Console-script entry: typed errors become one sentence and the table's exit code."""
-    import tiankong.cli_export  # noqa: F401  (registers export)
-    from tiankong import cli_commands, cli_eval, cli_serve  # noqa: F401  (registers commands)
+    # Importing a command module registers its commands on ``app``.
+    from tiankong import (  # noqa: F401
+        cli_commands,
+        cli_eval,
+        cli_export,
+        cli_fill,
+        cli_serve,
+    )
 
     try:
         app()  # standalone: usage errors print click's message and exit 2
