@@ -15,6 +15,7 @@ from tiankong.cli_commands import (
     DeviceOption,
     EngineOption,
     ModelOption,
+    OnnxCacheDirOption,
     PrecisionOption,
     ThreadsOption,
     build_settings,
@@ -27,6 +28,7 @@ from tiankong.evaluate import EvalReport, agreement, evaluate_items, read_items
 def eval_command(
     file: Annotated[Path, typer.Argument(help="JSONL cloze items, or ChID JSON lines.")],
     model: ModelOption = None,
+    onnx_cache_dir: OnnxCacheDirOption = None,
     engine: EngineOption = "auto",
     precision: PrecisionOption = "auto",
     device: DeviceOption = "auto",
@@ -57,7 +59,7 @@ def eval_command(
     options = PredictOptions(
         beam_width=beam_width, order=order, length_alpha=length_alpha
     ).validated()
-    settings = build_settings(model, device, threads, engine, precision)
+    settings = build_settings(model, device, threads, engine, precision, None, onnx_cache_dir)
     runs = [(settings, FillMasker.load(settings=settings))]
     if compare:
         other_engine, _, other_precision = compare.partition(":")

@@ -28,6 +28,7 @@ from tiankong.cli_commands import (
     ExcludeOption,
     MaxLengthOption,
     ModelOption,
+    OnnxCacheDirOption,
     OrderOption,
     PrecisionOption,
     PresetOption,
@@ -65,6 +66,7 @@ def fill_command(
         typer.Option("--ray-address", envvar="RAY_ADDRESS", help="Ray cluster (default: local)."),
     ] = None,
     model: ModelOption = None,
+    onnx_cache_dir: OnnxCacheDirOption = None,
     top_k: Annotated[int, typer.Option("--top-k", "-k")] = 5,
     device: DeviceOption = "auto",
     threads: ThreadsOption = None,
@@ -84,7 +86,7 @@ def fill_command(
     from tiankong.fill import FillJob, count_records, run_fill
     from tiankong.service import FillMasker
 
-    settings = build_settings(model, device, threads, engine, precision, max_length)
+    settings = build_settings(model, device, threads, engine, precision, max_length, onnx_cache_dir)
     job = FillJob(
         input=input_file,
         output=output,
