@@ -17,6 +17,7 @@ import numpy as np
 
 from tiankong.config import Settings
 from tiankong.errors import EngineError, ModelUnavailableError, TiankongError
+from tiankong.modes import PredictOptions
 from tiankong.results import FillResult
 from tiankong.server.metrics import ServerMetrics
 from tiankong.service import FillMasker
@@ -65,6 +66,26 @@ class Predictor:
         if len(results) != len(prepared):
             raise EngineError("The engine returned a different number of results than texts.")
         return results
+
+    async def run_options(self, text: str, options: PredictOptions) -> FillResult:
+        """Whole-word, candidate, [BLANK] and constrained predictions for one text.
+
+        These modes make several engine calls per text (one per search step), so they run as
+        one job under the engine lock rather than through the plain-mode path.
+        """
+        async with self.engine_lock:
+            try:
+                return await anyio.to_thread.run_sync(
+                    lambda: self.masker.predict(text, options=options)
+                )
+            except TiankongError:
+                raise
+            except Exception as error:
+                logger.exception("engine run failed in mode %s", options.mode)
+                raise EngineError(
+                    f"The engine failed on this request ({type(error).__name__}); "
+                    "see the server log."
+                ) from None
 
     async def warm_up(self) -> None:
         """One real inference, so the first user request doesn't pay for lazy initialisation."""
