@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
+from pathlib import Path
 
 from tiankong.config import Settings
 from tiankong.engines.base import EncodedBatch, Engine, pad_batch
@@ -11,10 +13,12 @@ from tiankong.models import ResolvedModel
 
 __all__ = ["EncodedBatch", "Engine", "create_engine", "pad_batch"]
 ENGINE_NAMES = ("auto", "torch", "onnx", "fake")
+NVIDIA_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidiactl")
 
 
 def create_engine(model: ResolvedModel, settings: Settings, vocab_size: int) -> Engine:
-    """Build the engine that ``settings`` asks for. ``auto`` prefers ONNX Runtime when present."""
+    """Build the engine that ``settings`` asks for. ``auto`` prefers ONNX Runtime when present,
+    except on a GPU that only torch can use (``gpu_needs_torch``)."""
     name = settings.engine
     if name not in ENGINE_NAMES:
         raise BadOptionError(f"Unknown engine '{name}'; use one of {', '.join(ENGINE_NAMES)}.")
@@ -23,7 +27,8 @@ def create_engine(model: ResolvedModel, settings: Settings, vocab_size: int) -> 
 
         return FakeEngine(vocab_size)
     if name == "auto":
-        name = "onnx" if has_module("onnxruntime") and has_onnx_engine() else "torch"
+        onnx_ok = has_module("onnxruntime") and has_onnx_engine()
+        name = "onnx" if onnx_ok and not gpu_needs_torch(settings.device) else "torch"
     if name == "onnx":
         from tiankong.engines.onnx_engine import OnnxEngine
 
@@ -44,3 +49,31 @@ def has_module(name: str) -> bool:
 
 def has_onnx_engine() -> bool:
     return importlib.util.find_spec("tiankong.engines.onnx_engine") is not None
+
+
+def gpu_needs_torch(device: str) -> bool:
+    """True when a GPU is wanted that only torch can drive: ``--engine auto`` then serves torch
+    (FP16 on CUDA) instead of an onnxruntime that has no CUDA provider running on the CPU.
+
+    ``--device auto`` looks for the NVIDIA driver's files rather than asking torch, so a CPU-only
+    machine serving through ONNX Runtime never imports torch.
+    """
+    if device == "cpu" or not has_cuda_torch():
+        return False
+    if device == "auto" and not has_nvidia_driver():
+        return False
+    import onnxruntime
+
+    return "CUDAExecutionProvider" not in onnxruntime.get_available_providers()
+
+
+def has_nvidia_driver() -> bool:
+    return any(Path(name).exists() for name in NVIDIA_DRIVER_FILES)
+
+
+def has_cuda_torch() -> bool:
+    """torch is installed and is not a CPU-only build (read from its metadata, not imported)."""
+    try:
+        return "+cpu" not in importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return False

@@ -30,11 +30,14 @@ ONNX_PRECISIONS = ("auto", "fp32", "int8")
 GRAPH_INPUTS = ("input_ids", "attention_mask", "mask_positions")  # as export.py writes them
 
 
-def build_session(onnx_file: Path, device: str, threads: int) -> Any:
+def build_session(onnx_file: Path, device: str, threads: int, cpu_fallback: bool = False) -> Any:
     """The one place an InferenceSession is made: explicit providers, threads and optimisation.
 
     ``threads`` is the intra-op pool size (0 lets ORT pick); inter-op parallelism is off because
     a BERT graph is one chain of ops, and a second pool would only oversubscribe the cores.
+    When the CUDA provider was asked for but did not load (no GPU or driver, CUDA or cuDNN
+    libraries missing), that is an error, unless ``cpu_fallback`` (``--device auto``) allows
+    serving on the CPU with a warning.
     """
     import onnxruntime as ort
 
@@ -53,7 +56,12 @@ def build_session(onnx_file: Path, device: str, threads: int) -> Any:
             f"({type(error).__name__}); delete it to have it rebuilt."
         ) from None
     loaded = session.get_providers()
-    if device == "cuda" and loaded[0] != CUDA_PROVIDER:
+    if device == "cuda" and loaded[0] != CUDA_PROVIDER and cpu_fallback:
+        log.warning(
+            "ONNX Runtime's CUDA provider did not load (no GPU, or CUDA/cuDNN libraries "
+            "missing); serving on the CPU."
+        )
+    elif device == "cuda" and loaded[0] != CUDA_PROVIDER:
         raise ModelUnavailableError(
             "The CUDA provider of ONNX Runtime failed to load (CUDA or cuDNN libraries missing?); "
             "use --device cpu."
@@ -94,10 +102,11 @@ class OnnxEngine:
         precision: str = "fp32",
         threads: int = 1,
         quality: dict[str, Any] | None = None,
+        cpu_fallback: bool = False,
     ) -> None:
         if threads < 0:
             raise BadOptionError(f"threads must be 0 (automatic) or more; got {threads}.")
-        self.session = build_session(onnx_file, device, threads)
+        self.session = build_session(onnx_file, device, threads, cpu_fallback)
         self.providers: list[str] = self.session.get_providers()
         self.device = "cuda" if self.providers[0] == CUDA_PROVIDER else "cpu"
         self.precision = precision
@@ -158,7 +167,14 @@ class OnnxEngine:
                 precision, export = "int8", int8
         if export is None:
             export = ensure_export(model, precision, settings)
-        return cls(export.onnx_file, device, precision, settings.threads, quality)
+        return cls(
+            export.onnx_file,
+            device,
+            precision,
+            settings.threads,
+            quality,
+            cpu_fallback=settings.device == "auto",
+        )
 
     def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
         arrays = {

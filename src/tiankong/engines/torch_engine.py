@@ -10,6 +10,8 @@ import numpy as np
 from tiankong.engines.base import EncodedBatch
 from tiankong.errors import BadOptionError, ModelUnavailableError
 
+TORCH_PRECISIONS = ("auto", "fp32", "fp16", "int8")
+
 
 def mlm_head(model: Any) -> Any | None:
     """The MLM head module of a *ForMaskedLM model (BERT: ``cls``, RoBERTa-like: ``lm_head``)."""
@@ -46,11 +48,17 @@ class TorchEngine:
 
         if threads:
             torch.set_num_threads(threads)
+        if precision not in TORCH_PRECISIONS:
+            raise BadOptionError(
+                f"Unknown precision '{precision}'; use {', '.join(TORCH_PRECISIONS)}."
+            )
         self.device = pick_device(device)
         if precision == "auto":
             precision = "fp16" if self.device == "cuda" else "fp32"
         if precision == "fp16" and self.device != "cuda":
             raise BadOptionError("fp16 needs a CUDA GPU; on the CPU use fp32 or int8.")
+        if precision == "int8" and self.device == "cuda":  # torch's dynamic INT8 is CPU-only
+            raise BadOptionError("int8 runs on the CPU only; on a GPU use fp16 or fp32.")
         self.precision = precision
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
