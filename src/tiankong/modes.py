@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tiankong.decoding import Constraints
+from tiankong.decoding import PRESETS, Constraints
 from tiankong.errors import BadOptionError
 from tiankong.results import CandidateScore, FillResult, SequenceFill
 from tiankong.text import BLANK, MASK, fill_text, normalize_masks
@@ -55,6 +55,11 @@ class PredictOptions:
             raise BadOptionError("length_alpha must be from 0 to 2.")
         if options.mode == "candidates":
             check_candidates(options.candidates)
+        preset = options.constraints.preset if options.constraints else None
+        if preset is not None and preset not in PRESETS:
+            raise BadOptionError(
+                f"Unknown constraints preset '{preset}'; use one of {', '.join(PRESETS)}."
+            )
         if options.constraints is not None and not options.constraints.active:
             options = replace(options, constraints=None)
         return options
