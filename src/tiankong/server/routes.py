@@ -13,25 +13,25 @@ from fastapi.responses import FileResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from tiankong import __version__
-from tiankong.errors import BatchTooLargeError, TiankongError
+from tiankong.errors import BatchTooLargeError
+from tiankong.results import FillResult
 from tiankong.server.deps import PredictorDep, StateDep
+from tiankong.server.dispatch import fill_many, fill_one, predict_options
 from tiankong.server.predictor import Predictor
 from tiankong.server.schemas import (
     BATCH_EXAMPLES,
     ERROR_RESPONSES,
-    POEM,
     PREDICT_EXAMPLES,
-    TEXT_DESCRIPTION,
-    TOP_K_DESCRIPTION,
     BatchPredictRequest,
     BatchPredictResponse,
     ErrorDetail,
     ErrorResponse,
     Fill,
+    OptionFields,
+    PredictQuery,
     PredictRequest,
     PredictResponse,
 )
-from tiankong.text import PreparedText
 
 STATIC_DIR = Path(__file__).parent / "static"
 # The page loads only its own script, style and API: model output can never run as code.
@@ -47,10 +47,12 @@ PAGE_HEADERS = {
 router = APIRouter()
 
 
-async def predict_one(predictor: Predictor, text: str, top_k: int | None) -> PredictResponse:
+async def predict_one(
+    predictor: Predictor, text: str, top_k: int | None, fields: OptionFields
+) -> PredictResponse:
     started = time.perf_counter()
-    k = predictor.check_top_k(top_k)
-    [result] = await predictor.run([predictor.prepare(text)], k)
+    options = predict_options(predictor, top_k, fields)
+    result = await fill_one(predictor, text, options)
     return PredictResponse.from_result(result, latency_ms=(time.perf_counter() - started) * 1000)
 
 
@@ -59,18 +61,18 @@ async def predict(
     body: Annotated[PredictRequest, Body(openapi_examples=PREDICT_EXAMPLES)],
     predictor: PredictorDep,
 ) -> PredictResponse:
-    """Ranked candidates for every [MASK] in one text."""
-    return await predict_one(predictor, body.text, body.top_k)
+    """Ranked candidates for every [MASK] in one text; whole words, candidate ranking,
+    [BLANK]s of unknown length and vocabulary constraints through the optional fields."""
+    return await predict_one(predictor, body.text, body.top_k, body)
 
 
 @router.get("/predict", responses=ERROR_RESPONSES, tags=["fill-mask"])
 async def predict_get(
-    predictor: PredictorDep,
-    text: Annotated[str, Query(description=TEXT_DESCRIPTION, examples=[POEM])],
-    top_k: Annotated[int | None, Query(description=TOP_K_DESCRIPTION)] = None,
+    predictor: PredictorDep, query: Annotated[PredictQuery, Query()]
 ) -> PredictResponse:
-    """The same as POST /predict, for load tests on a URL (percent-encoded UTF-8 text)."""
-    return await predict_one(predictor, text, top_k)
+    """The same as POST /predict, for load tests on a URL (percent-encoded UTF-8 text); list
+    options repeat the key: `&candidates=充电&candidates=吃饭`."""
+    return await predict_one(predictor, query.text, query.top_k, query)
 
 
 @router.post("/batch_predict", responses=ERROR_RESPONSES, tags=["fill-mask"])
@@ -78,31 +80,24 @@ async def batch_predict(
     body: Annotated[BatchPredictRequest, Body(openapi_examples=BATCH_EXAMPLES)],
     predictor: PredictorDep,
 ) -> BatchPredictResponse:
-    """Many texts in one engine run; a text that can't be filled gets its own error entry."""
+    """Many texts, the same options for each; a text that can't be filled gets its own error
+    entry. Plain texts share one engine run."""
     started = time.perf_counter()
     limit = predictor.settings.max_batch_texts
     if len(body.texts) > limit:
         raise BatchTooLargeError(f"{len(body.texts)} texts is over the limit of {limit}.")
-    k = predictor.check_top_k(body.top_k)
-    checked = [prepare_or_error(predictor, text) for text in body.texts]
-    fills = iter(
-        await predictor.run([item for item in checked if isinstance(item, PreparedText)], k)
-    )
+    options = predict_options(predictor, body.top_k, body)
+    answers = await fill_many(predictor, body.texts, options)
     return BatchPredictResponse(
         results=[
-            item if isinstance(item, ErrorResponse) else Fill.from_result(next(fills))
-            for item in checked
+            Fill.from_result(answer)
+            if isinstance(answer, FillResult)
+            else ErrorResponse(error=ErrorDetail(code=answer.code, message=answer.message))
+            for answer in answers
         ],
         model=predictor.masker.model.name,
         latency_ms=(time.perf_counter() - started) * 1000,
     )
-
-
-def prepare_or_error(predictor: Predictor, text: str) -> PreparedText | ErrorResponse:
-    try:
-        return predictor.prepare(text)
-    except TiankongError as error:
-        return ErrorResponse(error=ErrorDetail(code=error.code, message=error.message))
 
 
 @router.get("/health", tags=["operations"])

@@ -10,16 +10,43 @@ from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
+from tiankong.modes import MAX_CANDIDATES, MAX_OPTION_CHARS, MODES, PredictOptions
 from tiankong.results import FillResult
+from tiankong.word_decoding import ORDERS
 
 IDIOM = "画龙点[MASK]"
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 COMMON_SENSE = "太阳从东[MASK]升起。"
+WHOLE_WORD = "手机没电了，赶紧去[MASK][MASK]。"
+IDIOM_CLOZE = "他做事一向[MASK]，从来不出差错。"
+IDIOM_OPTIONS = ["一丝不苟", "马马虎虎", "半途而废", "画蛇添足"]
+BLANK_TEXT = "今天天气很[BLANK]，我们去公园吧。"
+DEFAULTS = PredictOptions()
 
 PREDICT_EXAMPLES: dict[str, Any] = {
     "idiom": {"summary": "Idiom 成语", "value": {"text": IDIOM, "top_k": 5}},
     "poem": {"summary": "Poem 诗句", "value": {"text": POEM, "top_k": 5}},
     "common_sense": {"summary": "Common sense 常识", "value": {"text": COMMON_SENSE, "top_k": 5}},
+    "whole_word": {
+        "summary": "Whole word 整词: joint fills of two masks (beam search)",
+        "value": {"text": WHOLE_WORD, "mode": "whole_word", "beam_width": 8, "top_k": 5},
+    },
+    "candidates": {
+        "summary": "Candidates 候选: rank idioms for one blank",
+        "value": {"text": IDIOM_CLOZE, "mode": "candidates", "candidates": IDIOM_OPTIONS},
+    },
+    "blank": {
+        "summary": "Unknown length [BLANK] 不定长: fills of 1 to 3 characters",
+        "value": {"text": BLANK_TEXT, "max_blank_length": 3, "top_k": 5},
+    },
+    "constraints": {
+        "summary": "Constraints 约束: Chinese characters only, never 好",
+        "value": {
+            "text": BLANK_TEXT.replace("[BLANK]", "[MASK]"),
+            "preset": "chinese_only",
+            "exclude": ["好"],
+        },
+    },
 }
 BATCH_EXAMPLES: dict[str, Any] = {
     "three_texts": {
@@ -30,12 +57,20 @@ BATCH_EXAMPLES: dict[str, Any] = {
         "summary": "A text without [MASK] gets its own error entry",
         "value": {"texts": [POEM, "没有空格的句子。"], "top_k": 3},
     },
+    "whole_word": {
+        "summary": "Options apply to every text: whole words for each",
+        "value": {"texts": [WHOLE_WORD, "画[MASK]点[MASK]"], "mode": "whole_word", "top_k": 3},
+    },
 }
 HF_EXAMPLES: dict[str, Any] = {
     "one_input": {"summary": "One input (the pipeline's shape)", "value": {"inputs": POEM}},
     "parameters": {
         "summary": "top_k and targets",
         "value": {"inputs": COMMON_SENSE, "parameters": {"top_k": 2, "targets": ["东", "西"]}},
+    },
+    "word_targets": {
+        "summary": "Multi-character targets: scored as a chain, not cut to their first character",
+        "value": {"inputs": IDIOM_CLOZE, "parameters": {"targets": IDIOM_OPTIONS}},
     },
     "several_inputs": {
         "summary": "Several inputs: one list per input",
@@ -44,9 +79,24 @@ HF_EXAMPLES: dict[str, Any] = {
 }
 
 TEXT_DESCRIPTION = (
-    "Chinese text with one or more [MASK] (【MASK】, ［MASK］ and [mask] are accepted too)."
+    "Chinese text with one or more [MASK] (【MASK】, ［MASK］ and [mask] are accepted too), or "
+    "one [BLANK]: a blank of unknown length (1 to max_blank_length characters)."
 )
 TOP_K_DESCRIPTION = "Candidates per mask, from 1 to max_top_k (50); default 5."
+MODE_DESCRIPTION = (
+    f"One of {', '.join(MODES)}. single: a ranked list per mask. whole_word: also joint fills "
+    "of all masks (beam search), in `sequences`. candidates: rank the options in `candidates` "
+    "for the one blank, in `candidates`. Giving `candidates` alone implies candidates mode."
+)
+ORDER_DESCRIPTION = (
+    f"Joint decoding order, {' or '.join(ORDERS)}: reading order, or the most confident mask "
+    "first (re-running the model after each fill)."
+)
+CANDIDATES_DESCRIPTION = (
+    f"Options for the one blank (one [MASK], a run of [MASK]s or a [BLANK]); at most "
+    f"{MAX_CANDIDATES}, each up to {MAX_OPTION_CHARS} characters. Ranked by the mean "
+    "log-probability per token of the exact left-to-right chain."
+)
 
 
 def encodable(text: str) -> str:
@@ -62,24 +112,110 @@ Text = Annotated[str, AfterValidator(encodable)]
 TopK = Annotated[StrictInt | None, Field(description=TOP_K_DESCRIPTION)]
 
 
-class PredictRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class OptionFields(BaseModel):
+    """The prediction options, shared by /predict (body or query) and /batch_predict.
 
-    text: Text = Field(description=TEXT_DESCRIPTION)
+    Types are checked here (a wrong type is a 422; JSON bodies are strict, so "8" or true is
+    not a number, while a query string is parsed); values are checked by
+    ``FillMasker.options`` (a bad value is a 400 ``bad_option`` naming the allowed values).
+    """
+
+    mode: str = Field(default=DEFAULTS.mode, description=MODE_DESCRIPTION)
+    beam_width: int = Field(
+        default=DEFAULTS.beam_width, description="Beam width for joint fills, 1 to 64."
+    )
+    order: str = Field(default=DEFAULTS.order, description=ORDER_DESCRIPTION)
+    candidates: list[Text] | None = Field(default=None, description=CANDIDATES_DESCRIPTION)
+    allowed: list[Text] | None = Field(
+        default=None,
+        description="Only these characters or words may fill a mask (a word allows its "
+        "characters, and in whole-word mode also restricts whole fills).",
+    )
+    exclude: list[Text] | None = Field(
+        default=None, description="Characters or words whose characters never fill a mask."
+    )
+    preset: str | None = Field(
+        default=None,
+        description="Constraint preset: chinese_only (Han characters only) or no_punctuation.",
+    )
+    max_blank_length: int = Field(
+        default=DEFAULTS.max_blank_length,
+        description="A [BLANK] is tried with fills of 1 to this many characters (1 to 4).",
+    )
+    length_alpha: float = Field(
+        default=DEFAULTS.length_alpha,
+        description="[BLANK] fills of different lengths rank by log P / length ** alpha (0 to 2).",
+    )
+
+
+class OneText(BaseModel):
+    text: Text = Field(description=TEXT_DESCRIPTION, examples=[POEM])
     top_k: TopK = None
 
 
-class BatchPredictRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ManyTexts(BaseModel):
     texts: list[Text] = Field(min_length=1, description="Up to max_batch_texts (64) texts.")
     top_k: TopK = None
+
+
+# The text fields come first in the schema (pydantic orders fields base-first, right to left).
+class PredictRequest(OptionFields, OneText):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class QueryText(BaseModel):
+    text: Text = Field(description=TEXT_DESCRIPTION, examples=[POEM])
+    top_k: int | None = Field(default=None, description=TOP_K_DESCRIPTION)
+
+
+class PredictQuery(OptionFields, QueryText):
+    """GET /predict's query: the same fields, parsed from strings; list fields repeat the key
+    (?candidates=充电&candidates=吃饭)."""
+
+
+class BatchPredictRequest(OptionFields, ManyTexts):
+    """The options apply to every text."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Candidate(BaseModel):
     token: str
     token_id: int
-    score: float = Field(description="Softmax probability over the whole vocabulary.")
+    score: float = Field(
+        description="Softmax probability over the whole vocabulary; under constraints, "
+        "renormalised over the allowed tokens."
+    )
+    raw_score: float | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Only under constraints: the model's own softmax probability.",
+    )
+
+
+class SequenceOut(BaseModel):
+    """A joint fill of every blank (whole-word mode or a [BLANK])."""
+
+    fill: str = Field(description="The characters that fill the blanks, e.g. 充电.")
+    text: str = Field(description="The sentence with the fill in place.")
+    score: float = Field(
+        description="Joint probability (chain of conditionals); renormalised under constraints."
+    )
+    normalised: float = Field(
+        description="exp(mean log-probability per character): comparable across lengths."
+    )
+
+
+class CandidateOut(BaseModel):
+    """One option of candidates mode, scored in context."""
+
+    option: str
+    text: str = Field(description="The sentence with this option in the blank.")
+    score: float = Field(
+        description="exp(mean log-probability per token): the ranking score, length-normalised."
+    )
+    joint: float = Field(description="The exact chain probability of all the option's tokens.")
+    in_vocabulary: bool = Field(description="False when a character is unknown to the model.")
 
 
 class Fill(BaseModel):
@@ -91,11 +227,21 @@ class Fill(BaseModel):
     sequence: str = Field(description="The text with every mask's top candidate filled in.")
     truncated: bool = Field(description="The text was cut to a window around the masks.")
     model: str
+    sequences: list[SequenceOut] = Field(
+        default_factory=list,
+        description="Whole-word mode and [BLANK]: joint fills, best first (else empty).",
+    )
+    candidates: list[CandidateOut] = Field(
+        default_factory=list, description="Candidates mode: the options, best first (else empty)."
+    )
 
     @classmethod
     def from_result(cls, result: FillResult, **extra: Any) -> Self:
         masks = [
-            [Candidate(token=c.token, token_id=c.token_id, score=c.score) for c in candidates]
+            [
+                Candidate(token=c.token, token_id=c.token_id, score=c.score, raw_score=c.raw_score)
+                for c in candidates
+            ]
             for candidates in result.masks
         ]
         return cls(
@@ -105,6 +251,20 @@ class Fill(BaseModel):
             sequence=result.sequence,
             truncated=result.truncated,
             model=result.model,
+            sequences=[
+                SequenceOut(fill=s.fill, text=s.text, score=s.score, normalised=s.normalised)
+                for s in result.sequences
+            ],
+            candidates=[
+                CandidateOut(
+                    option=c.option,
+                    text=c.text,
+                    score=c.score,
+                    joint=c.joint,
+                    in_vocabulary=c.in_vocabulary,
+                )
+                for c in result.candidates
+            ],
             **extra,
         )
 
@@ -133,7 +293,9 @@ class BatchPredictResponse(BaseModel):
 class HFParameters(BaseModel):
     top_k: TopK = None
     targets: Text | list[Text] | None = Field(
-        default=None, description="Rank only these single-token candidates."
+        default=None,
+        description="Rank only these candidates. Characters are ranked per mask as in the "
+        "pipeline; words of several characters are scored by their exact chain probability.",
     )
 
 
@@ -146,9 +308,12 @@ class HFRequest(BaseModel):
 
 class HFCandidate(BaseModel):
     sequence: str = Field(description="The text with this candidate filled in, no spaces added.")
-    score: float
-    token: int
-    token_str: str
+    score: float = Field(
+        description="The model's probability; for a multi-character target, the joint chain "
+        "probability of all its characters."
+    )
+    token: int = Field(description="The token id; for a multi-token target, its first token's.")
+    token_str: str = Field(description="The token, or the whole multi-character target.")
 
 
 # One text: a list of candidates for one mask, a list of such lists for several masks.
@@ -158,7 +323,7 @@ HFResponse = HFOneText | list[HFOneText]  # several inputs: one entry per input
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": description}
     for status, description in {
-        400: "Bad input: no mask, empty text, too many masks, top_k out of range, ...",
+        400: "Bad input: no mask, empty text, too many masks, top_k out of range, a bad option.",
         413: "The body is larger than max_body_bytes.",
         422: "Malformed request: bad JSON, a wrong type or a missing field.",
         503: "The model is still loading.",
