@@ -6,6 +6,10 @@ per mask for several, and a list per input for several inputs (a list of one inp
 like a single input, as the pipeline does). Two deliberate differences from the pipeline:
 ``sequence`` is clean (no [CLS]/[SEP], no spaces between Chinese characters), and in a text with
 several masks the *other* masks are filled with their own top candidate instead of vanishing.
+
+``targets`` that are all single tokens are ranked per mask, exactly as the pipeline does. A target
+of several tokens (a word such as 飞鸟) is never cut to its first token: the text's one blank is
+scored with each target by the exact chain probability (tiankong's candidates mode).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 from fastapi import APIRouter, Body
 
 from tiankong.errors import BadOptionError, BatchTooLargeError, EmptyTextError
+from tiankong.modes import one_blank
 from tiankong.results import FillResult
 from tiankong.server.deps import PredictorDep
 from tiankong.server.predictor import Predictor
@@ -27,9 +32,11 @@ from tiankong.server.schemas import (
     HFRequest,
     HFResponse,
 )
-from tiankong.text import fill_text
+from tiankong.text import PreparedText, fill_text
 
 router = APIRouter()
+# One text's answer: a list of candidates for one mask, a list of such lists for several.
+PipelineOutput = list[dict[str, Any]] | list[list[dict[str, Any]]]
 
 
 @router.post("/", response_model=HFResponse, responses=ERROR_RESPONSES, tags=["hugging-face"])
@@ -45,41 +52,85 @@ async def hf_fill_mask(
     if len(texts) > limit:
         raise BatchTooLargeError(f"{len(texts)} inputs is over the limit of {limit}.")
     k = predictor.check_top_k(parameters.top_k)
-    allowed = None
-    if parameters.targets is not None:
+    prepared = [predictor.prepare(text) for text in texts]
+    if parameters.targets is None:
+        outputs = [pipeline_output(result) for result in await predictor.run(prepared, k)]
+    else:
         targets = (
             [parameters.targets] if isinstance(parameters.targets, str) else parameters.targets
         )
-        allowed = allowed_targets(predictor, targets)
-    results = await predictor.run([predictor.prepare(text) for text in texts], k, allowed)
-    outputs = [pipeline_output(result) for result in results]
+        target_ids = target_tokens(predictor, targets)
+        if all(len(ids) == 1 for ids in target_ids.values()):
+            allowed = allowed_targets(predictor, target_ids)
+            results = await predictor.run(prepared, k, allowed)
+            outputs = [pipeline_output(result) for result in results]
+        else:
+            outputs = await ranked_targets(predictor, prepared, target_ids, k)
     return outputs[0] if len(outputs) == 1 else outputs
 
 
-def allowed_targets(predictor: Predictor, targets: Sequence[str]) -> np.ndarray:
-    """A vocabulary mask of the targets. Each must be one token for now; multi-character
-    targets (scored as a chain over several masks) will be resolved here."""
+def target_tokens(predictor: Predictor, targets: Sequence[str]) -> dict[str, list[int]]:
+    """Each distinct target (stripped, in order) and its token ids; an empty target or one with
+    a character the model doesn't know is a 400, so no score is ever made up for it."""
     if not targets:
         raise BadOptionError("targets is empty; give at least one candidate or leave it out.")
     encoder = predictor.masker.encoder
     unknown_id = encoder.vocab.get("[UNK]")
-    allowed = np.zeros(len(encoder.vocab), dtype=bool)
+    target_ids: dict[str, list[int]] = {}
     for target in targets:
         token_ids = encoder.tokenizer.encode(target.strip(), add_special_tokens=False).ids
         if not token_ids:
             raise BadOptionError("Every target must be a non-empty string.")
         if unknown_id in token_ids:
-            raise BadOptionError(f"The target '{target}' is not in the model's vocabulary.")
-        if len(token_ids) > 1:
             raise BadOptionError(
-                f"The target '{target}' is {len(token_ids)} tokens; only single-token targets "
-                "(one character or one vocabulary word) are supported for now."
+                f"The target '{target}' has a character that is not in the model's vocabulary."
             )
-        allowed[token_ids[0]] = True
+        target_ids.setdefault(target.strip(), token_ids)
+    return target_ids
+
+
+def allowed_targets(predictor: Predictor, target_ids: dict[str, list[int]]) -> np.ndarray:
+    """A vocabulary mask of single-token targets: each mask ranks them as the pipeline does."""
+    allowed = np.zeros(len(predictor.masker.encoder.vocab), dtype=bool)
+    for ids in target_ids.values():
+        allowed[ids[0]] = True
     return allowed
 
 
-def pipeline_output(result: FillResult) -> list[dict[str, Any]] | list[list[dict[str, Any]]]:
+async def ranked_targets(
+    predictor: Predictor,
+    prepared: Sequence[PreparedText],
+    target_ids: dict[str, list[int]],
+    k: int,
+) -> list[PipelineOutput]:
+    """Multi-token targets: candidate ranking of the one blank of each text.
+
+    ``score`` is the exact chain probability of the target's tokens (for a one-token target,
+    the model's softmax probability, as in the pipeline); the list is ordered by the
+    length-normalised score (mean log-probability per token), so words of different lengths
+    compare fairly. ``token`` is the first token's id; ``token_str`` is the whole target.
+    """
+    options = predictor.masker.options(k, mode="candidates", candidates=tuple(target_ids))
+    for item in prepared:  # every text has one blank, checked before any engine work
+        one_blank(item.text)
+    outputs: list[PipelineOutput] = []
+    for item in prepared:
+        result = await predictor.run_options(item.text, options)
+        outputs.append(
+            [
+                {
+                    "sequence": candidate.text,
+                    "score": candidate.joint,
+                    "token": target_ids[candidate.option][0],
+                    "token_str": candidate.option,
+                }
+                for candidate in result.candidates[:k]
+            ]
+        )
+    return outputs
+
+
+def pipeline_output(result: FillResult) -> PipelineOutput:
     """The pipeline's shape for one text: a list for one mask, a list of lists for several."""
     top_tokens = [candidates[0].token for candidates in result.masks]
     per_mask = [
