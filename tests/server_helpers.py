@@ -1,4 +1,5 @@
-"""Running a real HTTP server in tests: uvicorn in a thread, or `tiankong serve` in a process."""
+"""Running a real HTTP server in tests (uvicorn in a thread, or `tiankong serve` in a process),
+and the one check of the error shape."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import uvicorn
@@ -62,3 +64,16 @@ def wait_until_ready(
             last = type(error).__name__
         time.sleep(0.25)
     raise TimeoutError(f"{base_url} was not ready after {timeout_s:.0f} s ({last})")
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """The one error shape, with a readable message and no internals."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}
+    assert body["error"]["code"] == code
+    message = body["error"]["message"]
+    assert isinstance(message, str) and len(message) > 10
+    for leak in ("Traceback", ".py", "/work", "site-packages", 'File "'):
+        assert leak not in response.text
+    return body["error"]

@@ -1,0 +1,451 @@
+"""Whole words, candidates, [BLANK], constraints and multi-character HF targets over HTTP.
+
+Every answer is compared with the library's own (``FillMasker.predict``) on the same text and
+options, so the server adds transport, never different numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from server_helpers import assert_error
+
+from tiankong import FillMasker, Settings
+from tiankong.decoding import Constraints, is_han
+from tiankong.modes import PredictOptions
+from tiankong.results import FillResult
+from tiankong.server import create_app
+from tiankong.server.predictor import Predictor
+from tiankong.text import PreparedText
+
+POEM = "春眠不觉晓，处处闻啼[MASK]。"
+WHOLE_WORD = "手机没电了，赶紧去[MASK][MASK]。"
+APART = "画[MASK]点[MASK]"
+TWO_BLANKS = "他[MASK]天去公园[MASK]步。"
+IDIOM_CLOZE = "他做事一向[MASK]，从来不出差错。"
+IDIOMS = ["一丝不苟", "马马虎虎", "半途而废", "画蛇添足"]
+BLANK_TEXT = "今天天气很[BLANK]。"
+
+
+@pytest.fixture(scope="module")
+def app(tiny_model_dir: Path, tiny_masker: FillMasker) -> FastAPI:
+    return create_app(Settings(engine="torch", threads=1, model=str(tiny_model_dir)), tiny_masker)
+
+
+@pytest.fixture(scope="module")
+def client(app: FastAPI) -> Iterator[TestClient]:
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+@dataclass
+class PathSpy:
+    """How many texts went down each Predictor path."""
+
+    plain: int = 0
+    modes: int = 0
+
+
+@pytest.fixture
+def spy(app: FastAPI, client: TestClient, monkeypatch: pytest.MonkeyPatch) -> PathSpy:
+    predictor = app.state.tiankong.predictor
+    assert isinstance(predictor, Predictor)
+    counts = PathSpy()
+    real_run, real_run_options = predictor.run, predictor.run_options
+
+    async def run(prepared: list[PreparedText], k: int, allowed: Any = None) -> list[FillResult]:
+        counts.plain += len(prepared)
+        return await real_run(prepared, k, allowed)
+
+    async def run_options(text: str, options: PredictOptions) -> FillResult:
+        counts.modes += 1
+        return await real_run_options(text, options)
+
+    monkeypatch.setattr(predictor, "run", run)
+    monkeypatch.setattr(predictor, "run_options", run_options)
+    return counts
+
+
+def post(client: TestClient, **body: Any) -> dict[str, Any]:
+    response = client.post("/predict", json=body)
+    assert response.status_code == 200, response.text
+    data: dict[str, Any] = response.json()
+    return data
+
+
+def token_count(masker: FillMasker, fill: str) -> int:
+    """Tokens in a fill (a random model's tokens can be several letters, such as 'style')."""
+    return len(masker.encoder.tokenizer.encode(fill, add_special_tokens=False).ids)
+
+
+def assert_same_sequences(ours: list[dict[str, Any]], library: FillResult) -> None:
+    assert [s["fill"] for s in ours] == [s.fill for s in library.sequences]
+    assert [s["text"] for s in ours] == [s.text for s in library.sequences]
+    for got, expected in zip(ours, library.sequences, strict=True):
+        assert got["score"] == pytest.approx(expected.score, rel=1e-6)
+        assert got["normalised"] == pytest.approx(expected.normalised, rel=1e-6)
+
+
+# --- modes -------------------------------------------------------------------------------
+
+
+def test_plain_requests_keep_the_fast_path(client: TestClient, spy: PathSpy) -> None:
+    post(client, text=POEM)
+    post(client, text=POEM, beam_width=4, order="confident_first")  # no effect in single mode
+    assert (spy.plain, spy.modes) == (2, 0)
+    post(client, text=WHOLE_WORD, mode="whole_word")
+    post(client, text=POEM, preset="chinese_only")
+    post(client, text=BLANK_TEXT)
+    post(client, text=IDIOM_CLOZE, candidates=IDIOMS)
+    assert (spy.plain, spy.modes) == (2, 4)
+
+
+@pytest.mark.parametrize(
+    ("text", "changes"),
+    [
+        (WHOLE_WORD, {}),
+        (WHOLE_WORD, {"beam_width": 3}),
+        (APART, {"order": "confident_first", "beam_width": 4}),
+    ],
+)
+def test_whole_word(
+    client: TestClient, tiny_masker: FillMasker, text: str, changes: dict[str, Any]
+) -> None:
+    data = post(client, text=text, mode="whole_word", top_k=3, **changes)
+    library = tiny_masker.predict(text, top_k=3, mode="whole_word", **changes)
+    assert len(data["masks"]) == 2 and all(len(mask) == 3 for mask in data["masks"])  # kept
+    assert data["predictions"] == data["masks"][0] and data["candidates"] == []
+    assert 1 <= len(data["sequences"]) <= 3
+    assert_same_sequences(data["sequences"], library)
+    assert data["sequence"] == library.sequence
+    scores = [s["score"] for s in data["sequences"]]
+    assert scores == sorted(scores, reverse=True)
+    for sequence in data["sequences"]:
+        assert token_count(tiny_masker, sequence["fill"]) == 2
+        assert "[MASK]" not in sequence["text"]
+
+
+def test_candidates_ranked_with_exact_chain_scores(
+    client: TestClient, tiny_masker: FillMasker
+) -> None:
+    data = post(client, text=IDIOM_CLOZE, candidates=IDIOMS)  # candidates alone imply the mode
+    library = tiny_masker.predict(IDIOM_CLOZE, candidates=tuple(IDIOMS))
+    assert [c["option"] for c in data["candidates"]] == [c.option for c in library.candidates]
+    assert sorted(c["option"] for c in data["candidates"]) == sorted(IDIOMS)
+    for got, expected in zip(data["candidates"], library.candidates, strict=True):
+        assert got["score"] == pytest.approx(expected.score, rel=1e-6)
+        assert got["joint"] == pytest.approx(expected.joint, rel=1e-6)
+        assert got["text"] == IDIOM_CLOZE.replace("[MASK]", got["option"])
+        assert got["in_vocabulary"] is True
+        assert got["joint"] == pytest.approx(got["score"] ** 4, rel=1e-6)  # 4 characters
+    scores = [c["score"] for c in data["candidates"]]
+    assert scores == sorted(scores, reverse=True)
+    assert data["sequence"] == data["candidates"][0]["text"] and data["sequences"] == []
+    # the blank may be written as one [MASK], a run of them or a [BLANK]: the same ranking
+    for blank in ("[MASK][MASK][MASK][MASK]", "[BLANK]"):
+        same = post(
+            client, text=IDIOM_CLOZE.replace("[MASK]", blank), mode="candidates", candidates=IDIOMS
+        )
+        assert [c["option"] for c in same["candidates"]] == [
+            c["option"] for c in data["candidates"]
+        ]
+
+
+def test_candidate_with_an_unknown_character_is_flagged(client: TestClient) -> None:
+    data = post(client, text=IDIOM_CLOZE, candidates=["一丝不苟", "😀"])
+    flags = {c["option"]: c["in_vocabulary"] for c in data["candidates"]}
+    assert flags == {"一丝不苟": True, "😀": False}
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_blank_of_unknown_length(client: TestClient, tiny_masker: FillMasker, alpha: float) -> None:
+    data = post(client, text=BLANK_TEXT, max_blank_length=3, length_alpha=alpha, top_k=6)
+    library = tiny_masker.predict(BLANK_TEXT, top_k=6, max_blank_length=3, length_alpha=alpha)
+    assert_same_sequences(data["sequences"], library)
+    assert len(data["sequences"]) == 6
+    for sequence in data["sequences"]:
+        assert 1 <= token_count(tiny_masker, sequence["fill"]) <= 3
+        assert sequence["text"] == BLANK_TEXT.replace("[BLANK]", sequence["fill"])
+    assert data["text"] == BLANK_TEXT and data["sequence"] == data["sequences"][0]["text"]
+    # alpha 0 ranks by the joint probability, alpha 1 by the per-character mean
+    key = "score" if alpha == 0.0 else "normalised"
+    ranked = [s[key] for s in data["sequences"]]
+    assert ranked == sorted(ranked, reverse=True)
+
+
+def test_constraints_renormalise_and_report_the_raw_score(
+    client: TestClient, tiny_masker: FillMasker
+) -> None:
+    unconstrained = post(client, text=POEM, top_k=10)
+    assert all("raw_score" not in c for c in unconstrained["predictions"])
+    banned = unconstrained["predictions"][0]["token"]
+    data = post(client, text=POEM, top_k=10, preset="chinese_only", exclude=[banned])
+    library = tiny_masker.predict(
+        POEM, top_k=10, constraints=Constraints(exclude=(banned,), preset="chinese_only")
+    )
+    tokens = [c["token"] for c in data["predictions"]]
+    assert tokens == [c.token for c in library.masks[0]]
+    assert banned not in tokens and all(is_han(char) for token in tokens for char in token)
+    for got, expected in zip(data["predictions"], library.masks[0], strict=True):
+        assert got["raw_score"] == pytest.approx(expected.raw_score, rel=1e-6)
+        assert got["score"] == pytest.approx(expected.score, rel=1e-6)
+        assert got["raw_score"] < got["score"]  # renormalised over fewer tokens
+
+
+def test_allowed_characters_and_words(client: TestClient) -> None:
+    data = post(client, text=POEM, allowed=["鸟", "龙", "花"])
+    assert sorted(c["token"] for c in data["predictions"]) == sorted(["鸟", "龙", "花"])
+    assert sum(c["score"] for c in data["predictions"]) == pytest.approx(1.0)
+    words = post(
+        client, text=WHOLE_WORD, mode="whole_word", allowed=["充电", "吃饭"], beam_width=16
+    )
+    assert {s["fill"] for s in words["sequences"]} == {"充电", "吃饭"}
+    for mask in words["masks"]:
+        assert {c["token"] for c in mask} <= set("充电吃饭")
+    punctuation = post(client, text=POEM, top_k=20, preset="no_punctuation")
+    assert all(any(ch.isalnum() for ch in c["token"]) for c in punctuation["predictions"])
+
+
+def test_get_predict_takes_the_options_as_query_parameters(
+    client: TestClient, tiny_masker: FillMasker
+) -> None:
+    query: list[tuple[str, str | int]] = [("text", IDIOM_CLOZE), ("top_k", 2)]
+    query += [("candidates", option) for option in IDIOMS]
+    got = client.get("/predict", params=query)
+    assert got.status_code == 200, got.text
+    posted = post(client, text=IDIOM_CLOZE, top_k=2, candidates=IDIOMS)
+    assert got.json()["candidates"] == posted["candidates"]
+    params = {"text": WHOLE_WORD, "mode": "whole_word", "beam_width": 4, "preset": "chinese_only"}
+    words = client.get("/predict", params=params).json()
+    assert words["sequences"] == post(client, **params)["sequences"]
+    blank = client.get("/predict", params={"text": BLANK_TEXT, "max_blank_length": 2}).json()
+    assert all(token_count(tiny_masker, s["fill"]) <= 2 for s in blank["sequences"])
+    assert_error(client.get("/predict", params={"text": POEM, "mode": "fuzzy"}), 400, "bad_option")
+    assert_error(
+        client.get("/predict", params={"text": POEM, "beam_width": "wide"}), 422, "invalid_request"
+    )
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "words", "checked_first"),
+    [
+        ({"text": POEM, "mode": "fuzzy"}, "Unknown mode", True),
+        ({"text": WHOLE_WORD, "mode": "whole_word", "order": "random"}, "Unknown order", True),
+        ({"text": WHOLE_WORD, "mode": "whole_word", "beam_width": 0}, "beam_width", True),
+        ({"text": WHOLE_WORD, "mode": "whole_word", "beam_width": 65}, "beam_width", True),
+        ({"text": BLANK_TEXT, "max_blank_length": 0}, "max_blank_length", True),
+        ({"text": BLANK_TEXT, "max_blank_length": 5}, "max_blank_length", True),
+        ({"text": BLANK_TEXT, "length_alpha": -0.5}, "length_alpha", True),
+        ({"text": BLANK_TEXT, "length_alpha": 2.5}, "length_alpha", True),
+        ({"text": POEM, "mode": "candidates"}, "at least one option", True),
+        ({"text": POEM, "candidates": ["鸟"] * 51}, "At most 50", True),
+        ({"text": POEM, "candidates": ["一二三四五六七八九"]}, "longer than 8", True),
+        ({"text": POEM, "candidates": ["飞[MASK]"]}, "[MASK]", True),
+        ({"text": POEM, "candidates": ["  "]}, "non-empty", True),
+        ({"text": POEM, "preset": "latin"}, "Unknown constraints preset", True),
+        ({"text": POEM, "allowed": ["😀"]}, "no token", False),
+        ({"text": TWO_BLANKS, "candidates": ["鸟"]}, "exactly one blank", False),
+        ({"text": "[BLANK]很[BLANK]"}, "exactly one [BLANK]", False),
+        ({"text": "[BLANK]很[MASK]"}, "exactly one [BLANK]", False),
+    ],
+)
+def test_bad_options_are_400_bad_option(
+    client: TestClient, spy: PathSpy, body: dict[str, Any], words: str, checked_first: bool
+) -> None:
+    error = assert_error(client.post("/predict", json=body), 400, "bad_option")
+    assert words in error["message"]
+    if checked_first:  # rejected before any engine work
+        assert (spy.plain, spy.modes) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"text": "没有空格的句子。", "mode": "whole_word"}, "no_mask"),
+        ({"text": "", "candidates": IDIOMS}, "empty_text"),
+        ({"text": "[MASK]" * 17, "mode": "whole_word"}, "too_many_masks"),
+        ({"text": "[BLANK]" + "字" * 10_001}, "text_too_long"),
+        ({"text": WHOLE_WORD, "mode": "whole_word", "top_k": 0}, "top_k_out_of_range"),
+    ],
+)
+def test_bad_text_in_a_mode_is_rejected_before_the_engine(
+    client: TestClient, spy: PathSpy, body: dict[str, Any], code: str
+) -> None:
+    assert_error(client.post("/predict", json=body), 400, code)
+    assert (spy.plain, spy.modes) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"beam_width": "8"},
+        {"beam_width": True},
+        {"beam_width": 2.5},
+        {"candidates": "一丝不苟"},
+        {"candidates": [1, 2]},
+        {"allowed": "鸟"},
+        {"length_alpha": "1"},
+        {"mode": 1},
+        {"mode": None},
+        {"max_blank_length": True},
+        {"beam": 8},
+    ],
+)
+def test_option_types_are_422(client: TestClient, changes: dict[str, Any]) -> None:
+    assert_error(client.post("/predict", json={"text": POEM, **changes}), 422, "invalid_request")
+
+
+# --- /batch_predict ----------------------------------------------------------------------
+
+
+def test_batch_applies_the_options_to_every_text(client: TestClient) -> None:
+    texts = [WHOLE_WORD, "没有空格。", APART, "[BLANK]很[BLANK]", ""]
+    response = client.post(
+        "/batch_predict", json={"texts": texts, "mode": "whole_word", "top_k": 2}
+    )
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert len(results) == len(texts)
+    for index in (0, 2):
+        single = post(client, text=texts[index], mode="whole_word", top_k=2)
+        assert results[index]["sequences"] == single["sequences"]
+        assert results[index]["masks"] == single["masks"]
+    assert results[1]["error"]["code"] == "no_mask"
+    assert results[3]["error"]["code"] == "bad_option"
+    assert results[4]["error"]["code"] == "empty_text"
+
+
+def test_batch_candidates_and_mixed_paths(client: TestClient, spy: PathSpy) -> None:
+    texts = [IDIOM_CLOZE, IDIOM_CLOZE.replace("[MASK]", "[BLANK]")]
+    results = client.post("/batch_predict", json={"texts": texts, "candidates": IDIOMS}).json()
+    single = post(client, text=IDIOM_CLOZE, candidates=IDIOMS)["candidates"]
+    assert [item["candidates"] for item in results["results"]] == [single, single]
+    spy.plain = spy.modes = 0
+    # single mode: the plain texts share one run, the [BLANK] text takes the modes path
+    mixed = client.post("/batch_predict", json={"texts": [POEM, BLANK_TEXT, APART]}).json()
+    assert (spy.plain, spy.modes) == (2, 1)
+    assert mixed["results"][1]["sequences"] and not mixed["results"][0]["sequences"]
+
+
+def test_batch_with_a_bad_option_fails_as_a_whole(client: TestClient, spy: PathSpy) -> None:
+    response = client.post("/batch_predict", json={"texts": [POEM, APART], "beam_width": 99})
+    assert_error(response, 400, "bad_option")
+    assert (spy.plain, spy.modes) == (0, 0)
+
+
+# --- Hugging Face targets ----------------------------------------------------------------
+
+
+def test_hf_multi_character_targets_are_chain_scored(
+    client: TestClient, tiny_masker: FillMasker
+) -> None:
+    targets = ["飞鸟", "鸟", "黄鹂鸟", " 飞鸟 "]  # the repeat is dropped, as the pipeline does
+    rows = client.post("/", json={"inputs": POEM, "parameters": {"targets": targets}}).json()
+    library = tiny_masker.predict(POEM, candidates=("飞鸟", "鸟", "黄鹂鸟")).candidates
+    assert [row["token_str"] for row in rows] == [c.option for c in library]  # normalised order
+    vocab = tiny_masker.encoder.vocab
+    for row, candidate in zip(rows, library, strict=True):
+        assert row["score"] == pytest.approx(candidate.joint, rel=1e-6)  # the joint probability
+        assert row["sequence"] == POEM.replace("[MASK]", candidate.option)
+        assert row["token"] == vocab[candidate.option[0]]
+    capped = client.post("/", json={"inputs": POEM, "parameters": {"targets": targets, "top_k": 2}})
+    assert capped.json() == rows[:2]
+
+
+def test_hf_one_character_targets_score_the_same_either_way(
+    client: TestClient, tiny_masker: FillMasker
+) -> None:
+    """For one token the chain probability is the softmax probability: both paths agree."""
+    targets = ["鸟", "龙", "睛"]
+    rows = client.post("/", json={"inputs": POEM, "parameters": {"targets": targets}}).json()
+    library = tiny_masker.predict(POEM, candidates=tuple(targets)).candidates
+    assert [row["token_str"] for row in rows] == [c.option for c in library]
+    for row, candidate in zip(rows, library, strict=True):
+        assert row["score"] == pytest.approx(candidate.joint, rel=1e-5)
+        assert candidate.score == pytest.approx(candidate.joint, rel=1e-9)
+    # adding a word switches the whole list to chain scoring; the characters keep their score
+    mixed = client.post("/", json={"inputs": POEM, "parameters": {"targets": [*targets, "飞鸟"]}})
+    by_target = {row["token_str"]: row["score"] for row in mixed.json()}
+    for row in rows:
+        assert by_target[row["token_str"]] == pytest.approx(row["score"], rel=1e-5)
+
+
+def test_hf_word_targets_on_several_inputs(client: TestClient) -> None:
+    inputs = [POEM, WHOLE_WORD]  # a run of [MASK]s is one blank of any length
+    outputs = client.post("/", json={"inputs": inputs, "parameters": {"targets": ["充电", "鸟"]}})
+    assert outputs.status_code == 200, outputs.text
+    first, second = outputs.json()
+    assert {row["token_str"] for row in first} == {row["token_str"] for row in second}
+    assert {row["sequence"] for row in second} == {
+        "手机没电了，赶紧去充电。",
+        "手机没电了，赶紧去鸟。",
+    }
+
+
+@pytest.mark.parametrize(
+    ("parameters", "inputs", "words"),
+    [
+        ({"targets": ["飞鸟"]}, TWO_BLANKS, "exactly one blank"),
+        ({"targets": ["飞鸟"]}, [POEM, TWO_BLANKS], "exactly one blank"),
+        ({"targets": ["😀鸟"]}, POEM, "not in the model's vocabulary"),
+        ({"targets": ["一二三四五六七八九"]}, POEM, "longer than 8"),
+        ({"targets": ["飞鸟", ""]}, POEM, "non-empty"),
+    ],
+)
+def test_hf_target_errors(
+    client: TestClient, spy: PathSpy, parameters: dict[str, Any], inputs: Any, words: str
+) -> None:
+    response = client.post("/", json={"inputs": inputs, "parameters": parameters})
+    assert words in assert_error(response, 400, "bad_option")["message"]
+    assert (spy.plain, spy.modes) == (0, 0)  # nothing reached the engine
+
+
+# --- concurrency -------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_modes_and_plain_requests_concurrently(
+    tiny_model_dir: Path, tiny_masker: FillMasker
+) -> None:
+    app = create_app(Settings(engine="torch", threads=1, model=str(tiny_model_dir)), tiny_masker)
+    bodies: list[dict[str, Any]] = [
+        {"text": POEM, "top_k": 2},
+        {"text": WHOLE_WORD, "mode": "whole_word", "top_k": 3},
+        {"text": IDIOM_CLOZE, "candidates": IDIOMS},
+        {"text": BLANK_TEXT, "max_blank_length": 2},
+        {"text": POEM, "preset": "chinese_only"},
+        {"text": APART, "mode": "whole_word", "order": "confident_first"},
+    ] * 2
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            responses = await asyncio.gather(*(http.post("/predict", json=b) for b in bodies))
+    for body, response in zip(bodies, responses, strict=True):
+        assert response.status_code == 200, response.text
+        data = response.json()
+        assert data["text"] == body["text"]  # each answer belongs to its own request
+        options = {key: value for key, value in body.items() if key not in ("text", "top_k")}
+        if "preset" in options:
+            options["constraints"] = Constraints(preset=options.pop("preset"))
+        if "candidates" in options:
+            options["candidates"] = tuple(options["candidates"])
+        direct = tiny_masker.predict(body["text"], top_k=body.get("top_k", 5), **options)
+        assert data["sequence"] == direct.sequence
+        assert [s["fill"] for s in data["sequences"]] == [s.fill for s in direct.sequences]
+        assert [c["option"] for c in data["candidates"]] == [c.option for c in direct.candidates]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
