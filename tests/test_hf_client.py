@@ -68,6 +68,21 @@ def test_fill_mask_targets_and_top_k(client: InferenceClient) -> None:
     assert [r.token for r in best_two] == [r.token for r in everything[:2]]
 
 
+def test_fill_mask_multi_character_targets(
+    client: InferenceClient, tiny_masker: FillMasker
+) -> None:
+    """Words are scored whole (exact chain probability), never cut to their first character."""
+    targets = ["飞鸟", "鸟", "黄鹂鸟"]
+    results = client.fill_mask(POEM, targets=targets)
+    library = tiny_masker.predict(POEM, candidates=tuple(targets)).candidates
+    assert [r.token_str for r in results] == [c.option for c in library]  # length-normalised order
+    for result, candidate in zip(results, library, strict=True):
+        assert result.score == pytest.approx(candidate.joint, rel=1e-6)
+        assert result.sequence == POEM.replace("[MASK]", candidate.option)
+        assert result.token == tiny_masker.encoder.vocab[candidate.option[0]]
+    assert len(client.fill_mask(POEM, targets=targets, top_k=2)) == 2
+
+
 def test_fill_mask_error_reaches_the_client(client: InferenceClient) -> None:
     with pytest.raises(HfHubHTTPError) as raised:
         client.fill_mask("这句话没有空格。")
