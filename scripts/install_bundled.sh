@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Install a trained run as the bundled model: copy the HF folder into the package, evaluate it
+# on the public cloze set and write its model card.
+#
+#   bash scripts/install_bundled.sh RUN_DIR [EVAL_FILE]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUN=${1:?usage: install_bundled.sh RUN_DIR [EVAL_FILE]}
+EVAL=${2:-../shared/eval/public_cloze.jsonl}
+DEST=src/tiankong/bundled/tiankong-mini-zh
+mkdir -p "$DEST"
+cp "$RUN/config.json" "$RUN/model.safetensors" "$RUN/tokenizer.json" \
+  "$RUN/tokenizer_config.json" "$RUN/training.json" "$DEST/"
+.venv/bin/tiankong eval "$EVAL" --model "$DEST" --engine torch --json "$RUN/eval.json"
+.venv/bin/tiankong eval "$EVAL" --model "$DEST" --engine torch --blank --json "$RUN/eval-blank.json"
+.venv/bin/python scripts/model_card.py "$DEST" "$RUN/eval.json" "$RUN/eval-blank.json"
+du -sh "$DEST"
