@@ -1,56 +1,25 @@
-// The tiankong page: plain JavaScript, no build step.
+// The tiankong page: plain JavaScript modules, no build step.
 // Model output is only ever put into the page with textContent, never as HTML.
-"use strict";
+import { I18N } from "./i18n.js";
+import {
+  BLANK, MASK, fillsIn, make, renderMaskLists, renderOptions, renderSentence, renderSequences,
+  splitBlanks,
+} from "./render.js";
 
-const MASK = "[MASK]";
 const EXAMPLES = {
-  idiom: "画龙点[MASK]",
-  poem: "春眠不觉晓，处处闻啼[MASK]。",
-  common: "太阳从东[MASK]升起。",
+  idiom: { text: "画龙点[MASK]", mode: "single" },
+  poem: { text: "春眠不觉晓，处处闻啼[MASK]。", mode: "single" },
+  common: { text: "太阳从东[MASK]升起。", mode: "single" },
+  wholeWord: { text: "手机没电了，赶紧去[MASK][MASK]。", mode: "whole_word" },
+  choice: {
+    text: "他做事一向[MASK]，从来不出差错。", mode: "candidates",
+    candidates: "一丝不苟、马马虎虎、半途而废、画蛇添足",
+  },
+  blank: { text: "今天天气很[BLANK]，我们去公园吧。", mode: "single" },
 };
 
-const I18N = {
-  zh: {
-    title: "填空", tagline: "用 BERT 掩码语言模型补全中文句子里的 [MASK]。",
-    inputHeading: "输入", inputLabel: "句子（用 [MASK] 标出要填的空）",
-    inputHint: "Enter 预测，Shift+Enter 换行。", examples: "示例：",
-    exampleIdiom: "成语", examplePoem: "诗句", exampleCommon: "常识",
-    insertMask: "插入 [MASK]", topK: "候选数", predict: "预测", loading: "预测中…",
-    answer: "答案", truncated: "句子较长，只用了 [MASK] 附近的一段。", copy: "复制句子",
-    copied: "已复制", system: "系统", model: "模型", engine: "引擎", device: "设备",
-    memory: "内存", qps: "每秒请求（近 1 分钟）", latencyP: "延迟 p50 / p95", apiDocs: "API 文档",
-    threads: "线程", blank: "空", serverTime: "服务器耗时", choose: "填入", langButton: "English",
-    errors: {
-      no_mask: "句子里没有 [MASK]：请用「插入 [MASK]」标出要填的空。",
-      empty_text: "请先输入一句话。",
-      too_many_masks: "[MASK] 太多了。",
-      masks_do_not_fit: "几个 [MASK] 相隔太远，放不进同一个窗口。",
-      text_too_long: "句子太长了。",
-      top_k_out_of_range: "候选数超出范围。",
-      body_too_large: "请求太大了。",
-      invalid_request: "请求格式不对。",
-      model_unavailable: "模型还在加载，请稍后再试。",
-      network: "无法连接服务器。",
-    },
-    fallbackError: "出错了。",
-  },
-  en: {
-    title: "Fill in the blank", tagline: "Complete the [MASK]s in Chinese text with a BERT masked language model.",
-    inputHeading: "Input", inputLabel: "Sentence (mark each blank with [MASK])",
-    inputHint: "Enter predicts, Shift+Enter adds a line.", examples: "Examples:",
-    exampleIdiom: "Idiom", examplePoem: "Poem", exampleCommon: "Common sense",
-    insertMask: "Insert [MASK]", topK: "Candidates", predict: "Predict", loading: "Predicting…",
-    answer: "Answer", truncated: "The text is long; only a window around the [MASK]s was used.",
-    copy: "Copy sentence", copied: "Copied", system: "System", model: "Model", engine: "Engine",
-    device: "Device", memory: "Memory", qps: "Requests/s (last minute)", latencyP: "Latency p50 / p95",
-    apiDocs: "API docs", threads: "threads", blank: "Blank", serverTime: "server time", choose: "Use",
-    langButton: "中文",
-    errors: { network: "Cannot reach the server." },
-    fallbackError: "Something went wrong.",
-  },
-};
-
-const state = { lang: "zh", segments: [], fills: [], busy: false, lastError: null };
+// data: the last answer; segments/fills: the sentence around its blanks and what fills them.
+const state = { lang: "zh", data: null, segments: [], fills: [], busy: false, lastError: null };
 const $ = (id) => document.getElementById(id);
 
 function t(key) {
@@ -58,21 +27,18 @@ function t(key) {
   return key in table ? table[key] : I18N.zh[key];
 }
 
-function make(tag, className, text) {
-  const element = document.createElement(tag);
-  if (className) element.className = className;
-  if (text !== undefined) element.textContent = text;
-  return element;
-}
-
 function applyLanguage() {
   document.documentElement.lang = state.lang === "zh" ? "zh-CN" : "en";
   for (const element of document.querySelectorAll("[data-i18n]")) {
     element.textContent = t(element.dataset.i18n);
   }
+  for (const element of document.querySelectorAll("[data-i18n-placeholder]")) {
+    element.placeholder = t(element.dataset.i18nPlaceholder);
+  }
   $("lang-toggle").textContent = t("langButton");
+  showModeHint();
   if (state.lastError) showError(state.lastError);
-  if (state.segments.length) renderGroupTitles();
+  if (state.data) renderLists();
 }
 
 function setLanguage(lang) {
@@ -83,12 +49,54 @@ function setLanguage(lang) {
 
 // --- input ---------------------------------------------------------------------------------
 
-function insertMask() {
+function insertMarker(marker) {
   const box = $("text");
   const start = box.selectionStart ?? box.value.length;
   const end = box.selectionEnd ?? start;
-  box.setRangeText(MASK, start, end, "end");
+  box.setRangeText(marker, start, end, "end");
   box.focus();
+}
+
+function currentMode() {
+  return document.querySelector('input[name="mode"]:checked').value;
+}
+
+function setMode(mode) {
+  document.querySelector(`input[name="mode"][value="${mode}"]`).checked = true;
+  onModeChange();
+}
+
+function onModeChange() {
+  $("candidates-box").hidden = currentMode() !== "candidates";
+  showModeHint();
+}
+
+function showModeHint() {
+  $("mode-hint").textContent = t(`modeHint_${currentMode()}`);
+}
+
+// "一丝不苟、马马虎虎, 半途而废 画蛇添足" -> four options
+function splitList(value) {
+  return value.split(/[\s,，、;；]+/).filter(Boolean);
+}
+
+function requestBody() {
+  const mode = currentMode();
+  const body = {
+    text: $("text").value,
+    top_k: Number($("top-k").value),
+    mode,
+    beam_width: Number($("beam-width").value),
+    order: $("order").value,
+    max_blank_length: Number($("max-blank").value),
+  };
+  if (mode === "candidates") body.candidates = splitList($("candidates").value);
+  if ($("preset").value) body.preset = $("preset").value;
+  const allowed = splitList($("allowed").value);
+  const exclude = splitList($("exclude").value);
+  if (allowed.length) body.allowed = allowed;
+  if (exclude.length) body.exclude = exclude;
+  return body;
 }
 
 function onKeyDown(event) {
@@ -116,7 +124,7 @@ async function predict() {
     const response = await fetch("predict", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ text: $("text").value, top_k: Number($("top-k").value) }),
+      body: JSON.stringify(requestBody()),
     });
     const data = await response.json().catch(() => null);
     if (!response.ok) {
@@ -149,95 +157,66 @@ function hideError() {
   $("error").hidden = true;
 }
 
-// --- rendering -----------------------------------------------------------------------------
+// --- the answer ----------------------------------------------------------------------------
 
 function render(data) {
-  state.segments = data.text.split(MASK);
-  state.fills = data.masks.map((candidates) => (candidates.length ? candidates[0].token : ""));
+  state.data = data;
+  state.segments = splitBlanks(data);
+  // the best whole answer when there is one, else each mask's top token
+  const tops = data.masks.map((candidates) => candidates[0]?.token ?? "");
+  const best = data.candidates[0]?.text ?? data.sequences[0]?.text;
+  state.fills = (best !== undefined && fillsIn(state.segments, best)) || tops;
   $("latency").textContent = `${data.latency_ms.toFixed(1)} ms`;
   $("latency").title = t("serverTime");
   $("truncated").hidden = !data.truncated;
-  renderSentence();
-  renderResults(data.masks);
+  renderSentence($("sentence"), state.segments, state.fills);
+  renderLists();
   $("output").hidden = false;
 }
 
-function renderSentence() {
-  const sentence = $("sentence");
-  sentence.replaceChildren();
-  state.segments.forEach((segment, index) => {
-    sentence.append(document.createTextNode(segment));
-    if (index < state.fills.length) {
-      const blank = make("mark", "blank", state.fills[index]);
-      blank.dataset.testid = `blank-${index}`;
-      sentence.append(blank);
-    }
-  });
+function renderLists() {
+  const data = state.data;
+  const constrained = data.masks.some((mask) => mask.some((c) => c.raw_score !== undefined));
+  $("constraint-note").hidden = !constrained;
+  $("sequences-box").hidden = !data.sequences.length;
+  renderSequences($("sequences"), data.sequences, data.text.includes(BLANK), t, chooseSentence);
+  $("options-box").hidden = !data.candidates.length;
+  renderOptions($("options"), data.candidates, t, chooseSentence);
+  // per-mask lists belong to [MASK]s; a [BLANK] or a candidate blank is answered above
+  const perMask = !data.candidates.length && !data.text.includes(BLANK);
+  $("per-mask-title").hidden = !perMask || !data.sequences.length;
+  $("results").hidden = !perMask;
+  renderMaskLists($("results"), perMask ? data.masks : [], t, chooseToken);
+  syncPressed();
+}
+
+function chooseToken(maskIndex, token) {
+  state.fills[maskIndex] = token;
+  renderSentence($("sentence"), state.segments, state.fills);
+  syncPressed();
+}
+
+function chooseSentence(text) {
+  const fills = fillsIn(state.segments, text);
+  if (!fills) return;
+  state.fills = fills;
+  renderSentence($("sentence"), state.segments, state.fills);
+  syncPressed();
+}
+
+// A row is pressed when the sentence shows it: a token in its blank, or a whole filled sentence.
+function syncPressed() {
+  const sentence = filledSentence();
+  for (const button of $("output").querySelectorAll(".candidate")) {
+    const pressed = button.dataset.mask === undefined
+      ? button.dataset.value === sentence
+      : state.fills[Number(button.dataset.mask)] === button.dataset.value;
+    button.setAttribute("aria-pressed", String(pressed));
+  }
 }
 
 function filledSentence() {
   return state.segments.map((segment, i) => segment + (state.fills[i] ?? "")).join("");
-}
-
-function renderResults(masks) {
-  const results = $("results");
-  results.replaceChildren();
-  masks.forEach((candidates, maskIndex) => {
-    const group = make("section", "mask-group");
-    group.dataset.mask = String(maskIndex);
-    group.append(make("h3", "group-title"));
-    const list = make("ol", "candidates");
-    candidates.forEach((candidate, rank) => list.append(candidateItem(candidate, rank, maskIndex)));
-    group.append(list);
-    results.append(group);
-  });
-  renderGroupTitles();
-}
-
-function renderGroupTitles() {
-  const groups = $("results").querySelectorAll(".mask-group");
-  for (const group of groups) {
-    const title = group.querySelector(".group-title");
-    title.textContent = `${t("blank")} ${Number(group.dataset.mask) + 1}`;
-    title.hidden = groups.length < 2;
-  }
-}
-
-function candidateItem(candidate, rank, maskIndex) {
-  const percent = candidate.score * 100;
-  const button = make("button", "candidate");
-  button.type = "button";
-  button.dataset.testid = "candidate";
-  button.dataset.mask = String(maskIndex);
-  button.setAttribute("aria-pressed", String(rank === 0));
-  button.append(make("span", "rank", String(rank + 1)));
-  button.append(make("span", "token", candidate.token));
-  const track = make("span", "bar-track");
-  const bar = make("span", "bar");
-  bar.dataset.testid = "bar";
-  bar.style.width = `${Math.min(100, Math.max(percent, 0.5)).toFixed(2)}%`;
-  track.append(bar);
-  button.append(track);
-  button.append(make("span", "score", formatPercent(percent)));
-  button.addEventListener("click", () => choose(maskIndex, candidate.token, button));
-  const item = make("li");
-  item.append(button);
-  return item;
-}
-
-function choose(maskIndex, token, button) {
-  state.fills[maskIndex] = token;
-  renderSentence();
-  const group = button.closest(".mask-group");
-  for (const other of group.querySelectorAll(".candidate")) {
-    other.setAttribute("aria-pressed", String(other === button));
-  }
-}
-
-function formatPercent(percent) {
-  if (percent >= 10) return `${percent.toFixed(1)}%`;
-  if (percent >= 0.1) return `${percent.toFixed(2)}%`;
-  return `${percent.toPrecision(2)}%`;
 }
 
 async function copySentence() {
@@ -280,15 +259,24 @@ function init() {
   let saved = null;
   try { saved = localStorage.getItem("tiankong-lang"); } catch (_) { /* private mode */ }
   state.lang = saved === "en" ? "en" : "zh";
+  onModeChange();
   applyLanguage();
   $("text").addEventListener("keydown", onKeyDown);
+  for (const id of ["candidates", "allowed", "exclude"]) $(id).addEventListener("keydown", onKeyDown);
   $("predict").addEventListener("click", predict);
-  $("insert-mask").addEventListener("click", insertMask);
+  $("insert-mask").addEventListener("click", () => insertMarker(MASK));
+  $("insert-blank").addEventListener("click", () => insertMarker(BLANK));
   $("copy").addEventListener("click", copySentence);
   $("lang-toggle").addEventListener("click", () => setLanguage(state.lang === "zh" ? "en" : "zh"));
+  for (const radio of document.querySelectorAll('input[name="mode"]')) {
+    radio.addEventListener("change", onModeChange);
+  }
   for (const button of document.querySelectorAll(".example")) {
     button.addEventListener("click", () => {
-      $("text").value = EXAMPLES[button.dataset.example];
+      const example = EXAMPLES[button.dataset.example];
+      $("text").value = example.text;
+      if (example.candidates) $("candidates").value = example.candidates;
+      setMode(example.mode);
       $("text").focus();
       predict();
     });
@@ -297,4 +285,5 @@ function init() {
   setInterval(refreshInfo, 15000);
 }
 
-document.addEventListener("DOMContentLoaded", init);
+// Modules run after the document is parsed, like a deferred script.
+init();

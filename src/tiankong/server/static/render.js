@@ -1,0 +1,136 @@
+// Drawing an answer: the sentence with its blanks, and the ranked lists (per mask, whole words,
+// candidate options). Model output only ever enters the page through textContent.
+
+export const MASK = "[MASK]";
+export const BLANK = "[BLANK]";
+const MASK_RUN_OR_BLANK = /(?:\[MASK\])+|\[BLANK\]/;
+
+export function make(tag, className, text) {
+  const element = document.createElement(tag);
+  if (className) element.className = className;
+  if (text !== undefined) element.textContent = text;
+  return element;
+}
+
+export function formatPercent(percent) {
+  if (percent >= 10) return `${percent.toFixed(1)}%`;
+  if (percent >= 0.1) return `${percent.toFixed(2)}%`;
+  return `${percent.toPrecision(2)}%`;
+}
+
+// The text around the blanks. Candidates fill one blank (a run of [MASK]s counts as one), a
+// [BLANK] is one blank of any length, and otherwise every [MASK] is its own blank.
+export function splitBlanks(data) {
+  if (data.candidates.length) return data.text.split(MASK_RUN_OR_BLANK);
+  if (data.text.includes(BLANK)) return data.text.split(BLANK);
+  return data.text.split(MASK);
+}
+
+function escapeRegExp(text) {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+// What fills each blank in ``filled`` (a sentence from the server), or null if it doesn't fit.
+export function fillsIn(segments, filled) {
+  const pattern = new RegExp(`^${segments.map(escapeRegExp).join("(.*?)")}$`, "s");
+  const match = pattern.exec(filled);
+  return match ? match.slice(1) : null;
+}
+
+export function renderSentence(sentence, segments, fills) {
+  sentence.replaceChildren();
+  segments.forEach((segment, index) => {
+    sentence.append(document.createTextNode(segment));
+    if (index < fills.length) {
+      const blank = make("mark", "blank", fills[index]);
+      blank.dataset.testid = `blank-${index}`;
+      sentence.append(blank);
+    }
+  });
+}
+
+// One ranked row: rank, label, a probability bar, the score and an optional second line.
+function scoreRow({ rank, label, probability, detail, testid, barTestid, onChoose }) {
+  const percent = probability * 100;
+  const button = make("button", "candidate");
+  button.type = "button";
+  button.dataset.testid = testid;
+  button.setAttribute("aria-pressed", "false");
+  button.append(make("span", "rank", String(rank + 1)));
+  button.append(make("span", "token", label));
+  const track = make("span", "bar-track");
+  const bar = make("span", "bar");
+  if (barTestid) bar.dataset.testid = barTestid;
+  bar.style.width = `${Math.min(100, Math.max(percent, 0.5)).toFixed(2)}%`;
+  track.append(bar);
+  button.append(track);
+  const score = make("span", "score");
+  score.append(make("span", "main-score", formatPercent(percent)));
+  for (const line of detail) {
+    const sub = make("span", "sub-score", line.text);
+    sub.dataset.testid = line.testid;
+    score.append(sub);
+  }
+  button.append(score);
+  button.addEventListener("click", onChoose);
+  const item = make("li");
+  item.append(button);
+  return item;
+}
+
+export function renderMaskLists(container, masks, t, onChoose) {
+  container.replaceChildren();
+  masks.forEach((candidates, maskIndex) => {
+    const group = make("section", "mask-group");
+    group.dataset.mask = String(maskIndex);
+    const title = make("h3", "group-title", `${t("blank")} ${maskIndex + 1}`);
+    title.hidden = masks.length < 2;
+    group.append(title);
+    const list = make("ol", "candidates");
+    candidates.forEach((candidate, rank) => {
+      const detail = candidate.raw_score === undefined ? [] : [
+        { text: `${t("raw")} ${formatPercent(candidate.raw_score * 100)}`, testid: "raw-score" },
+      ];
+      const row = scoreRow({
+        rank, label: candidate.token, probability: candidate.score, detail,
+        testid: "candidate", barTestid: "bar", onChoose: () => onChoose(maskIndex, candidate.token),
+      });
+      row.firstChild.dataset.mask = String(maskIndex);
+      row.firstChild.dataset.value = candidate.token;
+      list.append(row);
+    });
+    group.append(list);
+    container.append(group);
+  });
+}
+
+// Whole words: joint probability bars. A [BLANK]'s fills are ranked per character (their
+// lengths differ), so there the bar shows the per-character probability that ranks them.
+export function renderSequences(list, sequences, perCharacterRank, t, onChoose) {
+  list.replaceChildren();
+  sequences.forEach((sequence, rank) => {
+    const [shown, other] = perCharacterRank
+      ? [sequence.normalised, `${t("joint")} ${formatPercent(sequence.score * 100)}`]
+      : [sequence.score, `${t("perChar")} ${formatPercent(sequence.normalised * 100)}`];
+    const row = scoreRow({
+      rank, label: sequence.fill, probability: shown, detail: [{ text: other, testid: "other-score" }],
+      testid: "sequence", onChoose: () => onChoose(sequence.text),
+    });
+    row.firstChild.dataset.value = sequence.text;
+    list.append(row);
+  });
+}
+
+export function renderOptions(list, candidates, t, onChoose) {
+  list.replaceChildren();
+  candidates.forEach((candidate, rank) => {
+    const detail = [{ text: `${t("joint")} ${formatPercent(candidate.joint * 100)}`, testid: "joint-score" }];
+    if (!candidate.in_vocabulary) detail.push({ text: t("unknownChar"), testid: "unknown" });
+    const row = scoreRow({
+      rank, label: candidate.option, probability: candidate.score, detail,
+      testid: "option", onChoose: () => onChoose(candidate.text),
+    });
+    row.firstChild.dataset.value = candidate.text;
+    list.append(row);
+  });
+}
