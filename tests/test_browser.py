@@ -1,7 +1,8 @@
 """The web page in a real browser: Playwright driving Debian's chromium (never a downloaded one).
 
 If /usr/bin/chromium is missing these tests fail, they don't skip: scripts/test.sh installs it.
-A screenshot of the page with results is saved to test-artifacts/page.png (and page-phone.png).
+Screenshots of the page with results are saved to test-artifacts/: page.png, page-phone.png, and
+page-modes-whole-word.png, page-modes.png (candidates) and page-modes-phone.png.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ CHROMIUM_ARGS = [
 ]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 HTML_TOKEN = "<img src=x onerror=alert(1)>"
+POEM = "春眠不觉晓，处处闻啼[MASK]。"
+WHOLE_WORD = "手机没电了，赶紧去[MASK][MASK]。"
+IDIOM_CLOZE = "他做事一向[MASK]，从来不出差错。"
+IDIOMS = ["一丝不苟", "马马虎虎", "半途而废", "画蛇添足"]
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +100,19 @@ def page(browser: Browser) -> Iterator[Page]:
 def api_tokens(base_url: str, text: str, top_k: int) -> list[str]:
     response = httpx.post(f"{base_url}/predict", json={"text": text, "top_k": top_k}, timeout=30)
     return [candidate["token"] for candidate in response.json()["predictions"]]
+
+
+def api_answer(base_url: str, **body: Any) -> dict[str, Any]:
+    response = httpx.post(f"{base_url}/predict", json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def choose_mode(page: Page, mode: str) -> None:
+    """Click the mode's label, as a user does (the radio itself is visually hidden)."""
+    page.locator("label.mode", has=page.get_by_test_id(f"mode-{mode}")).click()
+    expect(page.get_by_test_id(f"mode-{mode}")).to_be_checked()
 
 
 def test_predict_choose_copy_and_errors(page: Page, base_url: str, tiny_model_dir: Path) -> None:
@@ -194,6 +212,133 @@ def test_model_output_is_shown_as_text_never_html(page: Page, html_token_url: st
     assert set(candidates.locator(".token").all_text_contents()) == {HTML_TOKEN}
     expect(page.get_by_test_id("sentence")).to_have_text(f"画龙点{HTML_TOKEN}")
     candidates.nth(1).click()
-    assert page.locator("img").count() == 0  # nothing was parsed as markup
+    # whole words are made of the same tokens; typed options are user text, also never markup
+    choose_mode(page, "whole_word")
+    box.fill("画[MASK]点[MASK]")
+    box.press("Enter")
+    expect(page.get_by_test_id("sequence").first.locator(".token")).to_have_text(HTML_TOKEN * 2)
+    choose_mode(page, "candidates")
+    page.get_by_test_id("candidates-input").fill("<b>粗</b> <s>x</s>")
+    box.fill("画龙点[MASK]")
+    box.press("Enter")
+    expect(page.get_by_test_id("option")).to_have_count(2)
+    page.get_by_test_id("option").first.click()
+    assert page.locator("img, b, s").count() == 0
     page.wait_for_timeout(300)  # an injected onerror would have fired by now
     assert dialogs == []
+
+
+def test_whole_word_and_candidate_modes(page: Page, base_url: str) -> None:
+    page.goto(base_url)
+    box = page.get_by_test_id("input")
+    expect(page.get_by_test_id("mode-single")).to_be_checked()
+    expect(page.get_by_test_id("candidates-input")).to_be_hidden()
+
+    # whole word, chosen by keyboard: arrow keys move through the mode switch
+    page.get_by_test_id("mode-single").focus()
+    page.keyboard.press("ArrowRight")
+    expect(page.get_by_test_id("mode-whole_word")).to_be_checked()
+    expect(page.get_by_test_id("mode-hint")).to_contain_text("联合概率")
+    box.fill(WHOLE_WORD)
+    box.press("Enter")
+    expected = api_answer(base_url, text=WHOLE_WORD, top_k=5, mode="whole_word")["sequences"]
+    sequences = page.get_by_test_id("sequence")
+    expect(sequences).to_have_count(len(expected))
+    assert len(expected) == 5
+    # the joint fills appear as whole words, ranked as the API ranks them
+    assert sequences.locator(".token").all_text_contents() == [s["fill"] for s in expected]
+    sentence = page.get_by_test_id("sentence")
+    expect(sentence).to_have_text(expected[0]["text"])
+    expect(sequences.nth(0)).to_have_attribute("aria-pressed", "true")
+    blanks = (
+        page.get_by_test_id("blank-0").text_content(),
+        page.get_by_test_id("blank-1").text_content(),
+    )
+    assert "".join(part or "" for part in blanks) == expected[0]["fill"]
+    sequences.nth(2).click()
+    expect(sentence).to_have_text(expected[2]["text"])
+    expect(sequences.nth(2)).to_have_attribute("aria-pressed", "true")
+    expect(sequences.nth(0)).to_have_attribute("aria-pressed", "false")
+    sequences.nth(3).focus()
+    page.keyboard.press("Enter")
+    expect(sentence).to_have_text(expected[3]["text"])
+    # the per-mask lists stay below, one per blank
+    expect(page.get_by_test_id("candidate")).to_have_count(10)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-modes-whole-word.png"), full_page=True)
+
+    # candidates: options typed with mixed separators are ranked with their scores
+    choose_mode(page, "candidates")
+    options_box = page.get_by_test_id("candidates-input")
+    expect(options_box).to_be_visible()
+    box.fill(IDIOM_CLOZE)
+    options_box.fill("一丝不苟、马马虎虎, 半途而废  画蛇添足")
+    options_box.press("Enter")
+    ranked = api_answer(base_url, text=IDIOM_CLOZE, candidates=IDIOMS)["candidates"]
+    options = page.get_by_test_id("option")
+    expect(options).to_have_count(4)
+    assert options.locator(".token").all_text_contents() == [c["option"] for c in ranked]
+    expect(page.get_by_test_id("joint-score")).to_have_count(4)
+    expect(sentence).to_have_text(ranked[0]["text"])
+    expect(page.get_by_test_id("sequence")).to_have_count(0)
+    expect(page.get_by_test_id("candidate")).to_have_count(0)  # no per-mask lists here
+    options.nth(2).click()
+    expect(sentence).to_have_text(ranked[2]["text"])
+    expect(page.get_by_test_id("blank-0")).to_have_text(ranked[2]["option"])
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-modes.png"), full_page=True)
+
+    # constraints: renormalised and raw scores side by side, the same tokens as the API
+    choose_mode(page, "single")
+    page.get_by_test_id("advanced").locator("summary").click()
+    page.get_by_test_id("preset").select_option("chinese_only")
+    page.get_by_test_id("exclude").fill("鸟")
+    box.fill(POEM)
+    box.press("Enter")
+    constrained = api_answer(base_url, text=POEM, top_k=5, preset="chinese_only", exclude=["鸟"])
+    candidates = page.get_by_test_id("candidate")
+    expect(candidates).to_have_count(5)
+    tokens = [c["token"] for c in constrained["predictions"]]
+    assert candidates.locator(".token").all_text_contents() == tokens
+    expect(page.get_by_test_id("raw-score")).to_have_count(5)
+    expect(page.get_by_test_id("raw-score").first).to_contain_text("原始")
+    expect(page.get_by_test_id("constraint-note")).to_be_visible()
+
+    # a [BLANK] example: fills of any length, ranked per character, no per-mask lists
+    page.get_by_test_id("preset").select_option("")
+    page.get_by_test_id("exclude").fill("")
+    page.get_by_test_id("example-blank").click()
+    expect(page.get_by_test_id("sequence")).to_have_count(5)
+    expect(page.get_by_test_id("candidate")).to_have_count(0)
+    expect(page.get_by_test_id("constraint-note")).to_be_hidden()
+
+
+def test_modes_at_phone_width_in_english(page: Page, base_url: str) -> None:
+    page.set_viewport_size({"width": 375, "height": 800})
+    page.goto(base_url)
+    page.get_by_test_id("lang-toggle").click()
+    expect(page.get_by_test_id("mode-hint")).to_contain_text("[BLANK]")
+    page.get_by_test_id("example-choice").click()  # sets candidates mode and its options
+    expect(page.get_by_test_id("mode-candidates")).to_be_checked()
+    expect(page.get_by_test_id("option")).to_have_count(4)
+    expect(page.get_by_test_id("joint-score").first).to_contain_text("whole")
+    page.get_by_test_id("advanced").locator("summary").click()
+    expect(page.get_by_test_id("preset")).to_be_visible()
+    overflow: Any = page.evaluate("document.documentElement.scrollWidth")
+    assert overflow <= 375, "the page scrolls sideways at phone width"
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-modes-phone.png"), full_page=True)
+    page.get_by_test_id("lang-toggle").click()  # back to Chinese for the next test
+
+
+def test_bad_option_is_shown_in_words(page: Page, base_url: str) -> None:
+    page.goto(base_url)
+    choose_mode(page, "candidates")
+    box = page.get_by_test_id("input")
+    box.fill("他[MASK]天去公园[MASK]步。")  # two blanks: candidates need one
+    page.get_by_test_id("candidates-input").fill("散、跑")
+    box.press("Enter")
+    error = page.get_by_test_id("error")
+    expect(error).to_be_visible()
+    expect(error).to_contain_text("选项有问题")
+    expect(error).to_contain_text("exactly one blank")

@@ -448,11 +448,16 @@ def test_page_and_its_assets(client: TestClient) -> None:
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "script-src 'self'" in page.headers["content-security-policy"]
-    for test_id in ("input", "predict", "insert-mask", "top-k", "results", "system", "error"):
+    test_ids = ["input", "predict", "insert-mask", "top-k", "results", "system", "error"]
+    test_ids += ["mode-single", "mode-whole_word", "mode-candidates", "candidates-input"]
+    test_ids += ["preset", "allowed", "exclude", "beam-width", "sequences", "options"]
+    for test_id in test_ids:
         assert f'data-testid="{test_id}"' in page.text
     assert client.head("/").status_code == 200 and client.head("/health").status_code == 200
-    script = client.get("/static/app.js")
-    assert script.status_code == 200 and "innerHTML" not in script.text
+    for name in ("app.js", "render.js", "i18n.js"):  # ES modules, served as JavaScript
+        script = client.get(f"/static/{name}")
+        assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+        assert "innerHTML" not in script.text and "insertAdjacentHTML" not in script.text
     assert client.get("/static/style.css").status_code == 200
 
 
