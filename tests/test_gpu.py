@@ -150,6 +150,8 @@ def assert_agrees(got: FillMasker, reference: FillMasker, score_tolerance: float
 def test_torch_auto_is_fp16_on_cuda(tiny_model_dir: Path, tiny_masker: FillMasker) -> None:
     masker = FillMasker.load(str(tiny_model_dir), Settings(engine="torch", threads=1))
     assert (masker.engine.device, masker.engine.precision) == ("cuda", "fp16")
+    head = getattr(masker.engine, "head", None)
+    assert head is not None and {p.dtype for p in head.parameters()} == {torch.float32}
     assert_agrees(masker, tiny_masker, score_tolerance=1e-2)
 
 

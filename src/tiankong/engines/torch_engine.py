@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ def pick_device(requested: str) -> str:
 
 
 class TorchEngine:
-    """Eager PyTorch; fp16 on CUDA, fp32 (or dynamic int8) on CPU."""
+    """Eager PyTorch; fp16 on CUDA (the MLM head in fp32), fp32 (or dynamic int8) on CPU."""
 
     name = "torch"
 
@@ -69,12 +70,17 @@ class TorchEngine:
                 f"The model weights in '{folder.name}' could not be loaded "
                 f"({type(error).__name__}); the files may be missing, truncated or corrupt."
             ) from None
+        # In FP16 the encoder runs in half precision and the MLM head stays FP32, in a copy
+        # of its own (its decoder is tied to the embeddings, which become FP16). It costs
+        # masks x vocab, and FP16 logits would round near-tied candidates together: a logit
+        # of 12 is stored in steps of 0.008.
+        fp32_head = copy.deepcopy(mlm_head(model)) if precision == "fp16" else None
         if precision == "int8":
             model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, torch.qint8)
         elif precision == "fp16":
             model = model.half()
         self.model = model.to(self.device).eval()
-        self.head = mlm_head(self.model)
+        self.head = mlm_head(self.model) if fp32_head is None else fp32_head.to(self.device).eval()
         self.torch = torch
 
     def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
@@ -90,5 +96,6 @@ class TorchEngine:
                 hidden = self.model.base_model(
                     input_ids=input_ids, attention_mask=attention_mask
                 ).last_hidden_state
-                selected = self.head(hidden.reshape(-1, hidden.shape[-1])[positions])
+                at_masks = hidden.reshape(-1, hidden.shape[-1])[positions]
+                selected = self.head(at_masks.float() if self.precision == "fp16" else at_masks)
         return selected.float().cpu().numpy()
