@@ -8,6 +8,7 @@ beyond what the user typed.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 
@@ -15,6 +16,7 @@ class TiankongError(Exception):
     """Base class: ``code`` is stable and machine-readable, ``str(err)`` is one sentence."""
 
     code = "internal_error"
+    error_id: str | None = None  # set on server faults: the key to the traceback in the log
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -105,7 +107,13 @@ class RequestTimeoutError(TiankongError):
 
 
 class EngineError(TiankongError):
+    """The engine (or the batch it ran) failed: ``error_id`` finds the traceback in the log."""
+
     code = "engine_error"
+
+    def __init__(self, message: str, error_id: str | None = None) -> None:
+        super().__init__(message)
+        self.error_id = error_id
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,11 @@ ERROR_TABLE: dict[type[TiankongError], ErrorMapping] = {
     EngineError: ErrorMapping(500, EXIT_INTERNAL),
     TiankongError: ErrorMapping(500, EXIT_INTERNAL),
 }
+
+
+def new_error_id() -> str:
+    """A short id for one server fault, logged with its traceback and sent to the client."""
+    return uuid.uuid4().hex[:12]
 
 
 def mapping_for(error: TiankongError) -> ErrorMapping:

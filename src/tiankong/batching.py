@@ -1,0 +1,470 @@
+"""The asyncio dynamic batcher: one future per request item, one engine worker thread.
+
+>>> batcher = DynamicBatcher(run_batch=lambda texts: [t.upper() for t in texts], size_of=len,
+...                          limits=BatchLimits(window_s=0.002))  # doctest: +SKIP
+>>> await batcher.start()                                        # doctest: +SKIP
+>>> await batcher.submit_many(["a", "bc"])                       # doctest: +SKIP
+['A', 'BC']
+
+Policy ("continuous" batching; the engine is the one scarce resource):
+
+* **Idle engine: run at once.** An item that arrives while the engine is idle goes to the engine
+  on the next turn of the event loop, together with whatever arrived in that same turn. A lone
+  request at low load never waits for the window.
+* **Busy engine: accumulate.** Items that arrive while a batch (or an exclusive job) runs wait
+  in the queue and go in the next batch. When the engine frees up and the waiting items don't
+  fill a batch, the batcher waits up to ``window_s`` *from that moment* for more to arrive
+  (closing early as soon as the batch is full). Under a closed-loop load the clients whose
+  answers just went out come back within a few ms, so the window turns "1, 19, 1, 19" batches
+  into batches of 20. ``window_s = 0`` is pure continuous batching.
+* **Full** means ``max_size`` items or ``max_tokens`` padded tokens (items × the longest item).
+  An item longer than the budget on its own still runs, alone.
+* **Length buckets, oldest first.** Each batch holds the oldest waiting item, so nothing
+  starves, plus the waiting items nearest to it in length order, each added where it adds the
+  least padding. Long and short texts therefore go in separate batches whenever the queue holds
+  enough of each, and a batch is padded only to its own longest item.
+* **Backpressure.** At most ``max_queue`` items wait (running ones are not counted); a request
+  that would overflow the queue is refused whole with ``OverloadedError`` (503 + Retry-After).
+  A request larger than the whole queue is admitted only into an empty queue.
+* **Timeouts and cancellation.** Each request waits at most ``timeout_s`` (``RequestTimeoutError``,
+  504). A request that is cancelled (timeout, client gone) cancels its futures, and cancelled
+  items are dropped before they run.
+* **Failures.** If ``run_batch`` raises or returns the wrong number of results, every future of
+  that batch gets an ``EngineError`` with one short error id (logged with the traceback), and the
+  batcher carries on. If the scheduler itself ever stops on a bug, every waiting future is failed
+  and later submissions are refused: nothing hangs silently.
+* **Exclusive jobs** (``run_exclusive``) run alone on the same worker thread. They and the batches
+  take turns through one FIFO-fair ``asyncio.Lock``, so a job waits at most for the batch that is
+  running and a batch for the jobs queued before it: neither can starve the other, and since no
+  job ever waits on the batcher while holding the lock, they cannot deadlock.
+* **Shutdown.** ``close()`` refuses new work (``ShuttingDownError``, 503), runs everything already
+  queued, then stops the worker; what is still waiting after the drain timeout is failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from tiankong.config import Settings
+from tiankong.errors import (
+    BadOptionError,
+    EngineError,
+    OverloadedError,
+    RequestTimeoutError,
+    ShuttingDownError,
+    new_error_id,
+)
+
+logger = logging.getLogger("tiankong.batching")
+
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
+JobT = TypeVar("JobT")
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """The batcher's knobs (``Settings`` names in brackets)."""
+
+    window_s: float = 0.002  # [batch_window_ms] wait for company, only once the engine was busy
+    max_size: int = 32  # [max_batch_size] items per engine call
+    max_tokens: int = 4096  # [max_batch_tokens] padded tokens per engine call
+    max_queue: int = 256  # [max_queue] waiting items before 503
+    timeout_s: float = 30.0  # [request_timeout_s] per request, queueing and running
+    drain_timeout_s: float = 10.0  # [drain_timeout_s] close() waits this long for queued work
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BatchLimits:
+        limits = cls(
+            window_s=settings.batch_window_ms / 1000,
+            max_size=settings.max_batch_size,
+            max_tokens=settings.max_batch_tokens,
+            max_queue=settings.max_queue,
+            timeout_s=settings.request_timeout_s,
+            drain_timeout_s=settings.drain_timeout_s,
+        )
+        return limits.validated()
+
+    def validated(self) -> BatchLimits:
+        if self.window_s < 0:
+            raise BadOptionError("The batch window must be 0 ms or more.")
+        if self.max_size < 1 or self.max_tokens < 1 or self.max_queue < 1:
+            raise BadOptionError(
+                "max_batch_size, max_batch_tokens and max_queue must each be at least 1."
+            )
+        if self.timeout_s <= 0:
+            raise BadOptionError("The request timeout must be above 0 s.")
+        if self.drain_timeout_s < 0:
+            raise BadOptionError("The drain timeout must be 0 s or more.")
+        return self
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """What one engine call cost: ``padded_tokens - real_tokens`` is padding."""
+
+    size: int
+    real_tokens: int
+    padded_tokens: int
+    seconds: float
+
+    @property
+    def padding_ratio(self) -> float:
+        return 1 - self.real_tokens / self.padded_tokens if self.padded_tokens else 0.0
+
+
+class BatchObserver(Protocol):
+    """Where the batcher reports; the server's ServerMetrics implements it."""
+
+    def observe_batch(self, stats: BatchStats) -> None: ...
+
+    def set_queue_depth(self, depth: int) -> None: ...
+
+    def count_batcher_event(self, event: str, count: int = 1) -> None:
+        """``event``: skipped (cancelled before running), overloaded, timeout, failed_batch."""
+
+
+class NullObserver:
+    def observe_batch(self, stats: BatchStats) -> None:
+        pass
+
+    def set_queue_depth(self, depth: int) -> None:
+        pass
+
+    def count_batcher_event(self, event: str, count: int = 1) -> None:
+        pass
+
+
+@dataclass(eq=False)
+class Pending(Generic[ItemT, ResultT]):
+    item: ItemT
+    size: int  # tokens
+    future: asyncio.Future[ResultT]
+    arrived_busy: bool  # the engine was busy when it arrived: the window may apply
+    arrived_at: float = field(default_factory=time.monotonic)
+
+
+class DynamicBatcher(Generic[ItemT, ResultT]):
+    """Batches items for ``run_batch`` (called on the worker thread with a list of items, must
+    return one result per item, in order). ``size_of`` gives an item's length in tokens."""
+
+    def __init__(
+        self,
+        run_batch: Callable[[list[ItemT]], Sequence[ResultT]],
+        size_of: Callable[[ItemT], int],
+        limits: BatchLimits | None = None,
+        observer: BatchObserver | None = None,
+    ) -> None:
+        self.run_batch = run_batch
+        self.size_of = size_of
+        self.limits = (limits or BatchLimits()).validated()
+        self.observer: BatchObserver = observer or NullObserver()
+        self.pending: list[Pending[ItemT, ResultT]] = []  # arrival order
+        self.running: list[Pending[ItemT, ResultT]] = []  # the batch on the engine now
+        self.exclusive_waiting = 0
+        self.engine_lock = asyncio.Lock()  # FIFO-fair: batches and exclusive jobs take turns
+        self.executor: ThreadPoolExecutor | None = None
+        self.scheduler: asyncio.Task[None] | None = None
+        self.wake = asyncio.Event()
+        self.closing = False
+        self.broken: BaseException | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the scheduler task and the engine worker thread (needs a running loop)."""
+        if self.scheduler is not None:
+            return
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiankong-engine")
+        self.scheduler = asyncio.get_running_loop().create_task(
+            self.schedule(), name="tiankong-batcher"
+        )
+        self.scheduler.add_done_callback(self.on_scheduler_exit)
+
+    async def close(self, timeout_s: float | None = None) -> None:
+        """Refuse new work, finish what is queued or running, then stop the worker."""
+        self.closing = True
+        self.wake.set()
+        timeout_s = self.limits.drain_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        if self.scheduler is not None and not self.scheduler.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(self.scheduler), timeout_s)
+            except TimeoutError:
+                logger.warning("batcher: %d items still queued after the drain", self.depth)
+                self.scheduler.cancel()
+            except Exception:
+                pass  # it stopped on a bug, already logged by on_scheduler_exit
+        try:  # the exclusive jobs queued before close() run too
+            remaining = max(0.0, deadline - time.monotonic())
+            await asyncio.wait_for(self.engine_lock.acquire(), remaining)
+            self.engine_lock.release()
+        except TimeoutError:
+            pass
+        self.fail_waiting(shutting_down)
+        if self.executor is not None:
+            self.executor.shutdown(wait=False)
+
+    def on_scheduler_exit(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        error = task.exception()
+        error_id = new_error_id()
+        logger.critical("batcher %s: the scheduler stopped", error_id, exc_info=error)
+        self.broken = error
+        self.fail_waiting(lambda: engine_error(error_id))
+
+    # --- submitting -----------------------------------------------------------------------
+
+    @property
+    def depth(self) -> int:
+        """Items waiting for the engine (cancelled ones excluded), exclusive jobs included."""
+        return sum(not entry.future.done() for entry in self.pending) + self.exclusive_waiting
+
+    @property
+    def busy(self) -> bool:
+        return self.engine_lock.locked()
+
+    def check_open(self) -> None:
+        if self.closing:
+            raise shutting_down()
+        if self.broken is not None or self.scheduler is None:
+            raise EngineError("The engine worker is not running; see the server log.")
+
+    def admit(self, count: int) -> None:
+        """Raise OverloadedError unless ``count`` more items fit in the queue."""
+        self.check_open()
+        self.prune()
+        depth = self.depth
+        if depth and depth + count > self.limits.max_queue:
+            self.observer.count_batcher_event("overloaded")
+            raise OverloadedError(f"The server is busy ({depth} texts queued); retry shortly.")
+
+    async def submit(self, item: ItemT) -> ResultT:
+        [result] = await self.submit_many([item])
+        return result
+
+    async def submit_many(self, items: Sequence[ItemT]) -> list[ResultT]:
+        """Queue ``items`` (one future each) and wait for all their results, in order."""
+        if not items:
+            return []
+        self.admit(len(items))
+        loop = asyncio.get_running_loop()
+        busy = self.busy
+        entries = [
+            Pending[ItemT, ResultT](item, self.size_of(item), loop.create_future(), busy)
+            for item in items
+        ]
+        self.pending.extend(entries)
+        self.observer.set_queue_depth(self.depth)
+        self.wake.set()
+        futures = [entry.future for entry in entries]
+        try:
+            async with asyncio.timeout(self.limits.timeout_s):
+                return list(await asyncio.gather(*futures))
+        except TimeoutError:
+            self.observer.count_batcher_event("timeout")
+            raise RequestTimeoutError(
+                f"The request did not finish within {self.limits.timeout_s:g} s; retry later "
+                "or send fewer texts."
+            ) from None
+        finally:
+            for future in futures:  # a queued one is then skipped before it runs
+                if not future.cancel() and not future.cancelled():
+                    future.exception()  # a sibling's error, already raised: mark it seen
+            self.observer.set_queue_depth(self.depth)
+
+    async def run_exclusive(self, job: Callable[[], JobT]) -> JobT:
+        """Run ``job`` alone on the engine thread, in FIFO turn with the batches.
+
+        ``job`` must not wait on this batcher (it runs while holding the engine's turn). It
+        counts towards the queue bound while it waits and shares the request timeout. If the
+        caller gives up while the job runs, the engine stays taken until the job ends.
+        """
+        self.admit(1)
+        assert self.executor is not None
+        self.exclusive_waiting += 1
+        self.observer.set_queue_depth(self.depth)
+        try:
+            async with asyncio.timeout(self.limits.timeout_s):
+                try:
+                    await self.engine_lock.acquire()
+                finally:
+                    self.exclusive_waiting -= 1
+                    self.observer.set_queue_depth(self.depth)
+                running = asyncio.get_running_loop().run_in_executor(self.executor, job)
+                running.add_done_callback(self.release_after_job)
+                return await asyncio.shield(running)
+        except TimeoutError:
+            self.observer.count_batcher_event("timeout")
+            raise RequestTimeoutError(
+                f"The request did not finish within {self.limits.timeout_s:g} s; retry later."
+            ) from None
+
+    def release_after_job(self, running: asyncio.Future[Any]) -> None:
+        if not running.cancelled():
+            running.exception()  # retrieved: an abandoned job's error is not "never retrieved"
+        self.engine_lock.release()
+
+    # --- scheduling -----------------------------------------------------------------------
+
+    def prune(self) -> None:
+        """Drop items whose request has gone (cancelled or timed out) before they run."""
+        live = [entry for entry in self.pending if not entry.future.done()]
+        skipped = len(self.pending) - len(live)
+        if skipped:
+            self.pending = live
+            self.observer.count_batcher_event("skipped", skipped)
+
+    async def schedule(self) -> None:
+        while True:
+            self.prune()
+            if not self.pending:
+                if self.closing:
+                    return
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            async with self.engine_lock:
+                await self.wait_for_company()
+                batch = self.take_batch()
+                if batch:
+                    await self.run(batch)
+
+    async def wait_for_company(self) -> None:
+        """The window: only when the oldest item arrived while the engine was busy."""
+        self.prune()
+        if (
+            self.limits.window_s <= 0
+            or self.closing
+            or not self.pending
+            or not self.pending[0].arrived_busy
+        ):
+            return
+        deadline = time.monotonic() + self.limits.window_s
+        while not self.select()[1] and not self.closing:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), remaining)
+            except TimeoutError:
+                return
+            self.prune()
+
+    def select(self) -> tuple[list[Pending[ItemT, ResultT]], bool]:
+        """The next batch (not yet removed) and whether it is full (a limit stopped it).
+
+        The oldest item anchors the batch; neighbours in length order join where each adds the
+        least padding, while the batch stays within ``max_size`` items and ``max_tokens``.
+        """
+        if not self.pending:
+            return [], False
+        anchor = self.pending[0]
+        by_length = sorted(self.pending, key=lambda entry: entry.size)
+        low = high = by_length.index(anchor)
+        count, longest, real = 1, anchor.size, anchor.size
+        while count < self.limits.max_size:
+            options: list[tuple[int, int, int]] = []  # (added padding, side, new longest)
+            if low > 0:
+                shorter = by_length[low - 1]
+                options.append((longest - shorter.size, -1, longest))
+            if high < len(by_length) - 1:
+                longer = by_length[high + 1]
+                grown = max(longest, longer.size)
+                options.append(((grown - longest) * count + grown - longer.size, 1, grown))
+            if not options:
+                break
+            fitting = [
+                option for option in options if (count + 1) * option[2] <= self.limits.max_tokens
+            ]
+            if not fitting:
+                return by_length[low : high + 1], True
+            _, side, longest = min(fitting)
+            if side < 0:
+                low -= 1
+                real += by_length[low].size
+            else:
+                high += 1
+                real += by_length[high].size
+            count += 1
+        return by_length[low : high + 1], count >= self.limits.max_size
+
+    def take_batch(self) -> list[Pending[ItemT, ResultT]]:
+        self.prune()
+        batch, _ = self.select()
+        chosen = set(map(id, batch))
+        self.pending = [entry for entry in self.pending if id(entry) not in chosen]
+        self.observer.set_queue_depth(self.depth)
+        return batch
+
+    async def run(self, batch: list[Pending[ItemT, ResultT]]) -> None:
+        """One engine call; every future of the batch gets its result or the batch's error."""
+        assert self.executor is not None
+        items = [entry.item for entry in batch]
+        started = time.perf_counter()
+        self.running = batch
+        try:
+            results = await asyncio.get_running_loop().run_in_executor(
+                self.executor, self.run_batch, items
+            )
+            if len(results) != len(items):
+                raise EngineError(
+                    f"run_batch returned {len(results)} results for {len(items)} items"
+                )
+        except Exception as error:  # an engine fault: fail this batch only, keep serving
+            error_id = new_error_id()
+            logger.error(
+                "batch %s failed on %d items (%s)",
+                error_id,
+                len(items),
+                type(error).__name__,
+                exc_info=error,
+            )
+            self.observer.count_batcher_event("failed_batch")
+            for entry in batch:
+                if not entry.future.done():
+                    entry.future.set_exception(engine_error(error_id))
+            return
+        finally:
+            self.running = []
+        longest = max(entry.size for entry in batch)
+        self.observer.observe_batch(
+            BatchStats(
+                size=len(batch),
+                real_tokens=sum(entry.size for entry in batch),
+                padded_tokens=longest * len(batch),
+                seconds=time.perf_counter() - started,
+            )
+        )
+        for entry, result in zip(batch, results, strict=True):
+            if not entry.future.done():  # its client may have gone while it ran
+                entry.future.set_result(result)
+
+    def fail_waiting(self, make_error: Callable[[], Exception]) -> None:
+        """Fail every queued or running item (the scheduler is gone, or the drain ran out)."""
+        for entry in [*self.pending, *self.running]:
+            if not entry.future.done():
+                entry.future.set_exception(make_error())
+        self.pending, self.running = [], []
+        self.observer.set_queue_depth(self.depth)
+
+
+def shutting_down() -> ShuttingDownError:
+    return ShuttingDownError("The server is shutting down; retry shortly.")
+
+
+def engine_error(error_id: str) -> EngineError:
+    """A fresh error per future (a shared instance would collect every awaiter's traceback)."""
+    return EngineError(
+        f"The engine failed on the batch holding this request; error id {error_id} "
+        "in the server log.",
+        error_id=error_id,
+    )

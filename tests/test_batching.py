@@ -1,0 +1,401 @@
+"""The dynamic batcher on its own: pure asyncio, a recording run_batch, no model.
+
+The engine is held busy deterministically by an exclusive job that blocks the worker thread on
+a ``threading.Event``; items that arrive meanwhile queue up, and releasing the gate lets the
+scheduler form its batches. No test depends on tight timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import pytest
+
+from tiankong.batching import BatchLimits, BatchStats, DynamicBatcher
+from tiankong.errors import (
+    BadOptionError,
+    EngineError,
+    OverloadedError,
+    RequestTimeoutError,
+    ShuttingDownError,
+)
+
+GATE_TIMEOUT_S = 30.0  # a gate never blocks a test forever
+
+
+@dataclass(frozen=True)
+class Item:
+    name: str
+    size: int = 10
+
+
+@dataclass
+class Recorder:
+    """run_batch for tests: records each batch's names, answers ``name.upper()``."""
+
+    fail_on: str | None = None
+    batches: list[list[str]] = field(default_factory=list)
+    active: int = 0
+    most_active: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, items: list[Item]) -> list[str]:
+        with self.lock:
+            self.active += 1
+            self.most_active = max(self.most_active, self.active)
+        try:
+            self.batches.append([item.name for item in items])
+            if self.fail_on is not None and any(item.name == self.fail_on for item in items):
+                raise RuntimeError("engine failure")
+            time.sleep(0.001)
+            return [item.name.upper() for item in items]
+        finally:
+            with self.lock:
+                self.active -= 1
+
+    def sizes(self) -> list[int]:
+        return [len(batch) for batch in self.batches]
+
+
+@dataclass
+class Observer:
+    batches: list[BatchStats] = field(default_factory=list)
+    depths: list[int] = field(default_factory=list)
+    events: dict[str, int] = field(default_factory=dict)
+
+    def observe_batch(self, stats: BatchStats) -> None:
+        self.batches.append(stats)
+
+    def set_queue_depth(self, depth: int) -> None:
+        self.depths.append(depth)
+
+    def count_batcher_event(self, event: str, count: int = 1) -> None:
+        self.events[event] = self.events.get(event, 0) + count
+
+
+@asynccontextmanager
+async def started(
+    recorder: Recorder, observer: Observer | None = None, **limits: float
+) -> AsyncIterator[DynamicBatcher[Item, str]]:
+    batcher: DynamicBatcher[Item, str] = DynamicBatcher(
+        recorder,
+        size_of=lambda item: item.size,
+        limits=BatchLimits(**{"window_s": 0.0, **limits}),  # type: ignore[arg-type]
+        observer=observer,
+    )
+    await batcher.start()
+    try:
+        yield batcher
+    finally:
+        await batcher.close(timeout_s=5)
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.001)
+
+
+@asynccontextmanager
+async def engine_held(batcher: DynamicBatcher[Item, str]) -> AsyncIterator[threading.Event]:
+    """Hold the engine with an exclusive job until the block ends (or the gate is set)."""
+    gate = threading.Event()
+    holder = asyncio.create_task(batcher.run_exclusive(lambda: gate.wait(GATE_TIMEOUT_S)))
+    await until(lambda: batcher.busy and batcher.exclusive_waiting == 0)
+    try:
+        yield gate
+    finally:
+        gate.set()
+        with contextlib.suppress(RequestTimeoutError):  # a short request timeout covers it too
+            await holder
+
+
+def submit_all(batcher: DynamicBatcher[Item, str], items: list[Item]) -> list[asyncio.Task[str]]:
+    return [asyncio.create_task(batcher.submit(item)) for item in items]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+pytestmark = pytest.mark.anyio
+
+
+# --- sharing batches ---------------------------------------------------------------------
+
+
+async def test_concurrent_requests_share_one_batch() -> None:
+    recorder = Recorder()
+    async with started(recorder) as batcher:
+        results = await asyncio.gather(*(batcher.submit(Item(f"t{i}")) for i in range(12)))
+    assert results == [f"T{i}" for i in range(12)]  # each future got its own answer
+    assert sum(recorder.sizes()) == 12 and len(recorder.batches) < 12
+
+
+async def test_requests_arriving_while_busy_go_in_the_next_batch() -> None:
+    recorder = Recorder()
+    async with started(recorder) as batcher:
+        async with engine_held(batcher):
+            tasks = submit_all(batcher, [Item(f"t{i}") for i in range(8)])
+            await until(lambda: batcher.depth == 8)
+        assert await asyncio.gather(*tasks) == [f"T{i}" for i in range(8)]
+    assert recorder.batches == [[f"t{i}" for i in range(8)]]
+
+
+async def test_a_lone_request_does_not_wait_for_the_window() -> None:
+    recorder = Recorder()
+    async with started(recorder, window_s=0.5) as batcher:
+        for _ in range(3):
+            started_at = time.perf_counter()
+            assert await batcher.submit(Item("alone")) == "ALONE"
+            assert time.perf_counter() - started_at < 0.25  # far below the 500 ms window
+
+
+async def test_the_window_gathers_late_company_once_the_engine_was_busy() -> None:
+    recorder = Recorder()
+    # a long window, closed early because the batch fills up: no timing race either way
+    async with started(recorder, window_s=GATE_TIMEOUT_S, max_size=2) as batcher:
+        async with engine_held(batcher):
+            first = asyncio.create_task(batcher.submit(Item("early")))
+            await until(lambda: batcher.depth == 1)
+        await asyncio.sleep(0.05)  # the engine is free now; "early" waits for company
+        assert recorder.batches == []
+        late = asyncio.create_task(batcher.submit(Item("late")))
+        assert await asyncio.gather(first, late) == ["EARLY", "LATE"]
+    assert recorder.batches == [["early", "late"]]
+
+
+# --- limits and buckets ------------------------------------------------------------------
+
+
+async def test_length_buckets_pad_only_to_the_longest_in_the_batch() -> None:
+    recorder, observer = Recorder(), Observer()
+    sizes = [10, 100, 11, 101, 12, 102]
+    async with started(recorder, observer, max_size=3) as batcher:
+        async with engine_held(batcher):
+            tasks = submit_all(batcher, [Item(f"s{size}", size) for size in sizes])
+            await until(lambda: batcher.depth == len(sizes))
+        await asyncio.gather(*tasks)
+    assert recorder.batches == [["s10", "s11", "s12"], ["s100", "s101", "s102"]]
+    assert [(s.size, s.real_tokens, s.padded_tokens) for s in observer.batches] == [
+        (3, 33, 36),
+        (3, 303, 306),
+    ]
+
+
+async def test_the_oldest_item_always_goes_next() -> None:
+    recorder = Recorder()
+    async with started(recorder, max_size=2) as batcher:
+        async with engine_held(batcher):
+            order = [Item("long", 90), Item("a", 10), Item("b", 10), Item("c", 10)]
+            tasks = submit_all(batcher, order)
+            await until(lambda: batcher.depth == 4)
+        await asyncio.gather(*tasks)
+    # the oldest (long) goes first, with its nearest neighbour; not starved by the short ones
+    assert recorder.batches == [["c", "long"], ["a", "b"]]
+
+
+async def test_token_budget_and_max_size_are_respected() -> None:
+    recorder, observer = Recorder(), Observer()
+    async with started(recorder, observer, max_size=4, max_tokens=100) as batcher:
+        async with engine_held(batcher):
+            tasks = submit_all(batcher, [Item(f"t{i}", 30) for i in range(7)])
+            tasks += submit_all(batcher, [Item(f"u{i}", 5) for i in range(6)])
+            tasks += submit_all(batcher, [Item("huge", 500)])
+            await until(lambda: batcher.depth == 14)
+        await asyncio.gather(*tasks)
+    assert all(stats.size <= 4 for stats in observer.batches)
+    over_budget = [stats for stats in observer.batches if stats.padded_tokens > 100]
+    assert [(stats.size, stats.padded_tokens) for stats in over_budget] == [(1, 500)]  # alone
+    # 30s go three to a batch (4 x 30 > 100); the last 30 takes two 5s; four 5s; huge alone
+    assert sorted(recorder.sizes()) == [1, 3, 3, 3, 4]
+    assert sum(recorder.sizes()) == 14
+
+
+def test_bad_limits_are_one_sentence() -> None:
+    with pytest.raises(BadOptionError):
+        BatchLimits(max_size=0).validated()
+    with pytest.raises(BadOptionError):
+        BatchLimits(window_s=-1).validated()
+    with pytest.raises(BadOptionError):
+        BatchLimits(timeout_s=0).validated()
+
+
+# --- failures ----------------------------------------------------------------------------
+
+
+async def test_an_engine_error_fails_only_its_batch_each_future_with_the_error_id() -> None:
+    recorder, observer = Recorder(fail_on="bad"), Observer()
+    async with started(recorder, observer, max_size=3) as batcher:
+        async with engine_held(batcher):
+            doomed = submit_all(batcher, [Item("bad"), Item("x1"), Item("x2")])
+            await until(lambda: batcher.depth == 3)
+            fine = submit_all(batcher, [Item("y1"), Item("y2"), Item("y3")])
+            await until(lambda: batcher.depth == 6)
+        outcomes = await asyncio.gather(*doomed, *fine, return_exceptions=True)
+        errors = outcomes[:3]
+        assert all(isinstance(error, EngineError) for error in errors)
+        error_ids = {error.error_id for error in errors if isinstance(error, EngineError)}
+        assert len(error_ids) == 1 and len(next(iter(error_ids)) or "") == 12
+        assert all(next(iter(error_ids)) in str(error) for error in errors)
+        assert outcomes[3:] == ["Y1", "Y2", "Y3"]
+        assert await batcher.submit(Item("after")) == "AFTER"  # the batcher kept serving
+    assert observer.events["failed_batch"] == 1
+
+
+async def test_a_wrong_result_count_is_an_engine_error() -> None:
+    async with started(Recorder()) as batcher:
+        batcher.run_batch = lambda items: ["only one"]
+        with pytest.raises(EngineError) as caught:
+            await asyncio.gather(batcher.submit(Item("a")), batcher.submit(Item("b")))
+        assert caught.value.error_id
+
+
+async def test_a_broken_scheduler_fails_waiting_requests_instead_of_hanging(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with started(Recorder()) as batcher:
+
+        def broken() -> tuple[list[object], bool]:
+            raise RuntimeError("a bug in the scheduler")
+
+        async with engine_held(batcher):
+            task = asyncio.create_task(batcher.submit(Item("waiting")))
+            await until(lambda: batcher.depth == 1)
+            batcher.select = broken  # type: ignore[method-assign]
+        with pytest.raises(EngineError) as caught:
+            await task
+        assert caught.value.error_id
+        with pytest.raises(EngineError):
+            await batcher.submit(Item("later"))  # refused at once, never left hanging
+    assert "the scheduler stopped" in caplog.text
+
+
+# --- backpressure, timeouts, cancellation ------------------------------------------------
+
+
+async def test_a_full_queue_is_refused() -> None:
+    recorder, observer = Recorder(), Observer()
+    async with started(recorder, observer, max_queue=3) as batcher:
+        async with engine_held(batcher):
+            tasks = submit_all(batcher, [Item(f"t{i}") for i in range(3)])
+            await until(lambda: batcher.depth == 3)
+            with pytest.raises(OverloadedError):
+                await batcher.submit(Item("one too many"))
+            with pytest.raises(OverloadedError):
+                await batcher.run_exclusive(lambda: None)
+        assert await asyncio.gather(*tasks) == ["T0", "T1", "T2"]
+        # a request larger than the whole queue still runs when the queue is empty
+        assert await batcher.submit_many([Item(f"b{i}") for i in range(5)]) == [
+            f"B{i}" for i in range(5)
+        ]
+    assert observer.events["overloaded"] == 2
+    assert all("one too many" not in batch for batch in recorder.batches)
+
+
+async def test_a_request_that_waits_too_long_times_out_and_never_runs() -> None:
+    recorder, observer = Recorder(), Observer()
+    async with started(recorder, observer, timeout_s=0.2) as batcher:
+        async with engine_held(batcher):
+            with pytest.raises(RequestTimeoutError):
+                await batcher.submit(Item("slow"))
+        assert await batcher.submit(Item("next")) == "NEXT"
+    assert recorder.batches == [["next"]]
+    # two timeouts: the request, and the job holding the engine (it shares the timeout)
+    assert observer.events["timeout"] == 2 and observer.events["skipped"] == 1
+
+
+async def test_cancelled_requests_are_skipped_before_they_run() -> None:
+    recorder, observer = Recorder(), Observer()
+    async with started(recorder, observer) as batcher:
+        async with engine_held(batcher):
+            gone, kept = submit_all(batcher, [Item("gone"), Item("kept")])
+            await until(lambda: batcher.depth == 2)
+            gone.cancel()
+            await until(lambda: batcher.depth == 1)
+        assert await kept == "KEPT"
+    assert recorder.batches == [["kept"]]
+    assert observer.events["skipped"] == 1
+
+
+# --- exclusive jobs and shutdown ---------------------------------------------------------
+
+
+async def test_exclusive_jobs_and_batches_take_turns_never_at_once() -> None:
+    recorder = Recorder()
+    async with started(recorder, max_size=4) as batcher:
+
+        def exclusive_job(name: str) -> str:
+            recorder([Item(name)])
+            return name
+
+        tasks: list[asyncio.Task[str]] = []
+        for round_index in range(5):
+            tasks += submit_all(batcher, [Item(f"r{round_index}-{i}") for i in range(6)])
+            tasks.append(asyncio.create_task(batcher.run_exclusive(lambda: exclusive_job("job"))))
+        results = await asyncio.gather(*tasks)
+    assert results.count("job") == 5 and len(results) == 35
+    assert recorder.most_active == 1  # the engine never ran two things at once
+
+
+async def test_an_exclusive_job_waits_at_most_for_the_running_batch() -> None:
+    recorder = Recorder()
+    async with started(recorder, max_size=2) as batcher:
+        async with engine_held(batcher):
+            batch_tasks = submit_all(batcher, [Item(f"t{i}") for i in range(6)])
+            await until(lambda: batcher.depth == 6)
+            job = asyncio.create_task(batcher.run_exclusive(lambda: recorder([Item("job")])))
+            await until(lambda: batcher.exclusive_waiting == 1)
+        await asyncio.gather(*batch_tasks, job)
+    # FIFO turns: one batch took the engine before the job asked for it, the job goes next
+    assert recorder.batches.index(["job"]) <= 1
+
+
+async def test_close_drains_queued_work_and_refuses_new_work() -> None:
+    recorder = Recorder()
+    batcher: DynamicBatcher[Item, str] = DynamicBatcher(
+        recorder, size_of=lambda item: item.size, limits=BatchLimits(window_s=0.0, max_size=2)
+    )
+    await batcher.start()
+    gate = threading.Event()
+    holder = asyncio.create_task(batcher.run_exclusive(lambda: gate.wait(GATE_TIMEOUT_S)))
+    await until(lambda: batcher.busy)
+    tasks = submit_all(batcher, [Item(f"t{i}") for i in range(5)])
+    await until(lambda: batcher.depth == 5)
+    closing = asyncio.create_task(batcher.close(timeout_s=GATE_TIMEOUT_S))
+    await until(lambda: batcher.closing)
+    with pytest.raises(ShuttingDownError):
+        await batcher.submit(Item("too late"))
+    with pytest.raises(ShuttingDownError):
+        await batcher.run_exclusive(lambda: None)
+    gate.set()
+    await holder
+    assert await asyncio.gather(*tasks) == [f"T{i}" for i in range(5)]
+    await closing
+    assert sum(recorder.sizes()) == 5
+
+
+async def test_close_fails_what_the_drain_could_not_finish() -> None:
+    recorder = Recorder()
+    batcher: DynamicBatcher[Item, str] = DynamicBatcher(
+        recorder, size_of=lambda item: item.size, limits=BatchLimits(window_s=0.0)
+    )
+    await batcher.start()
+    gate = threading.Event()
+    holder = asyncio.create_task(batcher.run_exclusive(lambda: gate.wait(GATE_TIMEOUT_S)))
+    await until(lambda: batcher.busy)
+    task = asyncio.create_task(batcher.submit(Item("stuck")))
+    await until(lambda: batcher.depth == 1)
+    await batcher.close(timeout_s=0.1)
+    with pytest.raises(ShuttingDownError):
+        await task
+    gate.set()
+    await holder
