@@ -1,0 +1,120 @@
+"""LRU caches for the server: tokenization by raw text, and whole results of repeated requests.
+
+>>> cache = LRUCache[str, int]("demo", maxsize=2)
+>>> cache.get_or_compute("a", lambda: 1), cache.get_or_compute("a", lambda: 2)
+(1, 1)
+>>> cache.hits, cache.misses
+(1, 1)
+
+Values are shared between the requests that hit them, so they must be immutable: ``PreparedText``
+and ``FillResult`` are frozen dataclasses, and the lists inside them are never mutated after
+they are made (nothing in tiankong does; keep it that way).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import numpy as np
+
+KeyT = TypeVar("KeyT", bound=Hashable)
+ValueT = TypeVar("ValueT")
+
+CacheObserver = Callable[[str, bool], None]  # (cache name, hit)
+
+
+class LRUCache(Generic[KeyT, ValueT]):
+    """A thread-safe least-recently-used map with hit and miss counts; ``maxsize=0`` is off
+    (every lookup computes, nothing is stored or counted)."""
+
+    def __init__(self, name: str, maxsize: int, observer: CacheObserver | None = None) -> None:
+        if maxsize < 0:
+            raise ValueError(f"cache size must be 0 (off) or more; got {maxsize}")
+        self.name = name
+        self.maxsize = maxsize
+        self.observer = observer
+        self.entries: OrderedDict[KeyT, ValueT] = OrderedDict()
+        self.lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.maxsize > 0
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def get(self, key: KeyT) -> ValueT | None:
+        if not self.enabled:
+            return None
+        with self.lock:
+            value = self.entries.get(key)
+            if value is None:
+                self.misses += 1
+            else:
+                self.entries.move_to_end(key)
+                self.hits += 1
+        if self.observer is not None:
+            self.observer(self.name, value is not None)
+        return value
+
+    def put(self, key: KeyT, value: ValueT) -> None:
+        if not self.enabled:
+            return
+        with self.lock:
+            self.entries[key] = value
+            self.entries.move_to_end(key)
+            while len(self.entries) > self.maxsize:
+                self.entries.popitem(last=False)
+
+    def get_or_compute(self, key: KeyT, compute: Callable[[], ValueT]) -> ValueT:
+        """The cached value, or ``compute()`` stored. An exception is raised, not cached.
+
+        ``compute`` runs outside the lock: two threads missing the same key both compute it,
+        which is cheaper than making every other lookup wait.
+        """
+        value = self.get(key)
+        if value is None:
+            value = compute()
+            self.put(key, value)
+        return value
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "size": self.maxsize,
+            "entries": len(self.entries),
+            "hits": self.hits,
+            "misses": self.misses,
+        }
+
+
+@dataclass(frozen=True)
+class PlainOptions:
+    """The options of a plain-mode request (``Predictor.run``): top-k and, for the Hugging Face
+    route's ``targets``, the allowed token ids."""
+
+    top_k: int
+    allowed_ids: tuple[int, ...] | None = None
+
+    @classmethod
+    def of(cls, top_k: int, allowed: np.ndarray | None) -> PlainOptions:
+        ids = None if allowed is None else tuple(int(i) for i in np.flatnonzero(allowed))
+        return cls(top_k, ids)
+
+
+@dataclass(frozen=True)
+class ResultKey:
+    """Everything a result depends on: the model, the engine, the precision, the text and every
+    option (a ``PlainOptions`` or a frozen ``PredictOptions``)."""
+
+    model: str
+    model_path: str
+    engine: str
+    precision: str
+    text: str
+    options: Hashable
