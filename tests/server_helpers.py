@@ -67,10 +67,12 @@ def wait_until_ready(
 
 
 def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    """The one error shape, with a readable message and no internals."""
+    """The one error shape, with a readable message and no internals; a 500 (a server fault)
+    also carries the ``error_id`` that finds its traceback in the server log."""
     assert response.status_code == status, response.text
     body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}
+    fields = {"code", "message", "error_id"} if status == 500 else {"code", "message"}
+    assert set(body) == {"error"} and set(body["error"]) == fields
     assert body["error"]["code"] == code
     message = body["error"]["message"]
     assert isinstance(message, str) and len(message) > 10

@@ -77,11 +77,69 @@ def serve_command(
             help="Run one inference before /ready answers 200.",
         ),
     ] = True,
+    batch_window_ms: Annotated[
+        float | None,
+        typer.Option(
+            "--batch-window-ms",
+            envvar="TIANKONG_BATCH_WINDOW_MS",
+            help="Once the engine was busy, wait this long for a batch to fill (default 2; "
+            "0 = never wait). A request to an idle engine runs at once.",
+        ),
+    ] = None,
+    max_batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--max-batch-size",
+            envvar="TIANKONG_MAX_BATCH_SIZE",
+            help="Most texts per engine call (default 32).",
+        ),
+    ] = None,
+    max_batch_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-batch-tokens",
+            envvar="TIANKONG_MAX_BATCH_TOKENS",
+            help="Most padded tokens (texts x longest) per engine call (default 4096).",
+        ),
+    ] = None,
+    max_queue: Annotated[
+        int | None,
+        typer.Option(
+            "--max-queue",
+            envvar="TIANKONG_MAX_QUEUE",
+            help="Texts waiting for the engine before 503 + Retry-After (default 256).",
+        ),
+    ] = None,
+    request_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--request-timeout",
+            envvar="TIANKONG_REQUEST_TIMEOUT",
+            help="Seconds a request may queue and run before 504 (default 30).",
+        ),
+    ] = None,
+    result_cache_size: Annotated[
+        int | None,
+        typer.Option(
+            "--result-cache-size",
+            envvar="TIANKONG_RESULT_CACHE_SIZE",
+            help="Results of repeated identical requests kept (default 1024; 0 = off).",
+        ),
+    ] = None,
+    token_cache_size: Annotated[
+        int | None,
+        typer.Option(
+            "--token-cache-size",
+            envvar="TIANKONG_TOKEN_CACHE_SIZE",
+            help="Tokenized texts kept (default 4096; 0 = off).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP API, the Hugging Face-compatible route and the web page."""
     import uvicorn
 
     from tiankong.server import create_app
+    from tiankong.server.predictor import check_serving_settings
     from tiankong.service import FillMasker
 
     settings = Settings().with_overrides(
@@ -97,7 +155,15 @@ def serve_command(
         max_body_bytes=max_body_bytes,
         log_level=log_level.lower() if log_level else None,
         warmup=warmup,
+        batch_window_ms=batch_window_ms,
+        max_batch_size=max_batch_size,
+        max_batch_tokens=max_batch_tokens,
+        max_queue=max_queue,
+        request_timeout_s=request_timeout,
+        result_cache_size=result_cache_size,
+        token_cache_size=token_cache_size,
     )
+    check_serving_settings(settings)  # a bad batching or cache flag: one sentence, no loading
     if settings.log_level not in LOG_LEVELS:
         raise BadOptionError(
             f"Unknown log level '{settings.log_level}'; use one of {', '.join(LOG_LEVELS)}."

@@ -6,8 +6,9 @@
 >>> # uvicorn.run(app, host="127.0.0.1", port=8000)          # or: tiankong serve
 
 The model loads once in lifespan (unless a FillMasker is passed in, as ``tiankong serve`` and the
-tests do), a warm-up inference runs, and only then does GET /ready answer 200. Everything the app
-holds lives on ``app.state.tiankong`` (a ServerState); nothing is global.
+tests do), the dynamic batcher starts, a warm-up inference runs, and only then does GET /ready
+answer 200. At shutdown the batcher refuses new work (503) and drains what is queued. Everything
+the app holds lives on ``app.state.tiankong`` (a ServerState); nothing is global.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from fastapi.staticfiles import StaticFiles
 
 from tiankong import __version__
 from tiankong.config import Settings
-from tiankong.server import hf, routes
+from tiankong.server import hf, info, routes
 from tiankong.server.body_limit import BodyLimitMiddleware
+from tiankong.server.disconnect import DisconnectMiddleware
 from tiankong.server.error_handlers import install_error_handlers
 from tiankong.server.metrics import MetricsMiddleware, ServerMetrics
-from tiankong.server.predictor import Predictor, ServerState
+from tiankong.server.predictor import Predictor, ServerState, check_serving_settings
 from tiankong.service import FillMasker
 
 DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked language models.
@@ -42,6 +44,7 @@ DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked 
 
 def create_app(settings: Settings, masker: FillMasker | None = None) -> FastAPI:
     """Build the app. With ``masker=None`` the model in ``settings`` loads during startup."""
+    check_serving_settings(settings)  # bad batcher or cache settings fail here, not at startup
     state = ServerState(settings=settings, metrics=ServerMetrics(), masker=masker)
 
     @asynccontextmanager
@@ -50,12 +53,14 @@ def create_app(settings: Settings, masker: FillMasker | None = None) -> FastAPI:
         if masker is None:
             masker = state.masker = await anyio.to_thread.run_sync(load_masker, settings)
         predictor = Predictor(masker, settings, state.metrics)
-        if settings.warmup:
-            await predictor.warm_up()
-        state.predictor = predictor
+        await predictor.start()
         try:
+            if settings.warmup:
+                await predictor.warm_up()
+            state.predictor = predictor
             yield
         finally:
+            await predictor.close()  # new requests get 503 shutting_down; queued ones finish
             state.predictor = None
 
     app = FastAPI(
@@ -67,8 +72,10 @@ def create_app(settings: Settings, masker: FillMasker | None = None) -> FastAPI:
     )
     app.state.tiankong = state
     install_error_handlers(app)
+    app.add_middleware(DisconnectMiddleware)  # innermost: a gone client cancels its handler
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)  # outermost: sees every 413
+    app.include_router(info.router)  # before routes.router: its GET /info answers
     app.include_router(routes.router)
     app.include_router(hf.router)
     app.mount("/static", StaticFiles(directory=routes.STATIC_DIR), name="static")

@@ -23,6 +23,7 @@ from tiankong.errors import (
     OverloadedError,
     TiankongError,
     mapping_for,
+    new_error_id,
 )
 from tiankong.server.deps import server_state
 
@@ -30,14 +31,19 @@ logger = logging.getLogger("tiankong.server")
 RETRY_AFTER_S = "1"
 
 
-def error_body(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
+def error_body(code: str, message: str, error_id: str | None = None) -> dict[str, Any]:
+    detail = {"code": code, "message": message}
+    if error_id:  # server faults: the key to the traceback in the server log
+        detail["error_id"] = error_id
+    return {"error": detail}
 
 
 def error_response(error: TiankongError) -> JSONResponse:
     status = mapping_for(error).http_status
     headers = {"Retry-After": RETRY_AFTER_S} if status == 503 else None
-    return JSONResponse(error_body(error.code, error.message), status, headers=headers)
+    return JSONResponse(
+        error_body(error.code, error.message, error.error_id), status, headers=headers
+    )
 
 
 def body_too_large(limit: int) -> BodyTooLargeError:
@@ -98,10 +104,12 @@ async def handle_http_error(request: Request, error: Exception) -> JSONResponse:
 
 async def handle_unexpected_error(request: Request, error: Exception) -> JSONResponse:
     """A bug, never the user's fault: log it here, answer without internals."""
-    logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=error)
-    return JSONResponse(
-        error_body("internal_error", "An internal error occurred; see the server log."), 500
+    error_id = new_error_id()
+    logger.error(
+        "unhandled error %s on %s %s", error_id, request.method, request.url.path, exc_info=error
     )
+    message = f"An internal error occurred; error id {error_id} in the server log."
+    return JSONResponse(error_body("internal_error", message, error_id), 500)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -2,7 +2,8 @@
 
 ``MetricsMiddleware`` sees every HTTP request once, after routing, so it labels by the route's
 path template (``/predict``), never by the raw URL, and unmatched paths share one label.
-The batch-size histogram and the queue-depth gauge are the hooks the dynamic batcher fills in.
+``ServerMetrics`` is also the dynamic batcher's observer (batch sizes, tokens, padding, queue
+depth, skipped/refused/failed work) and the caches' (hits and misses per cache).
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ from prometheus_client import (
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tiankong.batching import BatchStats
+
 # Routes that run the model: their latency feeds the rolling window shown by /info.
 INFERENCE_ROUTES = frozenset(
     {("POST", "/predict"), ("GET", "/predict"), ("POST", "/batch_predict"), ("POST", "/")}
 )
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+TOKEN_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+PADDING_BUCKETS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 
 
 @dataclass(frozen=True)
@@ -87,13 +92,54 @@ class ServerMetrics:
         )
         self.batch_size = Histogram(
             "tiankong_batch_size",
-            "Texts per engine run.",
+            "Texts per batched engine run.",
             buckets=BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.batch_tokens = Histogram(
+            "tiankong_batch_tokens",
+            "Padded tokens (texts x longest text) per batched engine run.",
+            buckets=TOKEN_BUCKETS,
+            registry=self.registry,
+        )
+        self.batch_padding = Histogram(
+            "tiankong_batch_padding_ratio",
+            "Share of a batch's padded tokens that are padding.",
+            buckets=PADDING_BUCKETS,
+            registry=self.registry,
+        )
+        self.batch_real_tokens = Counter(
+            "tiankong_batch_real_tokens",
+            "Text tokens sent to the engine in batches.",
+            registry=self.registry,
+        )
+        self.batch_padded_tokens = Counter(
+            "tiankong_batch_padded_tokens",
+            "Padded tokens sent to the engine in batches (real plus padding).",
             registry=self.registry,
         )
         self.queue_depth = Gauge(
             "tiankong_queue_depth",
-            "Requests waiting for the engine (stays 0 until the dynamic batcher exists).",
+            "Texts (and exclusive jobs) waiting for the engine.",
+            registry=self.registry,
+        )
+        self.batcher_events = Counter(
+            "tiankong_batcher_events",
+            "skipped: cancelled before running; overloaded: refused with 503; timeout: 504; "
+            "failed_batch: an engine call that raised.",
+            ["event"],
+            registry=self.registry,
+        )
+        self.cache_hits = Counter(
+            "tiankong_cache_hits",
+            "Cache hits by cache (results, tokens).",
+            ["cache"],
+            registry=self.registry,
+        )
+        self.cache_misses = Counter(
+            "tiankong_cache_misses",
+            "Cache misses by cache (results, tokens).",
+            ["cache"],
             registry=self.registry,
         )
         self.window = RollingWindow(window_seconds)
@@ -106,8 +152,25 @@ class ServerMetrics:
             self.inference_requests += 1
             self.window.add(time.monotonic(), seconds)
 
-    def observe_batch(self, size: int) -> None:
-        self.batch_size.observe(size)
+    # --- the batcher's observer (tiankong.batching.BatchObserver) ---
+
+    def observe_batch(self, stats: BatchStats) -> None:
+        self.batch_size.observe(stats.size)
+        self.batch_tokens.observe(stats.padded_tokens)
+        self.batch_padding.observe(stats.padding_ratio)
+        self.batch_real_tokens.inc(stats.real_tokens)
+        self.batch_padded_tokens.inc(stats.padded_tokens)
+
+    def set_queue_depth(self, depth: int) -> None:
+        self.queue_depth.set(depth)
+
+    def count_batcher_event(self, event: str, count: int = 1) -> None:
+        self.batcher_events.labels(event).inc(count)
+
+    # --- the caches' observer ---
+
+    def observe_cache(self, cache: str, hit: bool) -> None:
+        (self.cache_hits if hit else self.cache_misses).labels(cache).inc()
 
     def last_minute(self) -> WindowSummary:
         return self.window.summary(time.monotonic())

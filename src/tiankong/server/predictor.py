@@ -1,9 +1,17 @@
 """The one door between the HTTP routes and the engine.
 
 Every route validates its texts with ``Predictor.prepare`` (bad input never reaches the engine)
-and then calls ``Predictor.run``. ``run`` is where the dynamic batcher will slot in: today it
-runs each request's texts as one engine call in a worker thread, one call at a time, because
-the engine already uses every core it was given and the event loop must never block.
+and then calls ``Predictor.run`` (plain mode) or ``Predictor.run_options`` (the multi-call modes).
+
+* ``run`` looks each text up in the result cache and sends the misses through the dynamic
+  batcher (``tiankong.batching``), one item per text, so concurrent /predict, /batch_predict and
+  Hugging Face requests share engine calls. Each item carries its own top-k and allowed tokens:
+  the batch shares the forward pass, decoding is per item.
+* ``run_options`` runs one whole multi-call job (whole-word, candidates, [BLANK], constraints)
+  as an exclusive turn on the batcher's engine thread: the batches and these jobs take turns
+  through one FIFO-fair lock, so neither starves the other, they never use the engine at the
+  same time, and a job never waits on the batcher while holding its turn (no deadlock).
+* ``prepare`` goes through the tokenization cache.
 """
 
 from __future__ import annotations
@@ -11,12 +19,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-import anyio
 import numpy as np
 
+from tiankong.batching import BatchLimits, DynamicBatcher
+from tiankong.caches import LRUCache, PlainOptions, ResultKey
 from tiankong.config import Settings
-from tiankong.errors import EngineError, ModelUnavailableError, TiankongError
+from tiankong.errors import (
+    BadOptionError,
+    EngineError,
+    ModelUnavailableError,
+    TiankongError,
+    new_error_id,
+)
 from tiankong.modes import PredictOptions
 from tiankong.results import FillResult
 from tiankong.server.metrics import ServerMetrics
@@ -27,70 +43,150 @@ logger = logging.getLogger("tiankong.server")
 WARMUP_TEXT = "春眠不觉晓，处处闻啼[MASK]。"
 
 
+def check_serving_settings(settings: Settings) -> BatchLimits:
+    """The batcher's limits from ``settings``; a bad batching or cache value is a BadOptionError."""
+    for name, size in (
+        ("result", settings.result_cache_size),
+        ("token", settings.token_cache_size),
+    ):
+        if size < 0:
+            raise BadOptionError(f"The {name} cache size must be 0 (off) or more; got {size}.")
+    return BatchLimits.from_settings(settings)
+
+
+@dataclass(frozen=True)
+class PlainJob:
+    """One text's plain-mode work: a batcher item."""
+
+    prepared: PreparedText
+    top_k: int
+    allowed: np.ndarray | None = None
+
+
+def run_plain_batch(masker: FillMasker, jobs: list[PlainJob]) -> list[FillResult]:
+    """On the engine thread: one forward pass for every job, then each job's own decoding."""
+    probabilities = masker.mask_probabilities([job.prepared for job in jobs])
+    return [
+        masker.decode(job.prepared, rows, job.top_k, job.allowed)
+        for job, rows in zip(jobs, probabilities, strict=True)
+    ]
+
+
 class Predictor:
-    """Validates texts and runs them through the masker off the event loop."""
+    """Validates texts and runs them through the batcher, with caches in front.
+
+    ``start()`` (in the app's lifespan) starts the batcher; ``close()`` drains it.
+    """
 
     def __init__(self, masker: FillMasker, settings: Settings, metrics: ServerMetrics) -> None:
         self.masker = masker
         self.settings = settings  # the server's limits; the masker keeps the model's own
         self.metrics = metrics
-        self.engine_lock = anyio.Lock()
+        self.limits = check_serving_settings(settings)
+        self.batcher: DynamicBatcher[PlainJob, FillResult] = DynamicBatcher(
+            lambda jobs: run_plain_batch(masker, jobs),
+            size_of=lambda job: len(job.prepared.input_ids),
+            limits=self.limits,
+            observer=metrics,
+        )
+        self.token_cache: LRUCache[str, PreparedText] = LRUCache(
+            "tokens", settings.token_cache_size, metrics.observe_cache
+        )
+        self.result_cache: LRUCache[ResultKey, FillResult] = LRUCache(
+            "results", settings.result_cache_size, metrics.observe_cache
+        )
+
+    async def start(self) -> None:
+        await self.batcher.start()
+
+    async def close(self) -> None:
+        await self.batcher.close()
 
     def check_top_k(self, top_k: int | None) -> int:
         return self.masker.check_top_k(self.settings.default_top_k if top_k is None else top_k)
 
     def prepare(self, text: str) -> PreparedText:
-        """Validate and tokenize one text; raises a typed BadInputError."""
-        return self.masker.prepare(text)
+        """Validate and tokenize one text; raises a typed BadInputError (never cached)."""
+        return self.token_cache.get_or_compute(text, lambda: self.masker.prepare(text))
+
+    def result_key(self, text: str, options: Any) -> ResultKey:
+        model, engine = self.masker.model, self.masker.engine
+        return ResultKey(model.name, str(model.path), engine.name, engine.precision, text, options)
 
     async def run(
         self, prepared: Sequence[PreparedText], k: int, allowed: np.ndarray | None = None
     ) -> list[FillResult]:
         """Fill every mask of ``prepared`` (already validated), in input order."""
-        if not prepared:
-            return []
-        async with self.engine_lock:
-            self.metrics.observe_batch(len(prepared))
-            try:
-                results = await anyio.to_thread.run_sync(
-                    self.masker.run_prepared, prepared, k, allowed
-                )
-            except TiankongError:
-                raise
-            except Exception as error:  # an engine fault is ours, not the user's
-                logger.exception("engine run failed on %d texts", len(prepared))
-                raise EngineError(
-                    f"The engine failed on this request ({type(error).__name__}); "
-                    "see the server log."
-                ) from None
-        if len(results) != len(prepared):
+        options = PlainOptions.of(k, allowed)
+        keys = [self.result_key(item.text, options) for item in prepared]
+        results = [self.result_cache.get(key) for key in keys]
+        missing = [index for index, result in enumerate(results) if result is None]
+        if missing:
+            fresh = await self.batcher.submit_many(
+                [PlainJob(prepared[index], k, allowed) for index in missing]
+            )
+            for index, result in zip(missing, fresh, strict=True):
+                results[index] = result
+                self.result_cache.put(keys[index], result)
+        filled = [result for result in results if result is not None]
+        if len(filled) != len(prepared):
             raise EngineError("The engine returned a different number of results than texts.")
-        return results
+        return filled
 
     async def run_options(self, text: str, options: PredictOptions) -> FillResult:
         """Whole-word, candidate, [BLANK] and constrained predictions for one text.
 
-        These modes make several engine calls per text (one per search step), so they run as
-        one job under the engine lock rather than through the plain-mode path.
+        These modes make several engine calls per text (one per search step), so the whole job
+        runs as one exclusive turn on the engine thread rather than through the batches.
         """
-        async with self.engine_lock:
-            try:
-                return await anyio.to_thread.run_sync(
-                    lambda: self.masker.predict(text, options=options)
-                )
-            except TiankongError:
-                raise
-            except Exception as error:
-                logger.exception("engine run failed in mode %s", options.mode)
-                raise EngineError(
-                    f"The engine failed on this request ({type(error).__name__}); "
-                    "see the server log."
-                ) from None
+        key = self.result_key(text, options)
+        cached = self.result_cache.get(key)
+        if cached is not None:
+            return cached
+        try:
+            result = await self.batcher.run_exclusive(
+                lambda: self.masker.predict(text, options=options)
+            )
+        except TiankongError:
+            raise
+        except Exception as error:  # an engine fault is ours, not the user's
+            error_id = new_error_id()
+            logger.error("engine run %s failed in mode %s", error_id, options.mode, exc_info=error)
+            raise EngineError(
+                f"The engine failed on this request ({type(error).__name__}); error id "
+                f"{error_id} in the server log.",
+                error_id=error_id,
+            ) from None
+        self.result_cache.put(key, result)
+        return result
 
     async def warm_up(self) -> None:
         """One real inference, so the first user request doesn't pay for lazy initialisation."""
-        prepared = self.prepare(WARMUP_TEXT)
-        await anyio.to_thread.run_sync(self.masker.run_prepared, [prepared], 1)
+        prepared = self.masker.prepare(WARMUP_TEXT)
+        await self.batcher.run_exclusive(lambda: self.masker.run_prepared([prepared], 1))
+
+    def serving_info(self) -> dict[str, Any]:
+        """The batcher's settings and state, the caches, and the INT8 guard's figures."""
+        limits = self.limits
+        info: dict[str, Any] = {
+            "batching": {
+                "policy": "continuous",
+                "batch_window_ms": limits.window_s * 1000,
+                "max_batch_size": limits.max_size,
+                "max_batch_tokens": limits.max_tokens,
+                "max_queue": limits.max_queue,
+                "request_timeout_s": limits.timeout_s,
+                "queue_depth": self.batcher.depth,
+            },
+            "caches": {
+                "results": self.result_cache.stats(),
+                "tokens": self.token_cache.stats(),
+            },
+        }
+        quality = getattr(self.masker.engine, "quality", None)
+        if quality:
+            info["quality"] = dict(quality)
+        return info
 
 
 @dataclass
