@@ -122,12 +122,18 @@ def test_final_stage_runs_as_a_user_with_health_check_and_volumes(kind: str) -> 
         assert command[len(SERVE) :] == ["--device", "auto"]
 
 
+def build_arg(stage: Stage, name: str) -> str:
+    (value,) = [args.split("=", 1)[1] for args in stage.all("ARG") if args.startswith(f"{name}=")]
+    return value
+
+
 def test_cpu_final_stage_has_no_torch() -> None:
     builder, final = stages(DOCKERFILES["cpu"])
     assert "torch==" in " ".join(builder.all("RUN"))  # torch makes the exports, there only
+    assert set(build_arg(final, "EXTRAS").split(",")) == {"serve", "onnx"}
     for run in final.all("RUN"):
         installs = run.split("pip install", 1)[1] if "pip install" in run else ""
-        assert not re.search(r"torch|transformers|\[[^\]]*(export|dev)", installs), installs
+        assert not re.search(r"torch|transformers|\[[^\]$]*(export|dev)", installs), installs
     for copied in final.all("COPY"):
         assert "/opt/export" not in copied  # the builder's venv, torch and all, stays behind
     assert "find_spec('torch') is not None" in " ".join(final.all("RUN"))  # checked at build
@@ -136,13 +142,7 @@ def test_cpu_final_stage_has_no_torch() -> None:
 def test_cpu_stages_share_the_onnxruntime_version() -> None:
     """A torch-less install only uses exports made for its own onnxruntime version."""
     builder, final = stages(DOCKERFILES["cpu"])
-    versions = [
-        args.split("=", 1)[1]
-        for stage in (builder, final)
-        for args in stage.all("ARG")
-        if args.startswith("ONNXRUNTIME_VERSION=")
-    ]
-    assert len(versions) == 2 and versions[0] == versions[1]
+    assert build_arg(builder, "ONNXRUNTIME_VERSION") == build_arg(final, "ONNXRUNTIME_VERSION")
     assert all(
         '"onnxruntime==${ONNXRUNTIME_VERSION}"' in " ".join(s.all("RUN"))
         for s in stages(DOCKERFILES["cpu"])
@@ -155,7 +155,8 @@ def test_gpu_image_has_cuda_builds() -> None:
     runs = " ".join(final.all("RUN"))
     assert '"onnxruntime-gpu==${ONNXRUNTIME_GPU_VERSION}"' in runs
     assert '"torch==${TORCH_VERSION}"' in runs and "download.pytorch.org/whl/cpu" not in runs
-    assert not re.search(r"\[[^\]]*export", runs)  # it would pull the CPU onnxruntime
+    assert not re.search(r"\[[^\]$]*(export|onnx)", runs)  # they'd pull the CPU onnxruntime
+    assert set(build_arg(final, "EXTRAS").split(",")) == {"torch", "serve"}
 
 
 def test_dockerignore_keeps_the_context_small() -> None:
