@@ -92,7 +92,8 @@ class FillMasker:
         '充电'
         """
         options = options or self.options(top_k, **changes)
-        if options.mode != "single" or BLANK in normalize_masks(text) or options.constraints:
+        has_blank = isinstance(text, str) and BLANK in normalize_masks(text)
+        if options.mode != "single" or has_blank or options.constraints:
             return self.modes.predict(text, options)
         return self.predict_batch([text], options.top_k)[0]
 
