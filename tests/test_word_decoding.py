@@ -182,3 +182,21 @@ def test_constraints_that_exclude_everything(tiny_masker: FillMasker) -> None:
         )
     with pytest.raises(BadOptionError, match="Unknown constraints preset"):
         tiny_masker.predict("好[MASK]", constraints=Constraints(preset="nope"))
+
+
+def test_whole_word_sequence_is_the_best_joint_fill(tiny_masker: FillMasker) -> None:
+    result = tiny_masker.predict("手机没电了，赶紧去[MASK][MASK]。", mode="whole_word")
+    assert result.sequence == result.sequences[0].text
+
+
+def test_candidates_with_whole_word_mode_is_an_error(tiny_masker: FillMasker) -> None:
+    with pytest.raises(BadOptionError, match="drop mode 'whole_word'"):
+        tiny_masker.options(5, mode="whole_word", candidates=("充电",))
+
+
+def test_unknown_options_rank_last(tiny_masker: FillMasker) -> None:
+    result = tiny_masker.predict(
+        "赶紧去[MASK]。", candidates=("\U0001f600好", "充电", "吃饭", "睡")
+    )
+    assert [c.in_vocabulary for c in result.candidates] == [True, True, True, False]
+    assert result.candidates[-1].option == "\U0001f600好"

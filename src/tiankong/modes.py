@@ -43,6 +43,8 @@ class PredictOptions:
         options = self
         if options.candidates and options.mode == "single":
             options = replace(options, mode="candidates")
+        if options.candidates and options.mode == "whole_word":
+            raise BadOptionError("Candidates rank options for one blank; drop mode 'whole_word'.")
         if options.mode not in MODES:
             raise BadOptionError(f"Unknown mode '{options.mode}'; use one of {', '.join(MODES)}.")
         if options.order not in ORDERS:
@@ -101,7 +103,11 @@ class ModeRunner:
         if options.mode != "whole_word":
             return result
         hypotheses = self.search(prepared.input_ids, prepared.mask_indices, options)
-        return replace(result, sequences=self.sequences(prepared.text, hypotheses, options, 0.0))
+        fills = self.sequences(prepared.text, hypotheses, options, 0.0)
+        # the best joint fill, not the per-mask argmax, is this mode's answer
+        return replace(
+            result, sequence=fills[0].text if fills else result.sequence, sequences=fills
+        )
 
     def allowed(self, options: PredictOptions) -> np.ndarray | None:
         if options.constraints is None:
@@ -173,7 +179,9 @@ class ModeRunner:
                     options.candidates, chains, known, strict=True
                 )
             ),
-            key=lambda candidate: -candidate.score,
+            # an option with a character the model doesn't know is scored through [UNK], which
+            # says nothing about it: such options rank after every known one
+            key=lambda candidate: (not candidate.in_vocabulary, -candidate.score),
         )
         single = self.masker.prepare(template.replace(BLANK, MASK))
         probabilities = self.masker.mask_probabilities([single])[0]
