@@ -26,7 +26,7 @@ from fastapi.staticfiles import StaticFiles
 
 from tiankong import __version__
 from tiankong.config import Settings
-from tiankong.server import hf, info, routes
+from tiankong.server import hf, routes
 from tiankong.server.body_limit import BodyLimitMiddleware
 from tiankong.server.disconnect import DisconnectMiddleware
 from tiankong.server.error_handlers import install_error_handlers
@@ -75,7 +75,6 @@ def create_app(settings: Settings, masker: FillMasker | None = None) -> FastAPI:
     app.add_middleware(DisconnectMiddleware)  # innermost: a gone client cancels its handler
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)  # outermost: sees every 413
-    app.include_router(info.router)  # before routes.router: its GET /info answers
     app.include_router(routes.router)
     app.include_router(hf.router)
     app.mount("/static", StaticFiles(directory=routes.STATIC_DIR), name="static")

@@ -121,7 +121,9 @@ async def info(state: StateDep) -> dict[str, Any]:
     masker = state.predictor.masker if state.predictor else None
     settings = state.settings
     process = psutil.Process(os.getpid())
+    serving = state.predictor.serving_info() if state.predictor else {}
     return {
+        **serving,  # batcher settings and queue depth, caches, the INT8 quality guard
         "version": __version__,
         "ready": state.ready,
         "model": {
