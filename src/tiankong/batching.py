@@ -231,6 +231,19 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
     def busy(self) -> bool:
         return self.engine_lock.locked()
 
+    def describe(self) -> dict[str, Any]:
+        """The policy, limits and queue depth, as GET /info shows them under ``batching``."""
+        limits = self.limits
+        return {
+            "policy": "continuous",
+            "batch_window_ms": limits.window_s * 1000,
+            "max_batch_size": limits.max_size,
+            "max_batch_tokens": limits.max_tokens,
+            "max_queue": limits.max_queue,
+            "request_timeout_s": limits.timeout_s,
+            "queue_depth": self.depth,
+        }
+
     def check_open(self) -> None:
         if self.closing:
             raise shutting_down()

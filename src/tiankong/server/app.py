@@ -31,7 +31,12 @@ from tiankong.server.body_limit import BodyLimitMiddleware
 from tiankong.server.disconnect import DisconnectMiddleware
 from tiankong.server.error_handlers import install_error_handlers
 from tiankong.server.metrics import MetricsMiddleware, ServerMetrics
-from tiankong.server.predictor import Predictor, ServerState, check_serving_settings
+from tiankong.server.predictor import (
+    Predictor,
+    RunnerFactory,
+    ServerState,
+    check_serving_settings,
+)
 from tiankong.service import FillMasker
 
 DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked language models.
@@ -42,8 +47,11 @@ DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked 
 """
 
 
-def create_app(settings: Settings, masker: FillMasker | None = None) -> FastAPI:
-    """Build the app. With ``masker=None`` the model in ``settings`` loads during startup."""
+def create_app(
+    settings: Settings, masker: FillMasker | None = None, runner: RunnerFactory | None = None
+) -> FastAPI:
+    """Build the app. With ``masker=None`` the model in ``settings`` loads during startup.
+    ``runner`` replaces the dynamic batcher (Ray Serve replicas pass a ``@serve.batch`` one)."""
     check_serving_settings(settings)  # bad batcher or cache settings fail here, not at startup
     state = ServerState(settings=settings, metrics=ServerMetrics(), masker=masker)
 
@@ -52,7 +60,7 @@ def create_app(settings: Settings, masker: FillMasker | None = None) -> FastAPI:
         masker = state.masker
         if masker is None:
             masker = state.masker = await anyio.to_thread.run_sync(load_masker, settings)
-        predictor = Predictor(masker, settings, state.metrics)
+        predictor = Predictor(masker, settings, state.metrics, runner)
         await predictor.start()
         try:
             if settings.warmup:

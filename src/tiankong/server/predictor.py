@@ -17,9 +17,9 @@ and then calls ``Predictor.run`` (plain mode) or ``Predictor.run_options`` (the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -41,6 +41,7 @@ from tiankong.text import PreparedText
 
 logger = logging.getLogger("tiankong.server")
 WARMUP_TEXT = "春眠不觉晓，处处闻啼[MASK]。"
+JobT = TypeVar("JobT")
 
 
 def check_serving_settings(settings: Settings) -> BatchLimits:
@@ -72,22 +73,57 @@ def run_plain_batch(masker: FillMasker, jobs: list[PlainJob]) -> list[FillResult
     ]
 
 
+class EngineRunner(Protocol):
+    """What schedules the engine for a Predictor: the standalone server's ``DynamicBatcher``, or
+    a Ray Serve replica's ``@serve.batch`` runner (``tiankong.ray_serve.ServeBatchRunner``)."""
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def submit_many(self, items: Sequence[PlainJob]) -> list[FillResult]:
+        """Plain jobs, batched with other requests' jobs; results in order."""
+        ...
+
+    async def run_exclusive(self, job: Callable[[], JobT]) -> JobT:
+        """A multi-call job, alone on the engine."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """GET /info's ``batching`` section."""
+        ...
+
+
+# Builds the runner once the model is loaded (create_app's ``runner`` argument).
+RunnerFactory = Callable[[FillMasker, Settings, ServerMetrics], EngineRunner]
+
+
 class Predictor:
     """Validates texts and runs them through the batcher, with caches in front.
 
     ``start()`` (in the app's lifespan) starts the batcher; ``close()`` drains it.
     """
 
-    def __init__(self, masker: FillMasker, settings: Settings, metrics: ServerMetrics) -> None:
+    def __init__(
+        self,
+        masker: FillMasker,
+        settings: Settings,
+        metrics: ServerMetrics,
+        runner: RunnerFactory | None = None,
+    ) -> None:
         self.masker = masker
         self.settings = settings  # the server's limits; the masker keeps the model's own
         self.metrics = metrics
         self.limits = check_serving_settings(settings)
-        self.batcher: DynamicBatcher[PlainJob, FillResult] = DynamicBatcher(
-            lambda jobs: run_plain_batch(masker, jobs),
-            size_of=lambda job: len(job.prepared.input_ids),
-            limits=self.limits,
-            observer=metrics,
+        self.batcher: EngineRunner = (
+            runner(masker, settings, metrics)
+            if runner is not None
+            else DynamicBatcher[PlainJob, FillResult](
+                lambda jobs: run_plain_batch(masker, jobs),
+                size_of=lambda job: len(job.prepared.input_ids),
+                limits=self.limits,
+                observer=metrics,
+            )
         )
         self.token_cache: LRUCache[str, PreparedText] = LRUCache(
             "tokens", settings.token_cache_size, metrics.observe_cache
@@ -167,17 +203,8 @@ class Predictor:
 
     def serving_info(self) -> dict[str, Any]:
         """The batcher's settings and state, the caches, and the INT8 guard's figures."""
-        limits = self.limits
         info: dict[str, Any] = {
-            "batching": {
-                "policy": "continuous",
-                "batch_window_ms": limits.window_s * 1000,
-                "max_batch_size": limits.max_size,
-                "max_batch_tokens": limits.max_tokens,
-                "max_queue": limits.max_queue,
-                "request_timeout_s": limits.timeout_s,
-                "queue_depth": self.batcher.depth,
-            },
+            "batching": self.batcher.describe(),
             "caches": {
                 "results": self.result_cache.stats(),
                 "tokens": self.token_cache.stats(),
