@@ -1,0 +1,226 @@
+"""Ray Serve on a local Ray started by the test on loopback: two replicas of the tiny model answer
+concurrent requests with the same routes, answers and errors as the standalone server."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+import ray
+from fastapi.testclient import TestClient
+from ray import serve
+from server_helpers import assert_error, free_port
+
+from tiankong import FillMasker, Settings
+from tiankong.errors import BadOptionError
+from tiankong.ray_serve import (
+    APP_NAME,
+    BATCH_HEADER,
+    REPLICA_HEADER,
+    ScaleOptions,
+    build_application,
+    deployment_options,
+    environment_values,
+    settings_from,
+)
+from tiankong.server import create_app
+
+POEM = "春眠不觉晓，处处闻啼[MASK]。"
+TEXTS = [f"第{number}句：处处闻啼[MASK]，夜来风雨[MASK]。" for number in range(20)]
+
+
+@pytest.fixture(scope="module")
+def settings(tiny_model_dir: Path) -> Settings:
+    # No result cache, so every request reaches a batch; a wider window than the default 2 ms,
+    # because requests pass through Ray's proxy and router on two busy cores.
+    return Settings(
+        model=str(tiny_model_dir),
+        engine="torch",
+        threads=1,
+        result_cache_size=0,
+        batch_window_ms=20,
+    )
+
+
+@pytest.fixture(scope="module")
+def standalone(settings: Settings, tiny_masker: FillMasker) -> Iterator[TestClient]:
+    with TestClient(create_app(settings, tiny_masker)) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def ray_url(settings: Settings) -> Iterator[str]:
+    """Two replicas on a local Ray on loopback; shut down (and checked gone) after the module."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        serve.run(
+            build_application(settings, ScaleOptions(replicas=2)),
+            name=APP_NAME,
+            route_prefix="/",
+        )
+        yield url
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+    assert not ray.is_initialized()
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{url}/health", timeout=5)
+
+
+def same(ours: Any, theirs: Any, path: str = "") -> None:
+    """Equal JSON, floats up to batching noise; ``latency_ms`` differs by nature."""
+    if isinstance(ours, dict):
+        assert isinstance(theirs, dict) and set(ours) == set(theirs), path
+        for key in ours:
+            if key != "latency_ms":
+                same(ours[key], theirs[key], f"{path}.{key}")
+    elif isinstance(ours, list):
+        assert isinstance(theirs, list) and len(ours) == len(theirs), path
+        for index, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            same(a, b, f"{path}[{index}]")
+    elif isinstance(ours, float):
+        assert math.isclose(ours, theirs, rel_tol=1e-4, abs_tol=1e-6), path
+    else:
+        assert ours == theirs, path
+
+
+@pytest.mark.anyio
+async def test_two_replicas_batch_concurrent_requests(
+    ray_url: str, standalone: TestClient, tiny_masker: FillMasker
+) -> None:
+    async with httpx.AsyncClient(base_url=ray_url, timeout=120) as client:
+        responses = await asyncio.gather(
+            *(client.post("/predict", json={"text": text, "top_k": 3}) for text in TEXTS)
+        )
+    assert [response.status_code for response in responses] == [200] * len(TEXTS)
+    for text, response in zip(TEXTS, responses, strict=True):
+        data = response.json()
+        same(data, standalone.post("/predict", json={"text": text, "top_k": 3}).json())
+        direct = tiny_masker.predict(text, top_k=3)
+        assert [[c["token_id"] for c in mask] for mask in data["masks"]] == [
+            [candidate.token_id for candidate in mask] for mask in direct.masks
+        ]
+    replicas = {response.headers[REPLICA_HEADER] for response in responses}
+    batch_sizes = [int(response.headers[BATCH_HEADER]) for response in responses]
+    assert len(replicas) == 2, replicas
+    assert max(batch_sizes) > 1, batch_sizes
+
+
+def test_same_answers_as_the_standalone_server(ray_url: str, standalone: TestClient) -> None:
+    requests: list[tuple[str, str, dict[str, Any]]] = [
+        ("GET", f"/predict?text={quote(POEM)}&top_k=2", {}),
+        ("POST", "/predict", {"json": {"text": "手机没电了，赶紧去[MASK][MASK]。"}}),
+        ("POST", "/predict", {"json": {"text": POEM, "mode": "whole_word", "top_k": 2}}),
+        ("POST", "/predict", {"json": {"text": "今天[BLANK]很好。", "top_k": 2}}),
+        ("POST", "/batch_predict", {"json": {"texts": [POEM, "没有空", TEXTS[0]]}}),
+        ("POST", "/", {"json": {"inputs": POEM, "parameters": {"top_k": 2}}}),
+        ("POST", "/", {"json": {"inputs": [POEM, TEXTS[1]]}}),
+        ("GET", "/health", {}),
+        ("GET", "/ready", {}),
+    ]
+    for method, path, options in requests:
+        ours = httpx.request(method, f"{ray_url}{path}", timeout=60, **options)
+        theirs = standalone.request(method, path, **options)
+        assert ours.status_code == theirs.status_code == 200, (path, ours.text)
+        same(ours.json(), theirs.json(), path)
+
+
+def test_same_errors_as_the_standalone_server(ray_url: str, standalone: TestClient) -> None:
+    json_type = {"content-type": "application/json"}
+    targets = {"inputs": POEM, "parameters": {"targets": ["🙂"]}}
+    requests: list[tuple[str, str, dict[str, Any], int, str]] = [
+        ("POST", "/predict", {"json": {"text": "没有空"}}, 400, "no_mask"),
+        ("POST", "/predict", {"json": {"text": POEM, "top_k": 99}}, 400, "top_k_out_of_range"),
+        ("POST", "/predict", {"json": {"text": 123}}, 422, "invalid_request"),
+        (
+            "POST",
+            "/predict",
+            {"content": b'{"text": "', "headers": json_type},
+            422,
+            "invalid_request",
+        ),
+        ("GET", "/predict?top_k=3", {}, 422, "invalid_request"),
+        ("POST", "/batch_predict", {"json": {"texts": [POEM] * 65}}, 400, "batch_too_large"),
+        ("POST", "/", {"json": targets}, 400, "bad_option"),
+        (
+            "POST",
+            "/predict",
+            {"content": b"a" * 1_100_000, "headers": json_type},
+            413,
+            "body_too_large",
+        ),
+        ("GET", "/no/such/route", {}, 404, "not_found"),
+        ("PUT", "/predict", {"json": {"text": POEM}}, 405, "method_not_allowed"),
+    ]
+    for method, path, options, status, code in requests:
+        ours = httpx.request(method, f"{ray_url}{path}", timeout=60, **options)
+        assert_error(ours, status, code)
+        assert ours.json() == standalone.request(method, path, **options).json(), path
+
+
+def test_operations_routes(ray_url: str, standalone: TestClient) -> None:
+    page = httpx.get(f"{ray_url}/", timeout=30)
+    assert page.status_code == 200 and page.text == standalone.get("/").text
+    assert (
+        page.headers["content-security-policy"]
+        == standalone.get("/").headers["content-security-policy"]
+    )
+    info = httpx.get(f"{ray_url}/info", timeout=30).json()
+    assert set(info) == set(standalone.get("/info").json())
+    assert info["ready"] is True and info["engine"] == "torch" and info["threads"] == 1
+    batching = info["batching"]
+    assert batching["policy"] == "ray_serve_batch" and batching["max_batch_size"] == 32
+    assert batching["replica"] and batching["batches"] >= 1
+    metrics = httpx.get(f"{ray_url}/metrics", timeout=30)
+    assert metrics.status_code == 200
+    assert "tiankong_batch_size_bucket" in metrics.text
+    assert 'tiankong_requests_total{method="POST",route="/predict",status="200"}' in metrics.text
+
+
+# --- without a cluster: the options Ray gets -----------------------------------------------
+
+
+def test_deployment_options_fixed_and_autoscaling() -> None:
+    settings = Settings(threads=2, max_batch_size=16)
+    fixed = deployment_options(settings, ScaleOptions(replicas=3))
+    assert fixed["num_replicas"] == 3 and "autoscaling_config" not in fixed
+    assert fixed["ray_actor_options"] == {"num_cpus": 2} and fixed["max_ongoing_requests"] == 32
+    scaled = deployment_options(settings, ScaleOptions(replicas=1, max_replicas=6))
+    assert "num_replicas" not in scaled
+    assert scaled["autoscaling_config"] == {
+        "min_replicas": 1,
+        "initial_replicas": 1,
+        "max_replicas": 6,
+        "target_ongoing_requests": 4,
+    }
+    for bad in (ScaleOptions(replicas=0), ScaleOptions(replicas=3, max_replicas=2)):
+        with pytest.raises(BadOptionError):
+            deployment_options(settings, bad)
+
+
+def test_serve_run_arguments_and_environment() -> None:
+    environment = environment_values(
+        {"TIANKONG_MODEL": "m", "TIANKONG_REQUEST_TIMEOUT": "5", "TIANKONG_MAX_REPLICAS": "4"}
+    )
+    assert environment == {"model": "m", "request_timeout_s": "5", "max_replicas": "4"}
+    settings = settings_from({"threads": "2", "warmup": "false", "cors_origins": "a, b"})
+    assert settings.threads == 2 and settings.warmup is False
+    assert settings.cors_origins == ("a", "b")
+    with pytest.raises(BadOptionError, match="Unknown setting"):
+        settings_from({"thread": "2"})
+    with pytest.raises(BadOptionError, match="threads: 'two' is not a valid int"):
+        settings_from({"threads": "two"})
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
