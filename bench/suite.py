@@ -1,0 +1,437 @@
+"""One run of the whole bench: every contender on every model, side by side, on loopback.
+
+For each model and contender: (calibration: c=1 at each thread setting, the best one kept),
+a fresh start timed to the first 200 on its readiness URL, an answer checked, c=1 latency,
+c=20 closed loop, RSS after the load; then the offline batch through tiankong's Python API and
+the pipeline. Results go to ``--out-dir`` as ``latest.json``, ``latest.md`` and ``latest.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import optimum_env, profiling, report, roofline
+from bench.contenders.registry import Contender, select
+from bench.load import run_load
+from bench.models import DEFAULT_MODEL_CACHE, REPO_ROOT, BenchModel, resolve
+from bench.offline import measure as measure_offline
+from bench.sentences import sentences
+from bench.servers import Server, ServerFailed, free_port, start
+
+# Disjoint sentence ranges per phase, so no server sees a text twice (its cache never hits).
+C1_FIRST = 0
+C20_FIRST = 10_000
+CALIBRATION_FIRST = 170_000
+WARMUP_FIRST = 175_000
+WARMUP_REQUESTS = 5
+MB = 1e6
+
+
+@dataclass(frozen=True)
+class Plan:
+    quick: bool
+    out_dir: Path
+    model_cache: Path
+    c1_requests: int
+    c1_max_s: float
+    c20_duration_s: float
+    concurrency: int
+    calibration_requests: int
+    calibration_max_s: float
+    offline_sentences: int
+    offline_chunk: int
+    ready_timeout_s: float
+    profile: str
+
+    @property
+    def log_dir(self) -> Path:
+        return self.out_dir / "tmp" / "logs"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How one contender starts on one model: the interpreter and the folder it serves."""
+
+    python: str
+    model_arg: Path
+
+
+def server_env() -> dict[str, str]:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def command(contender: Contender, launch: Launch, port: int, threads: int | None) -> list[str]:
+    if contender.is_tiankong:
+        line = [launch.python, "-m", "tiankong", "serve", "--model", str(launch.model_arg)]
+        line += ["--port", str(port), "--engine", contender.engine]
+        line += ["--precision", contender.precision, "--log-level", "warning"]
+        return line
+    line = [launch.python, "-m", contender.module, "--model", str(launch.model_arg)]
+    line += ["--port", str(port), "--precision", contender.precision]
+    return [*line, "--threads", str(threads or 1)]
+
+
+def start_ready(
+    contender: Contender, launch: Launch, threads: int | None, plan: Plan, tag: str
+) -> tuple[Server, float]:
+    port = free_port()
+    log = plan.log_dir / f"{tag}.log"
+    server = start(command(contender, launch, port, threads), port, log, server_env(), REPO_ROOT)
+    try:
+        return server, server.wait_ready(contender.ready_path, plan.ready_timeout_s)
+    except BaseException:
+        server.stop()
+        raise
+
+
+def check_answer(server: Server) -> None:
+    """One request whose answer must hold five candidates for its one mask."""
+    answer = server.post_json("/predict", {"text": sentences(WARMUP_FIRST - 1, 1)[0], "top_k": 5})
+    masks = answer.get("masks") if isinstance(answer, dict) else None
+    if not masks or len(masks[0]) != 5 or "token" not in masks[0][0]:
+        raise ServerFailed(f"unexpected answer to /predict: {str(answer)[:200]}")
+
+
+def tiankong_figures(server: Server) -> dict[str, Any]:
+    """From /info and /metrics: what the server really runs, its cache hits and batch sizes."""
+    _, info_body = server.get("/info")
+    info = json.loads(info_body)
+    _, metrics_body = server.get("/metrics")
+    metrics = metrics_body.decode()
+
+    def value(pattern: str) -> float | None:
+        found = re.search(pattern + r" ([0-9.e+-]+)", metrics)
+        return float(found.group(1)) if found else None
+
+    batches = value(r"tiankong_batch_size_count")
+    texts = value(r"tiankong_batch_size_sum")
+    misses = value(r'tiankong_cache_misses_total\{cache="results"\}')
+    hits = value(r'tiankong_cache_hits_total\{cache="results"\}')
+    return {
+        "engine": info.get("engine"),
+        "precision": info.get("precision"),
+        "threads": info.get("threads"),
+        "quality": info.get("quality"),
+        # A label appears once counted: misses without a hits line are zero hits.
+        "result_cache_hits": hits if hits is not None or misses is None else 0.0,
+        "result_cache_misses": misses,
+        "engine_batches": batches,
+        "mean_batch_size": round(texts / batches, 2) if batches and texts is not None else None,
+    }
+
+
+def calibrate(contender: Contender, launch: Launch, plan: Plan, model: str) -> list[dict[str, Any]]:
+    rows = []
+    for threads in contender.thread_options:
+        tag = f"{model}-{contender.key}-calibrate-t{threads}"
+        server, ready_s = start_ready(contender, launch, threads, plan, tag)
+        try:
+            url = server.base_url + "/predict"
+            run_load(url, 1, WARMUP_FIRST, count=2)
+            load = run_load(
+                url,
+                1,
+                CALIBRATION_FIRST + 1000 * threads,
+                count=plan.calibration_requests,
+                duration_s=plan.calibration_max_s,
+            )
+        finally:
+            server.stop()
+        rows.append({"threads": threads, "cold_start_s": round(ready_s, 2), **load.to_dict()})
+        print(f"  {contender.key} threads {threads}: c=1 p50 {load.p50_ms:.1f} ms", flush=True)
+    return rows
+
+
+def bench_contender(
+    contender: Contender, launch: Launch, plan: Plan, model: BenchModel
+) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    threads: int | None = None
+    # --quick calibrates the pipeline only (its thread setting is the one that matters most).
+    if len(contender.thread_options) > 1 and (not plan.quick or contender.key == "pipeline"):
+        result["calibration"] = calibrate(contender, launch, plan, model.key)
+        best = min(result["calibration"], key=lambda row: row["p50_ms"])
+        threads = int(best["threads"])
+    elif contender.thread_options:
+        threads = contender.thread_options[0]
+    if contender.is_tiankong and contender.engine == "onnx":
+        # The first start on a model exports it to ONNX (cached); time it, then start again.
+        first, first_s = start_ready(
+            contender, launch, None, plan, f"{model.key}-{contender.key}-first"
+        )
+        first.stop()
+        result["first_start_s"] = round(first_s, 2)
+    server, ready_s = start_ready(contender, launch, threads, plan, f"{model.key}-{contender.key}")
+    try:
+        result["cold_start_s"] = round(ready_s, 2)
+        check_answer(server)
+        if contender.is_tiankong:
+            result["server"] = tiankong_figures(server)
+            threads = result["server"]["threads"]
+        result["threads"] = threads
+        result["rss_idle_mb"] = round(server.rss_bytes() / MB, 1)
+        url = server.base_url + "/predict"
+        run_load(url, 1, WARMUP_FIRST, count=WARMUP_REQUESTS)
+        c1 = run_load(url, 1, C1_FIRST, count=plan.c1_requests, duration_s=plan.c1_max_s)
+        result["c1"] = c1.to_dict()
+        print(f"  {contender.key}: c=1 p50 {c1.p50_ms:.1f} ms over {c1.requests}", flush=True)
+        spy = None
+        if plan.profile == contender.key:
+            raw = plan.out_dir / "tmp" / f"profile-{model.key}-{contender.key}.txt"
+            spy = profiling.start_py_spy(server.process.pid, plan.c20_duration_s, raw)
+        c20 = run_load(url, plan.concurrency, C20_FIRST, duration_s=plan.c20_duration_s)
+        result["c20"] = c20.to_dict()
+        result["rss_after_load_mb"] = round(server.rss_bytes() / MB, 1)
+        if spy is not None:
+            spy.wait(timeout=60)
+            result["profile"] = profiling.summarise(raw) if raw.exists() else None
+        if contender.is_tiankong:
+            result["server"] = tiankong_figures(server)
+        print(
+            f"  {contender.key}: c={plan.concurrency} {c20.requests_per_s:.1f} req/s, "
+            f"p99 {c20.p99_ms:.0f} ms, {c20.errors} errors; "
+            f"RSS {result['rss_after_load_mb']:.0f} MB",
+            flush=True,
+        )
+    finally:
+        server.stop()
+    return result
+
+
+def launches(contenders: Sequence[Contender], model: BenchModel, plan: Plan) -> dict[str, Any]:
+    """Each contender's Launch, or the reason it can't run on this model."""
+    assert model.path is not None
+    out: dict[str, Any] = {}
+    optimum: tuple[Path | None, str] | None = None
+    for contender in contenders:
+        if contender.family != "optimum":
+            out[contender.key] = Launch(sys.executable, model.path)
+            continue
+        if optimum is None:
+            python, reason = optimum_env.ensure_venv(
+                not plan.quick, plan.log_dir / "optimum-venv.log"
+            )
+            optimum = (None, reason)
+            if python is not None:
+                folder, reason = optimum_env.ensure_export(
+                    python,
+                    model.path,
+                    plan.model_cache,
+                    plan.log_dir / f"optimum-export-{model.key}.log",
+                )
+                optimum = (folder, reason) if folder is None else (folder, str(python))
+        folder, detail = optimum
+        out[contender.key] = Launch(detail, folder) if folder is not None else detail
+    return out
+
+
+def tokens_per_sentence(model: BenchModel, count: int = 200) -> float:
+    from tiankong.text import TextEncoder, TextLimits
+
+    assert model.path is not None
+    encoder = TextEncoder.from_folder(model.path, TextLimits(16, 128, 10_000))
+    texts = sentences(C20_FIRST, count)
+    return sum(len(encoder.prepare(text).input_ids) for text in texts) / count
+
+
+def bench_model(
+    model: BenchModel, contenders: Sequence[Contender], plan: Plan, offline_targets: list[str]
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {"key": model.key}
+    if model.path is None:
+        print(f"bench: model {model.key} skipped: {model.missing}", flush=True)
+        return {**entry, "missing": model.missing}
+    tokens = tokens_per_sentence(model)
+    entry.update(
+        path=str(
+            model.path.relative_to(REPO_ROOT)
+            if model.path.is_relative_to(REPO_ROOT)
+            else model.path
+        ),
+        config=model.config,
+        tokens_per_sentence=tokens,
+        flops=roofline.flops_per_sentence(model.config, tokens),
+        contenders=[],
+        offline=[],
+    )
+    ways = launches(contenders, model, plan)
+    for contender in contenders:
+        print(f"bench: {model.key} / {contender.key}", flush=True)
+        row: dict[str, Any] = {
+            "key": contender.key,
+            "family": contender.family,
+            "precision": contender.precision,
+            "description": contender.description,
+        }
+        way = ways[contender.key]
+        if isinstance(way, str):
+            row["skipped"] = way
+            print(f"  skipped: {way}", flush=True)
+        else:
+            try:
+                row.update(bench_contender(contender, way, plan, model))
+            except (ServerFailed, OSError, ValueError) as error:
+                row["skipped"] = f"failed: {error}"
+                print(f"  failed: {error}", flush=True)
+        entry["contenders"].append(row)
+    for target in offline_targets:
+        print(f"bench: {model.key} / offline {target}", flush=True)
+        threads = os.cpu_count() or 1
+        measured = measure_offline(
+            target, model.path, plan.offline_sentences, plan.offline_chunk, threads
+        )
+        print(f"  {measured.get('sentences_per_s', measured.get('error'))}", flush=True)
+        entry["offline"].append(measured)
+    return entry
+
+
+def machine() -> dict[str, Any]:
+    import importlib.metadata
+
+    cpu_model = platform.processor()
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        found = re.search(r"Model name:\s*(.+)", lscpu)
+        cpu_model = found.group(1).strip() if found else cpu_model
+    except OSError:
+        pass
+    import psutil
+
+    versions: dict[str, str | None] = {}
+    for name in ("torch", "transformers", "onnxruntime", "numpy", "fastapi", "uvicorn"):
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "cpu_model": cpu_model,
+        "physical_cores": psutil.cpu_count(logical=False),
+        "logical_cpus": psutil.cpu_count(logical=True),
+        "memory_gb": round(psutil.virtual_memory().total / 1e9, 1),
+        "python": platform.python_version(),
+        "versions": versions,
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def git_commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True
+        ).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD")
+    return commit + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def measure_peaks() -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.roofline"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1:]}
+    return dict(json.loads(done.stdout))
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    quick = bool(args.quick)
+    return Plan(
+        quick=quick,
+        out_dir=args.out_dir,
+        model_cache=args.model_cache,
+        c1_requests=args.c1_requests or (10 if quick else 200),
+        c1_max_s=5.0 if quick else 30.0,
+        c20_duration_s=args.duration or (2.0 if quick else 20.0),
+        concurrency=20,
+        calibration_requests=3 if quick else 20,
+        calibration_max_s=3.0 if quick else 8.0,
+        offline_sentences=args.offline_sentences or (50 if quick else 2000),
+        offline_chunk=32,
+        ready_timeout_s=600.0,
+        profile=args.profile or "",
+    )
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description="tiankong vs the usual deployments, side by side."
+    )
+    parser.add_argument("--quick", action="store_true", help="seconds-long smoke run")
+    parser.add_argument(
+        "--models",
+        default=None,
+        help="comma-separated: random-base, bundled, random-tiny or a model folder "
+        "(default random-base,bundled; --quick: random-tiny)",
+    )
+    parser.add_argument(
+        "--contenders",
+        default="all",
+        help="comma-separated keys or families (pipeline, torchscript, optimum, tiankong, "
+        "tiankong-onnx-int8, ...); default all",
+    )
+    parser.add_argument("--duration", type=float, default=None, help="c=20 seconds (20)")
+    parser.add_argument("--c1-requests", type=int, default=None, help="c=1 requests (200)")
+    parser.add_argument("--offline-sentences", type=int, default=None, help="(2000)")
+    parser.add_argument("--offline", default="all", help="offline targets, or 'none'")
+    parser.add_argument("--profile", default=None, help="py-spy this contender during c=20")
+    parser.add_argument("--out-dir", type=Path, default=REPO_ROOT / "bench" / "results")
+    parser.add_argument("--model-cache", type=Path, default=DEFAULT_MODEL_CACHE)
+    return parser.parse_args(argv)
+
+
+OFFLINE_TARGETS = ("tiankong-onnx-int8", "tiankong-onnx-fp32", "tiankong-torch-fp32", "pipeline")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    plan = make_plan(args)
+    started = time.perf_counter()
+    model_keys = (args.models or ("random-tiny" if plan.quick else "random-base,bundled")).split(
+        ","
+    )
+    contenders = select(args.contenders)
+    offline_targets = (
+        []
+        if args.offline == "none"
+        else list(OFFLINE_TARGETS)
+        if args.offline == "all"
+        else args.offline.split(",")
+    )
+    results: dict[str, Any] = {
+        "bench": {
+            "command": "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "quick": plan.quick,
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+            "commit": git_commit(),
+            "concurrency": plan.concurrency,
+            "c1_requests": plan.c1_requests,
+            "c1_max_s": plan.c1_max_s,
+            "c20_duration_s": plan.c20_duration_s,
+            "calibration_requests": plan.calibration_requests,
+            "offline_sentences": plan.offline_sentences,
+            "offline_chunk": plan.offline_chunk,
+        },
+        "machine": machine(),
+    }
+    print("bench: measuring GEMM peaks", flush=True)
+    results["peaks"] = measure_peaks()
+    results["models"] = [
+        bench_model(resolve(key.strip(), plan.model_cache), contenders, plan, offline_targets)
+        for key in model_keys
+    ]
+    results["bench"]["seconds"] = round(time.perf_counter() - started, 1)
+    report.finish(results, plan.out_dir)
+    print(report.markdown(results))
+    return 0
