@@ -15,5 +15,5 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 .venv/bin/ruff check src tests bench scripts
 .venv/bin/ruff format --check src tests bench scripts
-.venv/bin/mypy src
+.venv/bin/mypy src bench
 .venv/bin/python -m pytest "$@"
