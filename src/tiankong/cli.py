@@ -42,6 +42,7 @@ def main() -> None:
     """Console-script entry: typed errors become one sentence and the table's exit code."""
     # Importing a command module registers its commands on ``app``.
     from tiankong import (  # noqa: F401
+        cli_bench,
         cli_commands,
         cli_eval,
         cli_export,
