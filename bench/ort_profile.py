@@ -1,0 +1,106 @@
+"""Where an ONNX Runtime forward spends its time, per operator type (ORT's own profiler).
+
+    python -m bench.ort_profile --model DIR --precision int8 --batch 1,16
+
+Loads tiankong's cached export of ``DIR`` (made on first use, as ``tiankong serve`` would),
+runs batches of the bench's sentences with ``enable_profiling``, and prints each operator
+type's share of the kernel time and the milliseconds per sentence, next to the roofline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.sentences import sentences
+
+RUNS = 20
+
+
+def profile(model: Path, precision: str, batch: int, threads: int) -> dict[str, Any]:
+    import onnxruntime as ort
+
+    from tiankong import FillMasker, Settings
+    from tiankong.engines.base import pad_batch
+    from tiankong.export_cache import ensure_export
+
+    masker = FillMasker.load(str(model), Settings(engine="onnx", precision=precision))
+    export = ensure_export(masker.model, precision, masker.settings)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.enable_profiling = True
+    options.profile_file_prefix = f"/tmp/tiankong-ort-profile-{precision}-{batch}"
+    session = ort.InferenceSession(
+        str(export.onnx_file), options, providers=["CPUExecutionProvider"]
+    )
+    feeds = []
+    for run in range(RUNS + 2):
+        prepared = [masker.prepare(text) for text in sentences(run * batch, batch)]
+        padded = pad_batch(
+            [p.input_ids for p in prepared],
+            [p.mask_indices for p in prepared],
+            masker.encoder.pad_id,
+        )
+        feeds.append(
+            {
+                "input_ids": padded.input_ids,
+                "attention_mask": padded.attention_mask,
+                "mask_positions": padded.mask_positions,
+            }
+        )
+    names = {node.name for node in session.get_inputs()}
+    for feed in feeds[:2]:
+        session.run(None, {k: v for k, v in feed.items() if k in names})
+    walls = []
+    for feed in feeds[2:]:
+        started = time.perf_counter()
+        session.run(None, {k: v for k, v in feed.items() if k in names})
+        walls.append(time.perf_counter() - started)
+    trace = json.loads(Path(session.end_profiling()).read_text())
+    # Every run is profiled; count only the timed ones (after the two warm-up runs).
+    run_starts = sorted(e["ts"] for e in trace if e.get("name") == "model_run")
+    timed_from = run_starts[2] if len(run_starts) > 2 else 0
+    by_op: dict[str, float] = defaultdict(float)
+    for event in trace:
+        if (
+            event.get("cat") == "Node"
+            and event["name"].endswith("_kernel_time")
+            and event["ts"] >= timed_from
+        ):
+            by_op[event["args"]["op_name"]] += event["dur"]
+    total = sum(by_op.values())
+    runs_profiled = RUNS
+    return {
+        "precision": precision,
+        "batch": batch,
+        "threads": threads,
+        "wall_ms_per_batch_p50": 1e3 * float(np.median(walls)),
+        "wall_ms_per_sentence": 1e3 * float(np.median(walls)) / batch,
+        "kernel_ms_per_batch": total / 1e3 / runs_profiled,
+        "ops_pct": {
+            op: round(100 * t / total, 1) for op, t in sorted(by_op.items(), key=lambda i: -i[1])
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, type=Path)
+    parser.add_argument("--precision", default="int8", choices=("fp32", "int8"))
+    parser.add_argument("--batch", default="1,16")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    for batch in (int(b) for b in args.batch.split(",")):
+        print(json.dumps(profile(args.model, args.precision, batch, args.threads)))
+
+
+if __name__ == "__main__":
+    main()
