@@ -271,7 +271,7 @@ def model_section(model: dict[str, Any], results: dict[str, Any]) -> list[str]:
 def goals_section(results: dict[str, Any]) -> list[str]:
     goal_data = results["goals"]
     lines = [f"### Goals ({goal_data['model'] or 'no bert-base-shaped model run'})", ""]
-    keys = sorted({key for row in goal_data["rows"] for key in row["cells"]})
+    keys = list(dict.fromkeys(key for row in goal_data["rows"] for key in row["cells"]))
     if keys:
         lines += [
             "| goal | target | " + " | ".join(keys) + " |",
@@ -390,3 +390,17 @@ def finish(results: dict[str, Any], out_dir: Path) -> None:
         results["chart"] = f"no chart: {error} (pip install 'tiankong[bench]')"
     (out_dir / "latest.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     (out_dir / "latest.md").write_text(markdown(results))
+
+
+def main() -> None:
+    """``python -m bench.report RESULTS.json [OUT_DIR]``: redo the analysis, table and chart
+    of a finished run without measuring again."""
+    import sys
+
+    source = Path(sys.argv[1])
+    out_dir = Path(sys.argv[2]) if len(sys.argv) > 2 else source.parent
+    finish(json.loads(source.read_text()), out_dir)
+
+
+if __name__ == "__main__":
+    main()
