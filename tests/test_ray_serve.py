@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -224,3 +226,32 @@ def test_serve_run_arguments_and_environment() -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--replicas", "0"], "replicas must be at least 1"),
+        (["--replicas", "3", "--max-replicas", "2"], "0 <= replicas <= max_replicas"),
+    ],
+)
+def test_serve_ray_flags_fail_in_one_sentence_before_ray_starts(
+    tiny_model_dir: Path, flags: list[str], words: str
+) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tiankong",
+            "serve",
+            "--ray",
+            "--model",
+            str(tiny_model_dir),
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert words in done.stderr and "Traceback" not in done.stderr

@@ -134,6 +134,30 @@ def serve_command(
             help="Tokenized texts kept (default 4096; 0 = off).",
         ),
     ] = None,
+    ray: Annotated[
+        bool,
+        typer.Option("--ray", help="Serve on Ray Serve: replicas, @serve.batch, autoscaling."),
+    ] = False,
+    replicas: Annotated[
+        int,
+        typer.Option(
+            "--replicas",
+            envvar="TIANKONG_REPLICAS",
+            help="With --ray: replicas, or the fewest when autoscaling (default 2).",
+        ),
+    ] = 2,
+    max_replicas: Annotated[
+        int | None,
+        typer.Option(
+            "--max-replicas",
+            envvar="TIANKONG_MAX_REPLICAS",
+            help="With --ray: autoscale between --replicas and this many replicas.",
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option("--ray-address", envvar="RAY_ADDRESS", help="Ray cluster (default: local)."),
+    ] = None,
 ) -> None:
     """Serve the HTTP API, the Hugging Face-compatible route and the web page."""
     import uvicorn
@@ -168,6 +192,9 @@ def serve_command(
         raise BadOptionError(
             f"Unknown log level '{settings.log_level}'; use one of {', '.join(LOG_LEVELS)}."
         )
+    if ray:
+        serve_with_ray(settings, threads, replicas, max_replicas, ray_address)
+        return
     listener = bind(settings.host, settings.port)
     masker = FillMasker.load(settings=settings)
     typer.echo(
@@ -183,6 +210,26 @@ def serve_command(
         timeout_graceful_shutdown=int(settings.drain_timeout_s),
     )
     uvicorn.Server(config).run(sockets=[listener])
+
+
+def serve_with_ray(
+    settings: Settings,
+    threads: int | None,
+    replicas: int,
+    max_replicas: int | None,
+    address: str | None,
+) -> None:
+    """``--ray``: threads are per replica (default: the cores shared by the most replicas)."""
+    from tiankong.models import resolve_model
+    from tiankong.ray_serve import ScaleOptions, replica_threads, serve_on_ray
+
+    scale = ScaleOptions(replicas=replicas, max_replicas=max_replicas).checked()
+    if threads is None:
+        settings = settings.with_overrides(threads=replica_threads(scale))
+    if address is None:  # a local Ray: a busy port or a missing model is one sentence now
+        bind(settings.host, settings.port).close()
+        resolve_model(settings.model)
+    serve_on_ray(settings, scale, address)
 
 
 def bind(host: str, port: int) -> socket.socket:
