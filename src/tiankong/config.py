@@ -51,6 +51,7 @@ class Settings:
     max_queue: int = 256  # queued requests before 503 + Retry-After
     request_timeout_s: float = 30.0
     drain_timeout_s: float = 10.0  # graceful shutdown budget for in-flight requests
+    client_timeout_s: float = 10.0  # a client's time to send a request's head, and its body
     # caches
     result_cache_size: int = 1024
     token_cache_size: int = 4096

@@ -106,6 +106,12 @@ class RequestTimeoutError(TiankongError):
     code = "timeout"
 
 
+class ClientTimeoutError(TiankongError):
+    """The client sent its request too slowly (a trickled body): 408, the worker is freed."""
+
+    code = "client_timeout"
+
+
 class EngineError(TiankongError):
     """The engine (or the batch it ran) failed: ``error_id`` finds the traceback in the log."""
 
@@ -139,6 +145,7 @@ ERROR_TABLE: dict[type[TiankongError], ErrorMapping] = {
     OverloadedError: ErrorMapping(503, EXIT_INTERNAL),
     ShuttingDownError: ErrorMapping(503, EXIT_INTERNAL),
     RequestTimeoutError: ErrorMapping(504, EXIT_INTERNAL),
+    ClientTimeoutError: ErrorMapping(408, EXIT_INTERNAL),
     EngineError: ErrorMapping(500, EXIT_INTERNAL),
     TiankongError: ErrorMapping(500, EXIT_INTERNAL),
 }

@@ -15,6 +15,7 @@ from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 
 from tiankong.errors import (
+    BadInputError,
     EmptyTextError,
     MasksDoNotFitError,
     NoMaskError,
@@ -27,6 +28,7 @@ BLANK = "[BLANK]"  # a blank of unknown length (1 to max_blank_length characters
 # Markers as users type them: any case, ASCII / full-width / lenticular brackets, spaces inside.
 MASK_VARIANTS = re.compile(r"[\[【［]\s*[Mm][Aa][Ss][Kk]\s*[\]】］]")
 BLANK_VARIANTS = re.compile(r"[\[【［]\s*[Bb][Ll][Aa][Nn][Kk]\s*[\]】］]")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a str from bad UTF-8 (surrogateescape)
 
 
 def normalize_masks(text: str) -> str:
@@ -101,6 +103,8 @@ class TextEncoder:
                 f"The text has {len(raw_text)} characters; the limit is "
                 f"{self.limits.max_text_chars}."
             )
+        if LONE_SURROGATE.search(raw_text):  # the tokenizer can't take them (a TypeError)
+            raise BadInputError("The text is not valid Unicode (a lone surrogate); send UTF-8.")
         text = normalize_masks(raw_text)
         mask_count = text.count(MASK)
         if mask_count == 0:
