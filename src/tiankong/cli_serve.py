@@ -134,6 +134,58 @@ def serve_command(
             help="Tokenized texts kept (default 4096; 0 = off).",
         ),
     ] = None,
+    api_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--api-key",
+            envvar="TIANKONG_API_KEYS",
+            help="Require this API key (repeatable; the env twin takes a comma-separated list). "
+            "Sent as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'.",
+        ),
+    ] = None,
+    api_keys_file: Annotated[
+        str | None,
+        typer.Option(
+            "--api-keys-file",
+            envvar="TIANKONG_API_KEYS_FILE",
+            help="Require one of the API keys in this file (one a line, # comments).",
+        ),
+    ] = None,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cors-origin",
+            envvar="TIANKONG_CORS_ORIGINS",
+            help="Allow cross-origin requests from this origin (repeatable; the env twin takes "
+            "a comma-separated list). Default: no CORS.",
+        ),
+    ] = None,
+    rate_limit_per_minute: Annotated[
+        int | None,
+        typer.Option(
+            "--rate-limit-per-minute",
+            envvar="TIANKONG_RATE_LIMIT_PER_MINUTE",
+            help="Requests a minute per API key (per client address without keys); over it, "
+            "429 + Retry-After (default 0 = off).",
+        ),
+    ] = None,
+    client_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--client-timeout",
+            envvar="TIANKONG_CLIENT_TIMEOUT",
+            help="Seconds a client has to send a request's headers, and again its body "
+            "(default 10).",
+        ),
+    ] = None,
+    drain_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--drain-timeout",
+            envvar="TIANKONG_DRAIN_TIMEOUT",
+            help="Seconds requests in flight get to finish after SIGTERM (default 10).",
+        ),
+    ] = None,
     ray: Annotated[
         bool,
         typer.Option("--ray", help="Serve on Ray Serve: replicas, @serve.batch, autoscaling."),
@@ -160,10 +212,10 @@ def serve_command(
     ] = None,
 ) -> None:
     """Serve the HTTP API, the Hugging Face-compatible route and the web page."""
-    import uvicorn
-
     from tiankong.server import create_app
     from tiankong.server.predictor import check_serving_settings
+    from tiankong.server.runner import run_server
+    from tiankong.server.security import load_api_keys
     from tiankong.service import FillMasker
 
     settings = Settings().with_overrides(
@@ -186,30 +238,51 @@ def serve_command(
         request_timeout_s=request_timeout,
         result_cache_size=result_cache_size,
         token_cache_size=token_cache_size,
+        api_keys=split_list(api_key),
+        api_keys_file=api_keys_file,
+        cors_origins=split_list(cors_origin),
+        rate_limit_per_minute=rate_limit_per_minute,
+        client_timeout_s=client_timeout,
+        drain_timeout_s=drain_timeout,
     )
     check_serving_settings(settings)  # a bad batching or cache flag: one sentence, no loading
     if settings.log_level not in LOG_LEVELS:
         raise BadOptionError(
             f"Unknown log level '{settings.log_level}'; use one of {', '.join(LOG_LEVELS)}."
         )
+    check_timeouts(settings)
+    load_api_keys(settings)  # an unreadable or empty keys file: one sentence, before loading
     if ray:
         serve_with_ray(settings, threads, replicas, max_replicas, ray_address)
         return
     listener = bind(settings.host, settings.port)
     masker = FillMasker.load(settings=settings)
+    app = create_app(settings, masker)
     typer.echo(
         f"tiankong: model {masker.model.name} on {masker.engine.name}/{masker.engine.device}; "
-        f"page and API at http://{settings.host}:{listener.getsockname()[1]}/",
+        f"page and API at http://{settings.host}:{listener.getsockname()[1]}/"
+        + ("; API keys required" if settings.api_keys or settings.api_keys_file else ""),
         err=True,
     )
-    config = uvicorn.Config(
-        create_app(settings, masker),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        timeout_graceful_shutdown=int(settings.drain_timeout_s),
-    )
-    uvicorn.Server(config).run(sockets=[listener])
+    run_server(app, settings, listener)
+
+
+def split_list(values: list[str] | None) -> tuple[str, ...] | None:
+    """Repeated flags, or an env twin's comma-separated list, as one tuple."""
+    if not values:
+        return None
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+def check_timeouts(settings: Settings) -> None:
+    for flag, value in (
+        ("--client-timeout", settings.client_timeout_s),
+        ("--drain-timeout", settings.drain_timeout_s),
+    ):
+        if not value > 0:
+            raise BadOptionError(f"{flag} must be more than 0 seconds; got {value:g}.")
+    if settings.rate_limit_per_minute < 0:
+        raise BadOptionError("--rate-limit-per-minute must be 0 (off) or more.")
 
 
 def serve_with_ray(

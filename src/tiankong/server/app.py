@@ -29,6 +29,7 @@ from tiankong.config import Settings
 from tiankong.server import hf, routes
 from tiankong.server.body_limit import BodyLimitMiddleware
 from tiankong.server.disconnect import DisconnectMiddleware
+from tiankong.server.drain import DrainMiddleware
 from tiankong.server.error_handlers import install_error_handlers
 from tiankong.server.metrics import MetricsMiddleware, ServerMetrics
 from tiankong.server.predictor import (
@@ -37,6 +38,8 @@ from tiankong.server.predictor import (
     ServerState,
     check_serving_settings,
 )
+from tiankong.server.security import add_cors, add_security
+from tiankong.server.slow_clients import BodyDeadlineMiddleware
 from tiankong.service import FillMasker
 
 DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked language models.
@@ -81,7 +84,11 @@ def create_app(
     app.state.tiankong = state
     install_error_handlers(app)
     app.add_middleware(DisconnectMiddleware)  # innermost: a gone client cancels its handler
+    app.add_middleware(BodyDeadlineMiddleware, timeout_s=settings.client_timeout_s)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    add_security(app, settings)  # API keys and rate limit, before any body is read
+    app.add_middleware(DrainMiddleware, drain=state.drain)  # counts in-flight; 503 when draining
+    add_cors(app, settings)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)  # outermost: sees every 413
     app.include_router(routes.router)
     app.include_router(hf.router)

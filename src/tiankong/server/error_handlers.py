@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 
 from tiankong.errors import (
     BodyTooLargeError,
+    ClientTimeoutError,
     InvalidRequestError,
     OverloadedError,
     TiankongError,
@@ -38,9 +39,10 @@ def error_body(code: str, message: str, error_id: str | None = None) -> dict[str
     return {"error": detail}
 
 
-def error_response(error: TiankongError) -> JSONResponse:
+def error_response(error: TiankongError, headers: dict[str, str] | None = None) -> JSONResponse:
     status = mapping_for(error).http_status
-    headers = {"Retry-After": RETRY_AFTER_S} if status == 503 else None
+    if status == 503:
+        headers = {"Retry-After": RETRY_AFTER_S, **(headers or {})}
     return JSONResponse(
         error_body(error.code, error.message, error.error_id), status, headers=headers
     )
@@ -48,6 +50,12 @@ def error_response(error: TiankongError) -> JSONResponse:
 
 def body_too_large(limit: int) -> BodyTooLargeError:
     return BodyTooLargeError(f"The request body is larger than the {limit:,}-byte limit.")
+
+
+def body_too_slow(timeout_s: float) -> ClientTimeoutError:
+    return ClientTimeoutError(
+        f"The request body did not arrive within {timeout_s:g} s; send it in one go."
+    )
 
 
 def describe_validation(errors: list[Any], content_type: str) -> str:
@@ -87,6 +95,9 @@ async def handle_http_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, HTTPException)
     if error.status_code == 413:
         return error_response(body_too_large(server_state(request).settings.max_body_bytes))
+    if error.status_code == 408:  # raised by slow_clients.BodyDeadlineMiddleware
+        timeout_s = server_state(request).settings.client_timeout_s
+        return error_response(body_too_slow(timeout_s), {"Connection": "close"})
     if error.status_code == 400:  # FastAPI's "error parsing the body", e.g. invalid UTF-8
         return error_response(
             InvalidRequestError("The request body could not be read; send UTF-8 encoded JSON.")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -35,6 +35,7 @@ from tiankong.errors import (
 )
 from tiankong.modes import PredictOptions
 from tiankong.results import FillResult
+from tiankong.server.drain import Drain
 from tiankong.server.metrics import ServerMetrics
 from tiankong.service import FillMasker
 from tiankong.text import PreparedText
@@ -224,10 +225,11 @@ class ServerState:
     metrics: ServerMetrics
     masker: FillMasker | None = None  # given by the caller, else loaded in lifespan
     predictor: Predictor | None = None  # set once the model is loaded and warmed up
+    drain: Drain = field(default_factory=Drain)  # requests in flight; draining after SIGTERM
 
     @property
     def ready(self) -> bool:
-        return self.predictor is not None
+        return self.predictor is not None and not self.drain.draining
 
     def require_predictor(self) -> Predictor:
         if self.predictor is None:

@@ -19,8 +19,25 @@ const EXAMPLES = {
 };
 
 // data: the last answer; segments/fills: the sentence around its blanks and what fills them.
-const state = { lang: "zh", data: null, segments: [], fills: [], busy: false, lastError: null };
+const state = {
+  lang: "zh", data: null, segments: [], fills: [], busy: false, lastError: null, apiKey: "",
+};
 const $ = (id) => document.getElementById(id);
+const API_KEY_STORAGE = "tiankong-api-key";
+
+// With API keys on, the server wants one on every API call; it is sent as a bearer token.
+function authHeaders() {
+  return state.apiKey ? { Authorization: `Bearer ${state.apiKey}` } : {};
+}
+
+function saveApiKey() {
+  state.apiKey = $("api-key").value.trim();
+  try {
+    if (state.apiKey) localStorage.setItem(API_KEY_STORAGE, state.apiKey);
+    else localStorage.removeItem(API_KEY_STORAGE);
+  } catch (_) { /* private mode: kept for this page only */ }
+  refreshInfo();
+}
 
 function t(key) {
   const table = I18N[state.lang];
@@ -123,12 +140,13 @@ async function predict() {
   try {
     const response = await fetch("predict", {
       method: "POST",
-      headers: { "Content-Type": "application/json" },
+      headers: { "Content-Type": "application/json", ...authHeaders() },
       body: JSON.stringify(requestBody()),
     });
     const data = await response.json().catch(() => null);
     if (!response.ok) {
       showError(data && data.error ? data.error : { code: "http", message: `HTTP ${response.status}` });
+      if (response.status === 401) $("api-key").focus();
       return;
     }
     render(data);
@@ -239,7 +257,7 @@ async function copySentence() {
 
 async function refreshInfo() {
   try {
-    const response = await fetch("info");
+    const response = await fetch("info", { headers: authHeaders() });
     if (!response.ok) return;
     const info = await response.json();
     $("info-model").textContent = info.model.name ?? "—";
@@ -259,6 +277,9 @@ function init() {
   let saved = null;
   try { saved = localStorage.getItem("tiankong-lang"); } catch (_) { /* private mode */ }
   state.lang = saved === "en" ? "en" : "zh";
+  try { state.apiKey = localStorage.getItem(API_KEY_STORAGE) || ""; } catch (_) { /* private mode */ }
+  $("api-key").value = state.apiKey;
+  $("api-key").addEventListener("change", saveApiKey);
   onModeChange();
   applyLanguage();
   $("text").addEventListener("keydown", onKeyDown);

@@ -29,6 +29,7 @@ export const I18N = {
     system: "系统", model: "模型", engine: "引擎", device: "设备",
     memory: "内存", qps: "每秒请求（近 1 分钟）", latencyP: "延迟 p50 / p95", apiDocs: "API 文档",
     threads: "线程", blank: "空", serverTime: "服务器耗时", choose: "填入", langButton: "English",
+    apiKey: "API 密钥", apiKeyHint: "服务器要求密钥时才需要；只保存在这个浏览器里。",
     errors: {
       no_mask: "句子里没有 [MASK]：请用「插入 [MASK]」标出要填的空。",
       empty_text: "请先输入一句话。",
@@ -40,6 +41,8 @@ export const I18N = {
       body_too_large: "请求太大了。",
       invalid_request: "请求格式不对。",
       model_unavailable: "模型还在加载，请稍后再试。",
+      unauthorized: "需要有效的 API 密钥：请在下面「系统」里填写。",
+      rate_limited: "请求太频繁了，请稍后再试。",
       network: "无法连接服务器。",
     },
     fallbackError: "出错了。",
@@ -75,7 +78,11 @@ export const I18N = {
     device: "Device", memory: "Memory", qps: "Requests/s (last minute)", latencyP: "Latency p50 / p95",
     apiDocs: "API docs", threads: "threads", blank: "Blank", serverTime: "server time", choose: "Use",
     langButton: "中文",
-    errors: { network: "Cannot reach the server." },
+    apiKey: "API key", apiKeyHint: "Needed only when the server asks for one; kept in this browser only.",
+    errors: {
+      network: "Cannot reach the server.",
+      unauthorized: "A valid API key is needed: enter it under System below.",
+    },
     fallbackError: "Something went wrong.",
   },
 };

@@ -1,0 +1,83 @@
+"""Run an app under uvicorn with a graceful drain on SIGTERM and deadlines for slow clients.
+
+On the first SIGTERM (or SIGINT) the app starts draining (``server/drain.py``): requests in
+flight finish, new ones get 503 ``shutting_down``, ``/ready`` turns 503. Once none is in
+flight, or after ``drain_timeout_s``, uvicorn closes the listener and the connections, whatever
+is still running gets ``CLOSE_GRACE_S`` more before it is cancelled, and the batcher stops. A
+second signal skips the drain (uvicorn's own shutdown). If the process is somehow still alive
+``drain_timeout_s + HARD_EXIT_MARGIN_S`` after the signal (an engine call that never returns),
+a watchdog ends it with exit code 1, so a SIGTERM always ends the process in bounded time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from types import FrameType
+
+import uvicorn
+from fastapi import FastAPI
+
+from tiankong.config import Settings
+from tiankong.errors import EXIT_INTERNAL
+from tiankong.server.drain import Drain
+from tiankong.server.predictor import ServerState
+from tiankong.server.slow_clients import head_timeout_protocol
+
+logger = logging.getLogger("tiankong.server")
+CLOSE_GRACE_S = 2
+HARD_EXIT_MARGIN_S = 5.0
+KEEP_ALIVE_S = 5  # an idle keep-alive connection is closed after this long
+
+
+class DrainingServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, drain: Drain, drain_timeout_s: float) -> None:
+        super().__init__(config)
+        self.drain = drain
+        self.drain_timeout_s = drain_timeout_s
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        first = not self.drain.draining
+        super().handle_exit(sig, frame)  # records the signal, so it is re-raised at the end
+        if first and self.started:
+            self.should_exit = False  # on_tick sets it once the drain has settled
+            self.drain.begin()
+            logger.info("draining: %d request(s) in flight", self.drain.in_flight)
+            watchdog = threading.Timer(self.drain_timeout_s + HARD_EXIT_MARGIN_S, hard_exit)
+            watchdog.daemon = True
+            watchdog.start()
+
+    async def on_tick(self, counter: int) -> bool:
+        if not self.should_exit and self.drain.settled(self.drain_timeout_s):
+            if self.drain.in_flight:
+                logger.warning("drain timeout: %d request(s) still running", self.drain.in_flight)
+            self.should_exit = True
+        return await super().on_tick(counter)
+
+
+def hard_exit() -> None:
+    logger.error("the server did not stop in time after the drain; exiting now")
+    logging.shutdown()
+    os._exit(EXIT_INTERNAL)
+
+
+def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        http=head_timeout_protocol(settings.client_timeout_s),
+        timeout_keep_alive=KEEP_ALIVE_S,
+        timeout_graceful_shutdown=CLOSE_GRACE_S,
+    )
+
+
+def run_server(app: FastAPI, settings: Settings, listener: socket.socket) -> None:
+    """Serve ``app`` (from ``create_app``) on an already bound ``listener`` until a signal."""
+    state = app.state.tiankong
+    assert isinstance(state, ServerState)
+    server = DrainingServer(uvicorn_config(app, settings), state.drain, settings.drain_timeout_s)
+    server.run(sockets=[listener])

@@ -1,0 +1,164 @@
+"""Optional API keys, per-client rate limiting and CORS.
+
+With API keys set (``--api-key``, ``--api-keys-file``, ``TIANKONG_API_KEYS``), every request
+except the public paths must carry one of them, as ``Authorization: Bearer <key>`` (what the
+Hugging Face client sends) or ``X-API-Key: <key>``; anything else is a 401 with
+``WWW-Authenticate: Bearer``. Keys are compared in constant time: the SHA-256 of the given key
+is checked with ``hmac.compare_digest`` against that of every key, with no early exit, so
+neither a key's content nor its length shows in the timing.
+
+Public, whatever the keys: ``/health`` and ``/ready`` (probes must not need a secret, and say
+nothing but up/ready) and the static shell that is the same on every install: the page
+(``GET /``), its ``/static/`` assets, and the API docs (``/docs``, ``/docs-assets/``,
+``/openapi.json``). The page asks for a key and sends it as a bearer token. Everything that
+runs the model or shows the server's state (``POST /``, ``/predict``, ``/batch_predict``,
+``/info``, ``/metrics``) and every unknown path needs a key.
+
+With ``rate_limit_per_minute`` set, each key (or each client address when keys are off) gets
+that many requests a minute on the non-public paths; past it, 429 with ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+from fastapi import FastAPI
+from starlette.datastructures import Headers
+from starlette.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from tiankong.config import Settings
+from tiankong.errors import BadOptionError, RateLimitedError, UnauthorizedError
+from tiankong.server.error_handlers import error_response
+from tiankong.server.rate_limit import RateLimiter
+
+PUBLIC_PATHS = frozenset({"/health", "/ready", "/docs", "/openapi.json"})
+PUBLIC_PREFIXES = ("/static/", "/docs-assets/")
+PAGE_METHODS = frozenset({"GET", "HEAD"})  # POST / is the Hugging Face API, not the page
+
+
+def is_public(method: str, path: str) -> bool:
+    if path == "/":
+        return method in PAGE_METHODS
+    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+
+
+def load_api_keys(settings: Settings) -> tuple[str, ...]:
+    """The keys from ``settings.api_keys`` and the keys file (one a line; blank lines and
+    ``#`` comments skipped). A keys file that can't be read, or holds no key, is an error:
+    a server meant to be locked never starts open."""
+    keys = [key.strip() for key in settings.api_keys if key.strip()]
+    if settings.api_keys_file:
+        path = Path(settings.api_keys_file)
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            reason = getattr(error, "strerror", None) or type(error).__name__
+            raise BadOptionError(f"Cannot read the API keys file {path.name} ({reason}).") from None
+        from_file = [line.strip() for line in lines if line.strip()]
+        from_file = [line for line in from_file if not line.startswith("#")]
+        if not from_file:
+            raise BadOptionError(f"The API keys file {path.name} holds no key.")
+        keys.extend(from_file)
+    for key in keys:
+        if not (key.isascii() and key.isprintable()) or " " in key:
+            raise BadOptionError("An API key must be printable ASCII without spaces.")
+    return tuple(dict.fromkeys(keys))
+
+
+class KeyRing:
+    """Finds which key (by index) a request carries, in constant time."""
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self.digests = [hashlib.sha256(key.encode()).digest() for key in keys]
+
+    def match(self, given: str) -> int | None:
+        given_digest = hashlib.sha256(given.encode("latin-1")).digest()  # the header's bytes
+        found: int | None = None
+        for index, digest in enumerate(self.digests):  # no early exit: every key is compared
+            if hmac.compare_digest(given_digest, digest) and found is None:
+                found = index
+        return found
+
+
+def presented_key(headers: Headers) -> str | None:
+    authorization = headers.get("authorization", "")
+    scheme, _, credentials = authorization.partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return headers.get("x-api-key") or None
+
+
+def unauthorized(had_key: bool) -> UnauthorizedError:
+    if had_key:
+        return UnauthorizedError("The API key is not valid.")
+    return UnauthorizedError(
+        "An API key is required; send it as 'Authorization: Bearer <key>' or 'X-API-Key: <key>'."
+    )
+
+
+class SecurityMiddleware:
+    """API keys, then the rate limit, on every non-public HTTP request."""
+
+    def __init__(self, app: ASGIApp, keys: tuple[str, ...], rate_limit_per_minute: int) -> None:
+        self.app = app
+        self.keyring = KeyRing(keys) if keys else None
+        self.limiter = RateLimiter(rate_limit_per_minute) if rate_limit_per_minute > 0 else None
+        self.per_minute = rate_limit_per_minute
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or is_public(scope["method"], scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        client = self.client_of(scope)
+        if client is None:
+            had_key = presented_key(Headers(scope=scope)) is not None
+            headers = {"WWW-Authenticate": "Bearer"}
+            await error_response(unauthorized(had_key), headers)(scope, receive, send)
+            return
+        if self.limiter is not None:
+            wait_s = self.limiter.retry_after(client)
+            if wait_s > 0:
+                error = RateLimitedError(
+                    f"Too many requests: at most {self.per_minute} a minute; retry later."
+                )
+                headers = {"Retry-After": str(math.ceil(wait_s))}
+                await error_response(error, headers)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def client_of(self, scope: Scope) -> str | None:
+        """Who is asking: ``key:N`` for the N-th key, the address without keys, None if the
+        keys are on and none matched. The key itself is never kept."""
+        if self.keyring is None:
+            address = scope.get("client")
+            return f"address:{address[0]}" if address else "address:unknown"
+        given = presented_key(Headers(scope=scope))
+        index = self.keyring.match(given) if given is not None else None
+        return None if index is None else f"key:{index}"
+
+
+def add_security(app: FastAPI, settings: Settings) -> None:
+    """The API-key and rate-limit middleware (a no-op when both are off)."""
+    keys = load_api_keys(settings)
+    if keys or settings.rate_limit_per_minute > 0:
+        app.add_middleware(
+            SecurityMiddleware, keys=keys, rate_limit_per_minute=settings.rate_limit_per_minute
+        )
+
+
+def add_cors(app: FastAPI, settings: Settings) -> None:
+    """CORS only for the allow-listed origins; with none, no CORS headers at all (the browser's
+    same-origin rule applies). Preflights are answered before the API-key check."""
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["GET", "POST", "HEAD"],
+            allow_headers=["Authorization", "Content-Type", "X-API-Key"],
+            max_age=600,
+        )

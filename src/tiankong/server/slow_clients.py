@@ -1,0 +1,105 @@
+"""Deadlines for clients that send their request slowly (slowloris, a trickled body).
+
+uvicorn has an idle keep-alive timeout but no deadline for a request that has begun to arrive:
+a client sending one header byte every few seconds holds its connection for ever, and one
+trickling its body holds a handler. Two deadlines, both ``client_timeout_s``:
+
+* the request head (request line and headers) must be complete within the deadline of the
+  connection opening or the previous response finishing, else the connection is closed
+  (``head_timeout_protocol``, a subclass of uvicorn's httptools protocol);
+* the body must be complete within the deadline of the handler starting to read it, else the
+  request ends with 408 ``client_timeout`` and the connection closes
+  (``BodyDeadlineMiddleware``).
+
+Neither blocks another request while it waits: the server is one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import anyio
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tiankong.server.disconnect import has_body
+
+logger = logging.getLogger("tiankong.server")
+
+
+def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
+    """uvicorn's httptools protocol with a deadline for each request head; "auto" (no head
+    deadline, logged) where httptools is not installed."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:
+        logger.warning("httptools is not installed: slow request heads have no deadline")
+        return "auto"
+
+    class HeadTimeoutProtocol(HttpToolsProtocol):
+        head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self.arm_head_timer()
+
+        def on_headers_complete(self) -> None:
+            self.disarm_head_timer()
+            super().on_headers_complete()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self.arm_head_timer()  # the next request on this connection gets its own time
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.disarm_head_timer()
+            super().connection_lost(exc)
+
+        def arm_head_timer(self) -> None:
+            self.disarm_head_timer()
+            self.head_timer = self.loop.call_later(timeout_s, self.head_timed_out)
+
+        def disarm_head_timer(self) -> None:
+            if self.head_timer is not None:
+                self.head_timer.cancel()
+                self.head_timer = None
+
+        def head_timed_out(self) -> None:
+            self.head_timer = None
+            idle = self.cycle is None or self.cycle.response_complete  # no request under way
+            if idle and not self.transport.is_closing():
+                self.transport.close()
+
+    return HeadTimeoutProtocol
+
+
+class BodyDeadlineMiddleware:
+    def __init__(self, app: ASGIApp, timeout_s: float) -> None:
+        self.app = app
+        self.timeout_s = timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not has_body(scope):
+            await self.app(scope, receive, send)
+            return
+        deadline: float | None = None
+        body_done = False
+
+        async def receive_in_time() -> Message:
+            nonlocal deadline, body_done
+            if body_done:
+                return await receive()
+            if deadline is None:  # counted from the first read, so queueing never counts
+                deadline = anyio.current_time() + self.timeout_s
+            with anyio.move_on_after(deadline - anyio.current_time()):
+                message = await receive()
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    body_done = True
+                return message
+            # FastAPI hands an HTTPException raised while reading the body to the handlers,
+            # which answer it from the error table (408 client_timeout).
+            raise HTTPException(408)
+
+        await self.app(scope, receive_in_time, send)

@@ -1,0 +1,306 @@
+"""API keys, rate limiting, CORS, binding and leak-free errors (in-process, fake engine)."""
+
+from __future__ import annotations
+
+import hmac
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from reliability_helpers import fake_masker
+from server_helpers import assert_error
+
+from tiankong import FillMasker, Settings
+from tiankong.cli_serve import bind
+from tiankong.errors import BadOptionError
+from tiankong.server import create_app
+from tiankong.server.rate_limit import RateLimiter
+from tiankong.server.security import KeyRing, is_public, load_api_keys
+
+POEM = "春眠不觉晓，处处闻啼[MASK]。"
+KEYS = ("key-one-0123456789", "key-two-abcdefghij")
+BODIES: dict[str, Any] = {
+    "/predict": {"text": POEM},
+    "/batch_predict": {"texts": [POEM]},
+    "/": {"inputs": POEM},
+}
+
+
+def make_client(tiny_masker: FillMasker, tiny_model_dir: Path, **changes: Any) -> TestClient:
+    settings = Settings(engine="fake", threads=1, model=str(tiny_model_dir), **changes)
+    return TestClient(create_app(settings, fake_masker(tiny_masker, settings)))
+
+
+@pytest.fixture(scope="module")
+def keyed(tiny_masker: FillMasker, tiny_model_dir: Path) -> Iterator[TestClient]:
+    with make_client(tiny_masker, tiny_model_dir, api_keys=KEYS) as client:
+        yield client
+
+
+def api_routes(client: TestClient) -> list[tuple[str, str]]:
+    """Every (method, path) of the app's OpenAPI, so a new route is covered, and the routes
+    outside it (the page, the docs)."""
+    paths = client.get("/openapi.json").json()["paths"]
+    documented = [(method.upper(), path) for path, item in paths.items() for method in item]
+    return sorted({*documented, ("GET", "/"), ("HEAD", "/"), ("GET", "/docs"), ("GET", "/redoc")})
+
+
+def call(client: TestClient, method: str, path: str, **kwargs: Any) -> Any:
+    if method == "POST":
+        return client.post(path, json=BODIES.get(path, {}), **kwargs)
+    return client.request(method, path, **kwargs)
+
+
+# --- API keys ------------------------------------------------------------------------------
+
+
+def test_every_non_public_route_needs_a_key(keyed: TestClient) -> None:
+    routes = api_routes(keyed)
+    protected = [(m, p) for m, p in routes if not is_public(m, p)]
+    assert {("POST", "/predict"), ("GET", "/info"), ("GET", "/metrics"), ("POST", "/")} <= set(
+        protected
+    )
+    for method, path in [*protected, ("GET", "/no/such/route"), ("DELETE", "/predict")]:
+        response = call(keyed, method, path)
+        assert response.headers["www-authenticate"] == "Bearer", (method, path)
+        if method != "HEAD":
+            error = assert_error(response, 401, "unauthorized")
+            assert "Authorization: Bearer" in error["message"]
+        else:
+            assert response.status_code == 401
+        wrong = call(keyed, method, path, headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401, (method, path)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Authorization": f"Bearer {KEYS[0]}"},
+        {"Authorization": f"bearer {KEYS[1]}"},
+        {"X-API-Key": KEYS[1]},
+    ],
+)
+def test_a_valid_key_opens_every_route(keyed: TestClient, headers: dict[str, str]) -> None:
+    for path, body in BODIES.items():
+        assert keyed.post(path, json=body, headers=headers).status_code == 200, path
+    assert keyed.get("/info", headers=headers).status_code == 200
+    assert keyed.get("/metrics", headers=headers).status_code == 200
+
+
+def test_wrong_keys_are_refused(keyed: TestClient) -> None:
+    for headers in (
+        {"Authorization": f"Bearer {KEYS[0]}x"},
+        {"Authorization": f"Bearer {KEYS[0][:-1]}"},
+        {"Authorization": f"Basic {KEYS[0]}"},
+        {"Authorization": "Bearer"},
+        {"X-API-Key": ""},
+        {"X-API-Key": "é".encode("latin-1")},  # type: ignore[dict-item]
+    ):
+        error = assert_error(
+            keyed.post("/predict", json=BODIES["/predict"], headers=headers), 401, "unauthorized"
+        )
+        assert KEYS[0] not in error["message"]
+
+
+def test_probes_page_and_docs_stay_public(keyed: TestClient) -> None:
+    for path in ("/health", "/ready", "/", "/static/app.js", "/docs", "/openapi.json"):
+        assert keyed.get(path).status_code == 200, path
+    assert keyed.head("/health").status_code == 200
+
+
+def test_keys_are_compared_in_constant_time_against_every_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ring = KeyRing(["a" * 20, "b" * 20, "c" * 20])
+    compared: list[tuple[bytes, bytes]] = []
+    real = hmac.compare_digest
+
+    def counting(a: bytes, b: bytes) -> bool:
+        compared.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", counting)
+    assert ring.match("a" * 20) == 0  # a match on the first key still compares the others
+    assert len(compared) == 3
+    assert ring.match("short") is None and len(compared) == 6
+    assert {len(a) for a, _ in compared} == {32}  # digests: the key's length never shows
+
+
+def test_keys_from_flags_file_and_env(tmp_path: Path) -> None:
+    keys_file = tmp_path / "keys.txt"
+    keys_file.write_text("# ops keys\nfile-key-1\n\n  file-key-2  \nflag-key\n")
+    settings = Settings(api_keys=("flag-key",), api_keys_file=str(keys_file))
+    assert load_api_keys(settings) == ("flag-key", "file-key-1", "file-key-2")
+    assert load_api_keys(Settings()) == ()
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [(None, "Cannot read"), ("# only a comment\n\n", "holds no key"), ("a b\n", "without spaces")],
+)
+def test_bad_keys_file_is_one_sentence(tmp_path: Path, content: str | None, words: str) -> None:
+    keys_file = tmp_path / "keys.txt"
+    if content is not None:
+        keys_file.write_text(content)
+    with pytest.raises(BadOptionError, match=words):
+        load_api_keys(Settings(api_keys_file=str(keys_file)))
+
+
+def test_serve_takes_keys_from_the_env_twins(tmp_path: Path) -> None:
+    """The CLI: TIANKONG_API_KEYS (comma-separated) and a keys file that doesn't exist, which
+    stops `tiankong serve` with one sentence before any model loads."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tiankong", "serve", "--port", "1"],
+        env={"TIANKONG_API_KEYS_FILE": str(tmp_path / "missing.txt"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Cannot read the API keys file missing.txt" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+# --- rate limiting -------------------------------------------------------------------------
+
+
+def test_token_bucket_refills_at_the_minute_rate() -> None:
+    now = [0.0]
+    limiter = RateLimiter(per_minute=6, clock=lambda: now[0])
+    assert [limiter.retry_after("a") for _ in range(6)] == [0.0] * 6
+    assert limiter.retry_after("a") == pytest.approx(10.0)  # one token every 10 s
+    assert limiter.retry_after("b") == 0.0  # each client has its own bucket
+    now[0] = 10.0
+    assert limiter.retry_after("a") == 0.0
+    assert limiter.retry_after("a") == pytest.approx(10.0)
+
+
+def test_token_bucket_forgets_the_least_recent_clients() -> None:
+    limiter = RateLimiter(per_minute=1, clock=lambda: 0.0, max_clients=3)
+    for client in "abcd":
+        limiter.retry_after(client)
+    assert list(limiter.buckets) == ["b", "c", "d"]
+
+
+def test_rate_limit_per_key_is_429_with_retry_after(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    with make_client(tiny_masker, tiny_model_dir, api_keys=KEYS, rate_limit_per_minute=3) as client:
+        first = {"Authorization": f"Bearer {KEYS[0]}"}
+        second = {"X-API-Key": KEYS[1]}
+        codes = [
+            client.post("/predict", json=BODIES["/predict"], headers=first).status_code
+            for _ in range(3)
+        ]
+        assert codes == [200, 200, 200]
+        limited = client.post("/predict", json=BODIES["/predict"], headers=first)
+        error = assert_error(limited, 429, "rate_limited")
+        assert "3 a minute" in error["message"]
+        assert 1 <= int(limited.headers["retry-after"]) <= 20
+        assert client.post("/predict", json=BODIES["/predict"], headers=second).status_code == 200
+        assert client.get("/health").status_code == 200  # probes are never limited
+        assert client.get("/ready").status_code == 200
+
+
+def test_rate_limit_without_keys_is_per_client_address(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    with make_client(tiny_masker, tiny_model_dir, rate_limit_per_minute=1) as client:
+        assert client.get("/info").status_code == 200
+        assert_error(client.get("/info"), 429, "rate_limited")
+
+
+# --- CORS ------------------------------------------------------------------------------------
+
+ORIGIN = "https://app.example"
+
+
+def test_cors_is_off_by_default(keyed: TestClient) -> None:
+    response = keyed.get("/health", headers={"Origin": ORIGIN})
+    assert "access-control-allow-origin" not in response.headers
+    preflight = keyed.options(
+        "/predict",
+        headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST"},
+    )
+    assert "access-control-allow-origin" not in preflight.headers
+
+
+def test_cors_allow_list(tiny_masker: FillMasker, tiny_model_dir: Path) -> None:
+    with make_client(tiny_masker, tiny_model_dir, api_keys=KEYS, cors_origins=(ORIGIN,)) as client:
+        preflight = client.options(
+            "/predict",
+            headers={
+                "Origin": ORIGIN,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization, content-type",
+            },
+        )  # a browser's preflight carries no key and must not need one
+        assert preflight.status_code == 200
+        assert preflight.headers["access-control-allow-origin"] == ORIGIN
+        assert "authorization" in preflight.headers["access-control-allow-headers"].lower()
+        answer = client.post(
+            "/predict",
+            json=BODIES["/predict"],
+            headers={"Origin": ORIGIN, "Authorization": f"Bearer {KEYS[0]}"},
+        )
+        assert answer.headers["access-control-allow-origin"] == ORIGIN
+        refused = client.post("/predict", json=BODIES["/predict"], headers={"Origin": ORIGIN})
+        assert refused.status_code == 401  # the browser can read why
+        assert refused.headers["access-control-allow-origin"] == ORIGIN
+        other = client.get("/health", headers={"Origin": "https://evil.example"})
+        assert "access-control-allow-origin" not in other.headers
+
+
+# --- binding ---------------------------------------------------------------------------------
+
+
+def test_the_default_bind_is_loopback() -> None:
+    assert Settings().host == "127.0.0.1"
+    listener = bind(Settings().host, 0)
+    try:
+        assert listener.getsockname()[0] == "127.0.0.1"
+    finally:
+        listener.close()
+
+
+# --- nothing internal in any answer ----------------------------------------------------------
+
+
+class LeakyEngine:
+    """Fails with a message full of internals, as a real engine's exception might be."""
+
+    name, device, precision = "fake", "cpu", "fp32"
+
+    def mask_logits(self, batch: object) -> Any:
+        raise RuntimeError(
+            'Traceback (most recent call last):\n  File "/work/secret/site-packages/x.py", '
+            "line 1\nOSError: /models/private/model.safetensors is corrupt"
+        )
+
+
+def test_engine_errors_leak_no_path_or_traceback(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    settings = Settings(engine="fake", threads=1, model=str(tiny_model_dir), warmup=False)
+    masker = fake_masker(tiny_masker, settings, LeakyEngine())
+    with TestClient(create_app(settings, masker)) as client:
+        requests = [
+            ("/predict", {"text": POEM}),
+            ("/predict", {"text": POEM, "mode": "whole_word"}),
+            ("/predict", {"text": POEM, "candidates": ["鸟", "花"]}),
+            ("/batch_predict", {"texts": [POEM, "画龙点[MASK]"]}),
+            ("/", {"inputs": POEM}),
+            ("/", {"inputs": "画龙点[MASK]", "parameters": {"targets": ["睛", "眼睛"]}}),
+        ]
+        for path, body in requests:
+            response = client.post(path, json=body)
+            error = assert_error(response, 500, "engine_error")
+            for leak in ("/models", "private", "safetensors", "OSError", str(tiny_model_dir)):
+                assert leak not in response.text, (path, leak)
+            assert error["error_id"] in error["message"]
+        info = client.get("/info").text
+        assert "Traceback" not in info

@@ -1,0 +1,115 @@
+"""Clients that trickle bytes, over real sockets: deadlines free their connections and handlers,
+and other clients are served meanwhile. Every test is bounded (client_timeout_s = 1)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from reliability_helpers import fake_masker, serve_with_runner
+
+from tiankong import FillMasker, Settings
+from tiankong.server import create_app
+
+TIMEOUT_S = 1.0
+SLACK_S = 2.0  # the loop's timers, two busy cores
+
+
+@pytest.fixture(scope="module")
+def base_url(tiny_masker: FillMasker, tiny_model_dir: Path) -> Iterator[str]:
+    settings = Settings(
+        engine="fake", threads=1, model=str(tiny_model_dir), client_timeout_s=TIMEOUT_S
+    )
+    app = create_app(settings, fake_masker(tiny_masker, settings))
+    with serve_with_runner(app, settings) as (url, _):
+        yield url
+
+
+def connect(base_url: str) -> socket.socket:
+    host, port = base_url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    return sock
+
+
+def closed_by_server(sock: socket.socket, within_s: float, trickle: bytes = b"") -> float:
+    """Send ``trickle`` a byte at a time (one every 0.2 s) until the server closes; seconds."""
+    started = time.monotonic()
+    sock.settimeout(0.2)
+    index = 0
+    while time.monotonic() - started < within_s:
+        try:
+            if index < len(trickle):
+                sock.send(trickle[index : index + 1])
+                index += 1
+            if sock.recv(4096) == b"":
+                return time.monotonic() - started
+        except TimeoutError:
+            continue
+        except (ConnectionResetError, BrokenPipeError):
+            return time.monotonic() - started
+    raise AssertionError(f"the server kept the connection open for {within_s} s")
+
+
+def test_a_silent_connection_is_closed(base_url: str) -> None:
+    with connect(base_url) as sock:
+        assert closed_by_server(sock, 10) < TIMEOUT_S + SLACK_S
+
+
+def test_a_trickled_request_head_is_closed_while_others_are_served(base_url: str) -> None:
+    head = b"POST /predict HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 200
+    with connect(base_url) as slow, httpx.Client(base_url=base_url, timeout=10) as http:
+        slow.send(head[:10])
+        started = time.monotonic()
+        answer = http.post("/predict", json={"text": "画龙点[MASK]"})  # not held up
+        assert answer.status_code == 200 and time.monotonic() - started < TIMEOUT_S
+        assert closed_by_server(slow, 10, trickle=head[10:]) < TIMEOUT_S + SLACK_S
+
+
+def test_a_trickled_body_is_408_and_the_connection_closes(base_url: str) -> None:
+    body = '{"text": "画龙点[MASK]"}'.encode()
+    head = (
+        f"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with connect(base_url) as sock:
+        sock.sendall(head + body[:3])
+        started = time.monotonic()
+        sock.settimeout(0.2)
+        received = b""
+        index = 3
+        while b"\r\n\r\n" not in received or not received.rstrip().endswith(b"}"):
+            assert time.monotonic() - started < TIMEOUT_S + SLACK_S, received
+            try:
+                if index < len(body) - 1:  # never the last byte
+                    sock.send(body[index : index + 1])
+                    index += 1
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                received += chunk
+            except TimeoutError:
+                continue
+    status_line, _, rest = received.partition(b"\r\n")
+    assert status_line == b"HTTP/1.1 408 Request Timeout", received
+    assert b"connection: close" in rest.lower()
+    assert b'"code":"client_timeout"' in rest
+
+
+def test_many_slow_clients_are_all_freed(base_url: str) -> None:
+    slow = [connect(base_url) for _ in range(30)]
+    try:
+        for sock in slow:
+            sock.send(b"GET /health HTTP/1.1\r\nHo")
+        with httpx.Client(base_url=base_url, timeout=10) as http:
+            assert http.get("/health").status_code == 200
+        deadline = time.monotonic() + TIMEOUT_S + SLACK_S + 2
+        for sock in slow:
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            assert sock.recv(4096) == b""  # closed by the server, not by us
+    finally:
+        for sock in slow:
+            sock.close()
