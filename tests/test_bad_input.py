@@ -1,0 +1,236 @@
+"""Bad input, property-based on the core and hand-picked at the JSON level.
+
+Core: FillMasker.prepare / predict (FakeEngine on the real vocabulary, and the tiny torch model
+for fewer examples) over arbitrary Unicode mixed with emoji, control and format characters, RTL
+marks, zero-width characters, mask markers and brackets, lone surrogates, 100k-character
+strings, texts that are only masks and 500 masks. Each input gives a result or a typed
+TiankongError; anything else fails the test.
+
+JSON: lone surrogates, malformed JSON, wrong content types, oversized bodies and batches, and
+deep nesting each get their typed 4xx in the one error shape, never a 5xx. (Malformed JSON,
+content types, lone surrogates and the 413s also have cases in tests/test_server.py.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reliability_helpers import fake_masker
+from server_helpers import assert_error
+
+from tiankong import FillMasker, Settings
+from tiankong.errors import TiankongError
+from tiankong.results import FillResult
+from tiankong.server import create_app
+from tiankong.text import MASK, normalize_masks
+
+ODD_PIECES = [
+    MASK,
+    "[mask]",
+    "【MASK】",
+    "［ MASK ］",
+    "[BLANK]",
+    "[[MASK]]",
+    "【[MASK]】",
+    "([{[MASK]}])",
+    "[",
+    "]",
+    "【",
+    "】",
+    "\u200b",  # zero-width space
+    "\u200c",
+    "\u200d",  # zero-width joiner
+    "\u2060",
+    "\ufeff",  # BOM
+    "\u200e",  # LTR mark
+    "\u200f",  # RTL mark
+    "\u202e",  # RTL override
+    "\u2067",
+    "\u0301",  # combining accent
+    "\x00",
+    "\x07",
+    "\x1b[31m",
+    "\r\n",
+    "\t",
+    "😀",
+    "👨\u200d👩\u200d👧",
+    "🇨🇳",
+    "\U0001f3fb",
+    "\ud800",  # lone surrogates, as a str from bad UTF-8 can carry
+    "\udcff",
+    "ﷺ",
+    "ß",
+    "İ",
+    "##",
+    "[CLS]",
+    "[SEP]",
+    "[PAD]",
+    "[UNK]",
+    "春眠不觉晓",
+    "画龙点",
+]
+PIECE = st.one_of(
+    st.sampled_from(ODD_PIECES),
+    st.text(max_size=20),
+    st.characters(categories=["Cc", "Cf", "Cs", "Co", "Mn", "Zs", "So"]),
+)
+TEXT = st.lists(PIECE, max_size=40).map("".join)
+HUGE = st.builds(
+    lambda piece, count, masks: piece * count + MASK * masks,
+    st.sampled_from(["字", "😀", "\u200b", "a", "[", MASK]),
+    st.integers(1_000, 100_000),
+    st.integers(0, 3),
+)
+ONLY_MASKS = st.builds(
+    lambda count, marker: marker * count,
+    st.integers(1, 500),
+    st.sampled_from([MASK, "[mask]", "【MASK】", "[BLANK]"]),
+)
+NESTED = st.builds(
+    lambda depth, left, right: left * depth + MASK + right * depth,
+    st.integers(1, 200),
+    st.sampled_from(["[", "【", "［", "(", "{", "《"]),
+    st.sampled_from(["]", "】", "］", ")", "}", "》"]),
+)
+ANY_TEXT = st.one_of(TEXT, HUGE, ONLY_MASKS, NESTED)
+PROPERTY = settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.fixture(scope="module")
+def fake(tiny_masker: FillMasker, tiny_model_dir: Path) -> FillMasker:
+    return fake_masker(tiny_masker, Settings(engine="fake", threads=1, model=str(tiny_model_dir)))
+
+
+def check_answer(masker: FillMasker, text: str, **options: Any) -> None:
+    try:
+        result = masker.predict(text, **options)
+    except TiankongError as error:
+        assert error.code and error.message  # typed, with one readable sentence
+        return
+    assert isinstance(result, FillResult)
+    if options.get("mode", "single") == "single" and "[BLANK]" not in normalize_masks(text):
+        assert len(result.masks) == normalize_masks(text).count(MASK)
+        assert all(candidate.score >= 0 for mask in result.masks for candidate in mask)
+    json.dumps(result.to_dict())  # the answer can always be sent
+
+
+@PROPERTY
+@given(text=ANY_TEXT)
+def test_prepare_gives_a_text_or_a_typed_error(fake: FillMasker, text: str) -> None:
+    try:
+        prepared = fake.prepare(text)
+    except TiankongError:
+        return
+    assert prepared.mask_indices and len(prepared.input_ids) <= fake.settings.max_length
+
+
+@PROPERTY
+@given(text=ANY_TEXT, top_k=st.integers(-2, 60))
+def test_predict_gives_a_result_or_a_typed_error(fake: FillMasker, text: str, top_k: int) -> None:
+    check_answer(fake, text, top_k=top_k)
+
+
+@settings(PROPERTY, max_examples=60)
+@given(text=TEXT, mode=st.sampled_from(["whole_word", "candidates"]))
+def test_modes_give_a_result_or_a_typed_error(fake: FillMasker, text: str, mode: str) -> None:
+    options: dict[str, Any] = {"mode": mode, "beam_width": 2}
+    if mode == "candidates":
+        options["candidates"] = ["鸟", "花开", "\u200b"]
+    check_answer(fake, text, **options)
+
+
+@settings(PROPERTY, max_examples=60)
+@given(text=st.one_of(TEXT, NESTED))
+def test_the_tiny_model_too(tiny_masker: FillMasker, text: str) -> None:
+    check_answer(tiny_masker, text, top_k=3)
+
+
+# --- JSON level --------------------------------------------------------------------------------
+
+POEM = "春眠不觉晓，处处闻啼[MASK]。"
+
+
+@pytest.fixture(scope="module")
+def client(tiny_masker: FillMasker, tiny_model_dir: Path) -> Iterator[TestClient]:
+    settings_ = Settings(engine="fake", threads=1, model=str(tiny_model_dir))
+    with TestClient(create_app(settings_, fake_masker(tiny_masker, settings_))) as test_client:
+        yield test_client
+
+
+def post_raw(
+    client: TestClient, path: str, content: bytes, content_type: str = "application/json"
+) -> Any:
+    return client.post(path, content=content, headers={"content-type": content_type})
+
+
+@pytest.mark.parametrize("path", ["/predict", "/batch_predict", "/"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"[" * 10_000 + b"]" * 10_000,  # deep nesting: past json's recursion limit
+        b'{"text": ' + b"[" * 10_000 + b"]" * 10_000 + b"}",
+        b'{"texts": ' + b"[" * 5_000 + b"]" * 5_000 + b"}",
+        b'{"inputs": ' + b'{"a":' * 5_000 + b"1" + b"}" * 5_000 + b"}",
+        b'{"text": "\\udfff[MASK]"}',
+        b'{"inputs": "\\ud83d[MASK]"}',
+        b'{"texts": ["\\ud800[MASK]"]}',
+        b"{",
+        b"null",
+        b"\x00\x01",
+        b'{"text": "a"}{"text": "b"}',
+        '{"text": "画龙点[MASK]"}'.encode("utf-16"),
+        b'{"text": 1e999999}',
+        b'{"text": "' + b"\\u0000" * 1000 + b'[MASK]"}',
+    ],
+    ids=lambda content: repr(content[:24]),
+)
+def test_hostile_bodies_are_never_5xx(client: TestClient, path: str, content: bytes) -> None:
+    """A typed 4xx in the one shape, or (UTF-16 with a BOM, NULs in a string, which Python's
+    json reads as valid) an answer."""
+    response = post_raw(client, path, content)
+    assert response.status_code < 500, response.text[:300]
+    if response.status_code >= 400:
+        assert_error(response, response.status_code, response.json()["error"]["code"])
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/xml",
+        "application/json; charset=latin-1",
+    ],
+)
+def test_wrong_content_types(client: TestClient, content_type: str) -> None:
+    body = json.dumps({"text": POEM}).encode()
+    response = post_raw(client, "/predict", body, content_type)
+    assert response.status_code in (200, 422), response.text  # parsed as JSON or refused
+
+
+def test_huge_batches_are_refused_whole(client: TestClient) -> None:
+    texts = ["[MASK]"] * 100_000  # 900 kB, under the body limit
+    response = client.post("/batch_predict", json={"texts": texts})
+    assert "100000 texts" in assert_error(response, 400, "batch_too_large")["message"]
+    hf = client.post("/", json={"inputs": ["[MASK]"] * 100_000})
+    assert_error(hf, 400, "batch_too_large")
+
+
+def test_oversized_bodies_are_413_on_every_route(client: TestClient) -> None:
+    big = json.dumps({"text": "字" * 400_000 + MASK}, ensure_ascii=False).encode()
+    for path in ("/predict", "/batch_predict", "/", "/no/such/route"):
+        assert_error(post_raw(client, path, big), 413, "body_too_large")

@@ -1,0 +1,155 @@
+"""Faults: broken model files at start, clients that hang up mid-request.
+
+Covered elsewhere, on purpose not repeated here:
+* a corrupt ONNX cache is rebuilt: tests/test_export_cache.py
+  (test_truncated_onnx_is_detected_and_rebuilt, test_same_size_corruption_is_caught_by_the_checksum,
+  test_garbled_manifest_is_rebuilt, test_missing_manifest_and_crashed_build_leftovers);
+* an engine raising mid-batch fails only that batch, each request with the error id, and the
+  next request succeeds: tests/test_server_batching.py
+  (test_an_engine_error_fails_only_its_batch_each_with_the_error_id).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import psutil
+import pytest
+from reliability_helpers import fake_masker, serve_with_runner
+from server_helpers import free_port
+
+from tiankong import FillMasker, Settings
+from tiankong.engines.base import EncodedBatch
+from tiankong.engines.fake import FakeEngine
+from tiankong.server import create_app
+from tiankong.server.predictor import ServerState
+
+SERVE = [sys.executable, "-m", "tiankong", "serve", "--threads", "1"]
+
+
+def broken_copy(tiny_model_dir: Path, tmp_path: Path, damage: str) -> Path:
+    folder = tmp_path / f"model-{damage}"
+    shutil.copytree(tiny_model_dir, folder)
+    weights = folder / "model.safetensors"
+    if damage == "missing":
+        weights.unlink()
+    elif damage == "garbage":
+        weights.write_bytes(os.urandom(4096))
+    elif damage == "truncated":
+        data = weights.read_bytes()
+        weights.write_bytes(data[: len(data) // 2])
+    elif damage == "no-config":
+        (folder / "config.json").unlink()
+    return folder
+
+
+@pytest.mark.parametrize("engine", ["torch", "onnx"])
+@pytest.mark.parametrize("damage", ["missing", "garbage", "truncated", "no-config"])
+def test_broken_model_files_stop_serve_with_one_sentence(
+    tiny_model_dir: Path, tmp_path: Path, engine: str, damage: str
+) -> None:
+    folder = broken_copy(tiny_model_dir, tmp_path, damage)
+    done = subprocess.run(
+        [*SERVE, "--model", str(folder), "--engine", engine, "--port", str(free_port())],
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 3, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert "Traceback" not in done.stderr
+    if damage in ("garbage", "truncated"):
+        assert "missing, truncated or corrupt" in lines[0]
+
+
+class SlowFakeEngine(FakeEngine):
+    def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
+        time.sleep(0.02)
+        return super().mask_logits(batch)
+
+
+def hang_up_mid_request(base_url: str, text: str) -> None:
+    host, port = base_url.removeprefix("http://").split(":")
+    body = json.dumps({"text": text}).encode()
+    head = (
+        "POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(head + body)
+        time.sleep(0.005)  # in the queue or on the engine, not yet answered
+
+
+def hang_up_many(base_url: str, count: int, offset: int) -> None:
+    threads = [
+        threading.Thread(target=hang_up_mid_request, args=(base_url, f"{offset + i}号[MASK]"))
+        for i in range(count)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+
+def settle(state: ServerState, server: object, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    predictor = state.predictor
+    assert predictor is not None
+    while time.monotonic() < deadline:
+        connections = len(server.server_state.connections)  # type: ignore[attr-defined]
+        if not connections and not state.drain.in_flight and not predictor.batcher.depth:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the server never settled after the disconnects")
+
+
+def own_threads() -> list[str]:
+    return sorted(t.name for t in threading.enumerate() if t.name != "AnyIO worker thread")
+
+
+def test_clients_hanging_up_mid_request_leak_nothing(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    settings = Settings(engine="fake", threads=1, model=str(tiny_model_dir), result_cache_size=0)
+    engine = SlowFakeEngine(len(tiny_masker.encoder.vocab))
+    app = create_app(settings, fake_masker(tiny_masker, settings, engine))
+    state: ServerState = app.state.tiankong
+    me = psutil.Process()
+    with serve_with_runner(app, settings) as (url, server):
+        hang_up_many(url, 40, 0)  # warm-up: thread pools and buffers reach their size
+        settle(state, server)
+        fds, threads = me.num_fds(), own_threads()
+        calls_before = len(engine.calls)
+        for round_index in range(5):
+            hang_up_many(url, 40, 1000 * (round_index + 1))
+        settle(state, server)
+        assert state.predictor is not None
+        batcher = state.predictor.batcher
+        assert batcher.pending == [] and batcher.running == []
+        assert me.num_fds() <= fds
+        # the same threads, but for AnyIO's worker pool (FastAPI's sync dependencies), which
+        # is capped at 40 and whose idle workers come and go
+        assert own_threads() == threads
+        assert sum(t.name == "AnyIO worker thread" for t in threading.enumerate()) <= 40
+        ran = sum(engine.calls[calls_before:])
+        assert ran < 200, "texts of clients that had gone still ran"
+        assert httpx.post(f"{url}/predict", json={"text": "画龙点[MASK]"}).status_code == 200
+        metrics = httpx.get(f"{url}/metrics").text
+    closed = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("tiankong_requests_total") and 'status="499"' in line
+    ]
+    assert closed and sum(float(line.split()[-1]) for line in closed) >= 100
