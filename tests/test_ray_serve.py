@@ -176,6 +176,9 @@ def test_operations_routes(ray_url: str, standalone: TestClient) -> None:
         page.headers["content-security-policy"]
         == standalone.get("/").headers["content-security-policy"]
     )
+    assert httpx.get(f"{ray_url}/docs", timeout=30).status_code == 200
+    openapi = httpx.get(f"{ray_url}/openapi.json", timeout=30).json()
+    assert openapi == standalone.get("/openapi.json").json()
     info = httpx.get(f"{ray_url}/info", timeout=30).json()
     assert set(info) == set(standalone.get("/info").json())
     assert info["ready"] is True and info["engine"] == "torch" and info["threads"] == 1
