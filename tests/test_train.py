@@ -219,3 +219,21 @@ def test_train_cli_prints_summary(corpus: Path, tmp_path: Path) -> None:
         timeout=120,
     )
     assert bad.returncode == 2 and "does not exist" in bad.stderr
+
+
+def test_sinusoidal_position_init(corpus: Path, tmp_path: Path) -> None:
+    import math
+
+    import torch
+
+    from tiankong.train import load_starting_point
+
+    model, _ = load_starting_point(tiny_options(corpus, tmp_path / "s", position_init="sinusoidal"))
+    table = model.bert.embeddings.position_embeddings.weight.detach()
+    scale = model.config.initializer_range * math.sqrt(2.0)
+    assert torch.allclose(table[0, 0::2], torch.zeros(table.shape[1] // 2))  # sin(0)
+    assert torch.allclose(table[0, 1::2], torch.full((table.shape[1] // 2,), scale))  # cos(0)
+    assert torch.allclose(table[5, 0], torch.tensor(math.sin(5.0) * scale), atol=1e-6)
+    # word embeddings and position rows end up on the same scale
+    rms = table.pow(2).mean().sqrt().item()
+    assert abs(rms - model.config.initializer_range) < 0.3 * model.config.initializer_range

@@ -69,6 +69,10 @@ def train_command(
     fp16: Annotated[
         bool, typer.Option("--fp16", help="Save the final weights in float16.")
     ] = False,
+    position_init: Annotated[
+        str,
+        typer.Option("--position-init", help="random or sinusoidal (from --config only)."),
+    ] = "random",
 ) -> None:
     """Train or fine-tune a BERT-family masked LM: pretraining on text, cloze tuning on CSV."""
     from tiankong.train import TrainOptions, train
@@ -95,6 +99,7 @@ def train_command(
         resume=resume,
         skip_bad_rows=skip_bad_rows,
         save_fp16=fp16,
+        position_init=position_init,
     )
     console = Console(stderr=True)
     if not console.is_terminal:  # logs: wide plain lines instead of a cut-off live display

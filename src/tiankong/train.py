@@ -69,6 +69,7 @@ class TrainOptions:
     resume: bool = False
     skip_bad_rows: bool = False
     save_fp16: bool = False
+    position_init: str = "random"  # random | sinusoidal (only when starting from --config)
 
 
 @dataclass
@@ -117,7 +118,33 @@ def load_starting_point(options: TrainOptions) -> tuple[Any, Any]:
     config = BertConfig(
         vocab_size=tokenizer.vocab_size, max_position_embeddings=512, **MODEL_CONFIGS[name]
     )
-    return BertForMaskedLM(config), tokenizer
+    model = BertForMaskedLM(config)
+    if options.position_init == "sinusoidal":
+        sinusoidal_positions(model.bert.embeddings.position_embeddings.weight, config)
+    return model, tokenizer
+
+
+def sinusoidal_positions(weight: Any, config: Any) -> None:
+    """Initialise learned position embeddings with (scaled) sinusoids.
+
+    Random position vectors give attention nothing to tell neighbours apart with, and a small
+    BERT then sits for a long time on a unigram plateau; sinusoids make relative offsets a
+    linear map from the start. They are scaled to the norm of the word embeddings so that
+    token identity still dominates after the embedding LayerNorm. Still trainable.
+    """
+    import torch
+
+    positions, hidden = weight.shape
+    position = torch.arange(positions, dtype=torch.float32)[:, None]
+    frequency = torch.exp(
+        torch.arange(0, hidden, 2, dtype=torch.float32) * (-math.log(1e4) / hidden)
+    )
+    table = torch.zeros(positions, hidden)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency)
+    scale = config.initializer_range * math.sqrt(2.0)  # sinusoid entries have RMS 1/sqrt(2)
+    with torch.no_grad():
+        weight.copy_(table * scale)
 
 
 def masked_lm_loss(model: Any, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
