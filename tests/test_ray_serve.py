@@ -7,6 +7,7 @@ import asyncio
 import math
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,21 +18,31 @@ import pytest
 import ray
 from fastapi.testclient import TestClient
 from ray import serve
+from ray.serve import batching
 from server_helpers import assert_error, free_port
 
 from tiankong import FillMasker, Settings
-from tiankong.errors import BadOptionError
+from tiankong.errors import (
+    BadOptionError,
+    EngineError,
+    OverloadedError,
+    RequestTimeoutError,
+    ShuttingDownError,
+)
 from tiankong.ray_serve import (
     APP_NAME,
     BATCH_HEADER,
     REPLICA_HEADER,
     ScaleOptions,
+    ServeBatchRunner,
     build_application,
     deployment_options,
     environment_values,
     settings_from,
 )
 from tiankong.server import create_app
+from tiankong.server.metrics import ServerMetrics
+from tiankong.server.predictor import PlainJob
 
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 TEXTS = [f"第{number}句：处处闻啼[MASK]，夜来风雨[MASK]。" for number in range(20)]
@@ -191,7 +202,69 @@ def test_operations_routes(ray_url: str, standalone: TestClient) -> None:
     assert 'tiankong_requests_total{method="POST",route="/predict",status="200"}' in metrics.text
 
 
-# --- without a cluster: the options Ray gets -----------------------------------------------
+# --- without a cluster: the runner, and the options Ray gets ------------------------------
+
+
+@pytest.fixture
+def runner_outside_a_replica(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray's batch queue reads its replica's max_ongoing_requests for a warning; there is none."""
+    monkeypatch.setattr(
+        batching._BatchQueue,
+        "_warn_if_max_batch_size_exceeds_max_ongoing_requests",
+        lambda self: None,
+    )
+
+
+def gated(masker: FillMasker, gate: threading.Event) -> Any:
+    def mask_probabilities(prepared: Any) -> Any:
+        assert gate.wait(30)
+        return FillMasker.mask_probabilities(masker, prepared)
+
+    return mask_probabilities
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("runner_outside_a_replica")
+async def test_runner_batches_and_a_failed_batch_fails_alone(tiny_masker: FillMasker) -> None:
+    settings = Settings(max_batch_size=4, batch_window_ms=50)
+    runner = ServeBatchRunner(tiny_masker, settings, ServerMetrics(), "replica-1")
+    jobs = [PlainJob(tiny_masker.prepare(text), 2) for text in TEXTS[:6]]
+    results = await runner.submit_many(jobs)
+    for text, result in zip(TEXTS, results, strict=False):
+        direct = tiny_masker.predict(text, top_k=2)
+        assert [c.token_id for c in result.masks[0]] == [c.token_id for c in direct.masks[0]]
+    assert (runner.batches, runner.largest_batch) == (2, 4)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tiny_masker, "mask_probabilities", lambda prepared: 1 / 0)
+        with pytest.raises(EngineError) as failure:
+            await runner.submit_many(jobs[:2])
+    assert failure.value.error_id and "ZeroDivision" not in failure.value.message
+    assert len(await runner.submit_many(jobs[:1])) == 1  # the replica serves on
+    assert runner.describe()["queue_depth"] == 0
+    await runner.close()
+    with pytest.raises(ShuttingDownError):
+        await runner.submit_many(jobs[:1])
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("runner_outside_a_replica")
+async def test_runner_refuses_over_max_queue_and_times_out(
+    tiny_masker: FillMasker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+    monkeypatch.setattr(tiny_masker, "mask_probabilities", gated(tiny_masker, gate))
+    settings = Settings(max_queue=2, request_timeout_s=0.5)
+    runner = ServeBatchRunner(tiny_masker, settings, ServerMetrics(), "replica-1")
+    jobs = [PlainJob(tiny_masker.prepare(text), 1) for text in TEXTS[:3]]
+    first = asyncio.ensure_future(runner.submit_many(jobs[:2]))
+    await asyncio.sleep(0.1)
+    with pytest.raises(OverloadedError):
+        await runner.submit_many(jobs[2:])
+    with pytest.raises(RequestTimeoutError):
+        await first
+    gate.set()
+    await runner.close()
+    assert runner.in_flight == 0
 
 
 def test_deployment_options_fixed_and_autoscaling() -> None:
