@@ -1,0 +1,155 @@
+"""`python -m tiankong.reliability load|soak|all [--quick]`: start a server, run, report.
+
+Writes ``report.json`` (every figure and check), ``rss.png`` (the soak) and ``server.log`` to
+``--out``, prints a summary, and exits 1 if any check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tiankong.reliability.server import served
+from tiankong.reliability.suites import (
+    QUICK_LOAD,
+    QUICK_SOAK,
+    LoadPlan,
+    SoakPlan,
+    plot_rss,
+    run_load,
+    run_soak,
+)
+
+GUARD_SENTENCES = Path(__file__).resolve().parent.parent / "resources" / "guard_sentences.txt"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tiankong.reliability", description=__doc__)
+    parser.add_argument("suite", choices=["load", "soak", "all"])
+    parser.add_argument("--quick", action="store_true", help="the short CI versions")
+    parser.add_argument("--model", help="model for the server (default: the bundled one)")
+    parser.add_argument("--engine", default="auto", help="auto, onnx, torch or fake")
+    parser.add_argument("--threads", type=int, help="the server's --threads")
+    parser.add_argument("--max-queue", type=int, default=64, help="server queue (default 64)")
+    parser.add_argument("--soak-requests", type=int, help="soak: stop after this many")
+    parser.add_argument("--soak-minutes", type=float, help="soak: stop after this long")
+    parser.add_argument("--out", default="reliability-results", help="report folder")
+    return parser.parse_args(argv)
+
+
+def sentences() -> list[str]:
+    lines = GUARD_SENTENCES.read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def environment() -> dict[str, Any]:
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    except OSError:
+        commit = ""
+    return {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "commit": commit or None,
+        "machine": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "load_average_at_start": [round(value, 2) for value in os.getloadavg()],
+        "python": platform.python_version(),
+        "command": " ".join(
+            [os.path.basename(sys.executable), "-m", "tiankong.reliability", *sys.argv[1:]]
+        ),
+    }
+
+
+def serve_args(args: argparse.Namespace) -> list[str]:
+    values = ["--engine", args.engine, "--result-cache-size", "0", "--log-level", "warning"]
+    values += ["--max-queue", str(args.max_queue)]
+    if args.model:
+        values += ["--model", args.model]
+    if args.threads:
+        values += ["--threads", str(args.threads)]
+    return values
+
+
+def soak_plan(args: argparse.Namespace) -> SoakPlan:
+    plan = QUICK_SOAK if args.quick else SoakPlan()
+    if args.soak_requests:
+        plan = replace(plan, total_requests=args.soak_requests)
+    if args.soak_minutes:
+        plan = replace(plan, max_minutes=args.soak_minutes)
+    return plan
+
+
+def print_summary(report: dict[str, Any]) -> bool:
+    passed = True
+    for suite in ("load", "soak"):
+        if suite not in report:
+            continue
+        result = report[suite]
+        if suite == "load":
+            for phase in ("normal", "overload"):
+                figures = result[phase]
+                print(
+                    f"load {phase}: {figures['requests']} requests, {figures['statuses']}, "
+                    f"{figures['served_per_s']} served/s, p50 {figures['p50_ms']} ms, "
+                    f"p99 {figures['p99_ms']} ms"
+                )
+            print(
+                f"load recovery: back to normal after {result['recovery']['recovered_after_s']} s"
+            )
+        else:
+            figures, trend = result["requests"], result["resources"]
+            print(
+                f"soak: {figures['requests']} requests in {figures['duration_s']} s, "
+                f"{figures['statuses']}, p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms; "
+                f"RSS {trend['rss_start_mb']} -> {trend['rss_end_mb']} MiB "
+                f"({trend['rss_growth']:+.2%}), fds {trend['fds_start_max']} -> "
+                f"{trend['fds_end_max']}, threads {trend['threads_start_max']} -> "
+                f"{trend['threads_end_max']}"
+            )
+        for check, ok in result["checks"].items():
+            print(f"  {'PASS' if ok else 'FAIL'}  {check}")
+            passed = passed and ok
+    return passed
+
+
+async def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    report: dict[str, Any] = {"environment": environment()}
+    with served(serve_args(args), out / "server.log") as server:
+        report["server"] = {"command": server.command}
+        texts = sentences()
+        if args.suite in ("load", "all"):
+            report["load"] = await run_load(server, QUICK_LOAD if args.quick else LoadPlan(), texts)
+        if args.suite in ("soak", "all"):
+            report["soak"] = await run_soak(server, soak_plan(args), texts)
+            plot = plot_rss(report["soak"], out / "rss.png")
+            report["soak"]["plot"] = str(plot) if plot else "matplotlib is not installed"
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = asyncio.run(run(args, out))
+    (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
+    passed = print_summary(report)
+    print(f"report: {out / 'report.json'}")
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""The load and soak suites: their short versions end to end (a real `tiankong serve` with the
+fake engine on loopback), and the pieces that decide pass or fail."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiankong.reliability.client import Outcome, closed_loop
+from tiankong.reliability.server import Sample
+from tiankong.reliability.stats import recovery_time_s, summarize, windows
+from tiankong.reliability.suites import SoakPlan, resource_trend
+
+
+def test_the_quick_suites_pass_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    args = ["all", "--quick", "--engine", "fake", "--threads", "1", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "tiankong.reliability", *args, "--model", str(tiny_model_dir)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "FAIL" not in done.stdout
+    report = json.loads((out / "report.json").read_text())
+    load, soak = report["load"], report["soak"]
+    assert load["normal"]["statuses"] == {"200": load["normal"]["requests"]}
+    assert set(load["overload"]["statuses"]) <= {"200", "503"}
+    assert "503" in load["overload"]["statuses"], "c=200 never overflowed the 64-text queue"
+    assert (
+        load["overload"]["p99_ms"] is not None and load["recovery"]["recovered_after_s"] is not None
+    )
+    assert soak["requests"]["requests"] > 500 and soak["resources"]["samples_after_warmup"] >= 8
+    assert (out / "rss.png").stat().st_size > 10_000
+    assert "--host" in report["server"]["command"] and "127.0.0.1" in report["server"]["command"]
+
+
+def test_load_only_goes_to_loopback() -> None:
+    with pytest.raises(ValueError, match="loopback only"):
+        asyncio.run(closed_loop("10.0.0.1", 80, [b""], 1, duration_s=0.1))
+
+
+def outcome(status: int, latency_ms: float, at: float, retry_after: bool = False) -> Outcome:
+    return Outcome(status, latency_ms / 1000, at, retry_after)
+
+
+def test_summary_counts_statuses_and_unmarked_refusals() -> None:
+    outcomes = [outcome(200, 10, 1), outcome(200, 30, 2), outcome(503, 1, 2, True)]
+    outcomes.append(outcome(503, 1, 3))
+    summary = summarize(outcomes, 2.0)
+    assert summary["statuses"] == {"200": 2, "503": 2}
+    assert summary["served_per_s"] == 1.0 and summary["p50_ms"] == 20.0
+    assert summary["refused_without_retry_after"] == 1
+
+
+def test_recovery_needs_three_calm_windows_in_a_row() -> None:
+    latencies = [90, 15, 80, 12, 11, 13, 60]  # one window per second after the overload
+    outcomes = [outcome(200, ms, 100 + second + 0.5) for second, ms in enumerate(latencies)]
+    series = windows(outcomes, 100.0, 1.0)
+    assert [p50 for _, p50, _ in series] == latencies
+    assert recovery_time_s(series, threshold_ms=20) == 3.0
+    assert recovery_time_s(series, threshold_ms=5) is None
+
+
+def test_resource_trend_flags_growth_after_the_warm_up() -> None:
+    plan = SoakPlan(min_warmup_s=10, warmup_fraction=0.0)
+    samples = [
+        Sample(
+            at_s=float(second),
+            rss_bytes=100 * 2**20 + second * 2**19,
+            fds=20,
+            threads=9,
+            requests_done=second,
+        )
+        for second in range(60)
+    ]  # 0.5 MiB a second: a leak
+    trend = resource_trend(samples, plan, 60.0)
+    assert trend["rss_growth"] > 0.05 and trend["fds_growth"] == 0
+    steady = [Sample(float(s), 100 * 2**20, 20 + (s > 50), 9, s) for s in range(60)]
+    trend = resource_trend(steady, plan, 60.0)
+    assert trend["rss_growth"] == 0 and trend["fds_growth"] == 1 and trend["threads_growth"] == 0
