@@ -1,0 +1,56 @@
+"""scripts/audit_deps.py's verdict on pip-audit's JSON: a vulnerability fails, an unreachable
+advisory database is said plainly (and fails only when strict); the lock holds the dev set."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+audit = load("audit_deps")
+
+
+def test_a_vulnerable_package_fails() -> None:
+    deps = [
+        {"name": "urllib3", "version": "1.26.0", "vulns": [{"id": "PYSEC-2021-59"}]},
+        {"name": "numpy", "version": "2.4.6", "vulns": []},
+    ]
+    code, lines = audit.verdict(deps, strict=False)
+    assert code == 1 and lines == ["VULNERABLE urllib3==1.26.0: PYSEC-2021-59"]
+
+
+def test_an_unreachable_database_is_said_plainly() -> None:
+    deps = [{"name": "numpy", "skip_reason": "Dependency not found on PyPI"}] * 3
+    code, lines = audit.verdict(deps, strict=False)
+    assert code == 0 and "NO VULNERABILITY CHECK WAS DONE" in lines[0] and "all 3" in lines[0]
+    assert audit.verdict(deps, strict=True)[0] == 1
+
+
+def test_clean_audit_names_what_could_not_be_looked_up() -> None:
+    deps = [
+        {"name": "numpy", "version": "2.4.6", "vulns": []},
+        {"name": "torch", "skip_reason": "Dependency not found on PyPI: torch (2.13.0+cpu)"},
+    ]
+    code, lines = audit.verdict(deps, strict=True)
+    assert code == 0 and lines == [
+        "pip-audit: 1 locked packages audited, no known vulnerability; 1 could not be looked "
+        "up: torch"
+    ]
+
+
+def test_the_lock_lists_the_dev_environment() -> None:
+    lock = (SCRIPTS.parent / "requirements-lock.txt").read_text()
+    pins = dict(line.split("==") for line in lock.splitlines() if line and line[0] != "#")
+    assert {"fastapi", "uvicorn", "numpy", "tokenizers", "pip-audit", "torch"} <= set(pins)
+    assert "tiankong" not in pins
