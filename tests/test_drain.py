@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from reliability_helpers import serve_process
 from server_helpers import assert_error
@@ -112,8 +113,14 @@ def test_idle_server_exits_at_once_on_sigterm(tiny_model_dir: Path) -> None:
 
 
 def test_a_second_server_on_the_same_port_is_one_sentence(tiny_model_dir: Path) -> None:
-    with serve_process(*fake_serve_args(tiny_model_dir)) as (url, _):
+    with serve_process(*fake_serve_args(tiny_model_dir)) as (url, process):
         port = url.rsplit(":", 1)[1]
+        listening = [
+            connection.laddr
+            for connection in psutil.Process(process.pid).net_connections(kind="inet")
+            if connection.status == psutil.CONN_LISTEN
+        ]
+        assert [address.ip for address in listening] == ["127.0.0.1"]  # no --host: loopback
         done = subprocess.run(
             [
                 sys.executable,
