@@ -88,3 +88,30 @@ def test_fill_mask_error_reaches_the_client(client: InferenceClient) -> None:
         client.fill_mask("这句话没有空格。")
     assert raised.value.response.status_code == 400
     assert raised.value.response.json()["error"]["code"] == "no_mask"
+
+
+HF_KEY = "hf-client-key-0123456789"
+
+
+@pytest.fixture(scope="module")
+def keyed_url(tiny_model_dir: Path, tiny_masker: FillMasker) -> Iterator[str]:
+    settings = Settings(engine="torch", threads=1, model=str(tiny_model_dir), api_keys=(HF_KEY,))
+    with serve_in_thread(create_app(settings, tiny_masker)) as url:
+        yield url
+
+
+def test_the_client_token_is_the_api_key(
+    keyed_url: str, base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With API keys on, the client's own bearer token (api_key= or HF_TOKEN) gets in."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    results = InferenceClient(base_url=keyed_url, api_key=HF_KEY).fill_mask(POEM, top_k=2)
+    assert [r.token for r in results] == [c["token_id"] for c in our_predictions(base_url, 2)]
+    monkeypatch.setenv("HF_TOKEN", HF_KEY)
+    assert len(InferenceClient(base_url=keyed_url).fill_mask(POEM)) == 5
+    with pytest.raises(HfHubHTTPError) as refused:
+        InferenceClient(base_url=keyed_url, api_key="wrong").fill_mask(POEM)
+    assert refused.value.response is not None and refused.value.response.status_code == 401
