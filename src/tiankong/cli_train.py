@@ -69,6 +69,10 @@ def train_command(
     fp16: Annotated[
         bool, typer.Option("--fp16", help="Save the final weights in float16.")
     ] = False,
+    stop_after_steps: Annotated[
+        int | None,
+        typer.Option("--stop-after-steps", help="End at this step; the LR schedule is unchanged."),
+    ] = None,
     position_init: Annotated[
         str,
         typer.Option("--position-init", help="random or sinusoidal (from --config only)."),
@@ -100,6 +104,7 @@ def train_command(
         skip_bad_rows=skip_bad_rows,
         save_fp16=fp16,
         position_init=position_init,
+        stop_after_steps=stop_after_steps,
     )
     console = Console(stderr=True)
     if not console.is_terminal:  # logs: wide plain lines instead of a cut-off live display

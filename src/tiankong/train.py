@@ -70,6 +70,7 @@ class TrainOptions:
     skip_bad_rows: bool = False
     save_fp16: bool = False
     position_init: str = "random"  # random | sinusoidal (only when starting from --config)
+    stop_after_steps: int | None = None  # end early without changing the LR schedule
 
 
 @dataclass
@@ -372,6 +373,8 @@ def train(
     heldout_accuracy: float | None = None
     while state.step < options.max_steps:
         if options.max_time_s and time.monotonic() - started >= options.max_time_s:
+            break
+        if options.stop_after_steps and state.step >= options.stop_after_steps:
             break
         batch = next(batches)
         loss = masked_lm_loss(model, batch)[0]
