@@ -191,8 +191,8 @@ def model_section(model: dict[str, Any], results: dict[str, Any]) -> list[str]:
         "| contender | threads | cold start s | c=1 p50 / p95 / p99 ms | c=1 % limit "
         "| c=20 req/s | c=20 p50 / p99 ms | errors | c=20 % limit | RSS MB "
         "| c=1 vs pipeline | c=20 vs pipeline | RSS vs pipeline | c=1 vs best other "
-        "| c=20 vs best other |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| c=20 vs best other | other load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in model["contenders"]:
         if "c20" not in row:
@@ -212,7 +212,8 @@ def model_section(model: dict[str, Any], results: dict[str, Any]) -> list[str]:
             f"| {fmt(r.get('c1_vs_pipeline'), 2, 'x')} | {fmt(r.get('c20_vs_pipeline'), 2, 'x')} "
             f"| {fmt(r.get('rss_vs_pipeline'), 2, 'x')} "
             f"| {fmt(r.get('c1_vs_best_other'), 2, 'x')} "
-            f"| {fmt(r.get('c20_vs_best_other'), 2, 'x')} |"
+            f"| {fmt(r.get('c20_vs_best_other'), 2, 'x')} "
+            f"| {fmt((row.get('other_load') or {}).get('pct_of_machine'), 0, '%')} |"
         )
     skipped = [row for row in model["contenders"] if "skipped" in row]
     for row in skipped:
@@ -253,17 +254,18 @@ def model_section(model: dict[str, Any], results: dict[str, Any]) -> list[str]:
             "",
         ]
         lines += [
-            "| target | engine / precision | threads | sentences/s | % limit |",
-            "|---|---|---:|---:|---:|",
+            "| target | engine / precision | threads | sentences/s | % limit | other load |",
+            "|---|---|---:|---:|---:|---:|",
         ]
         for entry in model["offline"]:
             if "error" in entry:
-                lines.append(f"| {entry['target']} | failed: {entry['error']} | | | |")
+                lines.append(f"| {entry['target']} | failed: {entry['error']} | | | | |")
                 continue
             lines.append(
                 f"| {entry['target']} | {entry['engine']} / {entry['precision']} "
                 f"| {entry['threads']} | {fmt(entry['sentences_per_s'])} "
-                f"| {fmt(entry.get('roofline_pct'), 1, '%')} |"
+                f"| {fmt(entry.get('roofline_pct'), 1, '%')} "
+                f"| {fmt((entry.get('other_load') or {}).get('pct_of_machine'), 0, '%')} |"
             )
     return [*lines, ""]
 
@@ -321,7 +323,9 @@ def markdown(results: dict[str, Any]) -> str:
         f"c={bench['concurrency']} for {bench['c20_duration_s']:.0f} s, RSS (server and children) "
         "after the load, cold start from process start to the first 200 on /ready (tiankong) or "
         '/health (the others, which answer only once loaded and warmed up). "best other": the '
-        "best contender that isn't tiankong.",
+        'best contender that isn\'t tiankong. "other load": CPU used by other programs on the '
+        "machine while that contender was measured, as a share of all cores (0% is a clean "
+        "measurement).",
         "",
     ]
     lines += goals_section(results)

@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from bench import optimum_env, profiling, report, roofline
 from bench.contenders.registry import Contender, select
 from bench.load import run_load
@@ -66,6 +68,24 @@ class Launch:
 
     python: str
     model_arg: Path
+
+
+def cpu_snapshot() -> tuple[float, float, float]:
+    """(wall, CPU seconds busy on the machine, CPU seconds of this process and its waited-for
+    children): between two snapshots taken with no child running, the difference of the last
+    two is the CPU other programs on the machine used meanwhile."""
+    times = psutil.cpu_times()
+    busy = times.user + times.nice + times.system + getattr(times, "irq", 0.0)
+    busy += getattr(times, "softirq", 0.0)
+    mine = sum(os.times()[:4])
+    return time.perf_counter(), busy, mine
+
+
+def foreign_load(before: tuple[float, float, float]) -> dict[str, float]:
+    wall, busy, mine = (now - then for now, then in zip(cpu_snapshot(), before, strict=True))
+    other = max(0.0, busy - mine)
+    cores = psutil.cpu_count() or 1
+    return {"cpu_s": round(other, 1), "pct_of_machine": round(100 * other / (wall * cores), 1)}
 
 
 def server_env() -> dict[str, str]:
@@ -276,6 +296,7 @@ def bench_model(
             "description": contender.description,
         }
         way = ways[contender.key]
+        before = cpu_snapshot()
         if isinstance(way, str):
             row["skipped"] = way
             print(f"  skipped: {way}", flush=True)
@@ -285,13 +306,16 @@ def bench_model(
             except (ServerFailed, OSError, ValueError) as error:
                 row["skipped"] = f"failed: {error}"
                 print(f"  failed: {error}", flush=True)
+            row["other_load"] = foreign_load(before)
         entry["contenders"].append(row)
     for target in offline_targets:
         print(f"bench: {model.key} / offline {target}", flush=True)
         threads = os.cpu_count() or 1
+        before = cpu_snapshot()
         measured = measure_offline(
             target, model.path, plan.offline_sentences, plan.offline_chunk, threads
         )
+        measured["other_load"] = foreign_load(before)
         print(f"  {measured.get('sentences_per_s', measured.get('error'))}", flush=True)
         entry["offline"].append(measured)
     return entry
@@ -307,8 +331,6 @@ def machine() -> dict[str, Any]:
         cpu_model = found.group(1).strip() if found else cpu_model
     except OSError:
         pass
-    import psutil
-
     versions: dict[str, str | None] = {}
     for name in ("torch", "transformers", "onnxruntime", "numpy", "fastapi", "uvicorn"):
         try:
