@@ -51,7 +51,7 @@ def ensure_venv(create: bool, log_path: Path) -> tuple[Path | None, str]:
             "skipped in --quick: bench/.venv-optimum does not exist yet (a full run creates it)"
         )
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    print(f"bench: creating {VENV.relative_to(REPO_ROOT)} for optimum-onnx (once)", flush=True)
+    print(f"bench: creating {VENV} for optimum-onnx (once)", flush=True)
     steps = [[sys.executable, "-m", "venv", "--clear", str(VENV)]] + [
         [str(venv_python()), "-m", "pip", "install", "--quiet", *group] for group in PACKAGES
     ]
