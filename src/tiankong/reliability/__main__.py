@@ -63,7 +63,7 @@ def environment() -> dict[str, Any]:
     return {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "commit": commit or None,
-        "machine": platform.processor() or platform.machine(),
+        "machine": cpu_model(),
         "cpu_count": os.cpu_count(),
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "load_average_at_start": [round(value, 2) for value in os.getloadavg()],
@@ -72,6 +72,16 @@ def environment() -> dict[str, Any]:
             [os.path.basename(sys.executable), "-m", "tiankong.reliability", *sys.argv[1:]]
         ),
     }
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def serve_args(args: argparse.Namespace) -> list[str]:
@@ -120,6 +130,8 @@ def print_summary(report: dict[str, Any]) -> bool:
                 f"{trend['fds_end_max']}, threads {trend['threads_start_max']} -> "
                 f"{trend['threads_end_max']}"
             )
+        busy = result["contention"]["other_cpu_pct_mean"]
+        print(f"  other programs used {busy}% CPU on average meanwhile (100 = one core)")
         for check, ok in result["checks"].items():
             print(f"  {'PASS' if ok else 'FAIL'}  {check}")
             passed = passed and ok

@@ -79,6 +79,7 @@ class Sample:
     fds: int
     threads: int
     requests_done: int
+    other_cpu_pct: float = 0.0  # CPU used since the last sample by neither server nor client
 
 
 @dataclass
@@ -91,17 +92,32 @@ class ProcessSampler:
     requests_done: int = 0  # updated by the load generator
 
     async def run(self) -> None:
-        process = psutil.Process(self.pid)
-        started = time.monotonic()
+        process, me = psutil.Process(self.pid), psutil.Process()
+        started = last_at = time.monotonic()
+        last_busy = busy_cpu_s(process, me)
         while True:
+            now, busy = time.monotonic(), busy_cpu_s(process, me)
+            other = (
+                100 * (busy[0] - last_busy[0] - (busy[1] - last_busy[1])) / max(now - last_at, 1e-3)
+            )
+            last_at, last_busy = now, busy
             with process.oneshot():
                 self.samples.append(
                     Sample(
-                        at_s=time.monotonic() - started,
+                        at_s=now - started,
                         rss_bytes=process.memory_info().rss,
                         fds=process.num_fds() if os.name == "posix" else 0,
                         threads=process.num_threads(),
                         requests_done=self.requests_done,
+                        other_cpu_pct=round(max(0.0, other), 1),
                     )
                 )
             await asyncio.sleep(self.interval_s)
+
+
+def busy_cpu_s(server: psutil.Process, me: psutil.Process) -> tuple[float, float]:
+    """(CPU seconds the whole machine has been busy, of which the server's and this process')."""
+    machine = psutil.cpu_times()
+    busy = sum(machine) - machine.idle - getattr(machine, "iowait", 0.0)
+    ours = sum(server.cpu_times()[:4]) + sum(me.cpu_times()[:4])
+    return busy, ours

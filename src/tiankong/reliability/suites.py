@@ -70,6 +70,32 @@ async def timed_loop(
 
 
 async def run_load(server: ServerUnderTest, plan: LoadPlan, texts: Sequence[str]) -> dict[str, Any]:
+    sampler = ProcessSampler(server.pid, plan.window_s)
+    sampling = asyncio.create_task(sampler.run())
+    try:
+        report = await load_phases(server, plan, texts)
+    finally:
+        sampling.cancel()
+    report["contention"] = contention(sampler.samples)
+    return report
+
+
+def contention(samples: list[Sample]) -> dict[str, Any]:
+    """CPU used by other programs while the suite ran (100 = one core): figures taken while
+    another program was busy are not the server's alone."""
+    others = [sample.other_cpu_pct for sample in samples[1:]]
+    return {
+        "other_cpu_pct_mean": round(statistics.fmean(others), 1) if others else None,
+        "other_cpu_pct_max": max(others) if others else None,
+        "server_rss_max_mb": round(max(s.rss_bytes for s in samples) / 2**20, 1)
+        if samples
+        else None,
+    }
+
+
+async def load_phases(
+    server: ServerUnderTest, plan: LoadPlan, texts: Sequence[str]
+) -> dict[str, Any]:
     requests = predict_requests(texts, server.host)
     await timed_loop(server, requests, plan.normal_concurrency, plan.warmup_s)
     normal, normal_s = await timed_loop(server, requests, plan.normal_concurrency, plan.normal_s)
@@ -154,6 +180,7 @@ async def run_soak(server: ServerUnderTest, plan: SoakPlan, texts: Sequence[str]
         "plan": asdict(plan),
         "requests": summary,
         "resources": trend,
+        "contention": contention(sampler.samples),
         "checks": checks,
         "samples": [asdict(sample) for sample in sampler.samples],
     }
@@ -196,7 +223,9 @@ def plot_rss(soak: dict[str, Any], path: Path) -> Path | None:
     samples = soak["samples"]
     minutes = [sample["at_s"] / 60 for sample in samples]
     figure, (rss_axis, count_axis) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
-    rss_axis.plot(minutes, [sample["rss_bytes"] / 2**20 for sample in samples], color="tab:blue")
+    rss_mib = [sample["rss_bytes"] / 2**20 for sample in samples]
+    rss_axis.plot(minutes, rss_mib, color="tab:blue")
+    rss_axis.set_ylim(0.9 * min(rss_mib), 1.1 * max(rss_mib))  # +-10%: the 5% limit is visible
     rss_axis.axvline(soak["resources"]["warmup_s"] / 60, color="grey", linestyle="--")
     rss_axis.set_ylabel("RSS (MiB)")
     rss_axis.set_title(
