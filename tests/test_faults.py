@@ -144,7 +144,7 @@ def test_clients_hanging_up_mid_request_leak_nothing(
         assert own_threads() == threads
         assert sum(t.name == "AnyIO worker thread" for t in threading.enumerate()) <= 40
         ran = sum(engine.calls[calls_before:])
-        assert ran < 200, "texts of clients that had gone still ran"
+        assert ran <= 100, f"{ran} of 200 texts of clients that had gone still ran"
         assert httpx.post(f"{url}/predict", json={"text": "画龙点[MASK]"}).status_code == 200
         metrics = httpx.get(f"{url}/metrics").text
     closed = [
