@@ -72,6 +72,10 @@ class BodyTooLargeError(BadInputError):
     code = "body_too_large"
 
 
+class HeadersTooLargeError(BadInputError):
+    code = "headers_too_large"
+
+
 class BadDataFileError(BadInputError):
     code = "bad_data_file"
 
@@ -137,6 +141,7 @@ EXIT_INTERNAL = 1
 # specific classes come before their bases.
 ERROR_TABLE: dict[type[TiankongError], ErrorMapping] = {
     BodyTooLargeError: ErrorMapping(413, EXIT_BAD_INPUT),
+    HeadersTooLargeError: ErrorMapping(431, EXIT_BAD_INPUT),
     InvalidRequestError: ErrorMapping(422, EXIT_BAD_INPUT),
     BadInputError: ErrorMapping(400, EXIT_BAD_INPUT),
     ModelUnavailableError: ErrorMapping(503, EXIT_MODEL_UNAVAILABLE),

@@ -1,12 +1,16 @@
-"""Deadlines for clients that send their request slowly (slowloris, a trickled body).
+"""Limits for clients that send their request slowly (slowloris, a trickled body) or send an
+endless request head.
 
 uvicorn has an idle keep-alive timeout but no deadline for a request that has begun to arrive:
 a client sending one header byte every few seconds holds its connection for ever, and one
-trickling its body holds a handler. Two deadlines, both ``client_timeout_s``:
+trickling its body holds a handler. Nor does its httptools protocol bound the size of the
+request head: one client could send gigabytes of headers into the server's memory. So:
 
-* the request head (request line and headers) must be complete within the deadline of the
-  connection opening or the previous response finishing, else the connection is closed
-  (``head_timeout_protocol``, a subclass of uvicorn's httptools protocol);
+* the request head (request line and headers) must be complete within ``client_timeout_s`` of
+  the connection opening or the previous response finishing, else the connection is closed,
+  and may be at most ``MAX_HEAD_BYTES``, else 431 ``headers_too_large`` and the connection is
+  closed (``head_timeout_protocol``, a subclass of uvicorn's httptools protocol, which also
+  answers a request that isn't HTTP in the one error shape);
 * the body must be complete within the deadline of the handler starting to read it, else the
   request ends with 408 ``client_timeout`` and the connection closes
   (``BodyDeadlineMiddleware``).
@@ -17,15 +21,30 @@ Neither blocks another request while it waits: the server is one event loop.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+from http import HTTPStatus
 
 import anyio
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tiankong.errors import BadInputError, HeadersTooLargeError, TiankongError, mapping_for
 from tiankong.server.disconnect import has_body
 
 logger = logging.getLogger("tiankong.server")
+MAX_HEAD_BYTES = 1_048_576  # far above real heads; httptools refuses URLs over 64 kB anyway
+
+
+def raw_error(error: TiankongError) -> bytes:
+    """A whole HTTP answer in the one error shape, for the protocol (no ASGI app yet)."""
+    status = mapping_for(error).http_status
+    body = json.dumps({"error": {"code": error.code, "message": error.message}}).encode()
+    head = (
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
 
 
 def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
@@ -39,10 +58,27 @@ def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
 
     class HeadTimeoutProtocol(HttpToolsProtocol):
         head_timer: asyncio.TimerHandle | None = None
+        head_bytes = 0
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self.arm_head_timer()
+
+        def data_received(self, data: bytes) -> None:
+            head_arriving = self.head_timer is not None
+            super().data_received(data)
+            if head_arriving and self.head_timer is not None:  # still no whole head
+                self.head_bytes += len(data)
+                if self.head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
+                    error = HeadersTooLargeError(
+                        f"The request head is larger than the {MAX_HEAD_BYTES:,}-byte limit."
+                    )
+                    self.transport.write(raw_error(error))
+                    self.transport.close()
+
+        def send_400_response(self, msg: str) -> None:
+            self.transport.write(raw_error(BadInputError("The request is not valid HTTP.")))
+            self.transport.close()
 
         def on_headers_complete(self) -> None:
             self.disarm_head_timer()
@@ -59,6 +95,7 @@ def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
 
         def arm_head_timer(self) -> None:
             self.disarm_head_timer()
+            self.head_bytes = 0
             self.head_timer = self.loop.call_later(timeout_s, self.head_timed_out)
 
         def disarm_head_timer(self) -> None:
