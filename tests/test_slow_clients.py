@@ -166,3 +166,14 @@ def test_a_request_that_is_not_http_gets_the_error_shape(base_url: str) -> None:
     assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n"), answer[:200]
     body = json.loads(answer.partition(b"\r\n\r\n")[2])
     assert body == {"error": {"code": "bad_input", "message": "The request is not valid HTTP."}}
+
+
+def test_websocket_upgrades_are_not_spoken(base_url: str) -> None:
+    with connect(base_url) as sock:
+        sock.sendall(
+            b"GET /predict HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+            b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        )
+        sock.settimeout(10)
+        answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 422 "), answer[:200]  # /predict without a text, as HTTP

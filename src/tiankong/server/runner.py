@@ -70,6 +70,7 @@ def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
         port=settings.port,
         log_level=settings.log_level,
         http=head_timeout_protocol(settings.client_timeout_s),
+        ws="none",  # no WebSocket routes: an upgrade request is answered as plain HTTP
         timeout_keep_alive=KEEP_ALIVE_S,
         timeout_graceful_shutdown=CLOSE_GRACE_S,
     )
