@@ -206,6 +206,18 @@ def test_rate_limit_per_key_is_429_with_retry_after(
         assert client.get("/ready").status_code == 200
 
 
+def test_key_guessing_is_rate_limited_per_address(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    with make_client(tiny_masker, tiny_model_dir, api_keys=KEYS, rate_limit_per_minute=2) as client:
+        guesses = [
+            client.get("/info", headers={"X-API-Key": f"guess-{i}"}).status_code for i in range(3)
+        ]
+        assert guesses == [401, 401, 429]
+        valid = client.get("/info", headers={"X-API-Key": KEYS[0]})
+        assert valid.status_code == 200  # a valid key has its own bucket
+
+
 def test_rate_limit_without_keys_is_per_client_address(
     tiny_masker: FillMasker, tiny_model_dir: Path
 ) -> None:

@@ -15,7 +15,8 @@ runs the model or shows the server's state (``POST /``, ``/predict``, ``/batch_p
 ``/info``, ``/metrics``) and every unknown path needs a key.
 
 With ``rate_limit_per_minute`` set, each key (or each client address when keys are off) gets
-that many requests a minute on the non-public paths; past it, 429 with ``Retry-After``.
+that many requests a minute on the non-public paths; past it, 429 with ``Retry-After``. A
+request without a valid key counts against its address, so keys can't be guessed at speed.
 """
 
 from __future__ import annotations
@@ -115,13 +116,9 @@ class SecurityMiddleware:
             await self.app(scope, receive, send)
             return
         client = self.client_of(scope)
-        if client is None:
-            had_key = presented_key(Headers(scope=scope)) is not None
-            headers = {"WWW-Authenticate": "Bearer"}
-            await error_response(unauthorized(had_key), headers)(scope, receive, send)
-            return
+        # A request without a valid key spends its address's tokens: guessing keys is limited.
         if self.limiter is not None:
-            wait_s = self.limiter.retry_after(client)
+            wait_s = self.limiter.retry_after(client or address_of(scope))
             if wait_s > 0:
                 error = RateLimitedError(
                     f"Too many requests: at most {self.per_minute} a minute; retry later."
@@ -129,17 +126,26 @@ class SecurityMiddleware:
                 headers = {"Retry-After": str(math.ceil(wait_s))}
                 await error_response(error, headers)(scope, receive, send)
                 return
+        if client is None:
+            had_key = presented_key(Headers(scope=scope)) is not None
+            headers = {"WWW-Authenticate": "Bearer"}
+            await error_response(unauthorized(had_key), headers)(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
     def client_of(self, scope: Scope) -> str | None:
         """Who is asking: ``key:N`` for the N-th key, the address without keys, None if the
         keys are on and none matched. The key itself is never kept."""
         if self.keyring is None:
-            address = scope.get("client")
-            return f"address:{address[0]}" if address else "address:unknown"
+            return address_of(scope)
         given = presented_key(Headers(scope=scope))
         index = self.keyring.match(given) if given is not None else None
         return None if index is None else f"key:{index}"
+
+
+def address_of(scope: Scope) -> str:
+    address = scope.get("client")
+    return f"address:{address[0]}" if address else "address:unknown"
 
 
 def add_security(app: FastAPI, settings: Settings) -> None:
