@@ -316,3 +316,66 @@ def test_engine_errors_leak_no_path_or_traceback(
             assert error["error_id"] in error["message"]
         info = client.get("/info").text
         assert "Traceback" not in info
+
+
+def test_serve_help_lists_the_security_flags_and_env_twins() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tiankong", "serve", "--help"],
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0
+    for flag, env in [
+        ("--api-key", "TIANKONG_API_KEYS"),
+        ("--api-keys-file", "TIANKONG_API_KEYS_FILE"),
+        ("--cors-origin", "TIANKONG_CORS_ORIGINS"),
+        ("--rate-limit-per-minute", "TIANKONG_RATE_LIMIT_PER_MINUTE"),
+        ("--client-timeout", "TIANKONG_CLIENT_TIMEOUT"),
+        ("--drain-timeout", "TIANKONG_DRAIN_TIMEOUT"),
+    ]:
+        assert flag in done.stdout and env in done.stdout, flag
+
+
+def test_flags_and_env_twins_reach_the_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """TIANKONG_API_KEYS and TIANKONG_CORS_ORIGINS are comma-separated; flags repeat."""
+    from typer.testing import CliRunner
+
+    from tiankong import cli_serve
+    from tiankong.cli import app
+
+    seen: list[Settings] = []
+
+    def load(source: str | None = None, settings: Settings | None = None) -> FillMasker:
+        assert settings is not None
+        seen.append(settings)
+        raise BadOptionError("stop here; the settings are what this test is about")
+
+    monkeypatch.setattr(FillMasker, "load", staticmethod(load))
+    assert cli_serve.serve_command
+    keys_file = tmp_path / "keys.txt"
+    keys_file.write_text("file-key\n")
+    env = {
+        "TIANKONG_API_KEYS": "env-key-1,env-key-2",
+        "TIANKONG_API_KEYS_FILE": str(keys_file),
+        "TIANKONG_CORS_ORIGINS": "https://a.example,https://b.example",
+        "TIANKONG_RATE_LIMIT_PER_MINUTE": "30",
+    }
+    base = ["serve", "--model", str(tiny_model_dir), "--port", "0"]
+    flags = [*base, "--client-timeout", "3", "--drain-timeout", "4"]
+    result = CliRunner().invoke(app, flags, env=env)
+    assert isinstance(result.exception, BadOptionError), result.output
+    [settings] = seen
+    assert settings.api_keys == ("env-key-1", "env-key-2")
+    assert settings.api_keys_file == str(keys_file)
+    assert settings.cors_origins == ("https://a.example", "https://b.example")
+    assert (settings.rate_limit_per_minute, settings.client_timeout_s) == (30, 3.0)
+    assert settings.drain_timeout_s == 4.0
+    flags = [*base, "--api-key", "a-1", "--api-key", "a-2", "--cors-origin", "https://c.example"]
+    CliRunner().invoke(app, flags)
+    assert seen[1].api_keys == ("a-1", "a-2") and seen[1].cors_origins == ("https://c.example",)
+    refused = CliRunner().invoke(app, [*base, "--drain-timeout", "0"])
+    assert isinstance(refused.exception, BadOptionError) and len(seen) == 2  # before loading
