@@ -50,7 +50,7 @@ def run_pipeline(model: str, texts: list[str], chunk: int, threads: int) -> dict
     from transformers import pipeline
 
     torch.set_num_threads(threads)
-    fill_mask = pipeline("fill-mask", model=model, device="cpu")
+    fill_mask = pipeline("fill-mask", model=model, device="cpu", dtype=torch.float32)
     fill_mask(sentences(0, WARMUP_TEXTS), batch_size=chunk, top_k=TOP_K)
     started = time.perf_counter()
     fill_mask(texts, batch_size=chunk, top_k=TOP_K)

@@ -169,6 +169,16 @@ def fmt(value: Any, digits: int = 1, unit: str = "") -> str:
     return f"{value:.{digits}f}{unit}"
 
 
+def other_load(row: dict[str, Any]) -> str:
+    load = row.get("other_load") or {}
+    if "pct_of_machine" not in load:
+        return "—"
+    text = fmt(load["pct_of_machine"], 0, "%")
+    if "niced_pct_of_machine" in load:
+        text += f" ({fmt(load['niced_pct_of_machine'], 0, '%')} niced)"
+    return text
+
+
 def verdict(passed: bool | None) -> str:
     return {True: "pass", False: "**FAIL**", None: "—"}[passed]
 
@@ -213,11 +223,13 @@ def model_section(model: dict[str, Any], results: dict[str, Any]) -> list[str]:
             f"| {fmt(r.get('rss_vs_pipeline'), 2, 'x')} "
             f"| {fmt(r.get('c1_vs_best_other'), 2, 'x')} "
             f"| {fmt(r.get('c20_vs_best_other'), 2, 'x')} "
-            f"| {fmt((row.get('other_load') or {}).get('pct_of_machine'), 0, '%')} |"
+            f"| {other_load(row)} |"
         )
     skipped = [row for row in model["contenders"] if "skipped" in row]
     for row in skipped:
-        lines.append(f"\n{row['key']} not run: {row['skipped']}")
+        reason = row["skipped"].strip().splitlines()
+        short = reason[0] if len(reason) < 2 else f"{reason[0]} … {reason[-1].strip()}"
+        lines.append(f"\n{row['key']} not run: {short}")
     calibrated = [row for row in model["contenders"] if row.get("calibration")]
     if calibrated:
         lines += ["", "Thread calibration (c=1, the lower p50 is kept):", ""]
@@ -265,7 +277,7 @@ def model_section(model: dict[str, Any], results: dict[str, Any]) -> list[str]:
                 f"| {entry['target']} | {entry['engine']} / {entry['precision']} "
                 f"| {entry['threads']} | {fmt(entry['sentences_per_s'])} "
                 f"| {fmt(entry.get('roofline_pct'), 1, '%')} "
-                f"| {fmt((entry.get('other_load') or {}).get('pct_of_machine'), 0, '%')} |"
+                f"| {other_load(entry)} |"
             )
     return [*lines, ""]
 
@@ -325,7 +337,7 @@ def markdown(results: dict[str, Any]) -> str:
         '/health (the others, which answer only once loaded and warmed up). "best other": the '
         'best contender that isn\'t tiankong. "other load": CPU used by other programs on the '
         "machine while that contender was measured, as a share of all cores (0% is a clean "
-        "measurement).",
+        "measurement); its niced part mostly fills cycles the bench leaves idle.",
         "",
     ]
     lines += goals_section(results)

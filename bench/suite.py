@@ -70,22 +70,29 @@ class Launch:
     model_arg: Path
 
 
-def cpu_snapshot() -> tuple[float, float, float]:
-    """(wall, CPU seconds busy on the machine, CPU seconds of this process and its waited-for
-    children): between two snapshots taken with no child running, the difference of the last
-    two is the CPU other programs on the machine used meanwhile."""
+def cpu_snapshot() -> tuple[float, float, float, float]:
+    """(wall, CPU seconds busy on the machine, of it at a positive nice, CPU seconds of this
+    process and its waited-for children): between two snapshots taken with no child running,
+    busy minus ours is the CPU other programs on the machine used meanwhile."""
     times = psutil.cpu_times()
     busy = times.user + times.nice + times.system + getattr(times, "irq", 0.0)
     busy += getattr(times, "softirq", 0.0)
     mine = sum(os.times()[:4])
-    return time.perf_counter(), busy, mine
+    return time.perf_counter(), busy, times.nice, mine
 
 
-def foreign_load(before: tuple[float, float, float]) -> dict[str, float]:
-    wall, busy, mine = (now - then for now, then in zip(cpu_snapshot(), before, strict=True))
+def foreign_load(before: tuple[float, float, float, float]) -> dict[str, float]:
+    """CPU that other programs used since ``before``, as a share of every core; "niced" is
+    the part at a positive nice, which mostly fills cycles the bench leaves idle."""
+    wall, busy, niced, mine = (now - then for now, then in zip(cpu_snapshot(), before, strict=True))
     other = max(0.0, busy - mine)
-    cores = psutil.cpu_count() or 1
-    return {"cpu_s": round(other, 1), "pct_of_machine": round(100 * other / (wall * cores), 1)}
+    other_niced = min(other, max(0.0, niced - (mine if os.nice(0) > 0 else 0.0)))
+    capacity = wall * (psutil.cpu_count() or 1)
+    return {
+        "cpu_s": round(other, 1),
+        "pct_of_machine": round(100 * other / capacity, 1),
+        "niced_pct_of_machine": round(100 * other_niced / capacity, 1),
+    }
 
 
 def server_env() -> dict[str, str]:
@@ -433,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     results: dict[str, Any] = {
         "bench": {
-            "command": "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "command": " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])]),
             "quick": plan.quick,
             "started": datetime.now(UTC).isoformat(timespec="seconds"),
             "commit": git_commit(),

@@ -16,7 +16,9 @@ def main() -> None:
     from transformers import pipeline
 
     torch.set_num_threads(args.threads)
-    fill_mask = pipeline("fill-mask", model=args.model, device="cpu")
+    # transformers 5 loads a checkpoint in its saved dtype; an FP16 one would run in FP16 on
+    # the CPU (slow, and not the FP32 deployment this stands for).
+    fill_mask = pipeline("fill-mask", model=args.model, device="cpu", dtype=torch.float32)
 
     def fill(text: str, k: int) -> list[list[dict[str, Any]]]:
         answer = fill_mask(text, top_k=k)

@@ -23,7 +23,9 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = BertForMaskedLM.from_pretrained(args.model, attn_implementation="eager").eval()
+    model = BertForMaskedLM.from_pretrained(
+        args.model, attn_implementation="eager", dtype=torch.float32
+    ).eval()  # FP32 even from an FP16 checkpoint (transformers 5 keeps the saved dtype)
     if args.precision == "int8":
         model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
 
