@@ -34,7 +34,7 @@ from platformdirs import user_cache_dir
 from tiankong import export
 from tiankong.config import Settings
 from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
-from tiankong.models import ResolvedModel
+from tiankong.models import MODEL_FILE_PATTERNS, ResolvedModel
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +42,6 @@ CACHE_FORMAT = 1  # bump when the graph or the recipe changes in a way the key c
 ONNX_FILE = "model.onnx"
 MANIFEST_FILE = "tiankong-export.json"
 EXPORT_PRECISIONS = ("fp32", "int8")
-# What the export is made of: a change to any of these files is a different model.
-MODEL_FILE_PATTERNS = (
-    "config.json",
-    "*.safetensors",
-    "pytorch_model.bin",
-    "vocab.txt",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-)
 EXPORT_LIBRARIES = ("torch", "transformers", "onnx", "onnxruntime")
 LOCK_TIMEOUT_S = 3600.0
 

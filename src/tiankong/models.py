@@ -17,8 +17,8 @@ BUNDLED_ROOT = Path(__file__).parent / "bundled"
 VOCAB_FILE = Path(__file__).parent / "resources" / "vocab.txt"
 DEFAULT_HUB_MODEL = "google-bert/bert-base-chinese"
 
-# Files fetched from the hub: weights in safetensors or PyTorch format, config and tokenizer.
-HUB_ALLOW_PATTERNS = [
+# The files that make a model: fetched from the hub, and hashed to key the ONNX export cache.
+MODEL_FILE_PATTERNS = (
     "config.json",
     "*.safetensors",
     "pytorch_model.bin",
@@ -26,7 +26,7 @@ HUB_ALLOW_PATTERNS = [
     "tokenizer.json",
     "tokenizer_config.json",
     "special_tokens_map.json",
-]
+)
 MASKED_LM_SUFFIXES = ("ForMaskedLM", "ForPreTraining")
 
 
@@ -114,7 +114,7 @@ def download_from_hub(repo_id: str) -> Path:
     from huggingface_hub.errors import HFValidationError
 
     try:
-        return Path(snapshot_download(repo_id, allow_patterns=HUB_ALLOW_PATTERNS))
+        return Path(snapshot_download(repo_id, allow_patterns=list(MODEL_FILE_PATTERNS)))
     except HFValidationError:
         raise ModelUnavailableError(
             f"'{repo_id}' is neither a bundled model ({', '.join(bundled_names())}), "
