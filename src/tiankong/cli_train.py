@@ -77,6 +77,16 @@ def train_command(
         str,
         typer.Option("--position-init", help="random or sinusoidal (from --config only)."),
     ] = "random",
+    device: Annotated[
+        str,
+        typer.Option("--device", help="auto (a CUDA GPU when there is one), cpu or cuda."),
+    ] = "auto",
+    data_workers: Annotated[
+        int,
+        typer.Option(
+            "--data-workers", help="Processes that prepare text batches (0: in the training loop)."
+        ),
+    ] = 0,
 ) -> None:
     """Train or fine-tune a BERT-family masked LM: pretraining on text, cloze tuning on CSV."""
     from tiankong.train import TrainOptions, train
@@ -105,6 +115,8 @@ def train_command(
         save_fp16=fp16,
         position_init=position_init,
         stop_after_steps=stop_after_steps,
+        device=device,
+        data_workers=data_workers,
     )
     console = Console(stderr=True)
     if not console.is_terminal:  # logs: wide plain lines instead of a cut-off live display

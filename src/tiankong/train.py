@@ -71,6 +71,8 @@ class TrainOptions:
     save_fp16: bool = False
     position_init: str = "random"  # random | sinusoidal (only when starting from --config)
     stop_after_steps: int | None = None  # end early without changing the LR schedule
+    device: str = "auto"  # auto (CUDA when there is one) | cpu | cuda
+    data_workers: int = 0  # processes preparing batches; 0 prepares them in the training loop
 
 
 @dataclass
@@ -149,20 +151,71 @@ def sinusoidal_positions(weight: Any, config: Any) -> None:
 
 
 def masked_lm_loss(model: Any, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """Cross-entropy at labelled positions, projecting to the vocabulary only there."""
+    """Cross-entropy at labelled positions, projecting to the vocabulary only there.
+
+    On CUDA the forward pass runs under bfloat16 autocast; the weights and the loss stay FP32.
+    """
+    import torch
     import torch.nn.functional as F
 
-    head = getattr(model, "cls", None) or getattr(model, "lm_head", None)
     labels = batch["labels"]
-    if head is None:  # an unfamiliar architecture: let it compute its own loss
-        output = model(**batch)
-        return output.loss, output.logits[labels != -100], labels[labels != -100]
-    hidden = model.base_model(
-        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
-    ).last_hidden_state
-    selected = labels != -100
-    logits = head(hidden[selected])
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=labels.is_cuda):
+        head = getattr(model, "cls", None) or getattr(model, "lm_head", None)
+        if head is None:  # an unfamiliar architecture: let it compute its own loss
+            output = model(**batch)
+            return output.loss, output.logits[labels != -100], labels[labels != -100]
+        hidden = model.base_model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+        ).last_hidden_state
+        selected = labels != -100
+        logits = head(hidden[selected])
     return F.cross_entropy(logits.float(), labels[selected]), logits, labels[selected]
+
+
+def training_device(options: TrainOptions) -> Any:
+    """The torch device to train on: --device, where auto takes CUDA when there is one."""
+    import torch
+
+    if options.device not in ("auto", "cpu", "cuda"):
+        raise BadOptionError(f"--device '{options.device}' is not one of auto, cpu or cuda.")
+    if options.device == "cuda" and not torch.cuda.is_available():
+        raise BadOptionError("--device cuda was given but torch sees no CUDA GPU here.")
+    use_cuda = options.device == "cuda" or (options.device == "auto" and torch.cuda.is_available())
+    return torch.device("cuda" if use_cuda else "cpu")
+
+
+def to_device(batch: dict[str, Any], device: Any) -> dict[str, Any]:
+    return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
+
+
+def prefetched_batches(
+    options: TrainOptions, tokenizer: Any, collator: Any
+) -> Iterator[dict[str, Any]]:
+    """Pretraining batches prepared by ``options.data_workers`` processes (a torch DataLoader).
+
+    Worker ``n`` runs its own stream seeded with ``seed + n``, and the loader takes batches from
+    the workers in turn, so a run is repeatable for a given worker count.
+    """
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+    class BatchStream(IterableDataset):
+        def __iter__(self) -> Iterator[dict[str, Any]]:
+            worker = get_worker_info()
+            offset = worker.id if worker is not None else 0
+            torch.manual_seed(options.seed + offset)
+            rng = random.Random(options.seed + offset)
+            return pretraining_batches(options, tokenizer, collator, rng)
+
+    loader = DataLoader(
+        BatchStream(),
+        batch_size=None,
+        num_workers=options.data_workers,
+        pin_memory=torch.cuda.is_available(),
+        prefetch_factor=4,
+        persistent_workers=True,
+    )
+    return iter(loader)
 
 
 def pretraining_batches(
@@ -309,6 +362,7 @@ def train(
     from transformers import DataCollatorForLanguageModeling
 
     validate_options(options)
+    device = training_device(options)
     if options.threads:
         torch.set_num_threads(options.threads)
     torch.manual_seed(options.seed)
@@ -323,9 +377,12 @@ def train(
         for spec in options.data:
             rows += read_cloze_csv(Path(spec), tokenizer.get_vocab(), options.skip_bad_rows)[0]
         batches = cloze_batches(rows, tokenizer, options.batch_size, rng)
+    elif options.data_workers > 0:
+        batches = prefetched_batches(options, tokenizer, collator)
     else:
         batches = pretraining_batches(options, tokenizer, collator, rng)
-    eval_set = heldout_batches(options, tokenizer, collator)
+    model.to(device)
+    eval_set = [to_device(batch, device) for batch in heldout_batches(options, tokenizer, collator)]
 
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "LayerNorm" not in n]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2 or "LayerNorm" in n]
@@ -337,6 +394,7 @@ def train(
         lr=options.lr,
         betas=(0.9, 0.98),
         eps=1e-6,
+        fused=device.type == "cuda",
     )
     state = TrainState()
     clock = {"started": time.monotonic()}
@@ -357,13 +415,13 @@ def train(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
     checkpoint = options.out / CHECKPOINT_DIR
     if options.resume and (checkpoint / "trainer_state.pt").is_file():
-        saved = torch.load(checkpoint / "trainer_state.pt", weights_only=False)
+        saved = torch.load(checkpoint / "trainer_state.pt", weights_only=False, map_location=device)
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
         state = TrainState(**saved["state"])
         for _ in range(state.step):  # replay the data stream to where it stopped
             next(batches)
-        torch.set_rng_state(saved["torch_rng"])
+        torch.set_rng_state(saved["torch_rng"].cpu())
 
     model.train()
     started = time.monotonic() - state.elapsed_s
@@ -377,14 +435,15 @@ def train(
         if options.stop_after_steps and state.step >= options.stop_after_steps:
             break
         batch = next(batches)
-        loss = masked_lm_loss(model, batch)[0]
+        tokens = int(batch["attention_mask"].sum())
+        loss = masked_lm_loss(model, to_device(batch, device))[0]
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         state.step += 1
-        state.tokens_seen += int(batch["attention_mask"].sum())
+        state.tokens_seen += tokens
         state.elapsed_s = time.monotonic() - started
         loss_value = float(loss.detach())
         metrics: dict[str, float] = {
@@ -416,6 +475,7 @@ def train(
                 "tokens": state.tokens_seen,
             }
         )
+    model.to("cpu")
     if options.save_fp16:
         model = model.half()
     model.save_pretrained(options.out)
@@ -455,5 +515,7 @@ def validate_options(options: TrainOptions) -> None:
         raise BadOptionError("--max-steps and --batch-size must be at least 1.")
     if options.init and options.config:
         raise BadOptionError("Pass either --init or --config, not both.")
+    if options.data_workers < 0:
+        raise BadOptionError("--data-workers must be 0 or more.")
     if options.resume and not (options.out / CHECKPOINT_DIR).is_dir():
         raise BadDataFileError(f"--resume was given but '{options.out}' has no checkpoint yet.")
