@@ -40,6 +40,7 @@ class Recorder:
     """run_batch for tests: records each batch's names, answers ``name.upper()``."""
 
     fail_on: str | None = None
+    gate: threading.Event | None = None  # when given, each batch waits for it on the engine
     batches: list[list[str]] = field(default_factory=list)
     active: int = 0
     most_active: int = 0
@@ -51,6 +52,8 @@ class Recorder:
             self.most_active = max(self.most_active, self.active)
         try:
             self.batches.append([item.name for item in items])
+            if self.gate is not None:
+                self.gate.wait(GATE_TIMEOUT_S)
             if self.fail_on is not None and any(item.name == self.fail_on for item in items):
                 raise RuntimeError("engine failure")
             time.sleep(0.001)
@@ -307,6 +310,7 @@ async def test_a_request_that_waits_too_long_times_out_and_never_runs() -> None:
         async with engine_held(batcher):
             with pytest.raises(RequestTimeoutError):
                 await batcher.submit(Item("slow"))
+            assert batcher.pending == []  # gone from the queue already, the engine still held
         assert await batcher.submit(Item("next")) == "NEXT"
     assert recorder.batches == [["next"]]
     # two timeouts: the request, and the job holding the engine (it shares the timeout)
@@ -320,10 +324,32 @@ async def test_cancelled_requests_are_skipped_before_they_run() -> None:
             gone, kept = submit_all(batcher, [Item("gone"), Item("kept")])
             await until(lambda: batcher.depth == 2)
             gone.cancel()
-            await until(lambda: batcher.depth == 1)
+            with pytest.raises(asyncio.CancelledError):
+                await gone
+            # out of the queue once its request has ended, not once the engine is free again
+            assert [entry.item.name for entry in batcher.pending] == ["kept"]
         assert await kept == "KEPT"
     assert recorder.batches == [["kept"]]
     assert observer.events["skipped"] == 1
+
+
+async def test_a_request_gone_while_a_batch_runs_leaves_the_queue_at_once() -> None:
+    recorder, observer = Recorder(gate=threading.Event()), Observer()
+    assert recorder.gate is not None
+    async with started(recorder, observer) as batcher:
+        first = asyncio.create_task(batcher.submit(Item("first")))
+        await until(lambda: bool(batcher.running))
+        gone = asyncio.create_task(batcher.submit_many([Item("gone1"), Item("gone2")]))
+        await until(lambda: batcher.depth == 2)
+        gone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        assert batcher.pending == [] and observer.depths[-1] == 0
+        assert [entry.item.name for entry in batcher.running] == ["first"]  # still on it
+        recorder.gate.set()
+        assert await first == "FIRST"
+    assert recorder.batches == [["first"]]
+    assert observer.events["skipped"] == 2
 
 
 # --- exclusive jobs and shutdown ---------------------------------------------------------

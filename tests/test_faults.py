@@ -11,6 +11,7 @@ Covered elsewhere, on purpose not repeated here:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -19,7 +20,9 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -27,8 +30,10 @@ import psutil
 import pytest
 from reliability_helpers import fake_masker, serve_with_runner
 from server_helpers import free_port
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tiankong import FillMasker, Settings
+from tiankong.batching import DynamicBatcher
 from tiankong.engines.base import EncodedBatch
 from tiankong.engines.fake import FakeEngine
 from tiankong.server import create_app
@@ -103,14 +108,64 @@ def hang_up_many(base_url: str, count: int, offset: int) -> None:
         thread.join(timeout=30)
 
 
-def settle(state: ServerState, server: object, timeout_s: float = 20.0) -> None:
+class QueueAudit:
+    """Outermost middleware: each time a request ends with no other request in flight, records
+    how many entries the batcher still queues. Those can only be of requests that have ended,
+    answered or cancelled, so every record must be 0, whether or not the engine is busy."""
+
+    def __init__(self, app: ASGIApp, state: ServerState, records: list[int]) -> None:
+        self.app, self.state, self.records = app, state, records
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if scope["type"] == "http" and self.state.drain.in_flight == 0:
+                self.records.append(len(batcher_of(self.state).pending))
+
+
+def batcher_of(state: ServerState) -> DynamicBatcher[Any, Any]:
+    assert state.predictor is not None
+    batcher = state.predictor.batcher
+    assert isinstance(batcher, DynamicBatcher)
+    return batcher
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    connections: int
+    in_flight: int  # HTTP requests whose handler has not returned
+    queued: int  # the batcher's pending entries, cancelled ones included
+    on_engine: int  # the batch the engine is running
+    engine_busy: bool
+
+
+def snapshot(state: ServerState, server: object) -> Snapshot:
+    """The server's figures, read on its event loop between two steps, so they agree."""
+    batcher = batcher_of(state)
+    assert batcher.scheduler is not None
+
+    async def read() -> Snapshot:
+        return Snapshot(
+            connections=len(server.server_state.connections),  # type: ignore[attr-defined]
+            in_flight=state.drain.in_flight,
+            queued=len(batcher.pending),
+            on_engine=len(batcher.running),
+            engine_busy=batcher.busy,
+        )
+
+    loop = batcher.scheduler.get_loop()
+    return asyncio.run_coroutine_threadsafe(read(), loop).result(timeout=10)
+
+
+def settle(state: ServerState, server: object, timeout_s: float = 20.0) -> Snapshot:
+    """Wait until the connections are closed, no request is in flight and the engine has
+    finished the batch it was on (texts already on the engine can't be called back)."""
     deadline = time.monotonic() + timeout_s
-    predictor = state.predictor
-    assert predictor is not None
     while time.monotonic() < deadline:
-        connections = len(server.server_state.connections)  # type: ignore[attr-defined]
-        if not connections and not state.drain.in_flight and not predictor.batcher.depth:
-            return
+        now = snapshot(state, server)
+        if not now.connections and not now.in_flight and not now.engine_busy:
+            return now
         time.sleep(0.05)
     raise AssertionError("the server never settled after the disconnects")
 
@@ -126,6 +181,8 @@ def test_clients_hanging_up_mid_request_leak_nothing(
     engine = SlowFakeEngine(len(tiny_masker.encoder.vocab))
     app = create_app(settings, fake_masker(tiny_masker, settings, engine))
     state: ServerState = app.state.tiankong
+    queued_when_idle: list[int] = []
+    app.add_middleware(QueueAudit, state=state, records=queued_when_idle)
     me = psutil.Process()
     with serve_with_runner(app, settings) as (url, server):
         hang_up_many(url, 40, 0)  # warm-up: thread pools and buffers reach their size
@@ -134,10 +191,11 @@ def test_clients_hanging_up_mid_request_leak_nothing(
         calls_before = len(engine.calls)
         for round_index in range(5):
             hang_up_many(url, 40, 1000 * (round_index + 1))
-        settle(state, server)
-        assert state.predictor is not None
-        batcher = state.predictor.batcher
-        assert batcher.pending == [] and batcher.running == []
+        settled = settle(state, server)
+        assert settled.queued == 0 and settled.on_engine == 0
+        assert queued_when_idle and not any(queued_when_idle), (
+            f"entries of ended requests left queued: {queued_when_idle}"
+        )
         assert me.num_fds() <= fds
         # the same threads, but for AnyIO's worker pool (FastAPI's sync dependencies), which
         # is capped at 40 and whose idle workers come and go

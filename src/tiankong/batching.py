@@ -27,8 +27,9 @@ Policy ("continuous" batching; the engine is the one scarce resource):
   that would overflow the queue is refused whole with ``OverloadedError`` (503 + Retry-After).
   A request larger than the whole queue is admitted only into an empty queue.
 * **Timeouts and cancellation.** Each request waits at most ``timeout_s`` (``RequestTimeoutError``,
-  504). A request that is cancelled (timeout, client gone) cancels its futures, and cancelled
-  items are dropped before they run.
+  504). A request that is cancelled (timeout, client gone) cancels its futures and takes its
+  queued items out of the queue before it returns, even while the engine is busy; items already
+  on the engine finish, and their results are dropped.
 * **Failures.** If ``run_batch`` raises or returns the wrong number of results, every future of
   that batch gets an ``EngineError`` with one short error id (logged with the traceback), and the
   batcher carries on. If the scheduler itself ever stops on a bug, every waiting future is failed
@@ -288,9 +289,13 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 "or send fewer texts."
             ) from None
         finally:
-            for future in futures:  # a queued one is then skipped before it runs
+            for future in futures:
                 if not future.cancel() and not future.cancelled():
                     future.exception()  # a sibling's error, already raised: mark it seen
+            if any(future.cancelled() for future in futures):
+                # Drop them from the queue now: the scheduler only looks again once the engine
+                # is free, and a gone request must not hold queue slots until then.
+                self.prune()
             self.observer.set_queue_depth(self.depth)
 
     async def run_exclusive(self, job: Callable[[], JobT]) -> JobT:
