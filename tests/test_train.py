@@ -180,11 +180,23 @@ def test_data_workers_prepare_batches_repeatably(corpus: Path, tmp_path: Path) -
     assert a.final_train_loss == b.final_train_loss and a.heldout_loss == b.heldout_loss
 
 
+def test_bf16_autocast_on_the_cpu(corpus: Path, tmp_path: Path) -> None:
+    """--precision bf16 trains under bfloat16 autocast on the CPU too; saved weights stay FP32."""
+    from safetensors.torch import load_file
+
+    summary = train(tiny_options(corpus, tmp_path / "run", max_steps=40, precision="bf16"))
+    assert summary.history[-1]["heldout_loss"] < summary.history[0]["heldout_loss"] - 0.3
+    weights = load_file(tmp_path / "run" / "model.safetensors")
+    assert {str(tensor.dtype) for tensor in weights.values()} == {"torch.float32"}
+
+
 def test_device_options(corpus: Path, tmp_path: Path) -> None:
     import torch
 
     with pytest.raises(BadOptionError, match="--device 'tpu' is not one of"):
         train(tiny_options(corpus, tmp_path / "x", device="tpu"))
+    with pytest.raises(BadOptionError, match="--precision 'fp8' is not one of"):
+        train(tiny_options(corpus, tmp_path / "x", precision="fp8"))
     with pytest.raises(BadOptionError, match="--data-workers must be 0 or more"):
         train(tiny_options(corpus, tmp_path / "x", data_workers=-1))
     if not torch.cuda.is_available():

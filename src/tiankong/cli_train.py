@@ -87,6 +87,14 @@ def train_command(
             "--data-workers", help="Processes that prepare text batches (0: in the training loop)."
         ),
     ] = 0,
+    precision: Annotated[
+        str,
+        typer.Option(
+            "--precision",
+            help="auto (bfloat16 autocast on CUDA, fp32 on CPU), fp32, or bf16 (also on a CPU "
+            "with AVX512-BF16 or AMX).",
+        ),
+    ] = "auto",
 ) -> None:
     """Train or fine-tune a BERT-family masked LM: pretraining on text, cloze tuning on CSV."""
     from tiankong.train import TrainOptions, train
@@ -117,6 +125,7 @@ def train_command(
         stop_after_steps=stop_after_steps,
         device=device,
         data_workers=data_workers,
+        precision=precision,
     )
     console = Console(stderr=True)
     if not console.is_terminal:  # logs: wide plain lines instead of a cut-off live display

@@ -73,6 +73,7 @@ class TrainOptions:
     stop_after_steps: int | None = None  # end early without changing the LR schedule
     device: str = "auto"  # auto (CUDA when there is one) | cpu | cuda
     data_workers: int = 0  # processes preparing batches; 0 prepares them in the training loop
+    precision: str = "auto"  # auto (bf16 autocast on CUDA, fp32 on CPU) | fp32 | bf16
 
 
 @dataclass
@@ -150,16 +151,16 @@ def sinusoidal_positions(weight: Any, config: Any) -> None:
         weight.copy_(table * scale)
 
 
-def masked_lm_loss(model: Any, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
+def masked_lm_loss(model: Any, batch: dict[str, Any], bf16: bool = False) -> tuple[Any, Any, Any]:
     """Cross-entropy at labelled positions, projecting to the vocabulary only there.
 
-    On CUDA the forward pass runs under bfloat16 autocast; the weights and the loss stay FP32.
+    With ``bf16`` the forward pass runs under bfloat16 autocast; weights and loss stay FP32.
     """
     import torch
     import torch.nn.functional as F
 
     labels = batch["labels"]
-    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=labels.is_cuda):
+    with torch.autocast(labels.device.type, dtype=torch.bfloat16, enabled=bf16):
         head = getattr(model, "cls", None) or getattr(model, "lm_head", None)
         if head is None:  # an unfamiliar architecture: let it compute its own loss
             output = model(**batch)
@@ -306,7 +307,7 @@ def heldout_batches(options: TrainOptions, tokenizer: Any, collator: Any) -> lis
     return batches
 
 
-def evaluate(model: Any, batches: list[dict[str, Any]]) -> tuple[float, float]:
+def evaluate(model: Any, batches: list[dict[str, Any]], bf16: bool = False) -> tuple[float, float]:
     """Held-out masked-token loss and top-1 accuracy."""
     import torch
 
@@ -314,7 +315,7 @@ def evaluate(model: Any, batches: list[dict[str, Any]]) -> tuple[float, float]:
     total_loss, correct, count = 0.0, 0, 0
     with torch.inference_mode():
         for batch in batches:
-            loss, logits, labels = masked_lm_loss(model, batch)
+            loss, logits, labels = masked_lm_loss(model, batch, bf16)
             total_loss += float(loss) * len(labels)
             correct += int((logits.argmax(-1) == labels).sum())
             count += len(labels)
@@ -363,6 +364,7 @@ def train(
 
     validate_options(options)
     device = training_device(options)
+    bf16 = options.precision == "bf16" or (options.precision == "auto" and device.type == "cuda")
     if options.threads:
         torch.set_num_threads(options.threads)
     torch.manual_seed(options.seed)
@@ -436,7 +438,7 @@ def train(
             break
         batch = next(batches)
         tokens = int(batch["attention_mask"].sum())
-        loss = masked_lm_loss(model, to_device(batch, device))[0]
+        loss = masked_lm_loss(model, to_device(batch, device), bf16)[0]
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -452,7 +454,7 @@ def train(
             "lr": float(scheduler.get_last_lr()[0]),
         }
         if eval_set and (state.step % options.eval_every == 0 or state.step == options.max_steps):
-            heldout_loss, heldout_accuracy = evaluate(model, eval_set)
+            heldout_loss, heldout_accuracy = evaluate(model, eval_set, bf16)
             metrics.update(heldout_loss=heldout_loss, heldout_accuracy=heldout_accuracy)
             state.history.append(
                 {**metrics, "elapsed_s": state.elapsed_s, "tokens": state.tokens_seen}
@@ -464,7 +466,7 @@ def train(
 
     save_checkpoint(checkpoint, model, tokenizer, optimizer, scheduler, state)
     if eval_set and (heldout_loss is None or state.history[-1]["step"] != state.step):
-        heldout_loss, heldout_accuracy = evaluate(model, eval_set)
+        heldout_loss, heldout_accuracy = evaluate(model, eval_set, bf16)
         state.history.append(
             {
                 "step": state.step,
@@ -515,6 +517,8 @@ def validate_options(options: TrainOptions) -> None:
         raise BadOptionError("--max-steps and --batch-size must be at least 1.")
     if options.init and options.config:
         raise BadOptionError("Pass either --init or --config, not both.")
+    if options.precision not in ("auto", "fp32", "bf16"):
+        raise BadOptionError(f"--precision '{options.precision}' is not one of auto, fp32 or bf16.")
     if options.data_workers < 0:
         raise BadOptionError("--data-workers must be 0 or more.")
     if options.resume and not (options.out / CHECKPOINT_DIR).is_dir():
