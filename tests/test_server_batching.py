@@ -559,6 +559,8 @@ def test_serve_flags_and_env_twins_reach_the_settings(
         "9",
         "--result-cache-size",
         "0",
+        "--onnx-cache-dir",
+        "/tmp/tiankong-onnx-cache-test",
     ]
     env = {"TIANKONG_MAX_QUEUE": "70", "TIANKONG_TOKEN_CACHE_SIZE": "17"}
     result = runner.invoke(app, flags, env=env)
@@ -571,6 +573,7 @@ def test_serve_flags_and_env_twins_reach_the_settings(
     )
     assert (settings.max_queue, settings.request_timeout_s) == (70, 9.0)
     assert (settings.result_cache_size, settings.token_cache_size) == (0, 17)
+    assert settings.onnx_cache_dir == "/tmp/tiankong-onnx-cache-test"
 
     refused = runner.invoke(app, ["serve", "--port", "0", "--max-batch-size", "0"])
     assert isinstance(refused.exception, BadOptionError) and len(seen) == 1  # before loading
@@ -584,5 +587,6 @@ def test_serve_flags_and_env_twins_reach_the_settings(
         "REQUEST_TIMEOUT",
         "RESULT_CACHE_SIZE",
         "TOKEN_CACHE_SIZE",
+        "ONNX_CACHE_DIR",
     ):
         assert f"TIANKONG_{name}" in shown.output

@@ -19,6 +19,7 @@ from tiankong.cli_commands import (
     EngineOption,
     MaxLengthOption,
     ModelOption,
+    OnnxCacheDirOption,
     PrecisionOption,
     ThreadsOption,
 )
@@ -45,6 +46,7 @@ def serve_command(
     device: DeviceOption = "auto",
     threads: ThreadsOption = None,
     max_length: MaxLengthOption = None,
+    onnx_cache_dir: OnnxCacheDirOption = None,
     max_batch_texts: Annotated[
         int | None,
         typer.Option(
@@ -227,6 +229,7 @@ def serve_command(
         device=device,
         threads=threads,
         max_length=max_length,
+        onnx_cache_dir=onnx_cache_dir,
         max_batch_texts=max_batch_texts,
         max_body_bytes=max_body_bytes,
         log_level=log_level.lower() if log_level else None,

@@ -276,6 +276,10 @@ class PredictResponse(Fill):
 class ErrorDetail(BaseModel):
     code: str = Field(description="Stable, machine-readable, e.g. no_mask.")
     message: str = Field(description="One readable sentence.")
+    error_id: str | None = Field(
+        default=None,
+        description="Server faults only (5xx): the key to the traceback in the server log.",
+    )
 
 
 class ErrorResponse(BaseModel):
