@@ -23,6 +23,26 @@ def table(report: dict) -> list[str]:
     return lines
 
 
+def example_and_int8(folder: Path) -> list[str]:
+    """The poem the issue asks about, and what the INT8 quality guard decides for this model."""
+    from tiankong import FillMasker, Settings
+
+    fp32 = FillMasker.load(str(folder), Settings(engine="torch", threads=1))
+    top = fp32.predict("春眠不觉晓，处处闻啼[MASK]。", top_k=5).masks[0]
+    shown = ", ".join(f"{c.token} {c.score:.1%}" for c in top)
+    served = FillMasker.load(str(folder), Settings(threads=1))
+    quality = getattr(served.engine, "quality", {})
+    decision = f"By default tiankong runs it on {served.engine.name} {served.engine.precision}"
+    if quality:
+        decision += (
+            f": the INT8 export's top-1 agreement with FP32 is {quality['top1_agreement']:.1%} "
+            f"(top-5 overlap {quality['top5_overlap']:.1%}) on the guard's "
+            f"{quality.get('masks', '?')} masks, against a threshold of "
+            f"{quality['min_agreement']:.0%}"
+        )
+    return [f"「春眠不觉晓，处处闻啼[MASK]。」 → {shown} (torch FP32).", "", decision + "."]
+
+
 def main() -> None:
     folder = Path(sys.argv[1])
     record = json.loads((folder / "training.json").read_text(encoding="utf-8"))
@@ -58,21 +78,24 @@ def main() -> None:
         "(`*.heldout.txt.xz`) were never trained on.",
         "",
         "## Recipe",
-        f"From scratch (`--config mini`), {options['mask_rate']} masking with the 80/10/10 split, "
+        f"From scratch (`--config mini`, {options.get('position_init', 'random')} "
+        f"position-embedding init), {options['mask_rate']} masking with the 80/10/10 split, "
         f"batch {options['batch_size']} × {options['seq_len']} tokens, AdamW (β2 0.98, weight "
         f"decay 0.01), peak LR {options['lr']} after {options['warmup_steps']} warmup steps, then "
-        "linear decay to zero at the end of the wall-time budget; the MLM head is computed only "
-        f"at masked positions. Seed {options['seed']}.",
+        "linear decay to zero at the end of the wall-time budget "
+        f"({float(options['max_time_s']) / 60:.0f} min); the MLM head is computed only at masked "
+        f"positions; forward pass precision {options.get('precision', 'fp32')} "
+        f"(weights and optimizer FP32). Seed {options['seed']}.",
         "",
         f"- steps: {summary['steps']:,}; tokens: {summary['tokens']:,}",
         f"- wall time: {summary['wall_time_s'] / 60:.0f} min on {platform.machine()} CPU, "
-        "2 cores (shared with other work during the run), no GPU",
+        "2 cores, no GPU",
         f"- throughput: {summary['tokens_per_s']:,.0f} tokens/s",
         f"- held-out masked-token accuracy: **{summary['heldout_accuracy']:.1%}** "
         f"(loss {summary['heldout_loss']:.3f}) on 1,000 lines of each held-out file",
         f"- held-out accuracy by step: {curve}",
         "",
-        "Retrain: `bash scripts/train_bundled.sh ../shared/corpus runs/mini 120m`.",
+        "Retrain: `bash scripts/train_bundled.sh ../shared/corpus runs/mini 90m`.",
         "",
         "## Cloze evaluation (`shared/eval/public_cloze.jsonl`)",
         f"`tiankong eval` with engine {evaluation['engine']} {evaluation['precision']}, "
@@ -88,6 +111,7 @@ def main() -> None:
             "",
         ]
         lines += table(blank)
+    lines += ["", "## Example and INT8", *example_and_int8(folder)]
     lines += [
         "",
         "## Limits",
