@@ -1,0 +1,80 @@
+"""Which layers make INT8 disagree with FP32: quantize one FP32 export several ways and run the
+INT8 quality guard on each.
+
+    python -m bench.int8_variants FP32_EXPORT_DIR [--model MODEL]
+
+FP32_EXPORT_DIR is a cached FP32 export (``<onnx cache>/<model>-fp32-<key>/``, made by any
+command that serves the model with ``--precision fp32``); MODEL is the model it was exported from
+(default: the bundled model), whose tokenizer the guard needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+import onnx
+from onnxruntime.quantization import QuantType, quantize_dynamic
+
+from tiankong.engines.onnx_engine import OnnxEngine
+from tiankong.export import keep_head_in_fp32
+from tiankong.models import resolve_model
+from tiankong.quality_guard import compare_engines
+
+
+def linear_names(graph: Any, part: str) -> list[str]:
+    """The encoder MatMuls of one kind in every layer, e.g. ``output/dense`` (FFN output)."""
+    return [
+        node.name
+        for node in graph.node
+        if node.op_type == "MatMul" and "/attention/" not in node.name and f"/{part}/" in node.name
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("fp32_export", type=Path)
+    parser.add_argument("--model", default=None)
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)
+    fp32_file = args.fp32_export / "model.onnx"
+    folder = resolve_model(args.model).path
+    reference = OnnxEngine(fp32_file, "cpu", "fp32", 0)
+    graph = onnx.load(str(fp32_file)).graph
+    variants: dict[str, tuple[list[str], list[str]]] = {
+        "shipped (MatMul + Attention)": (["MatMul", "Attention"], []),
+        "MatMul only (attention FP32)": (["MatMul"], []),
+        "FFN output projections FP32": (
+            ["MatMul", "Attention"],
+            linear_names(graph, "output/dense"),
+        ),
+        "FFN input projections FP32": (
+            ["MatMul", "Attention"],
+            linear_names(graph, "intermediate/dense"),
+        ),
+    }
+    for name, (op_types, excluded) in variants.items():
+        model = onnx.load(str(fp32_file))
+        keep_head_in_fp32(model)
+        out = Path(f"/tmp/tiankong-int8-variant-{len(excluded)}-{len(op_types)}.onnx")
+        quantize_dynamic(
+            model,
+            out,
+            op_types_to_quantize=op_types,
+            per_channel=True,
+            reduce_range=False,
+            weight_type=QuantType.QInt8,
+            nodes_to_exclude=excluded,
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+        figures = compare_engines(reference, OnnxEngine(out, "cpu", "int8", 0), folder)
+        print(
+            f"{name}: top-1 agreement {figures['top1_agreement']:.1%}, "
+            f"top-5 overlap {figures['top5_overlap']:.1%} on {figures['masks']} masks"
+        )
+
+
+if __name__ == "__main__":
+    main()
