@@ -11,15 +11,15 @@ command that serves the model with ``--precision fp32``); MODEL is the model it 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 from pathlib import Path
 from typing import Any
 
 import onnx
-from onnxruntime.quantization import QuantType, quantize_dynamic
 
 from tiankong.engines.onnx_engine import OnnxEngine
-from tiankong.export import keep_head_in_fp32
+from tiankong.export import quantize_int8
 from tiankong.models import resolve_model
 from tiankong.quality_guard import compare_engines
 
@@ -55,19 +55,11 @@ def main() -> None:
             linear_names(graph, "intermediate/dense"),
         ),
     }
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     for name, (op_types, excluded) in variants.items():
-        model = onnx.load(str(fp32_file))
-        keep_head_in_fp32(model)
         out = Path(f"/tmp/tiankong-int8-variant-{len(excluded)}-{len(op_types)}.onnx")
-        quantize_dynamic(
-            model,
-            out,
-            op_types_to_quantize=op_types,
-            per_channel=True,
-            reduce_range=False,
-            weight_type=QuantType.QInt8,
-            nodes_to_exclude=excluded,
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        quantize_int8(
+            fp32_file, out, config["vocab_size"], config["hidden_size"], op_types, excluded
         )
         figures = compare_engines(reference, OnnxEngine(out, "cpu", "int8", 0), folder)
         print(

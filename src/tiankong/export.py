@@ -20,7 +20,7 @@ import json
 import logging
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -231,8 +231,19 @@ def optimize_graph(raw_file: Path, out_file: Path, config: Any) -> None:
     optimized.save_model_to_file(str(out_file), use_external_data_format=False)
 
 
-def quantize_int8(fp32_file: Path, out_file: Path, vocab_size: int, hidden: int) -> dict[str, Any]:
-    """Dynamic INT8 quantization of an optimised FP32 export; returns its graph report."""
+def quantize_int8(
+    fp32_file: Path,
+    out_file: Path,
+    vocab_size: int,
+    hidden: int,
+    op_types: Sequence[str] = tuple(INT8_OP_TYPES),
+    excluded_nodes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Dynamic INT8 quantization of an optimised FP32 export; returns its graph report.
+
+    ``op_types`` and ``excluded_nodes`` (node names left in FP32) exist for experiments such as
+    ``python -m bench.int8_variants``; the serving export uses the defaults.
+    """
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -242,7 +253,8 @@ def quantize_int8(fp32_file: Path, out_file: Path, vocab_size: int, hidden: int)
         quantize_dynamic(
             graph,
             out_file,
-            op_types_to_quantize=INT8_OP_TYPES,
+            op_types_to_quantize=list(op_types),
+            nodes_to_exclude=list(excluded_nodes),
             per_channel=INT8_PER_CHANNEL,
             reduce_range=INT8_REDUCE_RANGE,
             weight_type=QuantType.QInt8,
