@@ -79,3 +79,22 @@ def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, 
     for leak in ("Traceback", ".py", "/work", "site-packages", 'File "'):
         assert leak not in response.text
     return body["error"]
+
+
+def capture_serve_settings(monkeypatch: Any) -> list[Any]:
+    """Stand in for ``FillMasker.load``: record the Settings that `tiankong serve` built, then
+    stop with a BadOptionError before anything loads. Returns the list the Settings go into."""
+    from tiankong import cli_serve
+    from tiankong.errors import BadOptionError
+    from tiankong.service import FillMasker
+
+    assert cli_serve.serve_command  # importing cli_serve registers `serve` on the app
+    seen: list[Any] = []
+
+    def load(source: str | None = None, settings: Any = None) -> FillMasker:
+        assert settings is not None
+        seen.append(settings)
+        raise BadOptionError("stop here; the settings are what this test is about")
+
+    monkeypatch.setattr(FillMasker, "load", staticmethod(load))
+    return seen

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from reliability_helpers import fake_masker
-from server_helpers import assert_error
+from server_helpers import assert_error, capture_serve_settings
 
 from tiankong import FillMasker, Settings
 from tiankong.cli_serve import bind
@@ -344,18 +344,9 @@ def test_flags_and_env_twins_reach_the_settings(
     """TIANKONG_API_KEYS and TIANKONG_CORS_ORIGINS are comma-separated; flags repeat."""
     from typer.testing import CliRunner
 
-    from tiankong import cli_serve
     from tiankong.cli import app
 
-    seen: list[Settings] = []
-
-    def load(source: str | None = None, settings: Settings | None = None) -> FillMasker:
-        assert settings is not None
-        seen.append(settings)
-        raise BadOptionError("stop here; the settings are what this test is about")
-
-    monkeypatch.setattr(FillMasker, "load", staticmethod(load))
-    assert cli_serve.serve_command
+    seen = capture_serve_settings(monkeypatch)
     keys_file = tmp_path / "keys.txt"
     keys_file.write_text("file-key\n")
     env = {

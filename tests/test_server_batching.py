@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from server_helpers import assert_error, serve_in_thread
+from server_helpers import assert_error, capture_serve_settings, serve_in_thread
 from typer.testing import CliRunner
 
 from tiankong import FillMasker, Settings
@@ -530,18 +530,11 @@ def test_bad_batching_settings_fail_when_the_app_is_built(
 def test_serve_flags_and_env_twins_reach_the_settings(
     monkeypatch: pytest.MonkeyPatch, tiny_model_dir: Path
 ) -> None:
-    from tiankong import cli_commands, cli_serve  # importing registers their commands
+    from tiankong import cli_commands  # importing registers its commands
     from tiankong.cli import app
 
-    seen: list[Settings] = []
-
-    def load(source: str | None = None, settings: Settings | None = None) -> FillMasker:
-        assert settings is not None
-        seen.append(settings)
-        raise BadOptionError("stop here; the settings are what this test is about")
-
-    monkeypatch.setattr(FillMasker, "load", staticmethod(load))
-    assert cli_commands and cli_serve.serve_command
+    assert cli_commands
+    seen = capture_serve_settings(monkeypatch)
     runner = CliRunner()
     flags = [
         "serve",

@@ -177,8 +177,6 @@ def training_device(options: TrainOptions) -> Any:
     """The torch device to train on: --device, where auto takes CUDA when there is one."""
     import torch
 
-    if options.device not in ("auto", "cpu", "cuda"):
-        raise BadOptionError(f"--device '{options.device}' is not one of auto, cpu or cuda.")
     if options.device == "cuda" and not torch.cuda.is_available():
         raise BadOptionError("--device cuda was given but torch sees no CUDA GPU here.")
     use_cuda = options.device == "cuda" or (options.device == "auto" and torch.cuda.is_available())
@@ -190,7 +188,7 @@ def to_device(batch: dict[str, Any], device: Any) -> dict[str, Any]:
 
 
 def prefetched_batches(
-    options: TrainOptions, tokenizer: Any, collator: Any
+    options: TrainOptions, tokenizer: Any, collator: Any, device: Any
 ) -> Iterator[dict[str, Any]]:
     """Pretraining batches prepared by ``options.data_workers`` processes (a torch DataLoader).
 
@@ -212,7 +210,7 @@ def prefetched_batches(
         BatchStream(),
         batch_size=None,
         num_workers=options.data_workers,
-        pin_memory=torch.cuda.is_available(),
+        pin_memory=device.type == "cuda",
         prefetch_factor=4,
         persistent_workers=True,
     )
@@ -380,7 +378,7 @@ def train(
             rows += read_cloze_csv(Path(spec), tokenizer.get_vocab(), options.skip_bad_rows)[0]
         batches = cloze_batches(rows, tokenizer, options.batch_size, rng)
     elif options.data_workers > 0:
-        batches = prefetched_batches(options, tokenizer, collator)
+        batches = prefetched_batches(options, tokenizer, collator, device)
     else:
         batches = pretraining_batches(options, tokenizer, collator, rng)
     model.to(device)
@@ -517,6 +515,8 @@ def validate_options(options: TrainOptions) -> None:
         raise BadOptionError("--max-steps and --batch-size must be at least 1.")
     if options.init and options.config:
         raise BadOptionError("Pass either --init or --config, not both.")
+    if options.device not in ("auto", "cpu", "cuda"):
+        raise BadOptionError(f"--device '{options.device}' is not one of auto, cpu or cuda.")
     if options.precision not in ("auto", "fp32", "bf16"):
         raise BadOptionError(f"--precision '{options.precision}' is not one of auto, fp32 or bf16.")
     if options.data_workers < 0:
