@@ -38,9 +38,8 @@ def root(
 app.command("train")(train_command)
 
 
-def main() -> None:
-    """Console-script entry: typed errors become one sentence and the table's exit code."""
-    # Importing a command module registers its commands on ``app``.
+def register_commands() -> None:
+    """Importing a command module registers its commands on ``app``."""
     from tiankong import (  # noqa: F401
         cli_bench,
         cli_commands,
@@ -50,6 +49,10 @@ def main() -> None:
         cli_serve,
     )
 
+
+def main() -> None:
+    """Console-script entry: typed errors become one sentence and the table's exit code."""
+    register_commands()
     try:
         app()  # standalone: usage errors print click's message and exit 2
     except TiankongError as error:
