@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 
 from tiankong import FillMasker, Settings
+from tiankong.build.quality_guard import guard_sentences
 from tiankong.config import physical_cores
-from tiankong.decoding import softmax, top_k
+from tiankong.core.decoding import softmax, top_k
 from tiankong.engines.base import EncodedBatch, pad_batch
-from tiankong.quality_guard import guard_sentences
 
 BATCH_SIZES = (1, 8, 16, 32, 64)
 VOCAB_SIZE = 21128  # bert-base-chinese
@@ -118,7 +118,7 @@ def build_model(folder: Path, quick: bool) -> Path:
     import torch
     from transformers import BertConfig, BertForMaskedLM, BertTokenizer
 
-    from tiankong.models import VOCAB_FILE
+    from tiankong.core.models import VOCAB_FILE
 
     torch.manual_seed(SEED)
     tokenizer = BertTokenizer(str(VOCAB_FILE), do_lower_case=False)

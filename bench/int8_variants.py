@@ -18,10 +18,10 @@ from typing import Any
 
 import onnx
 
+from tiankong.build.export import quantize_int8
+from tiankong.build.quality_guard import compare_engines
+from tiankong.core.models import resolve_model
 from tiankong.engines.onnx_engine import OnnxEngine
-from tiankong.export import quantize_int8
-from tiankong.models import resolve_model
-from tiankong.quality_guard import compare_engines
 
 
 def linear_names(graph: Any, part: str) -> list[str]:

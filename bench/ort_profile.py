@@ -27,8 +27,8 @@ def profile(model: Path, precision: str, batch: int, threads: int) -> dict[str, 
     import onnxruntime as ort
 
     from tiankong import FillMasker, Settings
+    from tiankong.build.export_cache import ensure_export
     from tiankong.engines.base import pad_batch
-    from tiankong.export_cache import ensure_export
 
     masker = FillMasker.load(str(model), Settings(engine="onnx", precision=precision))
     export = ensure_export(masker.model, precision, masker.settings)

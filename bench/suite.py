@@ -265,7 +265,7 @@ def launches(contenders: Sequence[Contender], model: BenchModel, plan: Plan) -> 
 
 
 def tokens_per_sentence(model: BenchModel, count: int = 200) -> float:
-    from tiankong.text import TextEncoder, TextLimits
+    from tiankong.core.text import TextEncoder, TextLimits
 
     assert model.path is not None
     encoder = TextEncoder.from_folder(model.path, TextLimits(16, 128, 10_000))

@@ -13,7 +13,7 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from tiankong.models import VOCAB_FILE
+from tiankong.core.models import VOCAB_FILE
 
 
 def build_tiny_bert(folder: Path, seed: int = 0, architecture: str = "BertForMaskedLM") -> Path:
@@ -69,8 +69,8 @@ def tiny_onnx_cache(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFacto
     """An ONNX cache holding the tiny model's FP32 and INT8 exports, built once per session.
     Tests that change a cache copy it first (``shutil.copytree``)."""
     from tiankong import Settings
-    from tiankong.export_cache import ensure_export
-    from tiankong.models import resolve_model
+    from tiankong.build.export_cache import ensure_export
+    from tiankong.core.models import resolve_model
 
     root = tmp_path_factory.mktemp("onnx-cache")
     ensure_export(

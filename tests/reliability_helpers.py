@@ -20,7 +20,7 @@ from server_helpers import START_TIMEOUT_S, free_port, wait_until_ready
 
 from tiankong import FillMasker, Settings
 from tiankong.engines.fake import FakeEngine
-from tiankong.server.runner import DrainingServer, uvicorn_config
+from tiankong.server.uvicorn_server import DrainingServer, uvicorn_config
 
 SLOW_SERVE = Path(__file__).resolve().parent / "slow_serve.py"
 

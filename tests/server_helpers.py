@@ -84,7 +84,7 @@ def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, 
 def capture_serve_settings(monkeypatch: Any) -> list[Any]:
     """Stand in for ``FillMasker.load``: record the Settings that `tiankong serve` built, then
     stop with a BadOptionError before anything loads. Returns the list the Settings go into."""
-    from tiankong import cli_serve
+    from tiankong.cli import serve as cli_serve
     from tiankong.errors import BadOptionError
     from tiankong.service import FillMasker
 

@@ -26,10 +26,10 @@ from reliability_helpers import fake_masker
 from server_helpers import assert_error
 
 from tiankong import FillMasker, Settings
+from tiankong.core.results import FillResult
+from tiankong.core.text import MASK, normalize_masks
 from tiankong.errors import TiankongError
-from tiankong.results import FillResult
 from tiankong.server import create_app
-from tiankong.text import MASK, normalize_masks
 
 ODD_PIECES = [
     MASK,

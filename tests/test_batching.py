@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tiankong.batching import BatchLimits, BatchStats, DynamicBatcher
 from tiankong.errors import (
     BadOptionError,
     EngineError,
@@ -25,6 +24,7 @@ from tiankong.errors import (
     RequestTimeoutError,
     ShuttingDownError,
 )
+from tiankong.serving.batching import BatchLimits, BatchStats, DynamicBatcher
 
 GATE_TIMEOUT_S = 30.0  # a gate never blocks a test forever
 

@@ -18,9 +18,9 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from server_helpers import serve_in_thread
 
 from tiankong import FillMasker, Settings
+from tiankong.core.text import TextEncoder
 from tiankong.engines.fake import FakeEngine
 from tiankong.server import create_app
-from tiankong.text import TextEncoder
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

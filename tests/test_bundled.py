@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from tiankong import FillMasker, Settings
-from tiankong.models import BUNDLED_ROOT, DEFAULT_MODEL, resolve_model
+from tiankong.core.models import BUNDLED_ROOT, DEFAULT_MODEL, resolve_model
 
 
 def test_bundled_model_is_the_default_and_loads() -> None:

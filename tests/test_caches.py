@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from tiankong import FillMasker, Settings
-from tiankong.caches import LRUCache, PlainOptions, ResultKey
-from tiankong.decoding import Constraints
+from tiankong.core.decoding import Constraints
+from tiankong.core.modes import PredictOptions
 from tiankong.engines.fake import FakeEngine
 from tiankong.errors import BadOptionError, NoMaskError
-from tiankong.modes import PredictOptions
 from tiankong.server.metrics import ServerMetrics
 from tiankong.server.predictor import Predictor
+from tiankong.serving.caches import LRUCache, PlainOptions, ResultKey
 
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 WORD = "手机没电了，赶紧去[MASK][MASK]。"

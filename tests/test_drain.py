@@ -19,7 +19,7 @@ import pytest
 from reliability_helpers import serve_process
 from server_helpers import assert_error
 
-from tiankong.server.runner import CLOSE_GRACE_S, HARD_EXIT_MARGIN_S
+from tiankong.server.uvicorn_server import CLOSE_GRACE_S, HARD_EXIT_MARGIN_S
 
 CLEAN_EXITS = (0, -signal.SIGTERM)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tiankong.core.modes import PredictOptions
 from tiankong.errors import BadDataFileError
-from tiankong.evaluate import ItemOutcome, agreement, evaluate_items, read_items, summarise
-from tiankong.modes import PredictOptions
+from tiankong.offline.evaluate import ItemOutcome, agreement, evaluate_items, read_items, summarise
 
 DATA = Path(__file__).parent / "data"
 
@@ -67,7 +67,7 @@ def test_counts_are_exact_on_a_small_file(tiny_masker, tmp_path: Path) -> None:
 
 
 def test_agreement_figures() -> None:
-    from tiankong.evaluate import ClozeItem
+    from tiankong.offline.evaluate import ClozeItem
 
     item = ClozeItem("x", "[MASK]", ("a",))
     first = [ItemOutcome(item, list("abcde"), 1, 1.0), ItemOutcome(item, list("fghij"), None, 1.0)]

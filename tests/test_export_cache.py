@@ -11,15 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from tiankong import Settings, export_cache, export_worker
-from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
-from tiankong.export_cache import (
+from tiankong import Settings
+from tiankong.build import export_cache, export_worker
+from tiankong.build.export_cache import (
     MANIFEST_FILE,
     ONNX_FILE,
     ensure_export,
     export_to_folder,
 )
-from tiankong.models import ResolvedModel, resolve_model
+from tiankong.core.models import ResolvedModel, resolve_model
+from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
 
 
 @pytest.fixture

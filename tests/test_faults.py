@@ -33,11 +33,11 @@ from server_helpers import free_port
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tiankong import FillMasker, Settings
-from tiankong.batching import DynamicBatcher
 from tiankong.engines.base import EncodedBatch
 from tiankong.engines.fake import FakeEngine
 from tiankong.server import create_app
 from tiankong.server.predictor import ServerState
+from tiankong.serving.batching import DynamicBatcher
 
 SERVE = [sys.executable, "-m", "tiankong", "serve", "--threads", "1"]
 

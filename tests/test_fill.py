@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tiankong import Settings
+from tiankong.core.modes import PredictOptions
 from tiankong.errors import BadDataFileError
-from tiankong.fill import FillJob, run_fill
-from tiankong.modes import PredictOptions
+from tiankong.offline.fill import FillJob, run_fill
 
 TEXTS = ["处处闻啼[MASK]。", "画龙点[MASK]", "没有空", "手机没电了，赶紧去[MASK][MASK]。"] * 25
 
@@ -147,8 +147,8 @@ def test_memory_stays_flat_on_a_large_file(tiny_model_dir: Path, tmp_path: Path)
 import json, resource, sys
 from pathlib import Path
 from tiankong import Settings
-from tiankong.fill import FillJob, run_fill
-from tiankong.modes import PredictOptions
+from tiankong.offline.fill import FillJob, run_fill
+from tiankong.core.modes import PredictOptions
 source = Path(sys.argv[1])
 with source.open("w", encoding="utf-8") as handle:
     for i in range(int(sys.argv[2])):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tiankong.core.models import BUNDLED_MODELS, DEFAULT_MODEL, VOCAB_FILE, resolve_model
 from tiankong.errors import ModelUnavailableError
-from tiankong.models import BUNDLED_MODELS, DEFAULT_MODEL, VOCAB_FILE, resolve_model
 
 
 def test_local_folder_resolves(tiny_model_dir: Path) -> None:
@@ -69,7 +69,7 @@ def test_vocab_only_folder_loads(tmp_path: Path, tiny_model_dir: Path) -> None:
     """Older HF folders have vocab.txt and no tokenizer.json; the encoder builds it."""
     import shutil
 
-    from tiankong.text import TextEncoder, TextLimits
+    from tiankong.core.text import TextEncoder, TextLimits
 
     folder = tmp_path / "vocabonly"
     shutil.copytree(tiny_model_dir, folder)

@@ -15,11 +15,11 @@ import onnx
 import pytest
 
 from tiankong import FillMasker, Settings
+from tiankong.build.export_cache import MANIFEST_FILE, ensure_export
+from tiankong.core.models import resolve_model
 from tiankong.engines.base import EncodedBatch, pad_batch
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.errors import BadOptionError
-from tiankong.export_cache import MANIFEST_FILE, ensure_export
-from tiankong.models import resolve_model
 
 SENTENCES = [
     "春眠不觉晓，处处闻啼[MASK]。",
@@ -232,7 +232,7 @@ def test_export_cli_bad_input(
 
 
 def test_guard_figures_for_identical_engines(tiny_model_dir: Path, tiny_onnx_cache: Path) -> None:
-    from tiankong.quality_guard import compare_engines, guard_sentences
+    from tiankong.build.quality_guard import compare_engines, guard_sentences
 
     assert 50 <= len(guard_sentences()) <= 100
     assert all("[MASK]" in sentence for sentence in guard_sentences())

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tiankong import FillMasker, Settings
-from tiankong.decoding import banned_token_ids
+from tiankong.core.decoding import banned_token_ids
 from tiankong.engines.base import pad_batch
 from tiankong.errors import TopKOutOfRangeError
 

@@ -9,8 +9,8 @@ import pytest
 import ray
 
 from tiankong import Settings
-from tiankong.fill import FillJob
-from tiankong.modes import PredictOptions
+from tiankong.core.modes import PredictOptions
+from tiankong.offline.fill import FillJob
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def local_ray():
 
 
 def test_fill_through_ray_data(local_ray, tiny_model_dir: Path, tmp_path: Path) -> None:
-    from tiankong.ray_fill import run_ray_fill
+    from tiankong.offline.ray_fill import run_ray_fill
 
     texts = ["处处闻啼[MASK]。", "没有空", "手机没电了，赶紧去[MASK][MASK]。"] * 8
     source = tmp_path / "in.jsonl"

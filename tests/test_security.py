@@ -15,11 +15,11 @@ from reliability_helpers import fake_masker
 from server_helpers import assert_error, capture_serve_settings
 
 from tiankong import FillMasker, Settings
-from tiankong.cli_serve import bind
+from tiankong.cli.serve import bind
 from tiankong.errors import BadOptionError
 from tiankong.server import create_app
-from tiankong.server.rate_limit import RateLimiter
-from tiankong.server.security import KeyRing, is_public, load_api_keys
+from tiankong.server.middleware.rate_limit import RateLimiter
+from tiankong.server.middleware.security import KeyRing, is_public, load_api_keys
 
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 KEYS = ("key-one-0123456789", "key-two-abcdefghij")

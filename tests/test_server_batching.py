@@ -530,8 +530,8 @@ def test_bad_batching_settings_fail_when_the_app_is_built(
 def test_serve_flags_and_env_twins_reach_the_settings(
     monkeypatch: pytest.MonkeyPatch, tiny_model_dir: Path
 ) -> None:
-    from tiankong import cli_commands  # importing registers its commands
     from tiankong.cli import app
+    from tiankong.cli import predict as cli_commands  # importing registers its commands
 
     assert cli_commands
     seen = capture_serve_settings(monkeypatch)

@@ -19,12 +19,12 @@ from fastapi.testclient import TestClient
 from server_helpers import assert_error
 
 from tiankong import FillMasker, Settings
-from tiankong.decoding import Constraints, is_han
-from tiankong.modes import PredictOptions
-from tiankong.results import FillResult
+from tiankong.core.decoding import Constraints, is_han
+from tiankong.core.modes import PredictOptions
+from tiankong.core.results import FillResult
+from tiankong.core.text import PreparedText
 from tiankong.server import create_app
 from tiankong.server.predictor import Predictor
-from tiankong.text import PreparedText
 
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 WHOLE_WORD = "手机没电了，赶紧去[MASK][MASK]。"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tiankong.core.models import VOCAB_FILE
+from tiankong.core.text import MASK, TextEncoder, TextLimits, normalize_masks
 from tiankong.errors import (
     EmptyTextError,
     MasksDoNotFitError,
@@ -11,8 +13,6 @@ from tiankong.errors import (
     TextTooLongError,
     TooManyMasksError,
 )
-from tiankong.models import VOCAB_FILE
-from tiankong.text import MASK, TextEncoder, TextLimits, normalize_masks
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tiankong.build.train import TrainOptions, train
+from tiankong.build.train_data import read_cloze_csv
+from tiankong.core.models import VOCAB_FILE
 from tiankong.errors import BadDataFileError, BadOptionError
-from tiankong.models import VOCAB_FILE
-from tiankong.train import TrainOptions, train
-from tiankong.train_data import read_cloze_csv
 
 LINES = [
     "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。",
@@ -259,7 +259,7 @@ def test_sinusoidal_position_init(corpus: Path, tmp_path: Path) -> None:
 
     import torch
 
-    from tiankong.train import load_starting_point
+    from tiankong.build.train import load_starting_point
 
     model, _ = load_starting_point(tiny_options(corpus, tmp_path / "s", position_init="sinusoidal"))
     table = model.bert.embeddings.position_embeddings.weight.detach()

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from tiankong import FillMasker
-from tiankong.decoding import Constraints
+from tiankong.core.beam_search import beam_search
+from tiankong.core.decoding import Constraints
 from tiankong.errors import BadOptionError
-from tiankong.word_decoding import beam_search
 
 SUBSET = ["充", "电", "饭", "水", "鸟"]
 
@@ -143,7 +143,7 @@ def test_unknown_length_blank(tiny_masker: FillMasker) -> None:
     ],
 )
 def test_constraints_never_leak(tiny_masker: FillMasker, constraints: Constraints) -> None:
-    from tiankong.decoding import is_han
+    from tiankong.core.decoding import is_han
 
     for mode in ("single", "whole_word"):
         result = tiny_masker.predict(

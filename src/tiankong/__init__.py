@@ -6,8 +6,8 @@
 """
 
 from tiankong.config import Settings
+from tiankong.core.results import FillResult, TokenScore
 from tiankong.errors import TiankongError
-from tiankong.results import FillResult, TokenScore
 from tiankong.service import FillMasker
 
 __version__ = "0.1.0"

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from tiankong.config import Settings
-from tiankong.decoding import (
+from tiankong.core.decoding import (
     Constraints,
     allowed_token_mask,
     banned_token_ids,
@@ -25,12 +25,10 @@ from tiankong.decoding import (
     top_k,
     top_k_constrained,
 )
-from tiankong.engines import Engine, create_engine, pad_batch
-from tiankong.errors import TopKOutOfRangeError
-from tiankong.models import ResolvedModel, resolve_model
-from tiankong.modes import ModeRunner, PredictOptions
-from tiankong.results import FillResult
-from tiankong.text import (
+from tiankong.core.models import ResolvedModel, resolve_model
+from tiankong.core.modes import ModeRunner, PredictOptions
+from tiankong.core.results import FillResult
+from tiankong.core.text import (
     BLANK,
     MASK,
     PreparedText,
@@ -39,6 +37,8 @@ from tiankong.text import (
     fill_text,
     normalize_masks,
 )
+from tiankong.engines import Engine, create_engine, pad_batch
+from tiankong.errors import TopKOutOfRangeError
 
 
 class FillMasker:

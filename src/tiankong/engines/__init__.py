@@ -7,9 +7,9 @@ import importlib.util
 from pathlib import Path
 
 from tiankong.config import Settings
+from tiankong.core.models import ResolvedModel
 from tiankong.engines.base import EncodedBatch, Engine, pad_batch
 from tiankong.errors import BadOptionError
-from tiankong.models import ResolvedModel
 
 __all__ = ["EncodedBatch", "Engine", "create_engine", "pad_batch"]
 ENGINE_NAMES = ("auto", "torch", "onnx", "fake")

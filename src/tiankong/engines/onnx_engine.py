@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from tiankong.config import Settings
+from tiankong.core.models import ResolvedModel
 from tiankong.engines.base import EncodedBatch
 from tiankong.errors import BadOptionError, ModelUnavailableError
-from tiankong.models import ResolvedModel
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class OnnxEngine:
         ``precision="auto"``: FP32 on CUDA; on the CPU, INT8 when its guard's top-1 agreement
         with FP32 is at least ``settings.int8_min_agreement``, else FP32 with a warning.
         """
-        from tiankong.export_cache import ensure_export
+        from tiankong.build.export_cache import ensure_export
 
         if settings.precision not in ONNX_PRECISIONS:
             raise BadOptionError(

@@ -27,19 +27,19 @@ from fastapi.staticfiles import StaticFiles
 from tiankong import __version__
 from tiankong.config import Settings
 from tiankong.server import hf, routes
-from tiankong.server.body_limit import BodyLimitMiddleware
-from tiankong.server.disconnect import DisconnectMiddleware
-from tiankong.server.drain import DrainMiddleware
 from tiankong.server.error_handlers import install_error_handlers
 from tiankong.server.metrics import MetricsMiddleware, ServerMetrics
+from tiankong.server.middleware.body_limit import BodyLimitMiddleware
+from tiankong.server.middleware.disconnect import DisconnectMiddleware
+from tiankong.server.middleware.drain import DrainMiddleware
+from tiankong.server.middleware.security import add_cors, add_security
+from tiankong.server.middleware.slow_clients import BodyDeadlineMiddleware
 from tiankong.server.predictor import (
     Predictor,
     RunnerFactory,
     ServerState,
     check_serving_settings,
 )
-from tiankong.server.security import add_cors, add_security
-from tiankong.server.slow_clients import BodyDeadlineMiddleware
 from tiankong.service import FillMasker
 
 DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked language models.

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tiankong.decoding import Constraints
+from tiankong.core.decoding import Constraints
+from tiankong.core.modes import PredictOptions
+from tiankong.core.results import FillResult
+from tiankong.core.text import BLANK, MASK, PreparedText, normalize_masks
 from tiankong.errors import BadInputError, TiankongError
-from tiankong.modes import PredictOptions
-from tiankong.results import FillResult
 from tiankong.server.predictor import Predictor
 from tiankong.server.schemas import OptionFields
-from tiankong.text import BLANK, MASK, PreparedText, normalize_masks
 
 
 def predict_options(

@@ -20,9 +20,10 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import APIRouter, Body
 
+from tiankong.core.modes import one_blank
+from tiankong.core.results import FillResult
+from tiankong.core.text import PreparedText, fill_text
 from tiankong.errors import BadOptionError, BatchTooLargeError, EmptyTextError
-from tiankong.modes import one_blank
-from tiankong.results import FillResult
 from tiankong.server.deps import PredictorDep
 from tiankong.server.predictor import Predictor
 from tiankong.server.schemas import (
@@ -32,7 +33,6 @@ from tiankong.server.schemas import (
     HFRequest,
     HFResponse,
 )
-from tiankong.text import PreparedText, fill_text
 
 router = APIRouter()
 # One text's answer: a list of candidates for one mask, a list of such lists for several.

@@ -23,7 +23,7 @@ from prometheus_client import (
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tiankong.batching import BatchStats
+from tiankong.serving.batching import BatchStats
 
 # Routes that run the model: their latency feeds the rolling window shown by /info.
 INFERENCE_ROUTES = frozenset(
@@ -152,7 +152,7 @@ class ServerMetrics:
             self.inference_requests += 1
             self.window.add(time.monotonic(), seconds)
 
-    # --- the batcher's observer (tiankong.batching.BatchObserver) ---
+    # --- the batcher's observer (tiankong.serving.batching.BatchObserver) ---
 
     def observe_batch(self, stats: BatchStats) -> None:
         self.batch_size.observe(stats.size)

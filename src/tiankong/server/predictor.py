@@ -4,7 +4,7 @@ Every route validates its texts with ``Predictor.prepare`` (bad input never reac
 and then calls ``Predictor.run`` (plain mode) or ``Predictor.run_options`` (the multi-call modes).
 
 * ``run`` looks each text up in the result cache and sends the misses through the dynamic
-  batcher (``tiankong.batching``), one item per text, so concurrent /predict, /batch_predict and
+  batcher (``serving.batching``), one item per text, so concurrent /predict, /batch_predict and
   Hugging Face requests share engine calls. Each item carries its own top-k and allowed tokens:
   the batch shares the forward pass, decoding is per item.
 * ``run_options`` runs one whole multi-call job (whole-word, candidates, [BLANK], constraints)
@@ -23,9 +23,10 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from tiankong.batching import BatchLimits, DynamicBatcher
-from tiankong.caches import LRUCache, PlainOptions, ResultKey
 from tiankong.config import Settings
+from tiankong.core.modes import PredictOptions
+from tiankong.core.results import FillResult
+from tiankong.core.text import PreparedText
 from tiankong.errors import (
     BadOptionError,
     EngineError,
@@ -33,12 +34,11 @@ from tiankong.errors import (
     TiankongError,
     new_error_id,
 )
-from tiankong.modes import PredictOptions
-from tiankong.results import FillResult
-from tiankong.server.drain import Drain
 from tiankong.server.metrics import ServerMetrics
+from tiankong.server.middleware.drain import Drain
 from tiankong.service import FillMasker
-from tiankong.text import PreparedText
+from tiankong.serving.batching import BatchLimits, DynamicBatcher
+from tiankong.serving.caches import LRUCache, PlainOptions, ResultKey
 
 logger = logging.getLogger("tiankong.server")
 WARMUP_TEXT = "春眠不觉晓，处处闻啼[MASK]。"
@@ -76,7 +76,7 @@ def run_plain_batch(masker: FillMasker, jobs: list[PlainJob]) -> list[FillResult
 
 class EngineRunner(Protocol):
     """What schedules the engine for a Predictor: the standalone server's ``DynamicBatcher``, or
-    a Ray Serve replica's ``@serve.batch`` runner (``tiankong.ray_serve.ServeBatchRunner``)."""
+    a Ray Serve replica's ``@serve.batch`` runner (``server.ray_serve.ServeBatchRunner``)."""
 
     async def start(self) -> None: ...
 

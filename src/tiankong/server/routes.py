@@ -13,8 +13,8 @@ from fastapi.responses import FileResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from tiankong import __version__
+from tiankong.core.results import FillResult
 from tiankong.errors import BatchTooLargeError
-from tiankong.results import FillResult
 from tiankong.server.deps import PredictorDep, StateDep
 from tiankong.server.dispatch import fill_many, fill_one, predict_options
 from tiankong.server.predictor import Predictor

@@ -10,9 +10,9 @@ from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
-from tiankong.modes import MAX_CANDIDATES, MAX_OPTION_CHARS, MODES, PredictOptions
-from tiankong.results import FillResult
-from tiankong.word_decoding import ORDERS
+from tiankong.core.beam_search import ORDERS
+from tiankong.core.modes import MAX_CANDIDATES, MAX_OPTION_CHARS, MODES, PredictOptions
+from tiankong.core.results import FillResult
 
 IDIOM = "画龙点[MASK]"
 POEM = "春眠不觉晓，处处闻啼[MASK]。"

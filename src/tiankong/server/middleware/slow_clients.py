@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tiankong.errors import BadInputError, HeadersTooLargeError, TiankongError, mapping_for
-from tiankong.server.disconnect import has_body
+from tiankong.server.middleware.disconnect import has_body
 
 logger = logging.getLogger("tiankong.server")
 MAX_HEAD_BYTES = 1_048_576  # far above real heads; httptools refuses URLs over 64 kB anyway

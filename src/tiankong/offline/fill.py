@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tiankong.config import Settings
+from tiankong.core.modes import PredictOptions
+from tiankong.core.results import FillResult
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
-from tiankong.modes import PredictOptions
-from tiankong.results import FillResult
 
 FORMATS = ("jsonl", "csv", "txt")
 CSV_COLUMNS = ["line", "text", "sequence", "top_token", "top_score", "result"]

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from tiankong import __version__
-from tiankong.cli_train import train_command
+from tiankong.cli.train import train_command
 from tiankong.errors import TiankongError, mapping_for
 
 app = typer.Typer(
@@ -40,13 +40,13 @@ app.command("train")(train_command)
 
 def register_commands() -> None:
     """Importing a command module registers its commands on ``app``."""
-    from tiankong import (  # noqa: F401
-        cli_bench,
-        cli_commands,
-        cli_eval,
-        cli_export,
-        cli_fill,
-        cli_serve,
+    from tiankong.cli import (  # noqa: F401
+        bench,
+        eval,
+        export,
+        fill,
+        predict,
+        serve,
     )
 
 

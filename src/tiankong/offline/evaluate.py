@@ -23,10 +23,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tiankong.core.modes import MASK_RUN, PredictOptions
+from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import BadDataFileError, TiankongError
-from tiankong.modes import MASK_RUN, PredictOptions
 from tiankong.service import FillMasker
-from tiankong.text import BLANK, MASK, normalize_masks
 
 RANK_DEPTH = 50  # MRR counts answers found within this many predictions
 CHID_PLACEHOLDER = re.compile(r"#idiom\d*#")

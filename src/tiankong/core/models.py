@@ -13,8 +13,9 @@ from pathlib import Path
 
 from tiankong.errors import ModelUnavailableError
 
-BUNDLED_ROOT = Path(__file__).parent / "bundled"
-VOCAB_FILE = Path(__file__).parent / "resources" / "vocab.txt"
+PACKAGE_ROOT = Path(__file__).parent.parent
+BUNDLED_ROOT = PACKAGE_ROOT / "bundled"
+VOCAB_FILE = PACKAGE_ROOT / "resources" / "vocab.txt"
 DEFAULT_HUB_MODEL = "google-bert/bert-base-chinese"
 
 # The files that make a model: fetched from the hub, and hashed to key the ONNX export cache.

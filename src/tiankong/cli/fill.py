@@ -18,7 +18,7 @@ from rich.progress import (
 )
 
 from tiankong.cli import app
-from tiankong.cli_commands import (
+from tiankong.cli.predict import (
     AllowedOption,
     BeamOption,
     BlankLengthOption,
@@ -83,7 +83,7 @@ def fill_command(
     max_blank_length: BlankLengthOption = 4,
 ) -> None:
     """Fill every text of INPUT_FILE into OUTPUT; resumable after an interruption."""
-    from tiankong.fill import FillJob, count_records, run_fill
+    from tiankong.offline.fill import FillJob, count_records, run_fill
     from tiankong.service import FillMasker
 
     settings = build_settings(model, device, threads, engine, precision, max_length, onnx_cache_dir)
@@ -114,7 +114,7 @@ def fill_command(
     )
     del masker
     if ray:
-        from tiankong.ray_fill import run_ray_fill
+        from tiankong.offline.ray_fill import run_ray_fill
 
         rows = run_ray_fill(job, settings, options, address=ray_address)
         Console(stderr=True).print(f"wrote {rows:,} rows to the folder {output} (Ray Data)")

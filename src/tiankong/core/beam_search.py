@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tiankong.decoding import restrict
+from tiankong.core.decoding import restrict
 
 # rows of token ids, and for each row the indices whose distribution is wanted
 RowScorer = Callable[[Sequence[list[int]], Sequence[list[int]]], list[np.ndarray]]

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tiankong.decoding import PRESETS, Constraints
+from tiankong.core.beam_search import ORDERS, Hypothesis, beam_search, score_chains
+from tiankong.core.decoding import PRESETS, Constraints
+from tiankong.core.results import CandidateScore, FillResult, SequenceFill
+from tiankong.core.text import BLANK, MASK, fill_text, normalize_masks
 from tiankong.errors import BadOptionError
-from tiankong.results import CandidateScore, FillResult, SequenceFill
-from tiankong.text import BLANK, MASK, fill_text, normalize_masks
-from tiankong.word_decoding import ORDERS, Hypothesis, beam_search, score_chains
 
 if TYPE_CHECKING:
     from tiankong.service import FillMasker

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tiankong.decoding import banned_token_ids, softmax, top_k
+from tiankong.core.decoding import banned_token_ids, softmax, top_k
+from tiankong.core.text import PreparedText, TextEncoder, TextLimits
 from tiankong.engines.base import Engine, pad_batch
-from tiankong.text import PreparedText, TextEncoder, TextLimits
 
-GUARD_FILE = Path(__file__).parent / "resources" / "guard_sentences.txt"
+GUARD_FILE = Path(__file__).parent.parent / "resources" / "guard_sentences.txt"
 GUARD_BATCH = 16
 
 

@@ -22,9 +22,9 @@ from fastapi import FastAPI
 
 from tiankong.config import Settings
 from tiankong.errors import EXIT_INTERNAL
-from tiankong.server.drain import Drain
+from tiankong.server.middleware.drain import Drain
+from tiankong.server.middleware.slow_clients import head_timeout_protocol
 from tiankong.server.predictor import ServerState
-from tiankong.server.slow_clients import head_timeout_protocol
 
 logger = logging.getLogger("tiankong.server")
 CLOSE_GRACE_S = 2

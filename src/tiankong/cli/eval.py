@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tiankong.cli import app
-from tiankong.cli_commands import (
+from tiankong.cli.predict import (
     DeviceOption,
     EngineOption,
     ModelOption,
@@ -21,7 +21,7 @@ from tiankong.cli_commands import (
     build_settings,
 )
 from tiankong.errors import BadOptionError
-from tiankong.evaluate import EvalReport, agreement, evaluate_items, read_items
+from tiankong.offline.evaluate import EvalReport, agreement, evaluate_items, read_items
 
 
 @app.command("eval")
@@ -52,7 +52,7 @@ def eval_command(
     ] = None,
 ) -> None:
     """Top-1 / top-5 accuracy, MRR and latency per category for a cloze file."""
-    from tiankong.modes import PredictOptions
+    from tiankong.core.modes import PredictOptions
     from tiankong.service import FillMasker
 
     items = read_items(file)

@@ -13,11 +13,11 @@ from rich.table import Table
 
 from tiankong.cli import app
 from tiankong.config import Settings
+from tiankong.core.results import FillResult
 from tiankong.errors import TiankongError, mapping_for
-from tiankong.results import FillResult
 
 if TYPE_CHECKING:
-    from tiankong.modes import PredictOptions
+    from tiankong.core.modes import PredictOptions
     from tiankong.service import FillMasker
 
 ModelOption = Annotated[
@@ -119,7 +119,7 @@ def decoding_options(
     max_blank_length: int,
 ) -> PredictOptions:
     """PredictOptions from the CLI's decoding flags (shared by predict and fill)."""
-    from tiankong.decoding import Constraints
+    from tiankong.core.decoding import Constraints
 
     constraints = Constraints(split_list(allowed), split_list(exclude), preset)
     return masker.options(
@@ -247,7 +247,7 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
 @app.command("models")
 def models_command() -> None:
     """List the bundled models and show their model cards."""
-    from tiankong.models import BUNDLED_MODELS, BUNDLED_ROOT
+    from tiankong.core.models import BUNDLED_MODELS, BUNDLED_ROOT
 
     console = Console()
     for entry in BUNDLED_MODELS:

@@ -1,7 +1,7 @@
 """The ONNX export cache: one immutable folder per model files, precision, recipe and libraries.
 
 >>> from tiankong import Settings
->>> from tiankong.models import resolve_model
+>>> from tiankong.core.models import resolve_model
 >>> export = ensure_export(resolve_model(None), "int8", Settings())  # doctest: +SKIP
 >>> export.onnx_file.name, export.quality["top1_agreement"]  # doctest: +SKIP
 ('model.onnx', 0.98...)
@@ -31,10 +31,10 @@ from typing import Any
 
 from platformdirs import user_cache_dir
 
-from tiankong import export
+from tiankong.build import export
 from tiankong.config import Settings
+from tiankong.core.models import MODEL_FILE_PATTERNS, ResolvedModel
 from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
-from tiankong.models import MODEL_FILE_PATTERNS, ResolvedModel
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def ensure_export(model: ResolvedModel, precision: str, settings: Settings) -> O
         ) from None
     from filelock import FileLock, Timeout
 
-    from tiankong.export_worker import BuildRequest, build_in_worker
+    from tiankong.build.export_worker import BuildRequest, build_in_worker
 
     try:
         with FileLock(str(root / f"{entry.name}.lock"), timeout=LOCK_TIMEOUT_S):

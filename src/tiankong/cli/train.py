@@ -97,7 +97,7 @@ def train_command(
     ] = "auto",
 ) -> None:
     """Train or fine-tune a BERT-family masked LM: pretraining on text, cloze tuning on CSV."""
-    from tiankong.train import TrainOptions, train
+    from tiankong.build.train import TrainOptions, train
 
     options = TrainOptions(
         out=out,

@@ -21,8 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tiankong.errors import BadDataFileError, BadOptionError
-from tiankong.train_data import (
+from tiankong.build.train_data import (
     ClozeRow,
     TextSource,
     mixed_lines,
@@ -31,6 +30,7 @@ from tiankong.train_data import (
     read_lines,
     shuffled,
 )
+from tiankong.errors import BadDataFileError, BadOptionError
 
 # Named starting configs (vocabulary size comes from the tokenizer).
 MODEL_CONFIGS: dict[str, dict[str, Any]] = {
@@ -102,7 +102,7 @@ def load_starting_point(options: TrainOptions) -> tuple[Any, Any]:
     """Model and tokenizer from --init (folder or hub id) or a named --config."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer, BertConfig, BertForMaskedLM
 
-    from tiankong.models import VOCAB_FILE, resolve_model
+    from tiankong.core.models import VOCAB_FILE, resolve_model
 
     if options.resume and (options.out / CHECKPOINT_DIR / "config.json").is_file():
         folder = options.out / CHECKPOINT_DIR

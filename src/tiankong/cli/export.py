@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from tiankong.cli import app
-from tiankong.cli_commands import ModelOption, OnnxCacheDirOption, ThreadsOption
+from tiankong.cli.predict import ModelOption, OnnxCacheDirOption, ThreadsOption
 from tiankong.config import Settings
 
 
@@ -25,8 +25,8 @@ def export_command(
     onnx_cache_dir: OnnxCacheDirOption = None,
 ) -> None:
     """Export MODEL to ONNX (mask-gather graph, fused ops) into OUT, through the export cache."""
-    from tiankong.export_cache import export_to_folder
-    from tiankong.models import resolve_model
+    from tiankong.build.export_cache import export_to_folder
+    from tiankong.core.models import resolve_model
 
     settings = Settings().with_overrides(
         model=model, threads=threads, onnx_cache_dir=onnx_cache_dir

@@ -60,7 +60,7 @@ MAX_EXPORT_DIFF = 1e-3
 
 def recipe(precision: str) -> dict[str, Any]:
     """The export settings that shape the graph, as JSON-ready data (part of the cache key)."""
-    from tiankong.quality_guard import guard_file_sha256
+    from tiankong.build.quality_guard import guard_file_sha256
 
     described: dict[str, Any] = {
         "opset": OPSET,
@@ -141,8 +141,8 @@ def export_fp32(folder: Path, out_file: Path, threads: int) -> dict[str, Any]:
 
 def export_int8(folder: Path, fp32_file: Path, out_file: Path, threads: int) -> dict[str, Any]:
     """Quantize ``fp32_file`` to ``out_file`` and measure it against FP32 (the quality guard)."""
+    from tiankong.build.quality_guard import compare_engines
     from tiankong.engines.onnx_engine import OnnxEngine
-    from tiankong.quality_guard import compare_engines
 
     config = read_config(folder)
     report = quantize_int8(

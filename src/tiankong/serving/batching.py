@@ -62,7 +62,7 @@ from tiankong.errors import (
     new_error_id,
 )
 
-logger = logging.getLogger("tiankong.batching")
+logger = logging.getLogger("tiankong.serving.batching")
 
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tiankong.core.results import TokenScore
 from tiankong.errors import BadOptionError
-from tiankong.results import TokenScore
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:

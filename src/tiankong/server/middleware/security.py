@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from tiankong.config import Settings
 from tiankong.errors import BadOptionError, RateLimitedError, UnauthorizedError
 from tiankong.server.error_handlers import error_response
-from tiankong.server.rate_limit import RateLimiter
+from tiankong.server.middleware.rate_limit import RateLimiter
 
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/docs", "/openapi.json"})
 PUBLIC_PREFIXES = ("/static/", "/docs-assets/")

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from tiankong.cli import app
-from tiankong.cli_commands import (
+from tiankong.cli.predict import (
     DeviceOption,
     EngineOption,
     MaxLengthOption,
@@ -215,9 +215,9 @@ def serve_command(
 ) -> None:
     """Serve the HTTP API, the Hugging Face-compatible route and the web page."""
     from tiankong.server import create_app
+    from tiankong.server.middleware.security import load_api_keys
     from tiankong.server.predictor import check_serving_settings
-    from tiankong.server.runner import run_server
-    from tiankong.server.security import load_api_keys
+    from tiankong.server.uvicorn_server import run_server
     from tiankong.service import FillMasker
 
     settings = Settings().with_overrides(
@@ -296,8 +296,8 @@ def serve_with_ray(
     address: str | None,
 ) -> None:
     """``--ray``: threads are per replica (default: the cores shared by the most replicas)."""
-    from tiankong.models import resolve_model
-    from tiankong.ray_serve import ScaleOptions, replica_threads, serve_on_ray
+    from tiankong.core.models import resolve_model
+    from tiankong.server.ray_serve import ScaleOptions, replica_threads, serve_on_ray
 
     scale = ScaleOptions(replicas=replicas, max_replicas=max_replicas).checked()
     if threads is None:

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from tiankong.config import Settings
+from tiankong.core.modes import PredictOptions
 from tiankong.errors import BadDataFileError, TiankongError
-from tiankong.fill import FillJob, format_of, record_of
-from tiankong.modes import PredictOptions
+from tiankong.offline.fill import FillJob, format_of, record_of
 
 # sequence / top answer as plain columns, the full result (masks, sequences, candidates) as JSON
 OUTPUT_COLUMNS = ("text", "sequence", "error", "result")

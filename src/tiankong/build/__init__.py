@@ -1,0 +1,1 @@
+"""Making and checking model files: ONNX export and its cache, the INT8 guard, training."""

@@ -1,0 +1,1 @@
+"""The request path's pure stages: text and masks, model sources, results, decoding, search."""

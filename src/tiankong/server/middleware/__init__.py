@@ -1,0 +1,1 @@
+"""ASGI middleware: body limits, disconnects, drain, slow clients, keys and rate limits."""

@@ -1,0 +1,1 @@
+"""Engine access for any server: the dynamic batcher, caches and the predictor."""
