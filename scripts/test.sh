@@ -16,8 +16,9 @@ fi
 .venv/bin/ruff check src tests bench scripts
 .venv/bin/ruff format --check src tests bench scripts
 .venv/bin/mypy src bench
+.venv/bin/lint-imports  # the stages import one way only (pyproject.toml, docs/ARCHITECTURE.md)
 # Known vulnerabilities in the locked dependencies; an unreachable advisory database is
 # reported, not failed on (scripts/audit_deps.py says why; TIANKONG_AUDIT_STRICT=1 fails it).
 .venv/bin/python scripts/lock_deps.py --check || true
 .venv/bin/python scripts/audit_deps.py
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest --durations=15 "$@"

@@ -26,8 +26,9 @@ from reliability_helpers import fake_masker
 from server_helpers import assert_error
 
 from tiankong import FillMasker, Settings
+from tiankong.core.modes import MASK_RUN
 from tiankong.core.results import FillResult
-from tiankong.core.text import MASK, normalize_masks
+from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import TiankongError
 from tiankong.server import create_app
 
@@ -114,17 +115,67 @@ def fake(tiny_masker: FillMasker, tiny_model_dir: Path) -> FillMasker:
     return fake_masker(tiny_masker, Settings(engine="fake", threads=1, model=str(tiny_model_dir)))
 
 
+def expected_error(masker: FillMasker, text: str, top_k: int = 5, **options: Any) -> str | None:
+    """The error code ``text`` must get, worked out from the documented rules in their order
+    (None: it must be answered). Written apart from the code it checks, so a rule that is
+    skipped or gives the wrong code on some path fails the test."""
+    limits = masker.settings
+    if not 1 <= top_k <= limits.max_top_k:
+        return "top_k_out_of_range"
+    if not text.strip():
+        return "empty_text"
+    if len(text) > limits.max_text_chars:
+        return "text_too_long"
+    if any("\ud800" <= char <= "\udfff" for char in text):
+        return "bad_input"
+    normalised = normalize_masks(text)
+    shortest = normalised.replace(BLANK, MASK)  # a [BLANK] is checked as its shortest fill
+    count = shortest.count(MASK)
+    if count == 0:
+        return "no_mask"
+    if count > limits.max_masks:
+        return "too_many_masks"
+    encoder = masker.encoder
+    ids = encoder.tokenizer.encode(shortest, add_special_tokens=False).ids
+    where = [index for index, token in enumerate(ids) if token == encoder.mask_id]
+    if len(where) != count:  # the tokenizer merged a marker with its neighbours
+        return "no_mask"
+    if len(ids) > limits.max_length - 2 and where[-1] - where[0] + 1 > limits.max_length - 2:
+        return "masks_do_not_fit"
+    blanks = normalised.count(BLANK)
+    if blanks and (blanks != 1 or MASK in normalised):
+        return "bad_option"
+    if options.get("mode") == "candidates" and not blanks and len(MASK_RUN.findall(shortest)) != 1:
+        return "bad_option"
+    return None
+
+
 def check_answer(masker: FillMasker, text: str, **options: Any) -> None:
-    try:
-        result = masker.predict(text, **options)
-    except TiankongError as error:
-        assert error.code and error.message  # typed, with one readable sentence
-        return
-    assert isinstance(result, FillResult)
-    if options.get("mode", "single") == "single" and "[BLANK]" not in normalize_masks(text):
-        assert len(result.masks) == normalize_masks(text).count(MASK)
-        assert all(candidate.score >= 0 for mask in result.masks for candidate in mask)
-    json.dumps(result.to_dict())  # the answer can always be sent
+    """``predict`` gives exactly the expected error, or a result of the right shape; and
+    ``predict_batch`` takes the same path for the same text."""
+    expected = expected_error(masker, text, **options)
+    attempts = {
+        "predict": lambda: masker.predict(text, **options),
+        "predict_batch": lambda: batch_of(masker, text, dict(options)),
+    }
+    for name, attempt in attempts.items():
+        try:
+            result = attempt()
+        except TiankongError as error:
+            assert error.code == expected, (name, error.code, error.message)
+            assert error.message  # one readable sentence
+            continue
+        assert expected is None, f"{name}: expected {expected}, got an answer"
+        assert isinstance(result, FillResult)
+        if options.get("mode", "single") == "single" and BLANK not in normalize_masks(text):
+            assert len(result.masks) == normalize_masks(text).count(MASK)
+            assert all(candidate.score >= 0 for mask in result.masks for candidate in mask)
+        json.dumps(result.to_dict())  # the answer can always be sent
+
+
+def batch_of(masker: FillMasker, text: str, options: dict[str, Any]) -> FillResult:
+    top_k = options.pop("top_k", 5)
+    return masker.predict_batch([text], top_k, masker.options(top_k, **options))[0]
 
 
 @PROPERTY
@@ -148,8 +199,32 @@ def test_predict_gives_a_result_or_a_typed_error(fake: FillMasker, text: str, to
 def test_modes_give_a_result_or_a_typed_error(fake: FillMasker, text: str, mode: str) -> None:
     options: dict[str, Any] = {"mode": mode, "beam_width": 2}
     if mode == "candidates":
-        options["candidates"] = ["鸟", "花开", "\u200b"]
+        options["candidates"] = ["鸟", "花开", "一丝不苟"]
     check_answer(fake, text, **options)
+
+
+@pytest.mark.parametrize("odd", ["\u200b", "\x07", "\u200b\u200d"])
+def test_a_candidate_the_model_cannot_read_is_bad_option(fake: FillMasker, odd: str) -> None:
+    with pytest.raises(TiankongError) as caught:
+        fake.predict("他做事一向[MASK]。", candidates=("鸟", odd))
+    assert caught.value.code == "bad_option"
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ("今天天气很[BLANK]。", None),
+        ("今天天气很【blank】。", None),
+        ("[BLANK]和[BLANK]", "bad_option"),
+        ("今天[MASK]很[BLANK]。", "bad_option"),
+        ("   ", "empty_text"),
+        ("没有空格", "no_mask"),
+    ],
+)
+def test_blank_through_predict_and_predict_batch(fake: FillMasker, text: str, code: Any) -> None:
+    """The [BLANK] bug: predict_batch once sent a [BLANK] down the plain path (no_mask)."""
+    assert expected_error(fake, text) == code
+    check_answer(fake, text, top_k=3)
 
 
 @settings(PROPERTY, max_examples=60)

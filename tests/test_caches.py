@@ -17,8 +17,8 @@ from tiankong.core.modes import PredictOptions
 from tiankong.engines.fake import FakeEngine
 from tiankong.errors import BadOptionError, NoMaskError
 from tiankong.server.metrics import ServerMetrics
-from tiankong.server.predictor import Predictor
 from tiankong.serving.caches import LRUCache, PlainOptions, ResultKey
+from tiankong.serving.predictor import Predictor
 
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 WORD = "手机没电了，赶紧去[MASK][MASK]。"

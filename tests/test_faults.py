@@ -36,7 +36,7 @@ from tiankong import FillMasker, Settings
 from tiankong.engines.base import EncodedBatch
 from tiankong.engines.fake import FakeEngine
 from tiankong.server import create_app
-from tiankong.server.predictor import ServerState
+from tiankong.server.state import ServerState
 from tiankong.serving.batching import DynamicBatcher
 
 SERVE = [sys.executable, "-m", "tiankong", "serve", "--threads", "1"]

@@ -31,7 +31,6 @@ from tiankong.errors import (
 )
 from tiankong.server import create_app
 from tiankong.server.metrics import ServerMetrics
-from tiankong.server.predictor import PlainJob
 from tiankong.server.ray_serve import (
     APP_NAME,
     BATCH_HEADER,
@@ -43,6 +42,7 @@ from tiankong.server.ray_serve import (
     environment_values,
     settings_from,
 )
+from tiankong.serving.predictor import PlainJob
 
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 TEXTS = [f"第{number}句：处处闻啼[MASK]，夜来风雨[MASK]。" for number in range(20)]

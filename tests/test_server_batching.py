@@ -24,7 +24,8 @@ from tiankong.engines.base import EncodedBatch
 from tiankong.engines.fake import FakeEngine
 from tiankong.errors import BadOptionError
 from tiankong.server import create_app
-from tiankong.server.predictor import Predictor, ServerState
+from tiankong.server.state import ServerState
+from tiankong.serving.predictor import Predictor
 
 GATE_TIMEOUT_S = 30.0
 POEM = "春眠不觉晓，处处闻啼[MASK]。"

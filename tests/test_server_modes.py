@@ -20,11 +20,11 @@ from server_helpers import assert_error
 
 from tiankong import FillMasker, Settings
 from tiankong.core.decoding import Constraints, is_han
-from tiankong.core.modes import PredictOptions
+from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.core.text import PreparedText
 from tiankong.server import create_app
-from tiankong.server.predictor import Predictor
+from tiankong.serving.predictor import Predictor
 
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 WHOLE_WORD = "手机没电了，赶紧去[MASK][MASK]。"
@@ -59,18 +59,18 @@ def spy(app: FastAPI, client: TestClient, monkeypatch: pytest.MonkeyPatch) -> Pa
     predictor = app.state.tiankong.predictor
     assert isinstance(predictor, Predictor)
     counts = PathSpy()
-    real_run, real_run_options = predictor.run, predictor.run_options
+    real_run, real_run_search = predictor.run, predictor.run_search
 
     async def run(prepared: list[PreparedText], k: int, allowed: Any = None) -> list[FillResult]:
         counts.plain += len(prepared)
         return await real_run(prepared, k, allowed)
 
-    async def run_options(text: str, options: PredictOptions) -> FillResult:
+    async def run_search(request: PreparedRequest) -> FillResult:
         counts.modes += 1
-        return await real_run_options(text, options)
+        return await real_run_search(request)
 
     monkeypatch.setattr(predictor, "run", run)
-    monkeypatch.setattr(predictor, "run_options", run_options)
+    monkeypatch.setattr(predictor, "run_search", run_search)
     return counts
 
 

@@ -27,18 +27,32 @@ from tiankong.core.decoding import (
 )
 from tiankong.core.models import ResolvedModel, resolve_model
 from tiankong.core.modes import ModeRunner, PredictOptions
+from tiankong.core.request import (
+    DeadlineCheck,
+    DeadlineScorer,
+    PreparedRequest,
+    ResultStep,
+    no_deadline,
+    prepare_request,
+)
 from tiankong.core.results import FillResult
 from tiankong.core.text import (
-    BLANK,
     MASK,
     PreparedText,
     TextEncoder,
     TextLimits,
     fill_text,
-    normalize_masks,
 )
 from tiankong.engines import Engine, create_engine, pad_batch
 from tiankong.errors import TopKOutOfRangeError
+
+
+def find_onnx_export(model: ResolvedModel, precision: str, settings: Settings) -> Any:
+    """The ONNX engine's file from the export cache (built there on first use). Imported here,
+    lazily, so the export machinery loads only when an ONNX engine is asked for."""
+    from tiankong.build.export_cache import ensure_export
+
+    return ensure_export(model, precision, settings)
 
 
 class FillMasker:
@@ -52,6 +66,7 @@ class FillMasker:
         self.engine = engine
         self.settings = settings
         self.banned = banned_token_ids(encoder.vocab)
+        self.result_steps: list[ResultStep] = []  # after the softmax, on every path
 
     @classmethod
     def load(cls, source: str | None = None, settings: Settings | None = None) -> FillMasker:
@@ -62,7 +77,7 @@ class FillMasker:
         model = resolve_model(settings.model)
         limits = TextLimits(settings.max_masks, settings.max_length, settings.max_text_chars)
         encoder = TextEncoder.from_folder(model.path, limits)
-        engine = create_engine(model, settings, len(encoder.vocab))
+        engine = create_engine(model, settings, len(encoder.vocab), find_onnx_export)
         return cls(model, encoder, engine, settings)
 
     def check_top_k(self, k: int) -> int:
@@ -81,6 +96,11 @@ class FillMasker:
         """Validate and tokenize; raises a typed BadInputError for bad input."""
         return self.encoder.prepare(text)
 
+    def prepare_request(self, text: str, options: PredictOptions) -> PreparedRequest:
+        """Validate, tokenize and decide the path (``core/request.py``); typed errors."""
+        self.check_top_k(options.top_k)
+        return prepare_request(text, options, self.prepare)
+
     def predict(
         self, text: str, top_k: int = 5, options: PredictOptions | None = None, **changes: Any
     ) -> FillResult:
@@ -92,20 +112,51 @@ class FillMasker:
         '充电'
         """
         options = options or self.options(top_k, **changes)
-        has_blank = isinstance(text, str) and BLANK in normalize_masks(text)
-        if options.mode != "single" or has_blank or options.constraints:
-            return self.modes.predict(text, options)
-        return self.predict_batch([text], options.top_k)[0]
+        return self.run_requests([self.prepare_request(text, options)])[0]
 
     def predict_batch(
         self, texts: Sequence[str], top_k: int = 5, options: PredictOptions | None = None
     ) -> list[FillResult]:
-        """Like ``predict`` for many texts; the plain mode runs in one engine call."""
+        """Like ``predict`` for many texts; the plain ones share one engine call."""
         options = options or self.options(top_k)
-        if options.mode != "single" or options.constraints:
-            return [self.predict(text, options=options) for text in texts]
-        prepared = [self.prepare(text) for text in texts]
-        return self.run_prepared(prepared, options.top_k)
+        return self.run_requests([self.prepare_request(text, options) for text in texts])
+
+    def run_requests(self, requests: Sequence[PreparedRequest]) -> list[FillResult]:
+        """Answers in input order: plain requests share engine calls (one per top-k), search
+        requests run one by one; every answer passes ``finish``."""
+        results: list[FillResult | None] = [None] * len(requests)
+        plain_by_k: dict[int, list[int]] = {}
+        for index, request in enumerate(requests):
+            if request.plain:
+                plain_by_k.setdefault(request.options.top_k, []).append(index)
+            else:
+                results[index] = self.run_search(request)
+        for k, indices in plain_by_k.items():
+            batch = self.run_prepared([requests[index].prepared for index in indices], k)
+            for index, result in zip(indices, batch, strict=True):
+                results[index] = result
+        return [
+            self.finish(request, result)
+            for request, result in zip(requests, results, strict=True)
+            if result is not None
+        ]
+
+    def run_search(
+        self, request: PreparedRequest, check_deadline: DeadlineCheck = no_deadline
+    ) -> FillResult:
+        """The search path for one request: several engine calls, ``check_deadline`` before
+        each one."""
+        if check_deadline is no_deadline:
+            return self.modes.predict(request.text, request.options)
+        return ModeRunner(DeadlineScorer(self, check_deadline)).predict(
+            request.text, request.options
+        )
+
+    def finish(self, request: PreparedRequest, result: FillResult) -> FillResult:
+        """The steps after the model's softmax, in order (none by default: ``ResultStep``)."""
+        for step in self.result_steps:
+            result = step(request, result)
+        return result
 
     def score_rows(self, rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
         """Softmax at the ``asked`` indices of each row: one engine call per chunk of rows."""

@@ -1,39 +1,20 @@
-"""The `tiankong` command line: thin wrappers that build options and call the library."""
+"""The `tiankong` command line: thin wrappers that build options and call the library.
+
+Each command lives in its own module and registers on ``root.app`` when imported;
+``register_commands`` imports them all, in the order ``tiankong --help`` lists them.
+"""
 
 from __future__ import annotations
 
 import sys
-from typing import Annotated
 
 import typer
 
-from tiankong import __version__
+from tiankong.cli.root import app
 from tiankong.cli.train import train_command
 from tiankong.errors import TiankongError, mapping_for
 
-app = typer.Typer(
-    help="tiankong (填空): fast Chinese fill-in-the-blank with BERT masked language models.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-def version_callback(value: bool) -> None:
-    if value:
-        typer.echo(f"tiankong {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def root(
-    version: Annotated[
-        bool,
-        typer.Option("--version", callback=version_callback, is_eager=True, help="Show version."),
-    ] = False,
-) -> None:
-    """tiankong (填空): fast Chinese fill-in-the-blank with BERT masked language models."""
-
+__all__ = ["app", "main", "register_commands"]
 
 app.command("train")(train_command)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from tiankong.cli import app
+from tiankong.cli.root import app
 from tiankong.errors import BadOptionError
 
 

@@ -10,7 +10,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tiankong.cli import app
 from tiankong.cli.predict import (
     DeviceOption,
     EngineOption,
@@ -20,6 +19,7 @@ from tiankong.cli.predict import (
     ThreadsOption,
     build_settings,
 )
+from tiankong.cli.root import app
 from tiankong.errors import BadOptionError
 from tiankong.offline.evaluate import EvalReport, agreement, evaluate_items, read_items
 

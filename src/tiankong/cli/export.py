@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from tiankong.cli import app
 from tiankong.cli.predict import ModelOption, OnnxCacheDirOption, ThreadsOption
+from tiankong.cli.root import app
 from tiankong.config import Settings
 
 

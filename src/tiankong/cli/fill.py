@@ -17,7 +17,6 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from tiankong.cli import app
 from tiankong.cli.predict import (
     AllowedOption,
     BeamOption,
@@ -37,6 +36,7 @@ from tiankong.cli.predict import (
     build_settings,
     decoding_options,
 )
+from tiankong.cli.root import app
 
 
 @app.command("fill")

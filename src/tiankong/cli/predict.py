@@ -11,10 +11,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tiankong.cli import app
+from tiankong.cli.root import app
 from tiankong.config import Settings
 from tiankong.core.results import FillResult
-from tiankong.errors import TiankongError, mapping_for
+from tiankong.errors import BadOptionError, TiankongError, mapping_for
 
 if TYPE_CHECKING:
     from tiankong.core.modes import PredictOptions
@@ -122,6 +122,10 @@ def decoding_options(
     from tiankong.core.decoding import Constraints
 
     constraints = Constraints(split_list(allowed), split_list(exclude), preset)
+    if candidates is not None and not split_list(candidates):
+        raise BadOptionError(
+            "--candidates is empty; give the options to rank, separated by commas, or leave it out."
+        )
     return masker.options(
         top_k,
         mode="whole_word" if whole_word else "single",

@@ -13,7 +13,6 @@ from typing import Annotated
 
 import typer
 
-from tiankong.cli import app
 from tiankong.cli.predict import (
     DeviceOption,
     EngineOption,
@@ -23,6 +22,7 @@ from tiankong.cli.predict import (
     PrecisionOption,
     ThreadsOption,
 )
+from tiankong.cli.root import app
 from tiankong.config import Settings
 from tiankong.errors import BadOptionError
 
@@ -216,9 +216,9 @@ def serve_command(
     """Serve the HTTP API, the Hugging Face-compatible route and the web page."""
     from tiankong.server import create_app
     from tiankong.server.middleware.security import load_api_keys
-    from tiankong.server.predictor import check_serving_settings
     from tiankong.server.uvicorn_server import run_server
     from tiankong.service import FillMasker
+    from tiankong.serving.predictor import check_serving_settings
 
     settings = Settings().with_overrides(
         model=model,

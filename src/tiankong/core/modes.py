@@ -1,24 +1,23 @@
 """Prediction modes beyond per-mask lists: whole-word (joint) decoding, candidate ranking,
-unknown-length blanks and vocabulary constraints. Orchestrates ``word_decoding`` over a
-FillMasker's engine; the math lives in ``word_decoding`` and ``decoding``."""
+unknown-length blanks and vocabulary constraints: the search path of ``core/request.py``.
+Orchestrates ``beam_search`` over a ``Scorer`` (a FillMasker); the math lives in
+``beam_search`` and ``decoding``."""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from tiankong.core.beam_search import ORDERS, Hypothesis, beam_search, score_chains
 from tiankong.core.decoding import PRESETS, Constraints
 from tiankong.core.results import CandidateScore, FillResult, SequenceFill
-from tiankong.core.text import BLANK, MASK, fill_text, normalize_masks
+from tiankong.core.text import BLANK, MASK, PreparedText, TextEncoder, fill_text, normalize_masks
 from tiankong.errors import BadOptionError
-
-if TYPE_CHECKING:
-    from tiankong.service import FillMasker
 
 MODES = ("single", "whole_word", "candidates")
 MAX_CANDIDATES = 50
@@ -83,10 +82,36 @@ def check_candidates(candidates: tuple[str, ...]) -> None:
             raise BadOptionError("A candidate can't contain [MASK] or [BLANK].")
 
 
-class ModeRunner:
-    """Runs the non-plain modes for one FillMasker."""
+class Scorer(Protocol):
+    """What the search modes need from a model (``FillMasker`` is one): tokenize, score rows of
+    token ids at their mask indices, and decode one text's probabilities."""
 
-    def __init__(self, masker: FillMasker) -> None:
+    encoder: TextEncoder
+    banned: np.ndarray
+
+    def prepare(self, text: str) -> PreparedText: ...
+
+    def score_rows(
+        self, rows: Sequence[list[int]], asked: Sequence[list[int]]
+    ) -> list[np.ndarray]: ...
+
+    def mask_probabilities(self, prepared: Sequence[PreparedText]) -> list[np.ndarray]: ...
+
+    def decode(
+        self,
+        item: PreparedText,
+        probabilities: np.ndarray,
+        k: int,
+        allowed: np.ndarray | None = None,
+    ) -> FillResult: ...
+
+    def allowed_tokens(self, constraints: Constraints) -> np.ndarray: ...
+
+
+class ModeRunner:
+    """Runs the non-plain modes over one Scorer."""
+
+    def __init__(self, masker: Scorer) -> None:
         self.masker = masker
         self.encoder = masker.encoder
 
@@ -162,6 +187,8 @@ class ModeRunner:
         for option in options.candidates:
             option = option.strip()
             ids = self.encoder.tokenizer.encode(option, add_special_tokens=False).ids
+            if not ids:  # only characters the tokenizer drops (zero-width, control)
+                raise BadOptionError(f"The candidate {option!r} has no character the model reads.")
             known.append(self.encoder.vocab.get("[UNK]") not in ids)
             prepared = self.masker.prepare(template.replace(BLANK, MASK * len(ids)))
             items.append((prepared.input_ids, prepared.mask_indices, ids))
@@ -190,8 +217,7 @@ class ModeRunner:
 
     def unknown_length(self, text: str, options: PredictOptions) -> FillResult:
         """Try every length 1..max_blank_length and rank fills by log P / length ** alpha."""
-        if text.count(BLANK) != 1 or MASK in text:
-            raise BadOptionError("Use exactly one [BLANK] per text, and no [MASK] beside it.")
+        check_blank(text)
         if options.mode == "candidates":
             return self.rank_candidates(text, options)
         pooled: list[tuple[float, SequenceFill]] = []
@@ -216,6 +242,12 @@ class ModeRunner:
             sequence=fills[0].text if fills else text,
             sequences=fills,
         )
+
+
+def check_blank(text: str) -> None:
+    """A [BLANK] of unknown length is searched alone: one per text, and no [MASK] beside it."""
+    if text.count(BLANK) != 1 or MASK in text:
+        raise BadOptionError("Use exactly one [BLANK] per text, and no [MASK] beside it.")
 
 
 def one_blank(text: str) -> str:

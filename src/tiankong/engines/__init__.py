@@ -5,20 +5,27 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tiankong.config import Settings
 from tiankong.core.models import ResolvedModel
 from tiankong.engines.base import EncodedBatch, Engine, pad_batch
 from tiankong.errors import BadOptionError
 
+if TYPE_CHECKING:
+    from tiankong.engines.onnx_engine import FindExport
+
 __all__ = ["EncodedBatch", "Engine", "create_engine", "pad_batch"]
 ENGINE_NAMES = ("auto", "torch", "onnx", "fake")
 NVIDIA_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidiactl")
 
 
-def create_engine(model: ResolvedModel, settings: Settings, vocab_size: int) -> Engine:
+def create_engine(
+    model: ResolvedModel, settings: Settings, vocab_size: int, find_export: FindExport
+) -> Engine:
     """Build the engine that ``settings`` asks for. ``auto`` prefers ONNX Runtime when present,
-    except on a GPU that only torch can use (``gpu_needs_torch``)."""
+    except on a GPU that only torch can use (``gpu_needs_torch``). ``find_export`` gives the
+    ONNX engine its file (the caller's export cache): engines never start an export."""
     name = settings.engine
     if name not in ENGINE_NAMES:
         raise BadOptionError(f"Unknown engine '{name}'; use one of {', '.join(ENGINE_NAMES)}.")
@@ -32,7 +39,7 @@ def create_engine(model: ResolvedModel, settings: Settings, vocab_size: int) -> 
     if name == "onnx":
         from tiankong.engines.onnx_engine import OnnxEngine
 
-        return OnnxEngine.create(model, settings)
+        return OnnxEngine.create(model, settings, find_export)
     if not has_module("torch"):
         raise BadOptionError(
             "The torch engine needs PyTorch: pip install torch==2.13.0 'tiankong[torch]', "

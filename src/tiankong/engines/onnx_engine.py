@@ -1,7 +1,8 @@
 """The ONNX Runtime engine: an exported mask-gather graph, FP32 or dynamic INT8.
 
-Serving with it never imports torch or transformers: ``create`` finds the model's export in the
-cache (``export_cache``), and only exports (which does need torch) when none is cached yet.
+Serving with it never imports torch or transformers. An engine is given its file: ``create``
+asks the ``find_export`` it is handed (the export cache, ``build.export_cache.ensure_export``)
+for the export it needs, and never starts an export itself.
 
 >>> from tiankong import FillMasker, Settings
 >>> fm = FillMasker.load(settings=Settings(engine="onnx"))  # doctest: +SKIP
@@ -12,6 +13,7 @@ cache (``export_cache``), and only exports (which does need torch) when none is 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,8 @@ CUDA_PROVIDER = "CUDAExecutionProvider"
 CPU_PROVIDER = "CPUExecutionProvider"
 ONNX_PRECISIONS = ("auto", "fp32", "int8")
 GRAPH_INPUTS = ("input_ids", "attention_mask", "mask_positions")  # as export.py writes them
+# (model, precision, settings) -> an export with ``onnx_file`` and ``quality``
+FindExport = Callable[[ResolvedModel, str, Settings], Any]
 
 
 def build_session(onnx_file: Path, device: str, threads: int, cpu_fallback: bool = False) -> Any:
@@ -122,14 +126,15 @@ class OnnxEngine:
             )
 
     @classmethod
-    def create(cls, model: ResolvedModel, settings: Settings) -> OnnxEngine:
+    def create(
+        cls, model: ResolvedModel, settings: Settings, find_export: FindExport
+    ) -> OnnxEngine:
         """Find or build the export ``settings`` asks for and start a session on it.
 
         ``precision="auto"``: FP32 on CUDA; on the CPU, INT8 when its guard's top-1 agreement
         with FP32 is at least ``settings.int8_min_agreement``, else FP32 with a warning.
         """
-        from tiankong.build.export_cache import ensure_export
-
+        ensure_export = find_export
         if settings.precision not in ONNX_PRECISIONS:
             raise BadOptionError(
                 f"The onnx engine runs auto, fp32 or int8, not '{settings.precision}'; "

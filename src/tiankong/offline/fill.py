@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from tiankong.config import Settings
 from tiankong.core.modes import PredictOptions
+from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
 
@@ -134,25 +135,27 @@ def fill_chunk(
     """Results in input order: (line, "ok" | "error", payload). Batches are length-sorted."""
     masker = _masker
     outcomes: dict[int, tuple[str, dict[str, Any]]] = {}
-    prepared = []
+    plain: list[tuple[int, str, PreparedRequest]] = []
+    search: list[tuple[int, str, PreparedRequest]] = []
     for line, text, problem in records:
         if text is None:
             outcomes[line] = ("error", {"code": "bad_record", "message": problem})
             continue
-        if options.mode != "single" or options.constraints:
-            try:
-                outcomes[line] = ("ok", record_of(text, masker.predict(text, options=options)))
-            except TiankongError as error:
-                outcomes[line] = ("error", {"code": error.code, "message": error.message})
-            continue
         try:
-            prepared.append((line, text, masker.prepare(text)))
+            request = masker.prepare_request(text, options)
         except TiankongError as error:
             outcomes[line] = ("error", {"code": error.code, "message": error.message})
-    prepared.sort(key=lambda item: len(item[2].input_ids))
-    for start in range(0, len(prepared), batch_size):
-        group = prepared[start : start + batch_size]
-        results = masker.run_prepared([item[2] for item in group], options.top_k)
+            continue
+        (plain if request.plain else search).append((line, text, request))
+    for line, text, request in search:  # several engine calls each, one text at a time
+        try:
+            outcomes[line] = ("ok", record_of(text, masker.run_requests([request])[0]))
+        except TiankongError as error:
+            outcomes[line] = ("error", {"code": error.code, "message": error.message})
+    plain.sort(key=lambda item: len(item[2].prepared.input_ids))
+    for start in range(0, len(plain), batch_size):
+        group = plain[start : start + batch_size]
+        results = masker.run_requests([item[2] for item in group])
         for (line, text, _), result in zip(group, results, strict=True):
             outcomes[line] = ("ok", record_of(text, result))
     return [(line, *outcomes[line]) for line, _, _ in records]

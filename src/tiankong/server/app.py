@@ -34,13 +34,9 @@ from tiankong.server.middleware.disconnect import DisconnectMiddleware
 from tiankong.server.middleware.drain import DrainMiddleware
 from tiankong.server.middleware.security import add_cors, add_security
 from tiankong.server.middleware.slow_clients import BodyDeadlineMiddleware
-from tiankong.server.predictor import (
-    Predictor,
-    RunnerFactory,
-    ServerState,
-    check_serving_settings,
-)
+from tiankong.server.state import ServerState
 from tiankong.service import FillMasker
+from tiankong.serving.predictor import Predictor, RunnerFactory, check_serving_settings
 
 DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked language models.
 

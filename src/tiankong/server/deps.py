@@ -4,15 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends
 
-from tiankong.server.predictor import Predictor, ServerState
-
-
-def server_state(request: Request) -> ServerState:
-    state = request.app.state.tiankong
-    assert isinstance(state, ServerState)
-    return state
+from tiankong.server.state import ServerState, server_state
+from tiankong.serving.predictor import Predictor
 
 
 def ready_predictor(state: Annotated[ServerState, Depends(server_state)]) -> Predictor:

@@ -1,10 +1,11 @@
-"""Which path a request takes through the Predictor.
+"""From a route's texts and option fields to answers, by the path each request decided.
 
-A plain request (single mode, no constraints, no [BLANK]) goes through ``Predictor.run``, the
-batched path where many texts share one engine call. Whole-word, candidate, [BLANK] and
-constrained requests go through ``Predictor.run_options``, one text at a time, because their
-searches make several engine calls per text. Either way a text is validated (tokenized and
-windowed) before it takes the engine, so bad input never holds the engine lock.
+``Predictor.prepare_request`` (``core/request.py``) validates and tokenizes each text and decides
+its path once. Plain requests go through ``Predictor.run``, the batched path where many texts
+share one engine call; search requests (whole word, candidates, [BLANK], constraints) go
+through ``Predictor.run_search``, one text at a time, because their searches make several
+engine calls per text. Either way a text is validated before it takes the engine, so bad input
+never holds the engine lock.
 """
 
 from __future__ import annotations
@@ -13,17 +14,21 @@ from collections.abc import Sequence
 
 from tiankong.core.decoding import Constraints
 from tiankong.core.modes import PredictOptions
+from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
-from tiankong.core.text import BLANK, MASK, PreparedText, normalize_masks
-from tiankong.errors import BadInputError, TiankongError
-from tiankong.server.predictor import Predictor
+from tiankong.errors import BadInputError, BadOptionError, TiankongError
 from tiankong.server.schemas import OptionFields
+from tiankong.serving.predictor import Predictor
 
 
 def predict_options(
     predictor: Predictor, top_k: int | None, fields: OptionFields
 ) -> PredictOptions:
     """Validated options from a request's fields; a bad value is a ``BadOptionError`` (400)."""
+    if fields.candidates is not None and not fields.candidates:
+        raise BadOptionError(
+            "candidates is an empty list; give at least one option to rank, or leave it out."
+        )
     return predictor.masker.options(
         predictor.check_top_k(top_k),
         mode=fields.mode,
@@ -40,29 +45,9 @@ def predict_options(
     )
 
 
-def is_plain(text: str, options: PredictOptions) -> bool:
-    """True when ``text`` can take the batched fast path."""
-    return (
-        options.mode == "single"
-        and options.constraints is None
-        and BLANK not in normalize_masks(text)
-    )
-
-
-def check_text(predictor: Predictor, text: str) -> PreparedText:
-    """Validate a text before it takes the engine. A [BLANK] is checked as its shortest fill;
-    the rules that only the modes know (one blank for candidates, one [BLANK] per text) are
-    checked by the library, and fail with the same typed errors."""
-    return predictor.prepare(normalize_masks(text).replace(BLANK, MASK))
-
-
 async def fill_one(predictor: Predictor, text: str, options: PredictOptions) -> FillResult:
-    """The answer for one text, by the path its options need."""
-    if is_plain(text, options):
-        [result] = await predictor.run([predictor.prepare(text)], options.top_k)
-        return result
-    check_text(predictor, text)
-    return await predictor.run_options(text, options)
+    """The answer for one text, by the path its prepared request decided."""
+    return await predictor.run_request(predictor.prepare_request(text, options))
 
 
 async def fill_many(
@@ -70,25 +55,23 @@ async def fill_many(
 ) -> list[FillResult | TiankongError]:
     """Answers in input order; a text that can't be filled gets its typed error instead.
 
-    The plain texts share one engine run; the others run one by one through the modes path.
+    The plain texts share one engine run; the others run one by one through the search path.
     """
     answers: list[FillResult | TiankongError | None] = [None] * len(texts)
-    plain: list[tuple[int, PreparedText]] = []
+    requests: list[tuple[int, PreparedRequest]] = []
     for index, text in enumerate(texts):
         try:
-            prepared = check_text(predictor, text)
+            requests.append((index, predictor.prepare_request(text, options)))
         except TiankongError as error:
             answers[index] = error
-            continue
-        if is_plain(text, options):
-            plain.append((index, prepared))
-    results = await predictor.run([prepared for _, prepared in plain], options.top_k)
-    for (index, _), result in zip(plain, results, strict=True):
-        answers[index] = result
-    for index, text in enumerate(texts):
-        if answers[index] is None:
+    plain = [(index, request) for index, request in requests if request.plain]
+    results = await predictor.run([request.prepared for _, request in plain], options.top_k)
+    for (index, request), result in zip(plain, results, strict=True):
+        answers[index] = predictor.masker.finish(request, result)
+    for index, request in requests:
+        if not request.plain:
             try:
-                answers[index] = await predictor.run_options(text, options)
+                answers[index] = await predictor.run_request(request)
             except BadInputError as error:  # this text's own problem; engine faults still fail
                 answers[index] = error
     finished = [answer for answer in answers if answer is not None]

@@ -26,7 +26,7 @@ from tiankong.errors import (
     mapping_for,
     new_error_id,
 )
-from tiankong.server.deps import server_state
+from tiankong.server.state import server_state
 
 logger = logging.getLogger("tiankong.server")
 RETRY_AFTER_S = "1"

@@ -10,6 +10,9 @@ several masks the *other* masks are filled with their own top candidate instead 
 ``targets`` that are all single tokens are ranked per mask, exactly as the pipeline does. A target
 of several tokens (a word such as 飞鸟) is never cut to its first token: the text's one blank is
 scored with each target by the exact chain probability (tiankong's candidates mode).
+
+A ``[BLANK]`` (a blank of unknown length) is a 400 ``bad_input`` here: the pipeline's shapes have
+no place for a fill of unknown length. ``POST /predict`` answers it.
 """
 
 from __future__ import annotations
@@ -20,12 +23,11 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import APIRouter, Body
 
-from tiankong.core.modes import one_blank
+from tiankong.core.modes import PredictOptions, one_blank
 from tiankong.core.results import FillResult
 from tiankong.core.text import PreparedText, fill_text
-from tiankong.errors import BadOptionError, BatchTooLargeError, EmptyTextError
+from tiankong.errors import BadInputError, BadOptionError, BatchTooLargeError, EmptyTextError
 from tiankong.server.deps import PredictorDep
-from tiankong.server.predictor import Predictor
 from tiankong.server.schemas import (
     ERROR_RESPONSES,
     HF_EXAMPLES,
@@ -33,6 +35,7 @@ from tiankong.server.schemas import (
     HFRequest,
     HFResponse,
 )
+from tiankong.serving.predictor import Predictor
 
 router = APIRouter()
 # One text's answer: a list of candidates for one mask, a list of such lists for several.
@@ -52,7 +55,7 @@ async def hf_fill_mask(
     if len(texts) > limit:
         raise BatchTooLargeError(f"{len(texts)} inputs is over the limit of {limit}.")
     k = predictor.check_top_k(parameters.top_k)
-    prepared = [predictor.prepare(text) for text in texts]
+    prepared = [plain_text(predictor, text, k) for text in texts]
     if parameters.targets is None:
         outputs = [pipeline_output(result) for result in await predictor.run(prepared, k)]
     else:
@@ -67,6 +70,19 @@ async def hf_fill_mask(
         else:
             outputs = await ranked_targets(predictor, prepared, target_ids, k)
     return outputs[0] if len(outputs) == 1 else outputs
+
+
+def plain_text(predictor: Predictor, text: str, k: int) -> PreparedText:
+    """The pipeline fills [MASK] tokens only. A [BLANK] (a blank of unknown length) has no
+    answer in the pipeline's shape, so it is a 400 that points to POST /predict, which answers it,
+    rather than a guess."""
+    request = predictor.prepare_request(text, PredictOptions(top_k=k))
+    if not request.plain:
+        raise BadInputError(
+            "The Hugging Face route fills [MASK] only; for a [BLANK] (a blank of unknown "
+            "length) use POST /predict."
+        )
+    return request.prepared
 
 
 def target_tokens(predictor: Predictor, targets: Sequence[str]) -> dict[str, list[int]]:

@@ -40,9 +40,9 @@ from tiankong.errors import (
     RequestTimeoutError,
     new_error_id,
 )
-from tiankong.server.predictor import PlainJob, check_serving_settings, run_plain_batch
 from tiankong.service import FillMasker
 from tiankong.serving.batching import BatchObserver, BatchStats, engine_error, shutting_down
+from tiankong.serving.predictor import PlainJob, check_serving_settings, run_plain_batch
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

@@ -17,7 +17,6 @@ from tiankong.core.results import FillResult
 from tiankong.errors import BatchTooLargeError
 from tiankong.server.deps import PredictorDep, StateDep
 from tiankong.server.dispatch import fill_many, fill_one, predict_options
-from tiankong.server.predictor import Predictor
 from tiankong.server.schemas import (
     BATCH_EXAMPLES,
     ERROR_RESPONSES,
@@ -32,6 +31,7 @@ from tiankong.server.schemas import (
     PredictRequest,
     PredictResponse,
 )
+from tiankong.serving.predictor import Predictor
 
 STATIC_DIR = Path(__file__).parent / "static"
 # The page loads only its own script, style and API: model output can never run as code.

@@ -1,6 +1,6 @@
 """Run an app under uvicorn with a graceful drain on SIGTERM and deadlines for slow clients.
 
-On the first SIGTERM (or SIGINT) the app starts draining (``server/drain.py``): requests in
+On the first SIGTERM (or SIGINT) the app starts draining (``middleware/drain.py``): requests in
 flight finish, new ones get 503 ``shutting_down``, ``/ready`` turns 503. Once none is in
 flight, or after ``drain_timeout_s``, uvicorn closes the listener and the connections, whatever
 is still running gets ``CLOSE_GRACE_S`` more before it is cancelled, and the batcher stops. A
@@ -22,9 +22,9 @@ from fastapi import FastAPI
 
 from tiankong.config import Settings
 from tiankong.errors import EXIT_INTERNAL
-from tiankong.server.middleware.drain import Drain
 from tiankong.server.middleware.slow_clients import head_timeout_protocol
-from tiankong.server.predictor import ServerState
+from tiankong.server.state import ServerState
+from tiankong.serving.drain import Drain
 
 logger = logging.getLogger("tiankong.server")
 CLOSE_GRACE_S = 2

@@ -1,13 +1,14 @@
 """The one door between the HTTP routes and the engine.
 
-Every route validates its texts with ``Predictor.prepare`` (bad input never reaches the engine)
-and then calls ``Predictor.run`` (plain mode) or ``Predictor.run_options`` (the multi-call modes).
+Every route turns its texts into prepared requests (``prepare_request``: validated, tokenized,
+path decided; bad input never reaches the engine) and runs them with ``run_request``: the plain
+path through ``run``, the search path (the multi-call modes) through ``run_search``.
 
 * ``run`` looks each text up in the result cache and sends the misses through the dynamic
   batcher (``serving.batching``), one item per text, so concurrent /predict, /batch_predict and
   Hugging Face requests share engine calls. Each item carries its own top-k and allowed tokens:
   the batch shares the forward pass, decoding is per item.
-* ``run_options`` runs one whole multi-call job (whole-word, candidates, [BLANK], constraints)
+* ``run_search`` runs one whole multi-call job (whole-word, candidates, [BLANK], constraints)
   as an exclusive turn on the batcher's engine thread: the batches and these jobs take turns
   through one FIFO-fair lock, so neither starves the other, they never use the engine at the
   same time, and a job never waits on the batcher while holding its turn (no deadlock).
@@ -18,26 +19,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from tiankong.config import Settings
 from tiankong.core.modes import PredictOptions
+from tiankong.core.request import PreparedRequest, prepare_request
 from tiankong.core.results import FillResult
 from tiankong.core.text import PreparedText
 from tiankong.errors import (
     BadOptionError,
     EngineError,
-    ModelUnavailableError,
     TiankongError,
     new_error_id,
 )
-from tiankong.server.metrics import ServerMetrics
-from tiankong.server.middleware.drain import Drain
 from tiankong.service import FillMasker
-from tiankong.serving.batching import BatchLimits, DynamicBatcher
+from tiankong.serving.batching import BatchLimits, BatchObserver, DynamicBatcher
 from tiankong.serving.caches import LRUCache, PlainOptions, ResultKey
 
 logger = logging.getLogger("tiankong.server")
@@ -95,8 +94,14 @@ class EngineRunner(Protocol):
         ...
 
 
+class ServingObserver(BatchObserver, Protocol):
+    """Where a Predictor reports batches and cache lookups; the server's ServerMetrics is one."""
+
+    def observe_cache(self, cache: str, hit: bool) -> None: ...
+
+
 # Builds the runner once the model is loaded (create_app's ``runner`` argument).
-RunnerFactory = Callable[[FillMasker, Settings, ServerMetrics], EngineRunner]
+RunnerFactory = Callable[[FillMasker, Settings, ServingObserver], EngineRunner]
 
 
 class Predictor:
@@ -109,7 +114,7 @@ class Predictor:
         self,
         masker: FillMasker,
         settings: Settings,
-        metrics: ServerMetrics,
+        metrics: ServingObserver,
         runner: RunnerFactory | None = None,
     ) -> None:
         self.masker = masker
@@ -170,20 +175,35 @@ class Predictor:
             raise EngineError("The engine returned a different number of results than texts.")
         return filled
 
+    def prepare_request(self, text: str, options: PredictOptions) -> PreparedRequest:
+        """Validate, tokenize (through the token cache) and decide the path; typed errors."""
+        return prepare_request(text, options, self.prepare)
+
+    async def run_request(self, request: PreparedRequest) -> FillResult:
+        """One prepared request by its path, finished (``FillMasker.finish``)."""
+        if request.plain:
+            [result] = await self.run([request.prepared], request.options.top_k)
+        else:
+            result = await self.run_search(request)
+        return self.masker.finish(request, result)
+
     async def run_options(self, text: str, options: PredictOptions) -> FillResult:
+        """``run_search`` for a text that isn't prepared yet."""
+        return await self.run_search(self.prepare_request(text, options))
+
+    async def run_search(self, request: PreparedRequest) -> FillResult:
         """Whole-word, candidate, [BLANK] and constrained predictions for one text.
 
         These modes make several engine calls per text (one per search step), so the whole job
         runs as one exclusive turn on the engine thread rather than through the batches.
         """
+        text, options = request.text, request.options
         key = self.result_key(text, options)
         cached = self.result_cache.get(key)
         if cached is not None:
             return cached
         try:
-            result = await self.batcher.run_exclusive(
-                lambda: self.masker.predict(text, options=options)
-            )
+            result = await self.batcher.run_exclusive(lambda: self.masker.run_search(request))
         except TiankongError:
             raise
         except Exception as error:  # an engine fault is ours, not the user's
@@ -215,25 +235,3 @@ class Predictor:
         if quality:
             info["quality"] = dict(quality)
         return info
-
-
-@dataclass
-class ServerState:
-    """What one app holds on ``app.state``: no module-level model or settings."""
-
-    settings: Settings
-    metrics: ServerMetrics
-    masker: FillMasker | None = None  # given by the caller, else loaded in lifespan
-    predictor: Predictor | None = None  # set once the model is loaded and warmed up
-    drain: Drain = field(default_factory=Drain)  # requests in flight; draining after SIGTERM
-
-    @property
-    def ready(self) -> bool:
-        return self.predictor is not None and not self.drain.draining
-
-    def require_predictor(self) -> Predictor:
-        if self.predictor is None:
-            raise ModelUnavailableError(
-                "The model is still loading; retry when GET /ready answers 200."
-            )
-        return self.predictor

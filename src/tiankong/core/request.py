@@ -1,0 +1,140 @@
+"""The request, decided once.
+
+``prepare_request`` validates a text with its options, tokenizes it and decides its path, and
+every entry point (``FillMasker.predict`` and ``predict_batch``, ``tiankong fill``, ``tiankong
+eval``, the HTTP routes, the Hugging Face route, Ray) starts from the ``PreparedRequest`` it
+returns. No other module asks "is this a plain request?".
+
+Two paths:
+
+* **plain** (one mode, no constraints, no ``[BLANK]``): one forward row per text, so many
+  texts share one engine call (the server's dynamic batcher, ``fill``'s length-sorted batches);
+* **search** (whole word, candidates, ``[BLANK]``, constraints): several engine calls per text
+  (``core/modes.py`` over ``core/beam_search.py``), run one text at a time.
+
+Two seams are left for later stages, with no-op defaults:
+
+* ``forward_rows`` estimates the engine work a request asks for, and the search path takes a
+  ``DeadlineCheck`` that it calls between engine calls (``DeadlineScorer``): what an admission
+  or deadline policy needs;
+* ``ResultStep``: a step after the model's softmax that may adjust per-candidate scores (a
+  corpus-index memory), run by ``FillMasker.finish`` on every path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+
+from tiankong.core.decoding import Constraints
+from tiankong.core.modes import PredictOptions, Scorer, check_blank, one_blank
+from tiankong.core.results import FillResult
+from tiankong.core.text import BLANK, MASK, PreparedText, TextEncoder, normalize_masks
+
+Path = Literal["plain", "search"]
+DeadlineCheck = Callable[[], None]  # raises (a typed error) once the request's time is up
+
+
+def no_deadline() -> None:
+    """The default deadline check: the request may take as long as it needs."""
+
+
+def needs_search(text: str, options: PredictOptions) -> bool:
+    """The one rule: does ``text`` (masks normalised) with ``options`` take the search path?"""
+    return options.mode != "single" or options.constraints is not None or BLANK in text
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """One validated, tokenized text with its validated options and its path."""
+
+    raw_text: str  # as given (the token cache's key)
+    text: str  # masks normalised
+    options: PredictOptions
+    # plain: the text itself; search: its shortest fill ([BLANK] as one [MASK]), so the text's
+    # limits are checked before any engine work
+    prepared: PreparedText
+    path: Path
+
+    @property
+    def plain(self) -> bool:
+        return self.path == "plain"
+
+    def forward_rows(self) -> int:
+        """An estimate of the engine work, in forward rows (one row: one text window through the
+        model). A batch of requests costs the sum; what a deadline or admission policy weighs."""
+        options = self.options
+        if self.plain:
+            return 1
+        if options.mode == "candidates":  # one chain per option, one row per character
+            return 1 + sum(len(option.strip()) for option in options.candidates)
+        if BLANK in self.text:  # a beam search for each length 1..max_blank_length
+            lengths = range(1, options.max_blank_length + 1)
+            return 1 + sum(length * options.beam_width for length in lengths)
+        if options.mode == "whole_word":
+            return 1 + len(self.prepared.mask_indices) * options.beam_width
+        return 1  # constraints alone: one forward pass, a restricted top-k
+
+
+def prepare_request(
+    text: str, options: PredictOptions, prepare: Callable[[str], PreparedText]
+) -> PreparedRequest:
+    """Validate ``text`` and ``options`` and decide the path; typed errors (400 / exit 2) for bad
+    input, before anything is queued. ``prepare`` tokenizes (the server passes its cached one)."""
+    options = options.validated()
+    if not isinstance(text, str):
+        prepare(text)  # raises the typed error for a non-string
+    normalised = normalize_masks(text)
+    if not needs_search(normalised, options):
+        return PreparedRequest(text, normalised, options, prepare(text), "plain")
+    prepared = prepare(normalised.replace(BLANK, MASK))
+    if BLANK in normalised:
+        check_blank(normalised)
+    if options.mode == "candidates":
+        one_blank(normalised)
+    return PreparedRequest(text, normalised, options, prepared, "search")
+
+
+class ResultStep(Protocol):
+    """Runs after the model's softmax on every path and may adjust a result's per-candidate
+    scores. The seam for a corpus-index memory: its results would keep the model's own score
+    as ``model_score`` beside the adjusted one and say what the memory added."""
+
+    def __call__(self, request: PreparedRequest, result: FillResult) -> FillResult: ...
+
+
+class DeadlineScorer:
+    """A Scorer that calls ``check_deadline`` before every engine call of a search, so a
+    request whose time is up stops between engine calls rather than after the whole search."""
+
+    def __init__(self, scorer: Scorer, check_deadline: DeadlineCheck) -> None:
+        self.scorer = scorer
+        self.check_deadline = check_deadline
+        self.encoder: TextEncoder = scorer.encoder
+        self.banned: np.ndarray = scorer.banned
+
+    def prepare(self, text: str) -> PreparedText:
+        return self.scorer.prepare(text)
+
+    def score_rows(self, rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
+        self.check_deadline()
+        return self.scorer.score_rows(rows, asked)
+
+    def mask_probabilities(self, prepared: Sequence[PreparedText]) -> list[np.ndarray]:
+        self.check_deadline()
+        return self.scorer.mask_probabilities(prepared)
+
+    def decode(
+        self,
+        item: PreparedText,
+        probabilities: np.ndarray,
+        k: int,
+        allowed: np.ndarray | None = None,
+    ) -> FillResult:
+        return self.scorer.decode(item, probabilities, k, allowed)
+
+    def allowed_tokens(self, constraints: Constraints) -> np.ndarray:
+        return self.scorer.allowed_tokens(constraints)
