@@ -205,3 +205,28 @@ def clean_context(context: Sequence[int], stop_ids: frozenset[int], from_end: bo
             break
         kept.append(int(token))
     return kept[::-1] if from_end else kept
+
+
+@dataclass(frozen=True)
+class Blank:
+    """A run of consecutive masks in a tokenized input: one blank of ``length`` tokens."""
+
+    first: int  # index of its first mask in the input ids
+    length: int
+    left: list[int]
+    right: list[int]
+
+
+def blanks_of(input_ids: Sequence[int], mask_indices: Sequence[int]) -> list[Blank]:
+    """Group masks into blanks (consecutive masks are one whole fill, e.g. 充电) with their
+    contexts; the contexts stop at the neighbouring blanks and specials in ``lookup``."""
+    blanks: list[Blank] = []
+    for index in mask_indices:
+        if blanks and blanks[-1].first + blanks[-1].length == index:
+            last = blanks[-1]
+            blanks[-1] = Blank(last.first, last.length + 1, last.left, [])
+        else:
+            blanks.append(Blank(index, 1, list(input_ids[:index]), []))
+    return [
+        Blank(b.first, b.length, b.left, list(input_ids[b.first + b.length :])) for b in blanks
+    ]
