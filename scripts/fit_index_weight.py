@@ -18,6 +18,7 @@ import json
 import lzma
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -70,7 +71,7 @@ def collect(fm: FillMasker, lookup: BlankLookup, items: list[tuple[str, str]]) -
         row[fm.banned] = -1.0
         blank = blanks_of(item.input_ids, item.mask_indices)[0]
         match = lookup.lookup(blank.left, blank.right, 1)
-        record = {
+        record: dict[str, Any] = {
             "answer": answer_id,
             "model_answer": float(probs[0][answer_id]),
             "model_top": int(row.argmax()),
@@ -116,7 +117,11 @@ def evaluate(rows: list[dict], weight: IndexWeight | None) -> dict[str, float]:
         match = row["match"]
         w = 0.0
         if match is not None and weight is not None:
-            z = weight.bias + weight.per_token * match["tokens"] + weight.per_log_count * match["log_n"]
+            z = (
+                weight.bias
+                + weight.per_token * match["tokens"]
+                + weight.per_log_count * match["log_n"]
+            )
             w = 1.0 / (1.0 + np.exp(-z))
         p_answer = (1 - w) * row["model_answer"] + (w * match["index_answer"] if match else 0.0)
         scores = {row["model_top"]: (1 - w) * row["model_top_p"]}
@@ -148,7 +153,9 @@ def main() -> None:
     }
     train = [row for rows in groups.values() for row in rows[0::2]]
     theta = fit(train)
-    fitted = IndexWeight(bias=float(theta[0]), per_token=float(theta[1]), per_log_count=float(theta[2]))
+    fitted = IndexWeight(
+        bias=float(theta[0]), per_token=float(theta[1]), per_log_count=float(theta[2])
+    )
     report: dict[str, object] = {"fitted": fitted.__dict__, "in_package": FITTED_WEIGHT.__dict__}
     for name, rows in groups.items():
         test = rows[1::2]

@@ -25,7 +25,8 @@ XIEHOUYU_EXPECTED = 13_693  # the corpus README's count of xiehouyu training lin
 def xiehouyu_lines(modern: Path) -> list[str]:
     """The last contiguous run of riddle lines: the corpus keeps lines in source order and the
     xiehouyu come last, so review or news lines that happen to contain —— stay out."""
-    lines = lzma.open(modern, "rt", encoding="utf-8").read().splitlines()
+    with lzma.open(modern, "rt", encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
     end = len(lines)
     start = end
     while start > 0 and XIEHOUYU_LINE.match(lines[start - 1]):

@@ -67,5 +67,7 @@ def test_candidates_get_their_index_share(small_index: Path, tokenizer: Tokenize
     lookup = BlankLookup(open_index(small_index), tokenizer)
     match = lookup.lookup(ids(tokenizer, "没电了，赶紧去"), ids(tokenizer, "。"), 2)
     w = FITTED_WEIGHT.of(match)
-    assert combine_score(0.1, match, ids(tokenizer, "充电")) == pytest.approx(0.9 * 0.1 * 0 + (1 - w) * 0.1 + w)
+    assert combine_score(0.1, match, ids(tokenizer, "充电")) == pytest.approx(
+        0.9 * 0.1 * 0 + (1 - w) * 0.1 + w
+    )
     assert combine_score(0.1, match, ids(tokenizer, "关机")) == pytest.approx((1 - w) * 0.1)

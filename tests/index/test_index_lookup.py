@@ -17,9 +17,7 @@ from tiankong.index.tokens import CorpusEncoder
 
 def brute_count(corpus: list[list[int]], pattern: list[int]) -> int:
     m = len(pattern)
-    return sum(
-        1 for line in corpus for i in range(len(line) - m + 1) if line[i : i + m] == pattern
-    )
+    return sum(1 for line in corpus for i in range(len(line) - m + 1) if line[i : i + m] == pattern)
 
 
 def test_counts_equal_a_brute_force_count(small_index: Path, tokenizer: Tokenizer) -> None:
@@ -38,7 +36,12 @@ def test_counts_equal_a_brute_force_count(small_index: Path, tokenizer: Tokenize
 
 
 def test_fast_encoding_equals_the_tokenizer(tokenizer: Tokenizer) -> None:
-    texts = [*LINES, "Ｆｕｌｌ　ｗｉｄｔｈ　１２３，ok", "tab\there  and émoji 😀 中", "控制\x01字符"]
+    texts = [
+        *LINES,
+        "Ｆｕｌｌ　ｗｉｄｔｈ　１２３，ok",
+        "tab\there  and émoji 😀 中",
+        "控制\x01字符",
+    ]
     token_ids, starts = CorpusEncoder(tokenizer).encode(texts)
     for text, start in zip(texts, starts, strict=True):
         expected = ids(tokenizer, text)

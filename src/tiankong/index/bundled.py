@@ -44,7 +44,9 @@ def ensure_bundled_index(progress: bool = True, cache_dir: Path | None = None) -
     """Build the bundled index unless the cache has it; returns its folder."""
     folder = bundled_index_dir(cache_dir)
     if not (folder / MANIFEST).is_file():
-        build_index(bundled_sources(), folder, progress=progress, tokenizer_name="bert-base-chinese")
+        build_index(
+            bundled_sources(), folder, progress=progress, tokenizer_name="bert-base-chinese"
+        )
     return folder
 
 

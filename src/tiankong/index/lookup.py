@@ -227,6 +227,4 @@ def blanks_of(input_ids: Sequence[int], mask_indices: Sequence[int]) -> list[Bla
             blanks[-1] = Blank(last.first, last.length + 1, last.left, [])
         else:
             blanks.append(Blank(index, 1, list(input_ids[:index]), []))
-    return [
-        Blank(b.first, b.length, b.left, list(input_ids[b.first + b.length :])) for b in blanks
-    ]
+    return [Blank(b.first, b.length, b.left, list(input_ids[b.first + b.length :])) for b in blanks]

@@ -26,8 +26,8 @@ def file_sha256(path: Path) -> str:
 
 def open_text(path: Path) -> io.TextIOBase:
     if path.name.endswith(".xz"):
-        return lzma.open(path, "rt", encoding="utf-8", newline="")  # type: ignore[return-value]
-    return path.open("r", encoding="utf-8", newline="")  # type: ignore[return-value]
+        return lzma.open(path, "rt", encoding="utf-8", newline="")
+    return path.open("r", encoding="utf-8", newline="")
 
 
 def check_input(path: Path, field: str | None) -> None:

@@ -70,7 +70,9 @@ class CorpusEncoder:
         alone = self.tokenizer.encode_batch(chars, add_special_tokens=False)
         framed = self.tokenizer.encode_batch([f"a{c}a" for c in chars], add_special_tokens=False)
         for code, one, three in zip(new, alone, framed, strict=True):
-            if not one.ids:
+            if self.anchor is None:  # no single-token letter to frame with: always slow path
+                self.table[code] = _UNSAFE
+            elif not one.ids:
                 self.table[code] = _DROPPED if three.ids == self.anchor * 2 else _UNSAFE
             elif (
                 self.anchor
