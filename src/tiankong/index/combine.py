@@ -40,7 +40,7 @@ class IndexWeight:
 
 
 # The ONE place for the fitted constants (scripts/fit_index_weight.py prints them).
-FITTED_WEIGHT = IndexWeight(bias=-3.0, per_token=0.6, per_log_count=0.2)
+FITTED_WEIGHT = IndexWeight(bias=-2.543, per_token=0.521, per_log_count=-0.127)
 
 
 def combine_distribution(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,15 @@ class CorpusIndex:
             self.token_bytes = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         with (folder / TEXT_FILE).open("rb") as handle:
             self.text = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        # The binary search reads single rows: a memoryview gives Python ints ~30x faster than
+        # indexing a numpy memmap. The file is little-endian, like every machine numpy targets
+        # in practice; on another, fall back to the (byte-swapping) numpy view.
+        self.rows: Sequence[int] = self.suffix_array
+        if sys.byteorder == "little":
+            with (folder / "suffix_array.bin").open("rb") as handle:
+                self.row_bytes = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            code = "i" if self.suffix_array.dtype.itemsize == 4 else "q"
+            self.rows = memoryview(self.row_bytes).cast(code)
         self.size = len(self.suffix_array)
 
     @classmethod
@@ -114,7 +124,7 @@ class CorpusIndex:
 
     def suffix(self, row: int, length: int) -> bytes:
         """Up to ``length`` tokens (as big-endian bytes) of the suffix at ``row``."""
-        start = 2 * int(self.suffix_array[row])
+        start = 2 * int(self.rows[row])
         return self.token_bytes[start : start + 2 * length]
 
     def search(self, pattern: Sequence[int]) -> SearchRange:
