@@ -39,7 +39,7 @@ def main() -> None:
     opened = time.perf_counter() - started
     lookup = BlankLookup(index, tokenizer)
     items = cut_items(read_lines(args.text), args.blanks, random.Random(args.seed))
-    contexts = []
+    contexts: list[tuple[list[int], list[int]]] = []
     for text, _ in items:
         left, right = text.split(MASK)
         contexts.append(
@@ -49,9 +49,9 @@ def main() -> None:
             )
         )
     times, matched = [], 0
-    for left, right in contexts:
+    for left_ids, right_ids in contexts:
         start = time.perf_counter()
-        match = lookup.lookup(left, right, 1)
+        match = lookup.lookup(left_ids, right_ids, 1)
         times.append(time.perf_counter() - start)
         matched += match is not None
     ms = np.array(times) * 1000

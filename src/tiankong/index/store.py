@@ -73,12 +73,12 @@ class CorpusIndex:
         # The binary search reads single rows: a memoryview gives Python ints ~30x faster than
         # indexing a numpy memmap. The file is little-endian, like every machine numpy targets
         # in practice; on another, fall back to the (byte-swapping) numpy view.
-        self.rows: Sequence[int] = self.suffix_array
+        self.rows: Sequence[int] | np.ndarray = self.suffix_array
         if sys.byteorder == "little":
             with (folder / "suffix_array.bin").open("rb") as handle:
                 self.row_bytes = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-            code = "i" if self.suffix_array.dtype.itemsize == 4 else "q"
-            self.rows = memoryview(self.row_bytes).cast(code)
+            view = memoryview(self.row_bytes)
+            self.rows = view.cast("i") if self.suffix_array.dtype.itemsize == 4 else view.cast("q")
         self.size = len(self.suffix_array)
 
     @classmethod
