@@ -134,3 +134,28 @@ def test_positions_are_sorted_suffixes(small_index: Path) -> None:
     suffixes = [index.suffix(row, 1000) for row in range(index.size)]
     assert suffixes == sorted(suffixes)
     assert np.array_equal(np.sort(np.asarray(index.suffix_array)), np.arange(index.size))
+
+
+def test_option_match_counts_left_option_right(small_index: Path, tokenizer: Tokenizer) -> None:
+    from tiankong.index.options import option_match
+
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    left, right = ids(tokenizer, "手机没电了，赶紧去"), ids(tokenizer, "。")
+    charge = option_match(lookup, left, right, ids(tokenizer, "充电"))
+    assert charge is not None
+    # 手机没电了，赶紧去充电。 occurs once; 手机没电了，赶紧去 + 2 tokens + 。 also once.
+    assert charge.left == tuple(left) and charge.right == tuple(right)
+    assert charge.fills == {tuple(ids(tokenizer, "充电")): 1} and charge.total == 1
+    police = option_match(lookup, left, right, ids(tokenizer, "报警"))
+    assert police is not None  # only 了，赶紧去报警。 occurs: a shorter context, 1 of 3 lines
+    assert police.left == tuple(ids(tokenizer, "了，赶紧去")) and police.right == tuple(right)
+    assert police.fills == {tuple(ids(tokenizer, "报警")): 1} and police.total == 3
+    assert police.probability(ids(tokenizer, "报警")) == pytest.approx(1 / 3)
+    assert option_match(lookup, left, right, ids(tokenizer, "鑫鑫")) is None
+    memory = lookup.evidence(charge, ids(tokenizer, "充电"))
+    assert memory is not None and memory["match"] == "手机没电了，赶紧去充电。"
+    # A four-character option in a [BLANK]-style blank of that length.
+    idiom = option_match(
+        lookup, ids(tokenizer, "真是"), ids(tokenizer, "之笔"), ids(tokenizer, "画龙点睛")
+    )
+    assert idiom is not None and idiom.context_length == 4 and idiom.total == 1

@@ -35,10 +35,13 @@ class BlankMatch:
     fills: dict[tuple[int, ...], int]  # n(f) for every fill seen in that context
     positions: dict[tuple[int, ...], int]  # one token position of each fill (for its example)
     exact: bool  # False when both sides were too common to enumerate (a sample was counted)
+    # Occurrences of the context with any fill, when ``fills`` holds only some of them (the
+    # match of one option, tiankong.index.options); None: ``fills`` holds them all.
+    context_count: int | None = None
 
     @property
     def total(self) -> int:
-        return sum(self.fills.values())
+        return self.context_count if self.context_count is not None else sum(self.fills.values())
 
     @property
     def context_length(self) -> int:
