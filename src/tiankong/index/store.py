@@ -35,7 +35,7 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 ARRAY_FILES = ("tokens.bin", "suffix_array.bin", "passage_tokens.bin", "passage_bytes.bin")
 TEXT_FILE = "passages.txt"
-SORT_CHECKS = 64  # adjacent suffix-array pairs compared on open: catches foreign arrays cheaply
+SORT_CHECKS = 16  # adjacent suffix-array pairs compared on open: catches foreign arrays cheaply
 
 
 @dataclass(frozen=True)
@@ -62,21 +62,20 @@ class CorpusIndex:
         self.folder = folder
         self.manifest = manifest
         files = manifest["files"]
-        self.tokens = self.array("tokens.bin", files)
-        self.suffix_array = self.array("suffix_array.bin", files)
+        self.token_bytes = map_file(folder / "tokens.bin")
+        self.row_bytes = map_file(folder / "suffix_array.bin")
+        self.text = map_file(folder / TEXT_FILE)
+        self.tokens = np.frombuffer(self.token_bytes, dtype=np.dtype(files["tokens.bin"]["dtype"]))
+        self.suffix_array = np.frombuffer(
+            self.row_bytes, dtype=np.dtype(files["suffix_array.bin"]["dtype"])
+        )
         self.passage_tokens = self.array("passage_tokens.bin", files)
         self.passage_bytes = self.array("passage_bytes.bin", files)
-        with (folder / "tokens.bin").open("rb") as handle:
-            self.token_bytes = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        with (folder / TEXT_FILE).open("rb") as handle:
-            self.text = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         # The binary search reads single rows: a memoryview gives Python ints ~30x faster than
-        # indexing a numpy memmap. The file is little-endian, like every machine numpy targets
+        # indexing a numpy array. The file is little-endian, like every machine numpy targets
         # in practice; on another, fall back to the (byte-swapping) numpy view.
         self.rows: Sequence[int] | np.ndarray = self.suffix_array
         if sys.byteorder == "little":
-            with (folder / "suffix_array.bin").open("rb") as handle:
-                self.row_bytes = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
             view = memoryview(self.row_bytes)
             self.rows = view.cast("i") if self.suffix_array.dtype.itemsize == 4 else view.cast("q")
         self.size = len(self.suffix_array)
@@ -167,6 +166,16 @@ class CorpusIndex:
         """What /info shows: sources, counts, size and how it was built."""
         keys = ("sources", "counts", "bytes", "tokenizer", "recipe", "versions")
         return {key: self.manifest.get(key) for key in keys}
+
+
+def map_file(path: Path) -> mmap.mmap:
+    """A read-only map of ``path``. Lookups touch scattered pages, so the kernel is told not to
+    read ahead: that keeps the resident set to the pages actually used."""
+    with path.open("rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_RANDOM"):
+        mapped.madvise(mmap.MADV_RANDOM)
+    return mapped
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:
