@@ -163,6 +163,7 @@ def main() -> None:
             "matched": float(np.mean([row["match"] is not None for row in test])),
             "model": evaluate(test, None),
             "model+index (fitted)": evaluate(test, fitted),
+            "model+index (in package)": evaluate(test, FITTED_WEIGHT),
         }
     text = json.dumps(report, indent=1)
     print(text)
