@@ -133,6 +133,9 @@ def test_bad_inputs(tmp_path: Path) -> None:
     (tmp_path / "x.pdf").write_bytes(b"%PDF")
     with pytest.raises(IndexInputError, match="not a supported input"):
         build_index([tmp_path / "x.pdf"], tmp_path / "out", progress=False)
+    (tmp_path / "s.jsonl").write_text('{"text": "\\ud800画"}\n', encoding="utf-8")
+    with pytest.raises(IndexInputError, match="surrogate"):
+        build_index([tmp_path / "s.jsonl"], tmp_path / "out", field="text", progress=False)
     (tmp_path / "bad.txt").write_bytes(b"\xff\xfe\xfa")
     with pytest.raises(IndexInputError, match="UTF-8"):
         build_index([tmp_path / "bad.txt"], tmp_path / "out", progress=False)

@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import lzma
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from tiankong.errors import IndexInputError
 
 TEXT_SUFFIXES = (".txt", ".txt.xz")
 FIELD_SUFFIXES = (".jsonl", ".jsonl.xz", ".csv", ".csv.xz")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def file_sha256(path: Path) -> str:
@@ -74,6 +76,8 @@ def json_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:
         value = record.get(field) if isinstance(record, dict) else None
         if not isinstance(value, str):
             raise IndexInputError(f"Line {number} of {path} has no text field '{field}'.")
+        if LONE_SURROGATE.search(value):  # "\ud800" in JSON: no UTF-8 form, can't be stored
+            raise IndexInputError(f"Line {number} of {path} has invalid Unicode (a surrogate).")
         yield value
 
 
