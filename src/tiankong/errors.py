@@ -80,11 +80,44 @@ class BadDataFileError(BadInputError):
     code = "bad_data_file"
 
 
+class IndexInputError(BadInputError):
+    """An input file for ``index build`` is empty, unreadable or lacks the named field."""
+
+    code = "bad_index_input"
+
+
 # --- model availability ---------------------------------------------------------------------
 
 
 class ModelUnavailableError(TiankongError):
     code = "model_unavailable"
+
+
+# --- corpus index availability ----------------------------------------------------------------
+
+
+class IndexUnavailableError(TiankongError):
+    """The corpus index can't be used: missing, or one of the more specific faults below."""
+
+    code = "index_unavailable"
+
+
+class IndexCorruptError(IndexUnavailableError):
+    """Truncated, foreign or inconsistent index files."""
+
+    code = "index_corrupt"
+
+
+class IndexStaleError(IndexUnavailableError):
+    """The sources named in the manifest no longer have the recorded sha256."""
+
+    code = "index_stale"
+
+
+class IndexTokenizerMismatchError(IndexUnavailableError):
+    """The index was built with a different tokenizer than the model that would use it."""
+
+    code = "index_tokenizer_mismatch"
 
 
 # --- serving ----------------------------------------------------------------------------------
@@ -145,6 +178,7 @@ ERROR_TABLE: dict[type[TiankongError], ErrorMapping] = {
     InvalidRequestError: ErrorMapping(422, EXIT_BAD_INPUT),
     BadInputError: ErrorMapping(400, EXIT_BAD_INPUT),
     ModelUnavailableError: ErrorMapping(503, EXIT_MODEL_UNAVAILABLE),
+    IndexUnavailableError: ErrorMapping(503, EXIT_MODEL_UNAVAILABLE),  # an unusable index: exit 3
     UnauthorizedError: ErrorMapping(401, EXIT_BAD_INPUT),
     RateLimitedError: ErrorMapping(429, EXIT_INTERNAL),
     OverloadedError: ErrorMapping(503, EXIT_INTERNAL),

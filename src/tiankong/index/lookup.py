@@ -1,0 +1,233 @@
+"""Lookup for one blank: the fills between the longest left and right contexts that match.
+
+For a blank of ``fill_length`` tokens with left context L and right context R (token ids):
+  1. On each side, back off to the shortest context whose occurrences number at most
+     ``OCCURRENCE_LIMIT`` (L's suffixes, R's prefixes), so every occurrence with a longer match
+     on that side is enumerated exactly.
+  2. Every occurrence gives a fill f and how far it matches to the left (a) and right (b).
+  3. The context is the (a, b) with the longest a + b (ties: more occurrences) -- infini-gram's
+     rule, on both sides -- and n(f) counts the occurrences of L[-a:] f R[:b] for each f.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from tiankong.index.store import CorpusIndex, SearchRange
+from tiankong.index.tokens import SEPARATOR, default_tokenizer
+
+MAX_CONTEXT = 24  # tokens used on each side: longer matches add no information for a fill
+OCCURRENCE_LIMIT = 512  # occurrences read on each side: bounds the time per blank
+EXAMPLE_CHARS = 60  # the example line is trimmed to about this many characters
+
+
+@dataclass(frozen=True)
+class BlankMatch:
+    """What the index knows about one blank: counts of fills in the best-matching context."""
+
+    left: tuple[int, ...]  # the matched left context L[-a:]
+    right: tuple[int, ...]  # the matched right context R[:b]
+    fills: dict[tuple[int, ...], int]  # n(f) for every fill seen in that context
+    positions: dict[tuple[int, ...], int]  # one token position of each fill (for its example)
+    exact: bool  # False when both sides were too common to enumerate (a sample was counted)
+    # Occurrences of the context with any fill, when ``fills`` holds only some of them (the
+    # match of one option, tiankong.index.options); None: ``fills`` holds them all.
+    context_count: int | None = None
+
+    @property
+    def total(self) -> int:
+        return self.context_count if self.context_count is not None else sum(self.fills.values())
+
+    @property
+    def context_length(self) -> int:
+        return len(self.left) + len(self.right)
+
+    def probability(self, fill: Sequence[int]) -> float:
+        """The index's estimate n(f) / n(context)."""
+        return self.fills.get(tuple(fill), 0) / self.total
+
+
+class BlankLookup:
+    """Blank lookups on one opened index."""
+
+    def __init__(self, index: CorpusIndex, tokenizer: Tokenizer | None = None) -> None:
+        self.index = index
+        self.tokens = index.tokens
+        self.tokenizer = tokenizer or default_tokenizer()
+        vocab = self.tokenizer.get_vocab()
+        # [UNK], [MASK], [CLS]...: a context stops there (an [UNK] is not a known character).
+        self.stop_ids = frozenset(
+            [SEPARATOR, *(i for t, i in vocab.items() if t.startswith("[") and t.endswith("]"))]
+        )
+
+    def side_occurrences(
+        self, context: Sequence[int], from_end: bool
+    ) -> tuple[np.ndarray, int, bool]:
+        """Positions where the context part (a suffix of L, or a prefix of R) starts, for the
+        shortest length with at most OCCURRENCE_LIMIT hits; returns (positions, length, exact).
+        """
+
+        def part(length: int) -> Sequence[int]:
+            return context[len(context) - length :] if from_end else context[:length]
+
+        def found(length: int) -> SearchRange:
+            return self.index.search(part(length))
+
+        if not context:
+            return np.zeros(0, dtype=np.int64), 0, True
+        # The longest part that occurs at all (counts fall as the part grows).
+        low, high = 0, len(context)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if found(middle).count > 0:
+                low = middle
+            else:
+                high = middle - 1
+        longest = low
+        if longest == 0:
+            return np.zeros(0, dtype=np.int64), 0, True
+        # The shortest part, no shorter than 1, with at most OCCURRENCE_LIMIT hits.
+        low, high = 1, longest
+        while low < high:
+            middle = (low + high) // 2
+            if found(middle).count <= OCCURRENCE_LIMIT:
+                high = middle
+            else:
+                low = middle + 1
+        hits = found(low)
+        return (
+            self.index.positions(hits, OCCURRENCE_LIMIT).astype(np.int64),
+            low,
+            hits.count <= OCCURRENCE_LIMIT,
+        )
+
+    def lookup(
+        self, left: Sequence[int], right: Sequence[int], fill_length: int
+    ) -> BlankMatch | None:
+        """The fills of ``fill_length`` tokens between the longest matching contexts, or None
+        when no occurrence matches at least one context token."""
+        left = clean_context(left, self.stop_ids, from_end=True)
+        right = clean_context(right, self.stop_ids, from_end=False)
+        left_hits, left_length, left_exact = self.side_occurrences(left, from_end=True)
+        right_hits, right_length, right_exact = self.side_occurrences(right, from_end=False)
+        starts = np.unique(np.concatenate([left_hits + left_length, right_hits - fill_length]))
+        starts = starts[(starts > 0) & (starts + fill_length < len(self.tokens))]
+        if len(starts) == 0:
+            return None
+        offsets = np.arange(fill_length)
+        fills = np.asarray(self.tokens[starts[:, None] + offsets[None, :]]).astype(np.int64)
+        keep = ~np.isin(fills, list(self.stop_ids)).any(axis=1)
+        starts, fills = starts[keep], fills[keep]
+        if len(starts) == 0:
+            return None
+        left_match = self.match_lengths(starts - 1, left[::-1], step=-1)
+        right_match = self.match_lengths(starts + fill_length, right, step=1)
+        total = left_match + right_match
+        best = int(total.max())
+        if best == 0:
+            return None
+        # Among contexts of the best total length, the one with the most occurrences.
+        candidates = Counter(
+            (int(a), int(b))
+            for a, b, t in zip(left_match, right_match, total, strict=True)
+            if t == best
+        )
+        a, b = max(candidates, key=lambda pair: (covering(left_match, right_match, pair), pair))
+        chosen = (left_match >= a) & (right_match >= b)
+        counts: Counter[tuple[int, ...]] = Counter()
+        positions: dict[tuple[int, ...], int] = {}
+        for fill, start in zip(map(tuple, fills[chosen].tolist()), starts[chosen], strict=True):
+            counts[fill] += 1
+            positions.setdefault(fill, int(start))
+        exact = (left_exact and a >= left_length > 0) or (right_exact and b >= right_length > 0)
+        return BlankMatch(
+            left=tuple(left[len(left) - a :]) if a else (),
+            right=tuple(right[:b]),
+            fills=dict(counts),
+            positions=positions,
+            exact=bool(exact),
+        )
+
+    def match_lengths(self, begin: np.ndarray, context: Sequence[int], step: int) -> np.ndarray:
+        """How many tokens of ``context`` the corpus repeats from ``begin`` on, going ``step``."""
+        if not context:
+            return np.zeros(len(begin), dtype=np.int64)
+        offsets = np.arange(len(context)) * step
+        where = np.clip(begin[:, None] + offsets[None, :], 0, len(self.tokens) - 1)
+        equal = np.asarray(self.tokens[where]).astype(np.int64) == np.asarray(context)[None, :]
+        return np.cumprod(equal, axis=1).sum(axis=1)
+
+    def evidence(self, match: BlankMatch, fill: Sequence[int]) -> dict[str, object] | None:
+        """The per-candidate ``memory``: ``{"count", "match", "example"}``, or None when the
+        fill does not occur in the matched context."""
+        key = tuple(int(token) for token in fill)
+        count = match.fills.get(key, 0)
+        if count == 0:
+            return None
+        start = match.positions[key] - len(match.left)
+        end = match.positions[key] + len(key) + len(match.right)
+        line, first = self.index.passage_at(start)
+        offsets = self.tokenizer.encode(line, add_special_tokens=False).offsets
+        if end - first > len(offsets):  # the stored passage and the tokenizer disagree
+            return None
+        char_start, char_end = offsets[start - first][0], offsets[end - first - 1][1]
+        return {
+            "count": count,
+            "match": line[char_start:char_end],
+            "example": trim(line, char_start, char_end),
+        }
+
+
+def trim(line: str, start: int, end: int, width: int = EXAMPLE_CHARS) -> str:
+    """``line`` cut to about ``width`` characters centred on [start, end); "…" marks a cut."""
+    room = max(0, width - (end - start)) // 2
+    cut_start = max(0, start - room)
+    cut_end = min(len(line), max(end + room, cut_start + width))
+    cut_start = max(0, min(cut_start, cut_end - width))
+    prefix = "…" if cut_start > 0 else ""
+    suffix = "…" if cut_end < len(line) else ""
+    return prefix + line[cut_start:cut_end] + suffix
+
+
+def covering(left_match: np.ndarray, right_match: np.ndarray, pair: tuple[int, int]) -> int:
+    return int(np.count_nonzero((left_match >= pair[0]) & (right_match >= pair[1])))
+
+
+def clean_context(context: Sequence[int], stop_ids: frozenset[int], from_end: bool) -> list[int]:
+    """At most MAX_CONTEXT tokens next to the blank, ending at the first stop id (another mask,
+    [UNK], a special token), which never stands for corpus text."""
+    tokens = list(context)[::-1] if from_end else list(context)
+    kept: list[int] = []
+    for token in tokens[:MAX_CONTEXT]:
+        if int(token) in stop_ids:
+            break
+        kept.append(int(token))
+    return kept[::-1] if from_end else kept
+
+
+@dataclass(frozen=True)
+class Blank:
+    """A run of consecutive masks in a tokenized input: one blank of ``length`` tokens."""
+
+    first: int  # index of its first mask in the input ids
+    length: int
+    left: list[int]
+    right: list[int]
+
+
+def blanks_of(input_ids: Sequence[int], mask_indices: Sequence[int]) -> list[Blank]:
+    """Group masks into blanks (consecutive masks are one whole fill, e.g. 充电) with their
+    contexts; the contexts stop at the neighbouring blanks and specials in ``lookup``."""
+    blanks: list[Blank] = []
+    for index in mask_indices:
+        if blanks and blanks[-1].first + blanks[-1].length == index:
+            last = blanks[-1]
+            blanks[-1] = Blank(last.first, last.length + 1, last.left, [])
+        else:
+            blanks.append(Blank(index, 1, list(input_ids[:index]), []))
+    return [Blank(b.first, b.length, b.left, list(input_ids[b.first + b.length :])) for b in blanks]

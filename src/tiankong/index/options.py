@@ -1,0 +1,100 @@
+"""Counting a whole option in its context: L[-a:] + option + R[:b], for candidates, whole-word
+fills (充电) and [BLANK] fills of each length.
+
+Unlike ``BlankLookup.lookup``, which picks the one context that matches longest whatever the
+fill, each option gets the longest context in which *it* occurs. Its index probability is
+n(L[-a:] option R[:b]) / n(L[-a:] <any fill of its length> R[:b]), so options of one blank
+are each judged by their own best evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from tiankong.index.lookup import OCCURRENCE_LIMIT, BlankLookup, BlankMatch, clean_context
+
+
+def option_match(
+    lookup: BlankLookup, left: Sequence[int], right: Sequence[int], option: Sequence[int]
+) -> BlankMatch | None:
+    """The longest context around ``option`` that occurs, with counts; None when the option
+    never occurs next to at least one context token."""
+    option = [int(token) for token in option]
+    if not option or lookup.stop_ids.intersection(option):
+        return None
+    left = clean_context(left, lookup.stop_ids, from_end=True)
+    right = clean_context(right, lookup.stop_ids, from_end=False)
+    index = lookup.index
+
+    def occurs(a: int, b: int) -> bool:
+        return index.count([*left[len(left) - a :], *option, *right[:b]]) > 0
+
+    best = (0, 0)
+    for right_first in (True, False):
+        if right_first:
+            b = longest(len(right), lambda n: occurs(0, n))
+            a = longest(len(left), lambda n, b=b: occurs(n, b))  # type: ignore[misc]
+        else:
+            a = longest(len(left), lambda n: occurs(n, 0))
+            b = longest(len(right), lambda n, a=a: occurs(a, n))  # type: ignore[misc]
+        if a + b > sum(best):
+            best = (a, b)
+    a, b = best
+    if a + b == 0:
+        return None
+    matched_left, matched_right = left[len(left) - a :], right[:b]
+    found = index.search([*matched_left, *option, *matched_right])
+    position = int(index.positions(found, 1)[0]) + a
+    total, exact = context_count(lookup, matched_left, matched_right, len(option))
+    return BlankMatch(
+        left=tuple(matched_left),
+        right=tuple(matched_right),
+        fills={tuple(option): found.count},
+        positions={tuple(option): position},
+        exact=exact,
+        context_count=max(total, found.count),
+    )
+
+
+def longest(limit: int, occurs: Callable[[int], bool]) -> int:
+    """The largest n in [0, limit] with occurs(n), given that occurs is monotone (and
+    occurs(0) is checked like any other n)."""
+    if not occurs(0):
+        return 0
+    low, high = 0, limit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if occurs(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def context_count(
+    lookup: BlankLookup, left: Sequence[int], right: Sequence[int], fill_length: int
+) -> tuple[int, bool]:
+    """Occurrences of ``left`` + any ``fill_length`` tokens + ``right``: the rarer side's
+    occurrences are checked against the other side; past OCCURRENCE_LIMIT, a sample is scaled
+    up (then the count is not exact)."""
+    index = lookup.index
+    left_hits = index.search(left) if left else None
+    right_hits = index.search(right) if right else None
+    use_left = right_hits is None or (left_hits is not None and left_hits.count <= right_hits.count)
+    hits = left_hits if use_left else right_hits
+    assert hits is not None
+    positions = index.positions(hits, OCCURRENCE_LIMIT).astype(np.int64)
+    if use_left:
+        starts = positions + len(left)
+        ok = lookup.match_lengths(starts + fill_length, list(right), step=1) == len(right)
+    else:
+        starts = positions - fill_length
+        ok = lookup.match_lengths(starts - 1, list(left)[::-1], step=-1) == len(left)
+    inside = np.clip(starts[:, None] + np.arange(fill_length)[None, :], 0, len(lookup.tokens) - 1)
+    clean = ~np.isin(np.asarray(lookup.tokens[inside]), list(lookup.stop_ids)).any(axis=1)
+    good = int(np.count_nonzero(ok & clean & (starts > 0)))
+    if hits.count <= OCCURRENCE_LIMIT:
+        return good, True
+    return round(good * hits.count / len(positions)), False

@@ -1,0 +1,89 @@
+"""Reading index inputs: .txt / .txt.xz (one passage a line), JSONL and CSV (one field)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import lzma
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from tiankong.errors import IndexInputError
+
+TEXT_SUFFIXES = (".txt", ".txt.xz")
+FIELD_SUFFIXES = (".jsonl", ".jsonl.xz", ".csv", ".csv.xz")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def open_text(path: Path) -> io.TextIOBase:
+    if path.name.endswith(".xz"):
+        return lzma.open(path, "rt", encoding="utf-8", newline="")
+    return path.open("r", encoding="utf-8", newline="")
+
+
+def check_input(path: Path, field: str | None) -> None:
+    """Refuse unsupported or missing files before any work starts."""
+    name = path.name
+    if not path.is_file():
+        raise IndexInputError(f"The input file {path} does not exist.")
+    if name.endswith(FIELD_SUFFIXES) and not field:
+        raise IndexInputError(f"{path} is JSONL/CSV; name the text field with --field.")
+    if not name.endswith(TEXT_SUFFIXES + FIELD_SUFFIXES):
+        raise IndexInputError(
+            f"{path} is not a supported input; use .txt, .txt.xz, .jsonl or .csv (optionally .xz)."
+        )
+
+
+def read_passages(path: Path, field: str | None = None) -> list[str]:
+    """Non-blank passages of one input, whitespace runs (newlines too) folded to one space."""
+    check_input(path, field)
+    try:
+        with open_text(path) as handle:
+            if path.name.endswith(TEXT_SUFFIXES):
+                raw: Iterator[str] = iter(handle)
+            elif ".jsonl" in path.name:
+                raw = json_field(handle, field or "", path)
+            else:
+                raw = csv_field(handle, field or "", path)
+            passages = [" ".join(text.split()) for text in raw]
+    except (OSError, UnicodeDecodeError, lzma.LZMAError, EOFError, csv.Error) as error:
+        raise IndexInputError(f"{path} can't be read as UTF-8 text ({error}).") from None
+    passages = [text for text in passages if text]
+    if not passages:
+        raise IndexInputError(f"The input file {path} has no text; give at least one passage.")
+    return passages
+
+
+def json_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:
+    for number, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            raise IndexInputError(f"Line {number} of {path} is not valid JSON.") from None
+        value = record.get(field) if isinstance(record, dict) else None
+        if not isinstance(value, str):
+            raise IndexInputError(f"Line {number} of {path} has no text field '{field}'.")
+        if LONE_SURROGATE.search(value):  # "\ud800" in JSON: no UTF-8 form, can't be stored
+            raise IndexInputError(f"Line {number} of {path} has invalid Unicode (a surrogate).")
+        yield value
+
+
+def csv_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:
+    reader = csv.DictReader(handle)
+    if reader.fieldnames is None or field not in reader.fieldnames:
+        raise IndexInputError(f"{path} has no column '{field}'.")
+    for row in reader:
+        yield row.get(field) or ""

@@ -1,0 +1,73 @@
+"""The mixing formula: the model's own numbers when nothing matches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ids
+from tokenizers import Tokenizer
+
+from tiankong.index import (
+    FITTED_WEIGHT,
+    BlankLookup,
+    IndexWeight,
+    combine_distribution,
+    combine_score,
+    open_index,
+)
+
+
+def model_row(size: int, seed: int = 0) -> np.ndarray:
+    row = np.random.default_rng(seed).random(size)
+    return row / row.sum()
+
+
+def test_no_match_returns_the_model_exactly(small_index: Path, tokenizer: Tokenizer) -> None:
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    match = lookup.lookup(ids(tokenizer, "鑫鑫"), ids(tokenizer, "鑫"), 1)
+    assert match is None
+    row = model_row(tokenizer.get_vocab_size())
+    assert combine_distribution(row, match) is row
+    assert combine_score(0.123456789, match, [1, 2]) == 0.123456789
+    assert FITTED_WEIGHT.of(None) == 0.0
+
+
+def test_mixture_is_a_distribution_that_favours_the_match(
+    small_index: Path, tokenizer: Tokenizer
+) -> None:
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    match = lookup.lookup(ids(tokenizer, "画龙点"), [], 1)
+    assert match is not None
+    row = model_row(tokenizer.get_vocab_size(), seed=1)
+    mixed = combine_distribution(row, match)
+    w = FITTED_WEIGHT.of(match)
+    assert 0.0 < w < 1.0
+    eye = ids(tokenizer, "睛")[0]
+    assert mixed.sum() == pytest.approx(1.0)
+    assert mixed[eye] == pytest.approx((1 - w) * row[eye] + w)
+    other = ids(tokenizer, "白")[0]
+    assert mixed[other] == pytest.approx((1 - w) * row[other])
+
+
+def test_weight_grows_with_match_length_and_count() -> None:
+    weight = IndexWeight(bias=-2.0, per_token=0.5, per_log_count=0.3)
+
+    class Match:
+        def __init__(self, length: int, total: int) -> None:
+            self.context_length, self.total = length, total
+
+    short, long = weight.of(Match(1, 5)), weight.of(Match(6, 5))  # type: ignore[arg-type]
+    rare, frequent = weight.of(Match(3, 1)), weight.of(Match(3, 100))  # type: ignore[arg-type]
+    assert short < long and rare < frequent
+
+
+def test_candidates_get_their_index_share(small_index: Path, tokenizer: Tokenizer) -> None:
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    match = lookup.lookup(ids(tokenizer, "没电了，赶紧去"), ids(tokenizer, "。"), 2)
+    w = FITTED_WEIGHT.of(match)
+    assert combine_score(0.1, match, ids(tokenizer, "充电")) == pytest.approx(
+        0.9 * 0.1 * 0 + (1 - w) * 0.1 + w
+    )
+    assert combine_score(0.1, match, ids(tokenizer, "关机")) == pytest.approx((1 - w) * 0.1)

@@ -1,0 +1,161 @@
+"""Counts, two-sided back-off, multi-token fills and the evidence, on a fixture corpus."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import LINES, ids
+from tokenizers import Tokenizer
+
+from tiankong.index import BlankLookup, open_index
+from tiankong.index.lookup import EXAMPLE_CHARS, blanks_of, trim
+from tiankong.index.tokens import CorpusEncoder
+
+
+def brute_count(corpus: list[list[int]], pattern: list[int]) -> int:
+    m = len(pattern)
+    return sum(1 for line in corpus for i in range(len(line) - m + 1) if line[i : i + m] == pattern)
+
+
+def test_counts_equal_a_brute_force_count(small_index: Path, tokenizer: Tokenizer) -> None:
+    index = open_index(small_index)
+    corpus = [ids(tokenizer, line) for line in LINES]
+    rng = random.Random(0)
+    patterns = [ids(tokenizer, text) for text in ("天气很", "赶紧去充电", "。", "画龙点睛", "无此")]
+    for _ in range(200):
+        line = rng.choice(corpus)
+        start = rng.randrange(len(line))
+        patterns.append(line[start : start + rng.randint(1, 6)])
+    for pattern in patterns:
+        assert index.count(pattern) == brute_count(corpus, pattern), pattern
+    assert index.count(ids(tokenizer, "赶紧去充电")) == 2
+    assert index.count(ids(tokenizer, "无此")) == 0
+
+
+def test_fast_encoding_equals_the_tokenizer(tokenizer: Tokenizer) -> None:
+    texts = [
+        *LINES,
+        "Ｆｕｌｌ　ｗｉｄｔｈ　１２３，ok",
+        "tab\there  and émoji 😀 中",
+        "控制\x01字符",
+    ]
+    token_ids, starts = CorpusEncoder(tokenizer).encode(texts)
+    for text, start in zip(texts, starts, strict=True):
+        expected = ids(tokenizer, text)
+        assert token_ids[start : start + len(expected) + 1].tolist() == [*expected, 0]
+
+
+def test_back_off_on_both_sides(small_index: Path, tokenizer: Tokenizer) -> None:
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    # Neither side occurs whole: the left backs off to 今天天气很, the right to ，我们去公园.
+    match = lookup.lookup(ids(tokenizer, "我说今天天气很"), ids(tokenizer, "，我们去公园玩吧"), 1)
+    assert match is not None
+    assert match.left == tuple(ids(tokenizer, "今天天气很"))
+    assert match.right == tuple(ids(tokenizer, "，我们去公园"))
+    assert match.fills == {tuple(ids(tokenizer, "好")): 1}
+    # The longest total wins: 天天气很 + ，我们去公园跑步 (昨天's line, 12 tokens) beats
+    # 今天天气很 + ，我们去公园 (11 tokens).
+    match = lookup.lookup(ids(tokenizer, "今天天气很"), ids(tokenizer, "，我们去公园跑步"), 1)
+    assert match is not None and match.fills == {tuple(ids(tokenizer, "好")): 1}
+    assert match.left == tuple(ids(tokenizer, "天天气很"))
+    assert match.right == tuple(ids(tokenizer, "，我们去公园跑步"))
+    # ... and the longer right match decides between lines with the same left match.
+    match = lookup.lookup(ids(tokenizer, "天天气很"), ids(tokenizer, "，我们在家"), 1)
+    assert match is not None and match.fills == {tuple(ids(tokenizer, "冷")): 1}
+    # Backing off further, 天气很 + ， gives three lines: both fills with their counts.
+    match = lookup.lookup(ids(tokenizer, "天气很"), ids(tokenizer, "，"), 1)
+    assert match is not None
+    assert match.fills == {tuple(ids(tokenizer, "好")): 2, tuple(ids(tokenizer, "冷")): 1}
+    assert match.probability(ids(tokenizer, "好")) == pytest.approx(2 / 3)
+
+
+def test_multi_token_fills_and_blank_lengths(small_index: Path, tokenizer: Tokenizer) -> None:
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    match = lookup.lookup(ids(tokenizer, "没电了，赶紧去"), ids(tokenizer, "。"), 2)
+    assert match is not None and match.fills == {tuple(ids(tokenizer, "充电")): 2}
+    assert match.probability(ids(tokenizer, "充电")) == 1.0
+    assert match.probability(ids(tokenizer, "关机")) == 0.0
+    # [BLANK]: every length is looked up; only 3 tokens fit between 画 and 之笔.
+    found = {
+        length: lookup.lookup(ids(tokenizer, "画"), ids(tokenizer, "之笔"), length)
+        for length in (1, 2, 3, 4)
+    }
+    assert found[3] is not None and found[3].fills == {tuple(ids(tokenizer, "龙点睛")): 1}
+    assert found[3].context_length == len(ids(tokenizer, "画之笔"))
+    assert all(found[n] is None or found[n].context_length < 3 for n in (1, 2, 4))
+
+
+def test_no_match_is_none(small_index: Path, tokenizer: Tokenizer) -> None:
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    assert lookup.lookup(ids(tokenizer, "鑫鑫"), ids(tokenizer, "鑫"), 1) is None
+    assert lookup.lookup([], [], 1) is None
+    # Specials never match: [MASK] / [UNK] stop the context.
+    mask, unk = tokenizer.token_to_id("[MASK]"), tokenizer.token_to_id("[UNK]")
+    assert lookup.lookup([mask], [unk], 1) is None
+
+
+def test_evidence_fields(small_index: Path, tokenizer: Tokenizer) -> None:
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    match = lookup.lookup(ids(tokenizer, "画龙点"), [], 1)
+    assert match is not None
+    memory = lookup.evidence(match, ids(tokenizer, "睛"))
+    assert memory is not None
+    assert memory["count"] == 2 and memory["match"] == "画龙点睛"
+    assert memory["example"] in {"这一笔真是画龙点睛之笔。", "画龙点睛"}
+    assert lookup.evidence(match, ids(tokenizer, "白")) is None
+    # The match is cut from the stored line with the tokenizer's offsets (letters, digits).
+    match = lookup.lookup(ids(tokenizer, "读了3遍《静夜思》，"), ids(tokenizer, "前明月光"), 1)
+    assert match is not None
+    memory = lookup.evidence(match, ids(tokenizer, "床"))
+    assert memory is not None and memory["match"] == "读了3遍《静夜思》，床前明月光"
+
+
+def test_example_is_trimmed_around_the_match() -> None:
+    line = "甲" * 100 + "画龙点睛" + "乙" * 100
+    example = trim(line, 100, 104)
+    assert "画龙点睛" in example
+    assert example.startswith("…") and example.endswith("…")
+    assert len(example.strip("…")) == EXAMPLE_CHARS
+    assert trim("短句画龙点睛。", 2, 6) == "短句画龙点睛。"
+
+
+def test_blanks_group_consecutive_masks() -> None:
+    blanks = blanks_of([101, 5, 103, 103, 6, 103, 7, 102], [2, 3, 5])
+    assert [(b.first, b.length) for b in blanks] == [(2, 2), (5, 1)]
+    assert blanks[0].left == [101, 5] and blanks[0].right == [6, 103, 7, 102]
+    assert blanks[1].left == [101, 5, 103, 103, 6] and blanks[1].right == [7, 102]
+
+
+def test_positions_are_sorted_suffixes(small_index: Path) -> None:
+    index = open_index(small_index)
+    suffixes = [index.suffix(row, 1000) for row in range(index.size)]
+    assert suffixes == sorted(suffixes)
+    assert np.array_equal(np.sort(np.asarray(index.suffix_array)), np.arange(index.size))
+
+
+def test_option_match_counts_left_option_right(small_index: Path, tokenizer: Tokenizer) -> None:
+    from tiankong.index.options import option_match
+
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    left, right = ids(tokenizer, "手机没电了，赶紧去"), ids(tokenizer, "。")
+    charge = option_match(lookup, left, right, ids(tokenizer, "充电"))
+    assert charge is not None
+    # 手机没电了，赶紧去充电。 occurs once; 手机没电了，赶紧去 + 2 tokens + 。 also once.
+    assert charge.left == tuple(left) and charge.right == tuple(right)
+    assert charge.fills == {tuple(ids(tokenizer, "充电")): 1} and charge.total == 1
+    police = option_match(lookup, left, right, ids(tokenizer, "报警"))
+    assert police is not None  # only 了，赶紧去报警。 occurs: a shorter context, 1 of 3 lines
+    assert police.left == tuple(ids(tokenizer, "了，赶紧去")) and police.right == tuple(right)
+    assert police.fills == {tuple(ids(tokenizer, "报警")): 1} and police.total == 3
+    assert police.probability(ids(tokenizer, "报警")) == pytest.approx(1 / 3)
+    assert option_match(lookup, left, right, ids(tokenizer, "鑫鑫")) is None
+    memory = lookup.evidence(charge, ids(tokenizer, "充电"))
+    assert memory is not None and memory["match"] == "手机没电了，赶紧去充电。"
+    # A four-character option in a [BLANK]-style blank of that length.
+    idiom = option_match(
+        lookup, ids(tokenizer, "真是"), ids(tokenizer, "之笔"), ids(tokenizer, "画龙点睛")
+    )
+    assert idiom is not None and idiom.context_length == 4 and idiom.total == 1

@@ -1,0 +1,168 @@
+"""Opening refuses missing, truncated, foreign, stale and mismatched indexes; bad inputs."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tokenizers.implementations import BertWordPieceTokenizer
+
+from tiankong.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_MODEL_UNAVAILABLE,
+    IndexCorruptError,
+    IndexInputError,
+    IndexStaleError,
+    IndexTokenizerMismatchError,
+    IndexUnavailableError,
+    mapping_for,
+)
+from tiankong.index import build_index, open_index, tokenizer_fingerprint
+from tiankong.index.tokens import VOCAB_FILE
+
+
+@pytest.fixture()
+def copy_of(small_index: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "copy"
+    shutil.copytree(small_index, target)
+    return target
+
+
+def test_a_good_index_opens_with_its_checks(
+    small_index: Path, corpus_file: Path, tokenizer
+) -> None:
+    index = open_index(small_index, tokenizer_fingerprint(tokenizer), [corpus_file])
+    assert index.describe()["counts"]["passages"] == 11
+    assert index.manifest["sources"][0]["sha256"]
+
+
+def test_missing_index(tmp_path: Path) -> None:
+    with pytest.raises(IndexUnavailableError, match="no index") as caught:
+        open_index(tmp_path / "nowhere")
+    assert mapping_for(caught.value).exit_code == EXIT_MODEL_UNAVAILABLE == 3
+
+
+def test_folder_without_manifest_is_foreign(tmp_path: Path) -> None:
+    (tmp_path / "tokens.bin").write_bytes(b"\0" * 8)
+    with pytest.raises(IndexCorruptError, match="not a tiankong index"):
+        open_index(tmp_path)
+
+
+def test_foreign_manifest(copy_of: Path) -> None:
+    (copy_of / "manifest.json").write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(IndexCorruptError, match="foreign"):
+        open_index(copy_of)
+    (copy_of / "manifest.json").write_text("{not json")
+    with pytest.raises(IndexCorruptError, match="unreadable"):
+        open_index(copy_of)
+
+
+@pytest.mark.parametrize("name", ["tokens.bin", "suffix_array.bin", "passages.txt"])
+def test_truncated_file(copy_of: Path, name: str) -> None:
+    data = (copy_of / name).read_bytes()
+    (copy_of / name).write_bytes(data[: len(data) // 2])
+    with pytest.raises(IndexCorruptError, match="truncated") as caught:
+        open_index(copy_of)
+    assert mapping_for(caught.value).exit_code == 3
+
+
+def test_missing_file(copy_of: Path) -> None:
+    (copy_of / "suffix_array.bin").unlink()
+    with pytest.raises(IndexCorruptError, match="incomplete"):
+        open_index(copy_of)
+
+
+def test_scrambled_suffix_array_of_the_right_size(copy_of: Path) -> None:
+    path = copy_of / "suffix_array.bin"
+    array = np.fromfile(path, dtype="<i4")
+    np.random.default_rng(0).shuffle(array)
+    array.tofile(path)
+    with pytest.raises(IndexCorruptError, match="out of order"):
+        open_index(copy_of)
+
+
+def test_stale_index(small_index: Path, corpus_file: Path, tmp_path: Path) -> None:
+    changed = tmp_path / corpus_file.name
+    changed.write_text(corpus_file.read_text(encoding="utf-8") + "新的一行文字。\n")
+    with pytest.raises(IndexStaleError, match="stale"):
+        open_index(small_index, sources=[changed])
+    with pytest.raises(IndexStaleError, match="gone"):
+        open_index(small_index, sources=[tmp_path / "deleted.txt"])
+
+
+def test_tokenizer_mismatch(small_index: Path) -> None:
+    lowercase = BertWordPieceTokenizer(str(VOCAB_FILE), lowercase=True)._tokenizer
+    with pytest.raises(IndexTokenizerMismatchError, match="different tokenizer") as caught:
+        open_index(small_index, tokenizer_fingerprint(lowercase))
+    assert mapping_for(caught.value).exit_code == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [("empty.txt", ""), ("blank.txt", "\n  \n\t\n"), ("empty.jsonl", "\n")],
+)
+def test_empty_inputs(tmp_path: Path, name: str, content: str) -> None:
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(IndexInputError, match="has no text") as caught:
+        build_index([path], tmp_path / "out", field="text", progress=False)
+    assert mapping_for(caught.value).exit_code == EXIT_BAD_INPUT == 2
+    assert not (tmp_path / "out").exists()
+
+
+def test_empty_xz_input(tmp_path: Path) -> None:
+    path = tmp_path / "empty.txt.xz"
+    path.write_bytes(lzma.compress(b""))
+    with pytest.raises(IndexInputError, match="has no text"):
+        build_index([path], tmp_path / "out", progress=False)
+
+
+def test_bad_inputs(tmp_path: Path) -> None:
+    records = tmp_path / "r.jsonl"
+    records.write_text('{"body": "画龙点睛"}\n', encoding="utf-8")
+    with pytest.raises(IndexInputError, match="--field"):
+        build_index([records], tmp_path / "out", progress=False)
+    with pytest.raises(IndexInputError, match="no text field 'text'"):
+        build_index([records], tmp_path / "out", field="text", progress=False)
+    with pytest.raises(IndexInputError, match="does not exist"):
+        build_index([tmp_path / "none.txt"], tmp_path / "out", progress=False)
+    (tmp_path / "x.pdf").write_bytes(b"%PDF")
+    with pytest.raises(IndexInputError, match="not a supported input"):
+        build_index([tmp_path / "x.pdf"], tmp_path / "out", progress=False)
+    (tmp_path / "s.jsonl").write_text('{"text": "\\ud800画"}\n', encoding="utf-8")
+    with pytest.raises(IndexInputError, match="surrogate"):
+        build_index([tmp_path / "s.jsonl"], tmp_path / "out", field="text", progress=False)
+    (tmp_path / "bad.txt").write_bytes(b"\xff\xfe\xfa")
+    with pytest.raises(IndexInputError, match="UTF-8"):
+        build_index([tmp_path / "bad.txt"], tmp_path / "out", progress=False)
+
+
+def test_jsonl_and_csv_fields(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text(
+        '{"text": "守株待兔", "id": 1}\n{"text": "多行\\n文本"}\n', encoding="utf-8"
+    )
+    (tmp_path / "b.csv").write_text('id,text\n1,画龙点睛\n2,"有,逗号"\n', encoding="utf-8")
+    manifest = build_index(
+        [tmp_path / "a.jsonl", tmp_path / "b.csv"], tmp_path / "out", field="text", progress=False
+    )
+    assert [s["passages"] for s in manifest["sources"]] == [2, 2]
+    index = open_index(tmp_path / "out")
+    assert index.passage_at(int(index.passage_tokens[1]))[0] == "多行 文本"
+    assert index.passage_at(int(index.passage_tokens[3]))[0] == "有,逗号"
+
+
+def test_rebuild_replaces_an_index_but_not_other_folders(corpus_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "idx"
+    build_index([corpus_file], out, progress=False)
+    build_index([corpus_file], out, progress=False)
+    assert open_index(out).size > 0
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    with pytest.raises(IndexInputError, match="not an index"):
+        build_index([corpus_file], other, progress=False)
+    assert (other / "keep.txt").read_text() == "mine"
