@@ -124,8 +124,8 @@ def check(pins: dict[str, str], missing: list[str]) -> int:
     shown = "; ".join(differences[:10]) + (" …" if len(differences) > 10 else "")
     print(
         f"{LOCK.name} does not match this environment: {shown or 'header differs'}. "
-        "Reinstall with scripts/setup.sh, or after a dependency change run "
-        "scripts/lock_deps.py --update"
+        "Bring .venv back to the lock with `bash scripts/setup.sh --force`, or after a "
+        "dependency change run scripts/lock_deps.py --update"
     )
     return 1
 

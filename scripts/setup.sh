@@ -6,7 +6,8 @@
 #   2. everything else in the lock, --no-deps (the lock is the whole closure);
 #   3. tiankong itself, editable, --no-deps; then `pip check`.
 # Nothing is installed again while .venv exists and pyproject.toml, the lock and this script are
-# unchanged (their hash is kept in .venv/tiankong-setup.stamp), so a rerun takes a few ms.
+# unchanged (their hash is kept in .venv/tiankong-setup.stamp), so a rerun takes a few ms;
+# `bash scripts/setup.sh --force` reinstalls anyway (say, after a hand-made change to .venv).
 # After changing dependencies in pyproject.toml: .venv/bin/python scripts/lock_deps.py --update
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,8 @@ LOCK=requirements-lock.txt
 STAMP=.venv/tiankong-setup.stamp
 
 wanted=$(cat pyproject.toml "$LOCK" scripts/setup.sh | sha256sum | cut -d' ' -f1)
-if [ -x .venv/bin/python ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$wanted" ]; then
+if [ "${1:-}" != --force ] && [ -x .venv/bin/python ] \
+  && [ "$(cat "$STAMP" 2>/dev/null)" = "$wanted" ]; then
   exit 0
 fi
 

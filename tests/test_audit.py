@@ -60,3 +60,19 @@ def test_the_lock_lists_the_dev_environment() -> None:
     pins = dict(line.split("==") for line in lock.splitlines() if line and line[0] != "#")
     assert {"fastapi", "uvicorn", "numpy", "tokenizers", "pip-audit", "torch"} <= set(pins)
     assert "tiankong" not in pins
+
+
+def test_the_lock_pins_every_requirement_of_pyproject() -> None:
+    """A dependency added to pyproject.toml without `scripts/lock_deps.py --update` fails here,
+    before scripts/setup.sh (which installs only the lock) leaves it out of .venv."""
+    lock_deps = load("lock_deps")
+    roots = lock_deps.requirements()
+    names = {lock_deps.canonicalize_name(root.name) for root in roots}
+    assert {"fastapi", "torch", "onnxruntime", "pip-audit", "numpy"} <= names  # extras expanded
+    assert "tiankong" not in names
+    pins = lock_deps.pins_of(lock_deps.LOCK.read_text())
+    for root in roots:
+        if lock_deps.applies(root, set()):
+            version = pins.get(lock_deps.canonicalize_name(root.name))
+            assert version is not None, f"{root} is not in requirements-lock.txt"
+            assert root.specifier.contains(version, prereleases=True), f"{root} vs {version}"
