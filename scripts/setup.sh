@@ -31,6 +31,8 @@ pip_install() {
     | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 }
 locked() { grep -m1 "^$1==" "$LOCK"; }
+# pip itself is pinned in the lock, so pip's "a new release of pip is available" notice is noise.
+export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
