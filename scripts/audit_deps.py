@@ -5,8 +5,8 @@
 * A known vulnerability in a locked package: listed, exit 1 (CI fails).
 * Every package audited, none vulnerable: exit 0.
 * The advisory database can't be reached (no network to PyPI's JSON API, or a mirror that only
-  serves the simple index), so pip-audit skips packages: said plainly, with the count, and
-  exit 0, because CI on a machine without that network would otherwise always fail; with
+  serves the simple index), so pip-audit skips packages: said in one calm line, with the count,
+  and exit 0, because CI on a machine without that network would otherwise always fail; with
   ``--strict`` (or TIANKONG_AUDIT_STRICT=1) it is exit 1. pip-audit alone prints "No known
   vulnerabilities found" even when it audited nothing, which is why this wrapper exists.
 * Packages pip-audit can't look up even with the network (a local build such as torch's
@@ -65,10 +65,11 @@ def verdict(dependencies: list[dict[str, Any]], strict: bool) -> tuple[int, list
             for dep in vulnerable
         ]
     if audited == 0:
-        reason = skipped[0]["skip_reason"] if skipped else "nothing to audit"
+        # pip-audit's reason names the first package; the count already says it was all of them
+        reason = skipped[0]["skip_reason"].split(":")[0] if skipped else "nothing to audit"
         return (1 if strict else 0), [
-            f"pip-audit: the advisory database was not reachable: all {len(skipped)} locked "
-            f"packages were skipped ({reason}). NO VULNERABILITY CHECK WAS DONE."
+            f"pip-audit: not checked for known vulnerabilities: the advisory database could not "
+            f"be reached, so all {len(skipped)} locked packages were skipped ({reason})"
         ]
     names = ", ".join(dep["name"] for dep in skipped)
     return 0, [

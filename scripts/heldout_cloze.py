@@ -5,7 +5,9 @@ Each item hides a run of 2, 3 or 4 consecutive Han characters in a held-out line
 this measures joint decoding on unseen text. The data stays out of the repository: write it
 under runs/.
 
-    python scripts/heldout_cloze.py runs/heldout_cloze.jsonl [--corpus ../shared/corpus]
+    python scripts/heldout_cloze.py runs/heldout_cloze.jsonl --corpus CORPUS_DIR
+
+CORPUS_DIR holds the ``*.heldout.txt.xz`` files of the training corpus (docs/TRAINING.md).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def spans(line: str, length: int) -> list[int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
-    parser.add_argument("--corpus", type=Path, default=Path("../shared/corpus"))
+    parser.add_argument("--corpus", type=Path, required=True, help="folder of *.heldout.txt.xz")
     parser.add_argument("--per-length", type=int, default=150)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
@@ -41,6 +43,8 @@ def main() -> None:
     for path in sorted(args.corpus.glob("*.heldout.txt.xz")):
         with lzma.open(path, "rt", encoding="utf-8") as handle:
             lines += [line.strip() for line in handle if 8 <= len(line.strip()) <= 100]
+    if not lines:
+        parser.error(f"no *.heldout.txt.xz lines of 8 to 100 characters in {args.corpus}")
     items = []
     for length in (2, 3, 4):
         for line in rng.sample(lines, len(lines)):

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=${1:?usage: install_bundled.sh RUN_DIR [EVAL_FILE]}
-EVAL=${2:-../shared/eval/public_cloze.jsonl}
+EVAL=${2:-data/eval/public_cloze.jsonl}
 DEST=src/tiankong/bundled/tiankong-mini-zh
 mkdir -p "$DEST"
 cp "$RUN/config.json" "$RUN/model.safetensors" "$RUN/tokenizer.json" \

@@ -1,72 +1,160 @@
-"""Write (or check) requirements-lock.txt: the exact versions installed in this environment of
-everything `tiankong[dev]` needs, found by walking the installed packages' requirements.
+"""Write (or check) requirements-lock.txt: the exact versions of everything `tiankong[dev]` needs,
+as installed in this environment. scripts/setup.sh installs exactly these (torch first, from the
+CPU wheel index), then tiankong itself with --no-deps.
 
-    .venv/bin/python scripts/lock_deps.py            # rewrite requirements-lock.txt
-    .venv/bin/python scripts/lock_deps.py --check    # exit 1 if it no longer matches the venv
+    .venv/bin/python scripts/lock_deps.py --check    # exit 1 if the lock and .venv disagree
+    .venv/bin/python scripts/lock_deps.py --update   # after editing pyproject.toml's dependencies:
+                                                     # pip-install them here, rewrite the lock
+    .venv/bin/python scripts/lock_deps.py            # rewrite the lock from what is installed
 
-Packages installed by hand that tiankong doesn't need are left out; tiankong itself too.
+The requirements are read from pyproject.toml itself (its `dependencies` and the `dev` extra,
+with the self-references such as `tiankong[torch,serve]` expanded), not from the installed
+tiankong's metadata, so a dependency just added to pyproject.toml counts before any reinstall.
+Their closure is then walked over the installed packages. Packages installed by hand that
+tiankong doesn't need are left out; tiankong itself too.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-LOCK = Path(__file__).resolve().parent.parent / "requirements-lock.txt"
-ROOT = "tiankong"
+REPO = Path(__file__).resolve().parent.parent
+LOCK = REPO / "requirements-lock.txt"
+PYPROJECT = REPO / "pyproject.toml"
+EXTRA = "dev"
 HEADER = (
-    "# The dependency versions of tiankong[dev] as installed by scripts/setup.sh, audited by\n"
-    "# scripts/audit_deps.py. Regenerate: .venv/bin/python scripts/lock_deps.py\n"
+    "# The dependency versions of tiankong[dev] that scripts/setup.sh installs (torch first, from\n"
+    "# the CPU wheel index; everything else from PyPI), audited by scripts/audit_deps.py.\n"
+    "# Regenerate: .venv/bin/python scripts/lock_deps.py --update (see its docstring).\n"
 )
 
 
-def closure(root: str, extras: set[str]) -> dict[str, str]:
-    """{canonical name: installed version} of everything ``root[extras]`` needs."""
+def requirements(pyproject: Path = PYPROJECT, extra: str = EXTRA) -> list[Requirement]:
+    """The requirements of ``project[extra]`` in pyproject.toml, its own extras expanded."""
+    project = tomllib.loads(pyproject.read_text())["project"]
+    own = canonicalize_name(project["name"])
+    optional = project.get("optional-dependencies", {})
+    base = [Requirement(line) for line in project.get("dependencies", [])]
+    return base + requirements_of_extra(optional, extra, own, {extra})
+
+
+def requirements_of_extra(
+    optional: dict[str, list[str]], extra: str, own: str, seen: set[str]
+) -> list[Requirement]:
+    """One extra's requirements, following references to the project's other extras."""
+    found: list[Requirement] = []
+    for line in optional[extra]:
+        requirement = Requirement(line)
+        if canonicalize_name(requirement.name) != own:
+            found.append(requirement)
+            continue
+        for nested in requirement.extras - seen:
+            seen.add(nested)
+            found += requirements_of_extra(optional, nested, own, seen)
+    return found
+
+
+def closure(roots: list[Requirement]) -> tuple[dict[str, str], list[str]]:
+    """({canonical name: installed version} of everything ``roots`` need, missing root names)."""
     found: dict[str, str] = {}
-    pending: list[tuple[str, frozenset[str]]] = [(root, frozenset(extras))]
+    missing: list[str] = []
+    pending = [(canonicalize_name(root.name), frozenset(root.extras), True) for root in roots]
+    pending = [item for item, root in zip(pending, roots, strict=True) if applies(root, set())]
     seen: set[tuple[str, frozenset[str]]] = set()
     while pending:
-        name, wanted = pending.pop()
+        name, wanted, is_root = pending.pop()
         if (name, wanted) in seen:
             continue
         seen.add((name, wanted))
         try:
             distribution = metadata.distribution(name)
         except metadata.PackageNotFoundError:
+            if is_root:
+                missing.append(name)
             continue  # an optional dependency for another platform
         found[name] = distribution.version
         for line in distribution.requires or []:
             requirement = Requirement(line)
-            environments = [{"extra": extra} for extra in wanted] or [{"extra": ""}]
-            marker = requirement.marker
-            if marker is None or any(marker.evaluate(env) for env in environments):
-                pending.append((canonicalize_name(requirement.name), frozenset(requirement.extras)))
-    found.pop(ROOT, None)
-    return found
+            if applies(requirement, set(wanted)):
+                item = (canonicalize_name(requirement.name), frozenset(requirement.extras), False)
+                pending.append(item)
+    return found, sorted(set(missing))
 
 
-def render() -> str:
-    pins = closure(ROOT, {"dev"})
+def applies(requirement: Requirement, extras: set[str]) -> bool:
+    """Whether a requirement's environment marker holds here, for any of the wanted extras."""
+    if requirement.marker is None:
+        return True
+    environments = [{"extra": extra} for extra in extras] or [{"extra": ""}]
+    return any(requirement.marker.evaluate(env) for env in environments)
+
+
+def render(pins: dict[str, str]) -> str:
     return HEADER + "".join(f"{name}=={version}\n" for name, version in sorted(pins.items()))
+
+
+def pins_of(text: str) -> dict[str, str]:
+    pairs = (line.split("==", 1) for line in text.splitlines() if line and line[0] != "#")
+    return {name: version for name, version in pairs}
+
+
+def check(pins: dict[str, str], missing: list[str]) -> int:
+    if missing:
+        print(
+            f"not installed but required by pyproject.toml: {', '.join(missing)}; "
+            "run scripts/lock_deps.py --update"
+        )
+        return 1
+    locked = pins_of(LOCK.read_text()) if LOCK.is_file() else {}
+    if render(pins) == (LOCK.read_text() if LOCK.is_file() else ""):
+        return 0
+    differences = [
+        f"{name} {locked.get(name, '(not locked)')} locked, {pins.get(name, '(not needed)')} here"
+        for name in sorted(locked.keys() | pins.keys())
+        if locked.get(name) != pins.get(name)
+    ]
+    shown = "; ".join(differences[:10]) + (" …" if len(differences) > 10 else "")
+    print(
+        f"{LOCK.name} does not match this environment: {shown or 'header differs'}. "
+        "Bring .venv back to the lock with `bash scripts/setup.sh --force`, or after a "
+        "dependency change run scripts/lock_deps.py --update"
+    )
+    return 1
+
+
+def update(roots: list[Requirement]) -> None:
+    """Install what pyproject.toml asks for into this environment, keeping what already fits."""
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--upgrade-strategy"]
+    command += ["only-if-needed", *(str(root) for root in roots)]
+    subprocess.run(command, check=True)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--check", action="store_true")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="exit 1 if the lock is out of date")
+    mode.add_argument("--update", action="store_true", help="install new requirements first")
     args = parser.parse_args()
-    text = render()
+    roots = requirements()
+    if args.update:
+        update(roots)
+    pins, missing = closure(roots)
     if args.check:
-        if LOCK.is_file() and LOCK.read_text() == text:
-            return 0
-        print(f"{LOCK.name} does not match the installed packages; run scripts/lock_deps.py")
+        return check(pins, missing)
+    if missing:
+        print(f"not installed: {', '.join(missing)}; run scripts/lock_deps.py --update")
         return 1
+    text = render(pins)
     LOCK.write_text(text)
-    print(f"wrote {LOCK.name}: {text.count(chr(10)) - HEADER.count(chr(10))} packages")
+    print(f"wrote {LOCK.name}: {len(pins)} packages")
     return 0
 
 

@@ -3,7 +3,7 @@
     python scripts/model_card.py MODEL_DIR EVAL_JSON [BLANK_EVAL_JSON]
 
 MODEL_DIR holds training.json (written by `tiankong train`); EVAL_JSON is the `--json` report of
-`tiankong eval ../shared/eval/public_cloze.jsonl --model MODEL_DIR`.
+`tiankong eval data/eval/public_cloze.jsonl --model MODEL_DIR`.
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def main() -> None:
         f"tied input/output embeddings; weights stored as float16 safetensors ({size_mb:.1f} MB).",
         "",
         "## Data",
-        "The public corpus in `shared/corpus` (see its README): classical poetry and classics "
+        "The public corpus described in docs/TRAINING.md (files, sources, licences): classical "
+        "poetry and classics "
         "(全唐诗, 宋词, 元曲, 诗经, 论语, 蒙学 …), modern product/hotel/food reviews, MSRA news "
         "sentences and xiehouyu, plus a list of 29,502 four-character idioms. Lines were "
         "sampled with weights classical 0.40, modern 0.35, idioms 0.25 (per line), shuffled "
@@ -95,9 +96,9 @@ def main() -> None:
         f"(loss {summary['heldout_loss']:.3f}) on 1,000 lines of each held-out file",
         f"- held-out accuracy by step: {curve}",
         "",
-        "Retrain: `bash scripts/train_bundled.sh ../shared/corpus runs/mini 90m`.",
+        "Retrain: `bash scripts/train_bundled.sh CORPUS_DIR runs/mini 90m`.",
         "",
-        "## Cloze evaluation (`shared/eval/public_cloze.jsonl`)",
+        "## Cloze evaluation (`data/eval/public_cloze.jsonl`)",
         f"`tiankong eval` with engine {evaluation['engine']} {evaluation['precision']}, "
         f"mode {evaluation['mode']}:",
         "",

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Retrain the bundled model tiankong-mini-zh from ../shared/corpus with the shipped recipe and seed.
+# Retrain the bundled model tiankong-mini-zh with the shipped recipe and seed.
 #
-#   bash scripts/train_bundled.sh [CORPUS_DIR] [OUT_DIR] [BUDGET]
+#   bash scripts/train_bundled.sh CORPUS_DIR [OUT_DIR] [BUDGET]
 #
+# CORPUS_DIR holds classical.txt.xz, modern.txt.xz, idioms.txt.xz and the two *.heldout.txt.xz
+# files: one passage a line (docs/TRAINING.md describes them and where they come from).
 # The learning rate warms up for 300 steps and then decays linearly to zero over the wall-time
 # BUDGET (90m as shipped), so the LR at each step depends on the machine's speed: a rerun
 # matches the recipe and seed, not the bits. The shipped run used 2 CPU threads with bfloat16
@@ -11,7 +13,7 @@
 #   bash scripts/install_bundled.sh OUT_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CORPUS=${1:-../shared/corpus}
+CORPUS=${1:?usage: train_bundled.sh CORPUS_DIR [OUT_DIR] [BUDGET] (docs/TRAINING.md: the corpus)}
 OUT=${2:-runs/mini}
 BUDGET=${3:-90m}
 exec .venv/bin/tiankong train --out "$OUT" --config mini --position-init sinusoidal \
