@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from tiankong import FillMasker
+from tiankong.core.text import MASK
 from tiankong.index import (
     BlankLookup,
     combine_distribution,
@@ -34,7 +35,6 @@ from tiankong.index import (
 from tiankong.index.bundled import open_bundled_index
 from tiankong.index.lookup import blanks_of
 from tiankong.index.options import option_match
-from tiankong.text import MASK
 
 
 def top(row: np.ndarray, banned: np.ndarray, k: int) -> list[int]:

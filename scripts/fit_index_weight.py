@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from tiankong import FillMasker
+from tiankong.core.text import MASK
 from tiankong.index.bundled import bundled_sources, open_bundled_index
 from tiankong.index.combine import CONTEXT_CAP, FITTED_WEIGHT, IndexWeight
 from tiankong.index.lookup import BlankLookup, blanks_of
 from tiankong.index.store import CorpusIndex
-from tiankong.text import MASK
 
 
 def is_han(char: str) -> bool:
@@ -83,7 +83,7 @@ def collect(fm: FillMasker, lookup: BlankLookup, items: list[tuple[str, str]]) -
                 "tokens": min(match.context_length, CONTEXT_CAP),
                 "log_n": float(np.log(match.total)),
                 "index_answer": match.probability([answer_id]),
-                "fills": {f[0]: c / match.total for f, c in match.fills.items()},
+                "fills": {f[0]: match.probability(f) for f in match.fills},
                 "model_fills": {f[0]: float(probs[0][f[0]]) for f in match.fills},
             }
         rows.append(record)

@@ -76,7 +76,10 @@ def test_to_dict_shape(tiny_masker: FillMasker) -> None:
     data = tiny_masker.predict(SENTENCES[2]).to_dict()
     assert set(data) >= {"predictions", "masks", "sequence", "truncated", "model", "text"}
     assert data["predictions"] == data["masks"][0]
-    assert set(data["predictions"][0]) == {"token", "token_id", "score"}
+    assert set(data["predictions"][0]) == {"token", "token_id", "score", "model_score", "memory"}
+    # a user model has no index by default (auto): the model's own numbers, no evidence
+    assert data["predictions"][0]["model_score"] == data["predictions"][0]["score"]
+    assert data["predictions"][0]["memory"] is None
 
 
 def test_token_strings_are_clean(tiny_masker: FillMasker) -> None:

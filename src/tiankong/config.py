@@ -31,6 +31,9 @@ class Settings:
     precision: str = "auto"  # auto | fp32 | int8 | fp16
     device: str = "auto"  # auto | cpu | cuda
     threads: int = field(default_factory=physical_cores)
+    # corpus index: auto (the bundled index for a bundled model, none for others) | bundled |
+    # none | a folder built by `tiankong index build` (tiankong.index.grounding)
+    index: str = "auto"
     # input limits
     max_masks: int = 16
     max_length: int = 128  # tokens in the window, [CLS] and [SEP] included

@@ -11,7 +11,7 @@ text -> validate/tokenize (text.py) -> pad (engines.pad_batch) -> engine -> deco
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
@@ -21,10 +21,10 @@ from tiankong.core.decoding import (
     Constraints,
     allowed_token_mask,
     banned_token_ids,
+    ranked_candidates,
     softmax,
-    top_k,
-    top_k_constrained,
 )
+from tiankong.core.memory import FillMemory, MixedRows
 from tiankong.core.models import ResolvedModel, resolve_model
 from tiankong.core.modes import ModeRunner, PredictOptions
 from tiankong.core.request import (
@@ -45,6 +45,7 @@ from tiankong.core.text import (
 )
 from tiankong.engines import Engine, create_engine, pad_batch
 from tiankong.errors import TopKOutOfRangeError
+from tiankong.index.grounding import MemoryChoice, choose_memory
 
 
 def find_onnx_export(model: ResolvedModel, precision: str, settings: Settings) -> Any:
@@ -59,26 +60,42 @@ class FillMasker:
     """Fill [MASK]s in Chinese text with a masked language model."""
 
     def __init__(
-        self, model: ResolvedModel, encoder: TextEncoder, engine: Engine, settings: Settings
+        self,
+        model: ResolvedModel,
+        encoder: TextEncoder,
+        engine: Engine,
+        settings: Settings,
+        index: MemoryChoice | None = None,
     ) -> None:
         self.model = model
         self.encoder = encoder
         self.engine = engine
         self.settings = settings
         self.banned = banned_token_ids(encoder.vocab)
+        self.index = index or MemoryChoice("none", None, "no index was given")
+        # the corpus index, mixed in at the decode stage (None: the model's own numbers)
+        self.memory: FillMemory | None = self.index.memory
         self.result_steps: list[ResultStep] = []  # after the softmax, on every path
 
     @classmethod
-    def load(cls, source: str | None = None, settings: Settings | None = None) -> FillMasker:
-        """Resolve ``source`` (bundled name, folder or hub id) and start its engine."""
+    def load(
+        cls, source: str | None = None, settings: Settings | None = None, index: str | None = None
+    ) -> FillMasker:
+        """Resolve ``source`` (bundled name, folder or hub id), start its engine and open the
+        corpus index: ``index`` is auto (default: the bundled index for a bundled model),
+        bundled, none or an index folder (``tiankong.index.grounding``).
+
+        >>> FillMasker.load(index="none").index.used  # doctest: +SKIP
+        'none'
+        """
         settings = settings or Settings()
-        if source is not None:
-            settings = settings.with_overrides(model=source)
+        settings = settings.with_overrides(model=source, index=index)
         model = resolve_model(settings.model)
         limits = TextLimits(settings.max_masks, settings.max_length, settings.max_text_chars)
         encoder = TextEncoder.from_folder(model.path, limits)
+        choice = choose_memory(settings.index, model, encoder.tokenizer)
         engine = create_engine(model, settings, len(encoder.vocab), find_onnx_export)
-        return cls(model, encoder, engine, settings)
+        return cls(model, encoder, engine, settings, choice)
 
     def check_top_k(self, k: int) -> int:
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= self.settings.max_top_k:
@@ -125,14 +142,17 @@ class FillMasker:
         """Answers in input order: plain requests share engine calls (one per top-k), search
         requests run one by one; every answer passes ``finish``."""
         results: list[FillResult | None] = [None] * len(requests)
-        plain_by_k: dict[int, list[int]] = {}
+        plain_by_k: dict[tuple[int, bool], list[int]] = {}
         for index, request in enumerate(requests):
             if request.plain:
-                plain_by_k.setdefault(request.options.top_k, []).append(index)
+                key = (request.options.top_k, request.options.index)
+                plain_by_k.setdefault(key, []).append(index)
             else:
                 results[index] = self.run_search(request)
-        for k, indices in plain_by_k.items():
-            batch = self.run_prepared([requests[index].prepared for index in indices], k)
+        for (k, use_index), indices in plain_by_k.items():
+            batch = self.run_prepared(
+                [requests[index].prepared for index in indices], k, use_index=use_index
+            )
             for index, result in zip(indices, batch, strict=True):
                 results[index] = result
         return [
@@ -180,14 +200,18 @@ class FillMasker:
         )
 
     def run_prepared(
-        self, prepared: Sequence[PreparedText], k: int, allowed: np.ndarray | None = None
+        self,
+        prepared: Sequence[PreparedText],
+        k: int,
+        allowed: np.ndarray | None = None,
+        use_index: bool = True,
     ) -> list[FillResult]:
         """One engine call for all of ``prepared``; ``allowed`` limits the candidates."""
         if not prepared:
             return []
         rows = self.mask_probabilities(prepared)
         return [
-            self.decode(item, probabilities, k, allowed)
+            self.decode(item, probabilities, k, allowed, use_index)
             for item, probabilities in zip(prepared, rows, strict=True)
         ]
 
@@ -197,14 +221,29 @@ class FillMasker:
         probabilities: np.ndarray,
         k: int,
         allowed: np.ndarray | None = None,
+        use_index: bool = True,
     ) -> FillResult:
-        if allowed is None:
-            masks = [top_k(row, k, self.banned, self.encoder.token_string) for row in probabilities]
-        else:
-            masks = [
-                top_k_constrained(row, k, allowed, self.encoder.token_string)
-                for row in probabilities
-            ]
+        """The decode stage: the corpus index mixed into each mask's distribution (when there
+        is one and ``use_index``), then top-k with the model's own score and the evidence."""
+        mixed = (
+            self.memory.mix(item.input_ids, item.mask_indices, probabilities)
+            if self.memory is not None and use_index
+            else MixedRows(probabilities)
+        )
+        masks = [
+            ranked_candidates(
+                scores,
+                model_row,
+                k,
+                self.banned,
+                allowed,
+                self.encoder.token_string,
+                partial(mixed.evidence, number),
+            )
+            for number, (scores, model_row) in enumerate(
+                zip(mixed.probabilities, probabilities, strict=True)
+            )
+        ]
         return FillResult(
             text=item.text,
             masks=masks,
@@ -219,6 +258,10 @@ class FillMasker:
 
     def allowed_tokens(self, constraints: Constraints) -> np.ndarray:
         return allowed_token_mask(constraints, self.encoder.vocab, self.banned)
+
+    def banned_in(self, token_ids: Sequence[int]) -> bool:
+        """Whether any of ``token_ids`` is one that never appears in results."""
+        return bool(np.isin(np.asarray(token_ids), self.banned).any())
 
 
 __all__ = ["MASK", "FillMasker", "PredictOptions"]

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tiankong.core.results import TokenScore
+from tiankong.core.results import Memory, TokenScore
 from tiankong.errors import BadOptionError
 
 
@@ -146,4 +146,34 @@ def top_k_constrained(
     return [
         TokenScore(token_string(int(i)), int(i), float(renormalised[i]), float(probabilities[i]))
         for i in best
+    ]
+
+
+def ranked_candidates(
+    scores: np.ndarray,
+    model: np.ndarray,
+    k: int,
+    banned: np.ndarray,
+    allowed: np.ndarray | None,
+    token_string: Callable[[int], str],
+    evidence: Callable[[int], Memory],
+) -> list[TokenScore]:
+    """Top-k of one mask by ``scores`` (the model's row with a corpus index mixed in, or the
+    model's own), each with the model's own score beside it and the index's evidence."""
+    if allowed is None:
+        chosen = top_k(scores, k, banned, token_string)
+        return [
+            replace(c, model_score=float(model[c.token_id]), memory=evidence(c.token_id))
+            for c in chosen
+        ]
+    chosen = top_k_constrained(scores, k, allowed, token_string)
+    kept = model if scores is model else restrict(model, allowed)
+    return [
+        replace(
+            c,
+            raw_score=float(model[c.token_id]),
+            model_score=c.score if scores is model else float(kept[c.token_id]),
+            memory=evidence(c.token_id),
+        )
+        for c in chosen
     ]

@@ -9,13 +9,14 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
 from tiankong.core.beam_search import ORDERS, Hypothesis, beam_search, score_chains
 from tiankong.core.decoding import PRESETS, Constraints
-from tiankong.core.results import CandidateScore, FillResult, SequenceFill
+from tiankong.core.memory import FillMemory
+from tiankong.core.results import CandidateScore, FillResult, Memory, SequenceFill
 from tiankong.core.text import BLANK, MASK, PreparedText, TextEncoder, fill_text, normalize_masks
 from tiankong.errors import BadOptionError
 
@@ -37,6 +38,7 @@ class PredictOptions:
     constraints: Constraints | None = None
     max_blank_length: int = 4  # for [BLANK]: try fills of 1..this many characters
     length_alpha: float = 1.0  # rank [BLANK] fills by log P / length ** alpha
+    index: bool = True  # mix in the corpus index, when the model has one (False: the model's own)
 
     def validated(self) -> PredictOptions:
         options = self
@@ -52,6 +54,8 @@ class PredictOptions:
             raise BadOptionError("beam_width must be from 1 to 64.")
         if not 1 <= options.max_blank_length <= 4:
             raise BadOptionError("max_blank_length must be from 1 to 4.")
+        if not isinstance(options.index, bool):
+            raise BadOptionError("index must be true or false.")
         if not 0.0 <= options.length_alpha <= 2.0:
             raise BadOptionError("length_alpha must be from 0 to 2.")
         if options.mode == "candidates":
@@ -82,12 +86,22 @@ def check_candidates(candidates: tuple[str, ...]) -> None:
             raise BadOptionError("A candidate can't contain [MASK] or [BLANK].")
 
 
+class Grounded(NamedTuple):
+    """A joint fill with the corpus index mixed in: ``hypothesis.log_prob`` is the combined
+    score's log, ``model_log_prob`` the model's own, ``memory`` the index's evidence."""
+
+    hypothesis: Hypothesis
+    model_log_prob: float
+    memory: Memory
+
+
 class Scorer(Protocol):
     """What the search modes need from a model (``FillMasker`` is one): tokenize, score rows of
     token ids at their mask indices, and decode one text's probabilities."""
 
     encoder: TextEncoder
     banned: np.ndarray
+    memory: FillMemory | None  # the corpus index, if the model has one
 
     def prepare(self, text: str) -> PreparedText: ...
 
@@ -103,9 +117,12 @@ class Scorer(Protocol):
         probabilities: np.ndarray,
         k: int,
         allowed: np.ndarray | None = None,
+        use_index: bool = True,
     ) -> FillResult: ...
 
     def allowed_tokens(self, constraints: Constraints) -> np.ndarray: ...
+
+    def banned_in(self, token_ids: Sequence[int]) -> bool: ...
 
 
 class ModeRunner:
@@ -124,11 +141,12 @@ class ModeRunner:
         prepared = self.masker.prepare(text)
         allowed = self.allowed(options)
         probabilities = self.masker.mask_probabilities([prepared])[0]
-        result = self.masker.decode(prepared, probabilities, options.top_k, allowed)
+        result = self.masker.decode(prepared, probabilities, options.top_k, allowed, options.index)
         if options.mode != "whole_word":
             return result
         hypotheses = self.search(prepared.input_ids, prepared.mask_indices, options)
-        fills = self.sequences(prepared.text, hypotheses, options, 0.0)
+        grounded = self.ground(prepared, hypotheses, options)
+        fills = self.sequences(prepared.text, grounded, options, 0.0)
         # the best joint fill, not the per-mask argmax, is this mode's answer
         return replace(
             result, sequence=fills[0].text if fills else result.sequence, sequences=fills
@@ -159,12 +177,52 @@ class ModeRunner:
         allowed[self.masker.banned] = False
         return allowed
 
+    def ground(
+        self, prepared: PreparedText, hypotheses: list[Hypothesis], options: PredictOptions
+    ) -> list[Grounded]:
+        """The corpus index's part in a joint fill of ONE blank (a run of masks): the index's
+        own fills of that length join the beam's (scored by the model as a chain), and each
+        fill's joint probability is mixed with the count of left + fill + right. Best first.
+        Without an index, or for several blanks, the beam's fills as they are."""
+        plain = [Grounded(h, h.log_prob, None) for h in hypotheses]
+        memory = self.masker.memory
+        masks = prepared.mask_indices
+        if memory is None or not options.index or not masks:
+            return plain
+        first, length = masks[0], len(masks)
+        if masks != list(range(first, first + length)):
+            return plain  # several blanks: a joint fill isn't one corpus span
+        seen = {tuple(h.token_ids) for h in hypotheses}
+        proposals = [
+            ids
+            for ids in memory.propose(prepared.input_ids, first, length)
+            if tuple(ids) not in seen and not self.masker.banned_in(ids)
+        ]
+        if proposals and options.constraints is None:  # constrained beams are renormalised
+            chains = score_chains(
+                [(prepared.input_ids, masks, ids) for ids in proposals], self.masker.score_rows
+            )
+            hypotheses = hypotheses + [
+                Hypothesis(tuple(ids), chain.log_prob)
+                for ids, chain in zip(proposals, chains, strict=True)
+            ]
+        grounded = []
+        for hypothesis in hypotheses:
+            ids = [int(token or 0) for token in hypothesis.token_ids]
+            score, evidence = memory.ground(
+                prepared.input_ids, first, ids, math.exp(hypothesis.log_prob)
+            )
+            combined = Hypothesis(hypothesis.token_ids, math.log(max(score, 1e-300)))
+            grounded.append(Grounded(combined, hypothesis.log_prob, evidence))
+        grounded.sort(key=lambda item: -item.hypothesis.log_prob)
+        return grounded
+
     def sequences(
-        self, text: str, hypotheses: list[Hypothesis], options: PredictOptions, alpha: float
+        self, text: str, grounded: list[Grounded], options: PredictOptions, alpha: float
     ) -> list[SequenceFill]:
         words = options.constraints.allowed_words if options.constraints else frozenset()
         fills = []
-        for hypothesis in hypotheses:
+        for hypothesis, model_log_prob, evidence in grounded:
             pieces = [self.encoder.token_string(int(t or 0)) for t in hypothesis.token_ids]
             fill = "".join(pieces)
             if words and fill not in words:
@@ -176,6 +234,8 @@ class ModeRunner:
                     text=fill_text(text, pieces) if MASK in text else text.replace(BLANK, fill),
                     score=math.exp(hypothesis.log_prob),
                     normalised=math.exp(hypothesis.log_prob / length),
+                    model_score=math.exp(model_log_prob),
+                    memory=evidence,
                 )
             )
         return fills[: options.top_k] if alpha == 0.0 else fills
@@ -193,26 +253,35 @@ class ModeRunner:
             prepared = self.masker.prepare(template.replace(BLANK, MASK * len(ids)))
             items.append((prepared.input_ids, prepared.mask_indices, ids))
         chains = score_chains(items, self.masker.score_rows)
-        scored = sorted(
-            (
+        memory = self.masker.memory if options.index else None
+        scored_options = []
+        for option, chain, in_vocabulary, (input_ids, mask_indices, ids) in zip(
+            options.candidates, chains, known, items, strict=True
+        ):
+            model_score = math.exp(chain.normalised)
+            score, evidence = model_score, None
+            if memory is not None and in_vocabulary:
+                score, evidence = memory.ground(input_ids, mask_indices[0], ids, model_score)
+            scored_options.append(
                 CandidateScore(
                     option=option.strip(),
                     text=template.replace(BLANK, option.strip()),
-                    score=math.exp(chain.normalised),
+                    score=score,
                     joint=math.exp(chain.log_prob),
                     in_vocabulary=in_vocabulary,
+                    model_score=model_score,
+                    memory=evidence,
                 )
-                for option, chain, in_vocabulary in zip(
-                    options.candidates, chains, known, strict=True
-                )
-            ),
+            )
+        scored = sorted(
+            scored_options,
             # an option with a character the model doesn't know is scored through [UNK], which
             # says nothing about it: such options rank after every known one
             key=lambda candidate: (not candidate.in_vocabulary, -candidate.score),
         )
         single = self.masker.prepare(template.replace(BLANK, MASK))
         probabilities = self.masker.mask_probabilities([single])[0]
-        base = self.masker.decode(single, probabilities, options.top_k)
+        base = self.masker.decode(single, probabilities, options.top_k, None, options.index)
         return replace(base, text=text, sequence=scored[0].text, candidates=scored)
 
     def unknown_length(self, text: str, options: PredictOptions) -> FillResult:
@@ -226,7 +295,8 @@ class ModeRunner:
             prepared = self.masker.prepare(text.replace(BLANK, MASK * length))
             best_prepared = best_prepared or prepared
             hypotheses = self.search(prepared.input_ids, prepared.mask_indices, options)
-            for fill in self.sequences(text, hypotheses, options, options.length_alpha):
+            grounded = self.ground(prepared, hypotheses, options)
+            for fill in self.sequences(text, grounded, options, options.length_alpha):
                 rank_score = math.log(max(fill.score, 1e-300)) / length**options.length_alpha
                 pooled.append((rank_score, fill))
         pooled.sort(key=lambda pair: -pair[0])
@@ -234,7 +304,7 @@ class ModeRunner:
         assert best_prepared is not None
         probabilities = self.masker.mask_probabilities([best_prepared])[0]
         base = self.masker.decode(
-            best_prepared, probabilities, options.top_k, self.allowed(options)
+            best_prepared, probabilities, options.top_k, self.allowed(options), options.index
         )
         return replace(
             base,

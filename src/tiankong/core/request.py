@@ -30,6 +30,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from tiankong.core.decoding import Constraints
+from tiankong.core.memory import FillMemory
 from tiankong.core.modes import PredictOptions, Scorer, check_blank, one_blank
 from tiankong.core.results import FillResult
 from tiankong.core.text import BLANK, MASK, PreparedText, TextEncoder, normalize_masks
@@ -115,6 +116,7 @@ class DeadlineScorer:
         self.check_deadline = check_deadline
         self.encoder: TextEncoder = scorer.encoder
         self.banned: np.ndarray = scorer.banned
+        self.memory: FillMemory | None = scorer.memory
 
     def prepare(self, text: str) -> PreparedText:
         return self.scorer.prepare(text)
@@ -133,8 +135,12 @@ class DeadlineScorer:
         probabilities: np.ndarray,
         k: int,
         allowed: np.ndarray | None = None,
+        use_index: bool = True,
     ) -> FillResult:
-        return self.scorer.decode(item, probabilities, k, allowed)
+        return self.scorer.decode(item, probabilities, k, allowed, use_index)
 
     def allowed_tokens(self, constraints: Constraints) -> np.ndarray:
         return self.scorer.allowed_tokens(constraints)
+
+    def banned_in(self, token_ids: Sequence[int]) -> bool:
+        return self.scorer.banned_in(token_ids)

@@ -3,8 +3,13 @@ defaults, so existing consumers keep working."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+# A corpus index's evidence for one candidate: {"count": N, "match": "画龙点睛", "example":
+# "<the source line, trimmed around the match>"}; None where the index didn't contribute.
+Memory = Mapping[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -15,6 +20,8 @@ class TokenScore:
     token_id: int
     score: float  # renormalised over the allowed tokens when constraints are on
     raw_score: float | None = None  # the model's own softmax, reported when constraints are on
+    model_score: float | None = None  # the model's score before the corpus index was mixed in
+    memory: Memory = None  # the index's evidence for this candidate
 
 
 @dataclass(frozen=True)
@@ -25,6 +32,8 @@ class SequenceFill:
     text: str  # the sentence with the fill in place
     score: float  # joint probability (chain of conditionals); renormalised under constraints
     normalised: float  # exp(mean log-probability per character): comparable across lengths
+    model_score: float | None = None  # the model's joint probability before the index
+    memory: Memory = None
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,8 @@ class CandidateScore:
     score: float  # exp(mean log-probability per token): the ranking score, length-normalised
     joint: float  # the exact chain probability of all its tokens
     in_vocabulary: bool = True  # False when some character is unknown to the model
+    model_score: float | None = None  # the model's ranking score before the index
+    memory: Memory = None
 
 
 @dataclass(frozen=True)
@@ -60,7 +71,7 @@ class FillResult:
         return self.masks[0]
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(self)  # (memory mappings become plain dicts: asdict copies them)
         for candidates in data["masks"]:
             for candidate in candidates:
                 if candidate["raw_score"] is None:  # only constrained results carry it

@@ -44,16 +44,19 @@ FITTED_WEIGHT = IndexWeight(bias=-2.543, per_token=0.521, per_log_count=-0.127)
 
 
 def combine_distribution(
-    model: np.ndarray, match: BlankMatch | None, weight: IndexWeight = FITTED_WEIGHT
+    model: np.ndarray,
+    match: BlankMatch | None,
+    weight: IndexWeight = FITTED_WEIGHT,
+    position: int = 0,
 ) -> np.ndarray:
-    """Mix one mask's vocabulary distribution with a one-token-fill match."""
+    """Mix one mask's vocabulary distribution with a match: for a blank of several masks, the
+    mask at ``position`` gets the index's marginal there (the fills' token at that place)."""
     w = weight.of(match)
     if match is None or w == 0.0:
         return model
     index = np.zeros_like(model)
-    total = match.total
-    for fill, count in match.fills.items():
-        index[fill[0]] += count / total
+    for fill in match.fills:
+        index[fill[position]] += match.probability(fill)
     return (1.0 - w) * model + w * index
 
 

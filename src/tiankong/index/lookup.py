@@ -24,6 +24,10 @@ from tiankong.index.tokens import SEPARATOR, default_tokenizer
 MAX_CONTEXT = 24  # tokens used on each side: longer matches add no information for a fill
 OCCURRENCE_LIMIT = 512  # occurrences read on each side: bounds the time per blank
 EXAMPLE_CHARS = 60  # the example line is trimmed to about this many characters
+# Pseudo-occurrences lent by the next shorter context to the fills of the best one: a
+# tie-breaker, small enough that one more real occurrence always outweighs it
+# (docs/INDEX.md, "Ties").
+BACKOFF_PRIOR = 0.1
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,9 @@ class BlankMatch:
     # Occurrences of the context with any fill, when ``fills`` holds only some of them (the
     # match of one option, tiankong.index.options); None: ``fills`` holds them all.
     context_count: int | None = None
+    # n'(f) in the context one token shorter (its outer token on the longer side dropped), for
+    # the fills of ``fills``: breaks ties between fills that the best context counts equally.
+    backoff: dict[tuple[int, ...], int] | None = None
 
     @property
     def total(self) -> int:
@@ -48,8 +55,18 @@ class BlankMatch:
         return len(self.left) + len(self.right)
 
     def probability(self, fill: Sequence[int]) -> float:
-        """The index's estimate n(f) / n(context)."""
-        return self.fills.get(tuple(fill), 0) / self.total
+        """The index's estimate n(f) / n(context), with BACKOFF_PRIOR pseudo-occurrences shared
+        among the seen fills by their counts in the next shorter context:
+        (n(f) + β n'(f) / Σ n') / (n(context) + β). Sums to 1 over ``fills``."""
+        key = tuple(fill)
+        count = self.fills.get(key, 0)
+        if count == 0:
+            return 0.0
+        if not self.backoff:
+            return count / self.total
+        shorter = sum(self.backoff.values())
+        lent = BACKOFF_PRIOR * self.backoff.get(key, 0) / shorter
+        return (count + lent) / (self.total + BACKOFF_PRIOR)
 
 
 class BlankLookup:
@@ -145,12 +162,20 @@ class BlankLookup:
             counts[fill] += 1
             positions.setdefault(fill, int(start))
         exact = (left_exact and a >= left_length > 0) or (right_exact and b >= right_length > 0)
+        # The next shorter context: drop the outer token of the longer side (left on a tie).
+        shorter_a, shorter_b = (a - 1, b) if a >= b else (a, b - 1)
+        wider = (left_match >= shorter_a) & (right_match >= shorter_b)
+        backoff: Counter[tuple[int, ...]] = Counter()
+        for fill in map(tuple, fills[wider].tolist()):
+            if fill in counts:
+                backoff[fill] += 1
         return BlankMatch(
             left=tuple(left[len(left) - a :]) if a else (),
             right=tuple(right[:b]),
             fills=dict(counts),
             positions=positions,
             exact=bool(exact),
+            backoff=dict(backoff),
         )
 
     def match_lengths(self, begin: np.ndarray, context: Sequence[int], step: int) -> np.ndarray:

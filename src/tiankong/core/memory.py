@@ -1,0 +1,55 @@
+"""What the decode stage asks of a corpus memory (``tiankong.index.grounding.CorpusMemory`` is
+the one implementation), so ``core`` stays free of the index's machinery.
+
+The memory runs after the model's softmax at the masks and before top-k:
+
+* ``mix`` mixes each mask's vocabulary distribution with the index's counts for that blank;
+* ``ground`` mixes the model's probability of a whole fill (a whole-word sequence, a candidate
+  option, a [BLANK] fill) with the count of left + fill + right;
+* ``propose`` offers the index's own fills of a blank's length, which the model then scores.
+
+With no match, every method returns the model's numbers unchanged and no evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from tiankong.core.results import Memory
+
+EvidenceOf = Callable[[int, int], Memory]  # (mask number, token id) -> evidence
+
+
+def no_evidence(mask_number: int, token_id: int) -> Memory:
+    return None
+
+
+@dataclass(frozen=True)
+class MixedRows:
+    """Per-mask probabilities with the index mixed in, and the evidence for any token there."""
+
+    probabilities: np.ndarray  # [masks, vocab]; the model's own array where nothing matched
+    evidence: EvidenceOf = no_evidence
+
+
+class FillMemory(Protocol):
+    """A corpus memory as the decode stage sees it."""
+
+    def mix(
+        self, input_ids: Sequence[int], mask_indices: Sequence[int], probabilities: np.ndarray
+    ) -> MixedRows: ...
+
+    def ground(
+        self, input_ids: Sequence[int], first: int, fill_ids: Sequence[int], model_score: float
+    ) -> tuple[float, Memory]:
+        """The combined score and evidence of ``fill_ids`` in the blank at ``first`` of
+        ``input_ids`` (the blank's masks are ``len(fill_ids)`` tokens from ``first``)."""
+        ...
+
+    def propose(self, input_ids: Sequence[int], first: int, length: int) -> list[list[int]]:
+        """The index's most frequent fills of ``length`` tokens for the blank at ``first``."""
+        ...

@@ -1,0 +1,159 @@
+"""The corpus index in the decode stage: ``CorpusMemory`` implements ``core.memory.FillMemory``,
+and ``choose_memory`` decides, once per process, which index (if any) a model uses.
+
+``--index``/``TIANKONG_INDEX`` (``Settings.index``):
+  * ``auto`` (the default): the bundled index for a bundled model, whose tokenizer is the
+    index's by construction; no index for any other model, so a user's own model gives the
+    model's own numbers (transformers' pipeline within 1e-4) unless an index is asked for;
+  * ``bundled``: the bundled index, for any model with the same tokenizer (else an error);
+  * ``none``: no index;
+  * a folder: an index built by ``tiankong index build`` (checked against the model's tokenizer).
+An index asked for by name or folder that can't be used is an error (exit 3 / the server
+refuses to start), never a silent fallback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from tiankong.core.memory import MixedRows
+from tiankong.core.models import ResolvedModel
+from tiankong.core.results import Memory
+from tiankong.errors import BadOptionError
+from tiankong.index.combine import FITTED_WEIGHT, combine_distribution, combine_score
+from tiankong.index.lookup import BlankLookup, BlankMatch, blanks_of
+from tiankong.index.options import option_match
+from tiankong.index.store import CorpusIndex
+from tiankong.index.tokens import tokenizer_fingerprint
+
+INDEX_KEYWORDS = ("auto", "bundled", "none")
+PROPOSALS = 10  # the index's own fills offered for a whole-word or [BLANK] blank
+
+
+class CorpusMemory:
+    """One opened index with its lookup; shared by every request of a process (read-only)."""
+
+    def __init__(self, index: CorpusIndex, name: str, tokenizer: Tokenizer | None = None) -> None:
+        self.index = index
+        self.name = name  # "bundled" or the folder, for /info and the result cache key
+        self.lookup = BlankLookup(index, tokenizer)
+
+    @property
+    def key(self) -> str:
+        """What the result cache keys on: the index's identity (its manifest's build)."""
+        manifest = self.index.manifest
+        return f"{self.name}:{manifest.get('built_at', '')}:{manifest.get('counts', '')}"
+
+    def mix(
+        self, input_ids: Sequence[int], mask_indices: Sequence[int], probabilities: np.ndarray
+    ) -> MixedRows:
+        rows = probabilities
+        matches: dict[int, tuple[BlankMatch, int]] = {}  # mask number -> (match, position)
+        number_of = {index: number for number, index in enumerate(mask_indices)}
+        for blank in blanks_of(input_ids, mask_indices):
+            match = self.lookup.lookup(blank.left, blank.right, blank.length)
+            if match is None:
+                continue
+            for position in range(blank.length):
+                number = number_of[blank.first + position]
+                mixed = combine_distribution(rows[number], match, FITTED_WEIGHT, position)
+                if mixed is not rows[number]:
+                    if rows is probabilities:
+                        rows = probabilities.copy()  # never write into the model's array
+                    rows[number] = mixed
+                    matches[number] = (match, position)
+        if not matches:
+            return MixedRows(probabilities)
+
+        def evidence(number: int, token_id: int) -> Memory:
+            found = matches.get(number)
+            if found is None:
+                return None
+            match, position = found
+            counts = {fill: n for fill, n in match.fills.items() if fill[position] == token_id}
+            if not counts:
+                return None
+            best: tuple[int, ...] = max(counts, key=counts.__getitem__)
+            return self.lookup.evidence(match, best)
+
+        return MixedRows(rows, evidence)
+
+    def ground(
+        self, input_ids: Sequence[int], first: int, fill_ids: Sequence[int], model_score: float
+    ) -> tuple[float, Memory]:
+        left = list(input_ids[:first])
+        right = list(input_ids[first + len(fill_ids) :])
+        match = option_match(self.lookup, left, right, fill_ids)
+        if match is None:
+            return model_score, None
+        return combine_score(model_score, match, fill_ids), self.lookup.evidence(match, fill_ids)
+
+    def propose(self, input_ids: Sequence[int], first: int, length: int) -> list[list[int]]:
+        left = list(input_ids[:first])
+        right = list(input_ids[first + length :])
+        match = self.lookup.lookup(left, right, length)
+        if match is None:
+            return []
+        ranked = sorted(match.fills, key=lambda fill: (-match.fills[fill], fill))
+        return [list(fill) for fill in ranked[:PROPOSALS]]
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "folder": str(self.index.folder), **self.index.describe()}
+
+
+@dataclass(frozen=True)
+class MemoryChoice:
+    """Which index a model uses and why: /info, the server log and ``tiankong predict``."""
+
+    setting: str  # what was asked: auto, bundled, none or a folder
+    memory: CorpusMemory | None
+    reason: str
+
+    def describe(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"setting": self.setting, "used": self.used, "reason": self.reason}
+        if self.memory is not None:
+            info.update(self.memory.describe())
+        return info
+
+    @property
+    def used(self) -> str:
+        return self.memory.name if self.memory is not None else "none"
+
+
+def check_index_setting(setting: str) -> str:
+    """``auto``, ``bundled``, ``none`` or a folder path; a bad value is a BadOptionError."""
+    if not isinstance(setting, str) or not setting.strip():
+        raise BadOptionError("--index takes auto, bundled, none or an index folder.")
+    return setting.strip()
+
+
+def choose_memory(
+    setting: str, model: ResolvedModel, tokenizer: Tokenizer, progress: bool = True
+) -> MemoryChoice:
+    """Open the index ``setting`` names for ``model`` (typed IndexUnavailableError if it
+    can't be used); ``auto`` decides by the model's kind, as the module docstring says."""
+    from tiankong.index.bundled import ensure_bundled_index
+
+    setting = check_index_setting(setting)
+    if setting == "none":
+        return MemoryChoice(setting, None, "no index was asked for (--index none)")
+    if setting == "auto" and model.kind != "bundled":
+        return MemoryChoice(
+            setting,
+            None,
+            f"auto: '{model.name}' is not a bundled model, so its own numbers are served; "
+            "use --index bundled or --index DIR to ground it",
+        )
+    fingerprint = tokenizer_fingerprint(tokenizer)
+    if setting in ("auto", "bundled"):
+        index = CorpusIndex.open(ensure_bundled_index(progress=progress), fingerprint)
+        why = "auto: a bundled model uses the bundled index" if setting == "auto" else "asked for"
+        return MemoryChoice(setting, CorpusMemory(index, "bundled", tokenizer), why)
+    index = CorpusIndex.open(Path(setting).expanduser(), fingerprint)
+    return MemoryChoice(setting, CorpusMemory(index, setting, tokenizer), "asked for")
