@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 from fit_index_weight import cut_items, read_lines  # scripts/ is on sys.path when run directly
 
+from tiankong.core.text import MASK
 from tiankong.index import BlankLookup, default_tokenizer, open_index, tokenizer_fingerprint
 from tiankong.index.bundled import open_bundled_index
-from tiankong.text import MASK
 
 
 def main() -> None:

@@ -39,6 +39,11 @@ class MixedRows:
 class FillMemory(Protocol):
     """A corpus memory as the decode stage sees it."""
 
+    @property
+    def key(self) -> str:
+        """The index's identity, for result cache keys."""
+        ...
+
     def mix(
         self, input_ids: Sequence[int], mask_indices: Sequence[int], probabilities: np.ndarray
     ) -> MixedRows: ...

@@ -14,6 +14,7 @@ the app holds lives on ``app.state.tiankong`` (a ServerState); nothing is global
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -38,6 +39,7 @@ from tiankong.server.state import ServerState
 from tiankong.service import FillMasker
 from tiankong.serving.predictor import Predictor, RunnerFactory, check_serving_settings
 
+logger = logging.getLogger("tiankong.server")
 DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked language models.
 
 * `POST /predict`, `GET /predict`, `POST /batch_predict`: tiankong's own API.
@@ -59,6 +61,8 @@ def create_app(
         masker = state.masker
         if masker is None:
             masker = state.masker = await anyio.to_thread.run_sync(load_masker, settings)
+        index = masker.index
+        logger.info("corpus index: %s (--index %s: %s)", index.used, index.setting, index.reason)
         predictor = Predictor(masker, settings, state.metrics, runner)
         await predictor.start()
         try:

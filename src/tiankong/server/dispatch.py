@@ -42,6 +42,7 @@ def predict_options(
         ),
         max_blank_length=fields.max_blank_length,
         length_alpha=fields.length_alpha,
+        index=fields.index,
     )
 
 
@@ -65,7 +66,9 @@ async def fill_many(
         except TiankongError as error:
             answers[index] = error
     plain = [(index, request) for index, request in requests if request.plain]
-    results = await predictor.run([request.prepared for _, request in plain], options.top_k)
+    results = await predictor.run(
+        [request.prepared for _, request in plain], options.top_k, None, options.index
+    )
     for (index, request), result in zip(plain, results, strict=True):
         answers[index] = predictor.masker.finish(request, result)
     for index, request in requests:

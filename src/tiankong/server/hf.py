@@ -38,6 +38,10 @@ from tiankong.server.schemas import (
 from tiankong.serving.predictor import Predictor
 
 router = APIRouter()
+# The route's contract is transformers' pipeline("fill-mask") output, whose shape has no place
+# for the corpus index's evidence: it answers with the model's own probabilities (the index is
+# off here). POST /predict gives the grounded answer with its evidence.
+HF_USES_INDEX = False
 # One text's answer: a list of candidates for one mask, a list of such lists for several.
 PipelineOutput = list[dict[str, Any]] | list[list[dict[str, Any]]]
 
@@ -57,7 +61,8 @@ async def hf_fill_mask(
     k = predictor.check_top_k(parameters.top_k)
     prepared = [plain_text(predictor, text, k) for text in texts]
     if parameters.targets is None:
-        outputs = [pipeline_output(result) for result in await predictor.run(prepared, k)]
+        results = await predictor.run(prepared, k, None, HF_USES_INDEX)
+        outputs = [pipeline_output(result) for result in results]
     else:
         targets = (
             [parameters.targets] if isinstance(parameters.targets, str) else parameters.targets
@@ -65,7 +70,7 @@ async def hf_fill_mask(
         target_ids = target_tokens(predictor, targets)
         if all(len(ids) == 1 for ids in target_ids.values()):
             allowed = allowed_targets(predictor, target_ids)
-            results = await predictor.run(prepared, k, allowed)
+            results = await predictor.run(prepared, k, allowed, HF_USES_INDEX)
             outputs = [pipeline_output(result) for result in results]
         else:
             outputs = await ranked_targets(predictor, prepared, target_ids, k)
@@ -126,7 +131,9 @@ async def ranked_targets(
     length-normalised score (mean log-probability per token), so words of different lengths
     compare fairly. ``token`` is the first token's id; ``token_str`` is the whole target.
     """
-    options = predictor.masker.options(k, mode="candidates", candidates=tuple(target_ids))
+    options = predictor.masker.options(
+        k, mode="candidates", candidates=tuple(target_ids), index=HF_USES_INDEX
+    )
     for item in prepared:  # every text has one blank, checked before any engine work
         one_blank(item.text)
     outputs: list[PipelineOutput] = []

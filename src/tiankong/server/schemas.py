@@ -12,7 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
 from tiankong.core.beam_search import ORDERS
 from tiankong.core.modes import MAX_CANDIDATES, MAX_OPTION_CHARS, MODES, PredictOptions
-from tiankong.core.results import FillResult
+from tiankong.core.results import FillResult, Memory
 
 IDIOM = "画龙点[MASK]"
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
@@ -146,6 +146,11 @@ class OptionFields(BaseModel):
         default=DEFAULTS.length_alpha,
         description="[BLANK] fills of different lengths rank by log P / length ** alpha (0 to 2).",
     )
+    index: bool = Field(
+        default=DEFAULTS.index,
+        description="Mix in the server's corpus index (GET /info says which, if any); false "
+        "gives the model's own probabilities.",
+    )
 
 
 class OneText(BaseModel):
@@ -179,6 +184,23 @@ class BatchPredictRequest(OptionFields, ManyTexts):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+MODEL_SCORE_DESCRIPTION = (
+    "The model's own {what}, before the corpus index was mixed in (equal to score when the "
+    "index is off or found nothing)."
+)
+MEMORY_DESCRIPTION = (
+    "The corpus index's evidence for this candidate, or null when the index didn't contribute."
+)
+
+
+class MemoryOut(BaseModel):
+    """Where the corpus index saw this fill."""
+
+    count: int = Field(description="Occurrences of the matched text in the index.")
+    match: str = Field(description="The matched text: left context + fill + right context.")
+    example: str = Field(description="A source line, trimmed to about 60 characters (… a cut).")
+
+
 class Candidate(BaseModel):
     token: str
     token_id: int
@@ -191,6 +213,10 @@ class Candidate(BaseModel):
         exclude_if=lambda value: value is None,
         description="Only under constraints: the model's own softmax probability.",
     )
+    model_score: float | None = Field(
+        default=None, description=MODEL_SCORE_DESCRIPTION.format(what="score")
+    )
+    memory: MemoryOut | None = Field(default=None, description=MEMORY_DESCRIPTION)
 
 
 class SequenceOut(BaseModel):
@@ -204,6 +230,10 @@ class SequenceOut(BaseModel):
     normalised: float = Field(
         description="exp(mean log-probability per character): comparable across lengths."
     )
+    model_score: float | None = Field(
+        default=None, description=MODEL_SCORE_DESCRIPTION.format(what="joint probability")
+    )
+    memory: MemoryOut | None = Field(default=None, description=MEMORY_DESCRIPTION)
 
 
 class CandidateOut(BaseModel):
@@ -216,6 +246,10 @@ class CandidateOut(BaseModel):
     )
     joint: float = Field(description="The exact chain probability of all the option's tokens.")
     in_vocabulary: bool = Field(description="False when a character is unknown to the model.")
+    model_score: float | None = Field(
+        default=None, description=MODEL_SCORE_DESCRIPTION.format(what="ranking score")
+    )
+    memory: MemoryOut | None = Field(default=None, description=MEMORY_DESCRIPTION)
 
 
 class Fill(BaseModel):
@@ -239,7 +273,14 @@ class Fill(BaseModel):
     def from_result(cls, result: FillResult, **extra: Any) -> Self:
         masks = [
             [
-                Candidate(token=c.token, token_id=c.token_id, score=c.score, raw_score=c.raw_score)
+                Candidate(
+                    token=c.token,
+                    token_id=c.token_id,
+                    score=c.score,
+                    raw_score=c.raw_score,
+                    model_score=c.model_score,
+                    memory=memory_out(c.memory),
+                )
                 for c in candidates
             ]
             for candidates in result.masks
@@ -252,7 +293,14 @@ class Fill(BaseModel):
             truncated=result.truncated,
             model=result.model,
             sequences=[
-                SequenceOut(fill=s.fill, text=s.text, score=s.score, normalised=s.normalised)
+                SequenceOut(
+                    fill=s.fill,
+                    text=s.text,
+                    score=s.score,
+                    normalised=s.normalised,
+                    model_score=s.model_score,
+                    memory=memory_out(s.memory),
+                )
                 for s in result.sequences
             ],
             candidates=[
@@ -262,11 +310,17 @@ class Fill(BaseModel):
                     score=c.score,
                     joint=c.joint,
                     in_vocabulary=c.in_vocabulary,
+                    model_score=c.model_score,
+                    memory=memory_out(c.memory),
                 )
                 for c in result.candidates
             ],
             **extra,
         )
+
+
+def memory_out(memory: Memory) -> MemoryOut | None:
+    return None if memory is None else MemoryOut(**memory)
 
 
 class PredictResponse(Fill):

@@ -100,17 +100,19 @@ class PlainOptions:
 
     top_k: int
     allowed_ids: tuple[int, ...] | None = None
+    use_index: bool = True  # the request's "index" (False: the model's own numbers)
 
     @classmethod
-    def of(cls, top_k: int, allowed: np.ndarray | None) -> PlainOptions:
+    def of(cls, top_k: int, allowed: np.ndarray | None, use_index: bool = True) -> PlainOptions:
         ids = None if allowed is None else tuple(int(i) for i in np.flatnonzero(allowed))
-        return cls(top_k, ids)
+        return cls(top_k, ids, use_index)
 
 
 @dataclass(frozen=True)
 class ResultKey:
-    """Everything a result depends on: the model, the engine, the precision, the text and every
-    option (a ``PlainOptions`` or a frozen ``PredictOptions``)."""
+    """Everything a result depends on: the model, the engine, the precision, the corpus index
+    (which one the server uses; whether a request uses it is in its options), the text and
+    every option (a ``PlainOptions`` or a frozen ``PredictOptions``)."""
 
     model: str
     model_path: str
@@ -118,3 +120,4 @@ class ResultKey:
     precision: str
     text: str
     options: Hashable
+    index: str = "none"

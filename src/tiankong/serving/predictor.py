@@ -62,13 +62,15 @@ class PlainJob:
     prepared: PreparedText
     top_k: int
     allowed: np.ndarray | None = None
+    use_index: bool = True  # mix in the corpus index at decoding, when the model has one
 
 
 def run_plain_batch(masker: FillMasker, jobs: list[PlainJob]) -> list[FillResult]:
-    """On the engine thread: one forward pass for every job, then each job's own decoding."""
+    """On the engine thread: one forward pass for every job, then each job's own decoding
+    (the corpus index, when on, is mixed in there)."""
     probabilities = masker.mask_probabilities([job.prepared for job in jobs])
     return [
-        masker.decode(job.prepared, rows, job.top_k, job.allowed)
+        masker.decode(job.prepared, rows, job.top_k, job.allowed, job.use_index)
         for job, rows in zip(jobs, probabilities, strict=True)
     ]
 
@@ -153,19 +155,33 @@ class Predictor:
 
     def result_key(self, text: str, options: Any) -> ResultKey:
         model, engine = self.masker.model, self.masker.engine
-        return ResultKey(model.name, str(model.path), engine.name, engine.precision, text, options)
+        memory = self.masker.memory
+        return ResultKey(
+            model.name,
+            str(model.path),
+            engine.name,
+            engine.precision,
+            text,
+            options,
+            memory.key if memory is not None else "none",
+        )
 
     async def run(
-        self, prepared: Sequence[PreparedText], k: int, allowed: np.ndarray | None = None
+        self,
+        prepared: Sequence[PreparedText],
+        k: int,
+        allowed: np.ndarray | None = None,
+        use_index: bool = True,
     ) -> list[FillResult]:
-        """Fill every mask of ``prepared`` (already validated), in input order."""
-        options = PlainOptions.of(k, allowed)
+        """Fill every mask of ``prepared`` (already validated), in input order; ``use_index``
+        False gives the model's own numbers where the model has a corpus index."""
+        options = PlainOptions.of(k, allowed, use_index)
         keys = [self.result_key(item.text, options) for item in prepared]
         results = [self.result_cache.get(key) for key in keys]
         missing = [index for index, result in enumerate(results) if result is None]
         if missing:
             fresh = await self.batcher.submit_many(
-                [PlainJob(prepared[index], k, allowed) for index in missing]
+                [PlainJob(prepared[index], k, allowed, use_index) for index in missing]
             )
             for index, result in zip(missing, fresh, strict=True):
                 results[index] = result
@@ -182,7 +198,8 @@ class Predictor:
     async def run_request(self, request: PreparedRequest) -> FillResult:
         """One prepared request by its path, finished (``FillMasker.finish``)."""
         if request.plain:
-            [result] = await self.run([request.prepared], request.options.top_k)
+            options = request.options
+            [result] = await self.run([request.prepared], options.top_k, None, options.index)
         else:
             result = await self.run_search(request)
         return self.masker.finish(request, result)
@@ -231,6 +248,7 @@ class Predictor:
                 "tokens": self.token_cache.stats(),
             },
         }
+        info["index"] = self.masker.index.describe()
         quality = getattr(self.masker.engine, "quality", None)
         if quality:
             info["quality"] = dict(quality)
