@@ -35,8 +35,8 @@ from tiankong.server.ray_serve import (
     APP_NAME,
     BATCH_HEADER,
     REPLICA_HEADER,
+    RayBatchScheduler,
     ScaleOptions,
-    ServeBatchRunner,
     build_application,
     deployment_options,
     environment_values,
@@ -202,11 +202,11 @@ def test_operations_routes(ray_url: str, standalone: TestClient) -> None:
     assert 'tiankong_requests_total{method="POST",route="/predict",status="200"}' in metrics.text
 
 
-# --- without a cluster: the runner, and the options Ray gets ------------------------------
+# --- without a cluster: the scheduler, and the options Ray gets ------------------------------
 
 
 @pytest.fixture
-def runner_outside_a_replica(monkeypatch: pytest.MonkeyPatch) -> None:
+def scheduler_outside_a_replica(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ray's batch queue reads its replica's max_ongoing_requests for a warning; there is none."""
     monkeypatch.setattr(
         batching._BatchQueue,
@@ -224,47 +224,47 @@ def gated(masker: FillMasker, gate: threading.Event) -> Any:
 
 
 @pytest.mark.anyio
-@pytest.mark.usefixtures("runner_outside_a_replica")
-async def test_runner_batches_and_a_failed_batch_fails_alone(tiny_masker: FillMasker) -> None:
+@pytest.mark.usefixtures("scheduler_outside_a_replica")
+async def test_scheduler_batches_and_a_failed_batch_fails_alone(tiny_masker: FillMasker) -> None:
     settings = Settings(max_batch_size=4, batch_window_ms=50)
-    runner = ServeBatchRunner(tiny_masker, settings, ServerMetrics(), "replica-1")
+    scheduler = RayBatchScheduler(tiny_masker, settings, ServerMetrics(), "replica-1")
     jobs = [PlainJob(tiny_masker.prepare(text), 2) for text in TEXTS[:6]]
-    results = await runner.submit_many(jobs)
+    results = await scheduler.submit_many(jobs)
     for text, result in zip(TEXTS, results, strict=False):
         direct = tiny_masker.predict(text, top_k=2)
         assert [c.token_id for c in result.masks[0]] == [c.token_id for c in direct.masks[0]]
-    assert (runner.batches, runner.largest_batch) == (2, 4)
+    assert (scheduler.batches, scheduler.largest_batch) == (2, 4)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tiny_masker, "mask_probabilities", lambda prepared: 1 / 0)
         with pytest.raises(EngineError) as failure:
-            await runner.submit_many(jobs[:2])
+            await scheduler.submit_many(jobs[:2])
     assert failure.value.error_id and "ZeroDivision" not in failure.value.message
-    assert len(await runner.submit_many(jobs[:1])) == 1  # the replica serves on
-    assert runner.describe()["queue_depth"] == 0
-    await runner.close()
+    assert len(await scheduler.submit_many(jobs[:1])) == 1  # the replica serves on
+    assert scheduler.describe()["queue_depth"] == 0
+    await scheduler.close()
     with pytest.raises(ShuttingDownError):
-        await runner.submit_many(jobs[:1])
+        await scheduler.submit_many(jobs[:1])
 
 
 @pytest.mark.anyio
-@pytest.mark.usefixtures("runner_outside_a_replica")
-async def test_runner_refuses_over_max_queue_and_times_out(
+@pytest.mark.usefixtures("scheduler_outside_a_replica")
+async def test_scheduler_refuses_over_max_queue_and_times_out(
     tiny_masker: FillMasker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gate = threading.Event()
     monkeypatch.setattr(tiny_masker, "mask_probabilities", gated(tiny_masker, gate))
     settings = Settings(max_queue=2, request_timeout_s=0.5)
-    runner = ServeBatchRunner(tiny_masker, settings, ServerMetrics(), "replica-1")
+    scheduler = RayBatchScheduler(tiny_masker, settings, ServerMetrics(), "replica-1")
     jobs = [PlainJob(tiny_masker.prepare(text), 1) for text in TEXTS[:3]]
-    first = asyncio.ensure_future(runner.submit_many(jobs[:2]))
+    first = asyncio.ensure_future(scheduler.submit_many(jobs[:2]))
     await asyncio.sleep(0.1)
     with pytest.raises(OverloadedError):
-        await runner.submit_many(jobs[2:])
+        await scheduler.submit_many(jobs[2:])
     with pytest.raises(RequestTimeoutError):
         await first
     gate.set()
-    await runner.close()
-    assert runner.in_flight == 0
+    await scheduler.close()
+    assert scheduler.in_flight == 0
 
 
 def test_deployment_options_fixed_and_autoscaling() -> None:

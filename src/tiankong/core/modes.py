@@ -108,7 +108,7 @@ class Scorer(Protocol):
     def allowed_tokens(self, constraints: Constraints) -> np.ndarray: ...
 
 
-class ModeRunner:
+class SearchModes:
     """Runs the non-plain modes over one Scorer."""
 
     def __init__(self, masker: Scorer) -> None:

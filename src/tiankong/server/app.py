@@ -36,7 +36,7 @@ from tiankong.server.middleware.security import add_cors, add_security
 from tiankong.server.middleware.slow_clients import BodyDeadlineMiddleware
 from tiankong.server.state import ServerState
 from tiankong.service import FillMasker
-from tiankong.serving.predictor import Predictor, RunnerFactory, check_serving_settings
+from tiankong.serving.predictor import Predictor, SchedulerFactory, check_serving_settings
 
 DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked language models.
 
@@ -47,10 +47,10 @@ DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked 
 
 
 def create_app(
-    settings: Settings, masker: FillMasker | None = None, runner: RunnerFactory | None = None
+    settings: Settings, masker: FillMasker | None = None, scheduler: SchedulerFactory | None = None
 ) -> FastAPI:
     """Build the app. With ``masker=None`` the model in ``settings`` loads during startup.
-    ``runner`` replaces the dynamic batcher (Ray Serve replicas pass a ``@serve.batch`` one)."""
+    ``scheduler`` replaces the dynamic batcher (Ray Serve replicas pass a ``@serve.batch`` one)."""
     check_serving_settings(settings)  # bad batcher or cache settings fail here, not at startup
     state = ServerState(settings=settings, metrics=ServerMetrics(), masker=masker)
 
@@ -59,7 +59,7 @@ def create_app(
         masker = state.masker
         if masker is None:
             masker = state.masker = await anyio.to_thread.run_sync(load_masker, settings)
-        predictor = Predictor(masker, settings, state.metrics, runner)
+        predictor = Predictor(masker, settings, state.metrics, scheduler)
         await predictor.start()
         try:
             if settings.warmup:

@@ -6,8 +6,8 @@
 
 Each replica builds the ordinary app with ``create_app`` (the same routers, error handlers,
 middleware, page and metrics) and loads the model in its lifespan; Ray Serve runs the app through
-its FastAPI ingress. The one difference is the Predictor's runner: ``ServeBatchRunner`` sends the
-plain-mode jobs through a ``@serve.batch`` queue, so one forward pass serves every text that
+its FastAPI ingress. The one difference is the Predictor's scheduler: ``RayBatchScheduler`` sends
+the plain-mode jobs through a ``@serve.batch`` queue, so one forward pass serves every text that
 arrived within ``batch_window_ms`` (up to ``max_batch_size``), from any request the replica
 holds. Responses say which replica answered (``x-tiankong-replica``) and the largest batch their
 texts ran in (``x-tiankong-batch-size``). Ray is imported only when a function here runs.
@@ -63,8 +63,8 @@ BATCH_SIZES: ContextVar[list[int] | None] = ContextVar("tiankong_batch_sizes", d
 Outcome = tuple[FillResult | EngineError, int]
 
 
-class ServeBatchRunner:
-    """A Predictor's engine runner inside a Ray Serve replica (``EngineRunner``).
+class RayBatchScheduler:
+    """A Predictor's engine scheduler inside a Ray Serve replica (``EngineScheduler``).
 
     Plain jobs go one by one into a ``@serve.batch`` queue, which closes a batch at
     ``max_batch_size`` jobs or ``batch_window_ms`` after its first one; ``run_batch`` makes one
@@ -90,7 +90,7 @@ class ServeBatchRunner:
         self.closing = False
         self.batches = 0
         self.largest_batch = 0
-        # Per runner, not per class: the queue takes this replica's settings.
+        # Per scheduler, not per class: the queue takes this replica's settings.
         self.submit = serve.batch(
             max_batch_size=settings.max_batch_size,
             batch_wait_timeout_s=settings.batch_window_ms / 1000,
@@ -106,7 +106,7 @@ class ServeBatchRunner:
             await asyncio.wait_for(self.idle.wait(), self.settings.drain_timeout_s)
         except TimeoutError:
             logger.warning(
-                "ray serve runner: %d jobs still running after the drain", self.in_flight
+                "ray serve scheduler: %d jobs still running after the drain", self.in_flight
             )
         self.engine.shutdown(wait=False)
 
@@ -235,7 +235,7 @@ class ReplicaHeaders:
 
 
 class TiankongReplica:
-    """One replica: ``create_app`` with a ``ServeBatchRunner``; the model loads in lifespan.
+    """One replica: ``create_app`` with a ``RayBatchScheduler``; the model loads in lifespan.
 
     Wrapped by ``serve.ingress()`` (late-bound: Ray calls ``__serve_build_asgi_app__`` on the
     replica, after ``__init__``) and ``serve.deployment`` in ``build_application``.
@@ -250,14 +250,14 @@ class TiankongReplica:
     def __serve_build_asgi_app__(self) -> FastAPI:
         from tiankong.server import create_app
 
-        app = create_app(self.settings, runner=self.runner)
+        app = create_app(self.settings, scheduler=self.scheduler)
         app.add_middleware(ReplicaHeaders, replica=self.replica)
         return app
 
-    def runner(
+    def scheduler(
         self, masker: FillMasker, settings: Settings, observer: BatchObserver
-    ) -> ServeBatchRunner:
-        return ServeBatchRunner(masker, settings, observer, self.replica)
+    ) -> RayBatchScheduler:
+        return RayBatchScheduler(masker, settings, observer, self.replica)
 
 
 @dataclass(frozen=True)

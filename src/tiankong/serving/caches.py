@@ -94,7 +94,7 @@ class LRUCache(Generic[KeyT, ValueT]):
 
 
 @dataclass(frozen=True)
-class PlainOptions:
+class PlainKey:
     """The options of a plain-mode request (``Predictor.run``): top-k and, for the Hugging Face
     route's ``targets``, the allowed token ids."""
 
@@ -102,7 +102,7 @@ class PlainOptions:
     allowed_ids: tuple[int, ...] | None = None
 
     @classmethod
-    def of(cls, top_k: int, allowed: np.ndarray | None) -> PlainOptions:
+    def of(cls, top_k: int, allowed: np.ndarray | None) -> PlainKey:
         ids = None if allowed is None else tuple(int(i) for i in np.flatnonzero(allowed))
         return cls(top_k, ids)
 
@@ -110,7 +110,7 @@ class PlainOptions:
 @dataclass(frozen=True)
 class ResultKey:
     """Everything a result depends on: the model, the engine, the precision, the text and every
-    option (a ``PlainOptions`` or a frozen ``PredictOptions``)."""
+    option (a ``PlainKey`` or a frozen ``PredictOptions``)."""
 
     model: str
     model_path: str
