@@ -18,7 +18,6 @@ import pytest
 import ray
 from fastapi.testclient import TestClient
 from ray import serve
-from ray.serve import batching
 from server_helpers import assert_error, free_port
 
 from tiankong import FillMasker, Settings
@@ -194,7 +193,8 @@ def test_operations_routes(ray_url: str, standalone: TestClient) -> None:
     assert set(info) == set(standalone.get("/info").json())
     assert info["ready"] is True and info["engine"] == "torch" and info["threads"] == 1
     batching = info["batching"]
-    assert batching["policy"] == "ray_serve_batch" and batching["max_batch_size"] == 32
+    assert batching["policy"] == "continuous" and batching["max_batch_size"] == 32
+    assert batching["max_batch_tokens"] == 4096  # the dynamic batcher's token budget
     assert batching["replica"] and batching["batches"] >= 1
     metrics = httpx.get(f"{ray_url}/metrics", timeout=30)
     assert metrics.status_code == 200
@@ -203,16 +203,6 @@ def test_operations_routes(ray_url: str, standalone: TestClient) -> None:
 
 
 # --- without a cluster: the scheduler, and the options Ray gets ------------------------------
-
-
-@pytest.fixture
-def scheduler_outside_a_replica(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ray's batch queue reads its replica's max_ongoing_requests for a warning; there is none."""
-    monkeypatch.setattr(
-        batching._BatchQueue,
-        "_warn_if_max_batch_size_exceeds_max_ongoing_requests",
-        lambda self: None,
-    )
 
 
 def gated(masker: FillMasker, gate: threading.Event) -> Any:
@@ -224,10 +214,10 @@ def gated(masker: FillMasker, gate: threading.Event) -> Any:
 
 
 @pytest.mark.anyio
-@pytest.mark.usefixtures("scheduler_outside_a_replica")
 async def test_scheduler_batches_and_a_failed_batch_fails_alone(tiny_masker: FillMasker) -> None:
     settings = Settings(max_batch_size=4, batch_window_ms=50)
     scheduler = RayBatchScheduler(tiny_masker, settings, ServerMetrics(), "replica-1")
+    await scheduler.start()
     jobs = [PlainJob(tiny_masker.prepare(text), 2) for text in TEXTS[:6]]
     results = await scheduler.submit_many(jobs)
     for text, result in zip(TEXTS, results, strict=False):
@@ -247,7 +237,6 @@ async def test_scheduler_batches_and_a_failed_batch_fails_alone(tiny_masker: Fil
 
 
 @pytest.mark.anyio
-@pytest.mark.usefixtures("scheduler_outside_a_replica")
 async def test_scheduler_refuses_over_max_queue_and_times_out(
     tiny_masker: FillMasker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -255,13 +244,18 @@ async def test_scheduler_refuses_over_max_queue_and_times_out(
     monkeypatch.setattr(tiny_masker, "mask_probabilities", gated(tiny_masker, gate))
     settings = Settings(max_queue=2, request_timeout_s=0.5)
     scheduler = RayBatchScheduler(tiny_masker, settings, ServerMetrics(), "replica-1")
+    await scheduler.start()
     jobs = [PlainJob(tiny_masker.prepare(text), 1) for text in TEXTS[:3]]
-    first = asyncio.ensure_future(scheduler.submit_many(jobs[:2]))
+    running = asyncio.ensure_future(scheduler.submit_many(jobs[:1]))  # held on the engine
     await asyncio.sleep(0.1)
+    queued = asyncio.ensure_future(scheduler.submit_many(jobs[:2]))  # fills the queue
+    await asyncio.sleep(0.1)
+    assert scheduler.describe()["queue_depth"] == 2
     with pytest.raises(OverloadedError):
         await scheduler.submit_many(jobs[2:])
-    with pytest.raises(RequestTimeoutError):
-        await first
+    for request in (running, queued):
+        with pytest.raises(RequestTimeoutError):
+            await request
     gate.set()
     await scheduler.close()
     assert scheduler.in_flight == 0

@@ -50,7 +50,7 @@ def create_app(
     settings: Settings, masker: FillMasker | None = None, scheduler: SchedulerFactory | None = None
 ) -> FastAPI:
     """Build the app. With ``masker=None`` the model in ``settings`` loads during startup.
-    ``scheduler`` replaces the dynamic batcher (Ray Serve replicas pass a ``@serve.batch`` one)."""
+    ``scheduler`` replaces the dynamic batcher (Ray Serve replicas pass one that wraps it)."""
     check_serving_settings(settings)  # bad batcher or cache settings fail here, not at startup
     state = ServerState(settings=settings, metrics=ServerMetrics(), masker=masker)
 

@@ -75,7 +75,7 @@ def run_plain_batch(masker: FillMasker, jobs: list[PlainJob]) -> list[FillResult
 
 class EngineScheduler(Protocol):
     """What schedules the engine for a Predictor: the standalone server's ``DynamicBatcher``, or
-    a Ray Serve replica's ``@serve.batch`` scheduler (``server.ray_serve.RayBatchScheduler``)."""
+    a Ray Serve replica's scheduler (``server.ray_serve.RayBatchScheduler``)."""
 
     async def start(self) -> None: ...
 
