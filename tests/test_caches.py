@@ -17,7 +17,7 @@ from tiankong.core.modes import PredictOptions
 from tiankong.engines.fake import FakeEngine
 from tiankong.errors import BadOptionError, NoMaskError
 from tiankong.server.metrics import ServerMetrics
-from tiankong.serving.caches import LRUCache, PlainOptions, ResultKey
+from tiankong.serving.caches import LRUCache, PlainKey, ResultKey
 from tiankong.serving.predictor import Predictor
 
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
@@ -99,7 +99,7 @@ def test_the_result_key_holds_model_engine_precision_text_and_every_option() -> 
         dataclasses.replace(base, engine="torch"),
         dataclasses.replace(base, precision="fp32"),
         dataclasses.replace(base, text=POEM + "。"),
-        dataclasses.replace(base, options=PlainOptions(5)),
+        dataclasses.replace(base, options=PlainKey(5)),
     ]
     option_changes: list[dict[str, Any]] = [
         {"top_k": 6},
@@ -122,7 +122,7 @@ def test_the_result_key_holds_model_engine_precision_text_and_every_option() -> 
     assert same == base and hash(same) == hash(base)
     allowed = np.zeros(10, dtype=bool)
     allowed[[3, 7]] = True
-    assert PlainOptions.of(5, allowed) == PlainOptions(5, (3, 7)) != PlainOptions(5)
+    assert PlainKey.of(5, allowed) == PlainKey(5, (3, 7)) != PlainKey(5)
 
 
 # --- the caches in the Predictor ---------------------------------------------------------
@@ -217,8 +217,8 @@ async def test_the_key_names_the_model_engine_and_precision(tiny_masker: FillMas
     plain = fake_masker(tiny_masker)
     int8 = fake_masker(tiny_masker, PrecisionEngine(len(tiny_masker.encoder.vocab)))
     async with running(plain) as (fp32_predictor, _), running(int8) as (int8_predictor, _):
-        fp32_key = fp32_predictor.result_key(POEM, PlainOptions(5))
-        int8_key = int8_predictor.result_key(POEM, PlainOptions(5))
+        fp32_key = fp32_predictor.result_key(POEM, PlainKey(5))
+        int8_key = int8_predictor.result_key(POEM, PlainKey(5))
     assert (fp32_key.model, fp32_key.engine, fp32_key.precision) == (
         tiny_masker.model.name,
         "fake",

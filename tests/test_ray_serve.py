@@ -18,7 +18,6 @@ import pytest
 import ray
 from fastapi.testclient import TestClient
 from ray import serve
-from ray.serve import batching
 from server_helpers import assert_error, free_port
 
 from tiankong import FillMasker, Settings
@@ -35,8 +34,8 @@ from tiankong.server.ray_serve import (
     APP_NAME,
     BATCH_HEADER,
     REPLICA_HEADER,
+    RayBatchScheduler,
     ScaleOptions,
-    ServeBatchRunner,
     build_application,
     deployment_options,
     environment_values,
@@ -194,7 +193,8 @@ def test_operations_routes(ray_url: str, standalone: TestClient) -> None:
     assert set(info) == set(standalone.get("/info").json())
     assert info["ready"] is True and info["engine"] == "torch" and info["threads"] == 1
     batching = info["batching"]
-    assert batching["policy"] == "ray_serve_batch" and batching["max_batch_size"] == 32
+    assert batching["policy"] == "continuous" and batching["max_batch_size"] == 32
+    assert batching["max_batch_tokens"] == 4096  # the dynamic batcher's token budget
     assert batching["replica"] and batching["batches"] >= 1
     metrics = httpx.get(f"{ray_url}/metrics", timeout=30)
     assert metrics.status_code == 200
@@ -202,17 +202,7 @@ def test_operations_routes(ray_url: str, standalone: TestClient) -> None:
     assert 'tiankong_requests_total{method="POST",route="/predict",status="200"}' in metrics.text
 
 
-# --- without a cluster: the runner, and the options Ray gets ------------------------------
-
-
-@pytest.fixture
-def runner_outside_a_replica(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ray's batch queue reads its replica's max_ongoing_requests for a warning; there is none."""
-    monkeypatch.setattr(
-        batching._BatchQueue,
-        "_warn_if_max_batch_size_exceeds_max_ongoing_requests",
-        lambda self: None,
-    )
+# --- without a cluster: the scheduler, and the options Ray gets ------------------------------
 
 
 def gated(masker: FillMasker, gate: threading.Event) -> Any:
@@ -224,47 +214,51 @@ def gated(masker: FillMasker, gate: threading.Event) -> Any:
 
 
 @pytest.mark.anyio
-@pytest.mark.usefixtures("runner_outside_a_replica")
-async def test_runner_batches_and_a_failed_batch_fails_alone(tiny_masker: FillMasker) -> None:
+async def test_scheduler_batches_and_a_failed_batch_fails_alone(tiny_masker: FillMasker) -> None:
     settings = Settings(max_batch_size=4, batch_window_ms=50)
-    runner = ServeBatchRunner(tiny_masker, settings, ServerMetrics(), "replica-1")
+    scheduler = RayBatchScheduler(tiny_masker, settings, ServerMetrics(), "replica-1")
+    await scheduler.start()
     jobs = [PlainJob(tiny_masker.prepare(text), 2) for text in TEXTS[:6]]
-    results = await runner.submit_many(jobs)
+    results = await scheduler.submit_many(jobs)
     for text, result in zip(TEXTS, results, strict=False):
         direct = tiny_masker.predict(text, top_k=2)
         assert [c.token_id for c in result.masks[0]] == [c.token_id for c in direct.masks[0]]
-    assert (runner.batches, runner.largest_batch) == (2, 4)
+    assert (scheduler.batches, scheduler.largest_batch) == (2, 4)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tiny_masker, "mask_probabilities", lambda prepared: 1 / 0)
         with pytest.raises(EngineError) as failure:
-            await runner.submit_many(jobs[:2])
+            await scheduler.submit_many(jobs[:2])
     assert failure.value.error_id and "ZeroDivision" not in failure.value.message
-    assert len(await runner.submit_many(jobs[:1])) == 1  # the replica serves on
-    assert runner.describe()["queue_depth"] == 0
-    await runner.close()
+    assert len(await scheduler.submit_many(jobs[:1])) == 1  # the replica serves on
+    assert scheduler.describe()["queue_depth"] == 0
+    await scheduler.close()
     with pytest.raises(ShuttingDownError):
-        await runner.submit_many(jobs[:1])
+        await scheduler.submit_many(jobs[:1])
 
 
 @pytest.mark.anyio
-@pytest.mark.usefixtures("runner_outside_a_replica")
-async def test_runner_refuses_over_max_queue_and_times_out(
+async def test_scheduler_refuses_over_max_queue_and_times_out(
     tiny_masker: FillMasker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gate = threading.Event()
     monkeypatch.setattr(tiny_masker, "mask_probabilities", gated(tiny_masker, gate))
     settings = Settings(max_queue=2, request_timeout_s=0.5)
-    runner = ServeBatchRunner(tiny_masker, settings, ServerMetrics(), "replica-1")
+    scheduler = RayBatchScheduler(tiny_masker, settings, ServerMetrics(), "replica-1")
+    await scheduler.start()
     jobs = [PlainJob(tiny_masker.prepare(text), 1) for text in TEXTS[:3]]
-    first = asyncio.ensure_future(runner.submit_many(jobs[:2]))
+    running = asyncio.ensure_future(scheduler.submit_many(jobs[:1]))  # held on the engine
     await asyncio.sleep(0.1)
+    queued = asyncio.ensure_future(scheduler.submit_many(jobs[:2]))  # fills the queue
+    await asyncio.sleep(0.1)
+    assert scheduler.describe()["queue_depth"] == 2
     with pytest.raises(OverloadedError):
-        await runner.submit_many(jobs[2:])
-    with pytest.raises(RequestTimeoutError):
-        await first
+        await scheduler.submit_many(jobs[2:])
+    for request in (running, queued):
+        with pytest.raises(RequestTimeoutError):
+            await request
     gate.set()
-    await runner.close()
-    assert runner.in_flight == 0
+    await scheduler.close()
+    assert scheduler.in_flight == 0
 
 
 def test_deployment_options_fixed_and_autoscaling() -> None:

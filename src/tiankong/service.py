@@ -26,7 +26,7 @@ from tiankong.core.decoding import (
 )
 from tiankong.core.memory import FillMemory, MixedRows
 from tiankong.core.models import ResolvedModel, resolve_model
-from tiankong.core.modes import ModeRunner, PredictOptions
+from tiankong.core.modes import PredictOptions, SearchModes
 from tiankong.core.request import (
     DeadlineCheck,
     DeadlineScorer,
@@ -168,7 +168,7 @@ class FillMasker:
         each one."""
         if check_deadline is no_deadline:
             return self.modes.predict(request.text, request.options)
-        return ModeRunner(DeadlineScorer(self, check_deadline)).predict(
+        return SearchModes(DeadlineScorer(self, check_deadline)).predict(
             request.text, request.options
         )
 
@@ -253,8 +253,8 @@ class FillMasker:
         )
 
     @cached_property
-    def modes(self) -> ModeRunner:
-        return ModeRunner(self)
+    def modes(self) -> SearchModes:
+        return SearchModes(self)
 
     def allowed_tokens(self, constraints: Constraints) -> np.ndarray:
         return allowed_token_mask(constraints, self.encoder.vocab, self.banned)

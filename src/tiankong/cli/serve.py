@@ -190,7 +190,7 @@ def serve_command(
     ] = None,
     ray: Annotated[
         bool,
-        typer.Option("--ray", help="Serve on Ray Serve: replicas, @serve.batch, autoscaling."),
+        typer.Option("--ray", help="Serve on Ray Serve: replicas, dynamic batching, autoscaling."),
     ] = False,
     replicas: Annotated[
         int,

@@ -125,7 +125,7 @@ class Scorer(Protocol):
     def banned_in(self, token_ids: Sequence[int]) -> bool: ...
 
 
-class ModeRunner:
+class SearchModes:
     """Runs the non-plain modes over one Scorer."""
 
     def __init__(self, masker: Scorer) -> None:

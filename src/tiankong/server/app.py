@@ -37,7 +37,7 @@ from tiankong.server.middleware.security import add_cors, add_security
 from tiankong.server.middleware.slow_clients import BodyDeadlineMiddleware
 from tiankong.server.state import ServerState
 from tiankong.service import FillMasker
-from tiankong.serving.predictor import Predictor, RunnerFactory, check_serving_settings
+from tiankong.serving.predictor import Predictor, SchedulerFactory, check_serving_settings
 
 logger = logging.getLogger("tiankong.server")
 DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked language models.
@@ -49,10 +49,10 @@ DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked 
 
 
 def create_app(
-    settings: Settings, masker: FillMasker | None = None, runner: RunnerFactory | None = None
+    settings: Settings, masker: FillMasker | None = None, scheduler: SchedulerFactory | None = None
 ) -> FastAPI:
     """Build the app. With ``masker=None`` the model in ``settings`` loads during startup.
-    ``runner`` replaces the dynamic batcher (Ray Serve replicas pass a ``@serve.batch`` one)."""
+    ``scheduler`` replaces the dynamic batcher (Ray Serve replicas pass one that wraps it)."""
     check_serving_settings(settings)  # bad batcher or cache settings fail here, not at startup
     state = ServerState(settings=settings, metrics=ServerMetrics(), masker=masker)
 
@@ -63,7 +63,7 @@ def create_app(
             masker = state.masker = await anyio.to_thread.run_sync(load_masker, settings)
         index = masker.index
         logger.info("corpus index: %s (--index %s: %s)", index.used, index.setting, index.reason)
-        predictor = Predictor(masker, settings, state.metrics, runner)
+        predictor = Predictor(masker, settings, state.metrics, scheduler)
         await predictor.start()
         try:
             if settings.warmup:

@@ -21,7 +21,7 @@ from tiankong.server.schemas import OptionFields
 from tiankong.serving.predictor import Predictor
 
 
-def predict_options(
+def options_from_fields(
     predictor: Predictor, top_k: int | None, fields: OptionFields
 ) -> PredictOptions:
     """Validated options from a request's fields; a bad value is a ``BadOptionError`` (400)."""

@@ -6,24 +6,21 @@
 
 Each replica builds the ordinary app with ``create_app`` (the same routers, error handlers,
 middleware, page and metrics) and loads the model in its lifespan; Ray Serve runs the app through
-its FastAPI ingress. The one difference is the Predictor's runner: ``ServeBatchRunner`` sends the
-plain-mode jobs through a ``@serve.batch`` queue, so one forward pass serves every text that
-arrived within ``batch_window_ms`` (up to ``max_batch_size``), from any request the replica
-holds. Responses say which replica answered (``x-tiankong-replica``) and the largest batch their
-texts ran in (``x-tiankong-batch-size``). Ray is imported only when a function here runs.
+its FastAPI ingress, and batches with the standalone server's dynamic batcher
+(``RayBatchScheduler`` wraps it), so one forward pass serves the texts of every request the
+replica holds, within the same window, size, token budget, queue, timeout and drain. Responses
+say which replica answered (``x-tiankong-replica``) and the largest batch their texts ran in
+(``x-tiankong-batch-size``). Ray is imported only when a function here runs.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -35,13 +32,9 @@ from tiankong.config import Settings, physical_cores
 from tiankong.core.results import FillResult
 from tiankong.errors import (
     BadOptionError,
-    EngineError,
-    OverloadedError,
-    RequestTimeoutError,
-    new_error_id,
 )
 from tiankong.service import FillMasker
-from tiankong.serving.batching import BatchObserver, BatchStats, engine_error, shutting_down
+from tiankong.serving.batching import BatchObserver, DynamicBatcher
 from tiankong.serving.predictor import PlainJob, check_serving_settings, run_plain_batch
 
 if TYPE_CHECKING:
@@ -60,150 +53,67 @@ SCALE_KEYS = ("replicas", "max_replicas", "target_ongoing_requests")
 BATCH_SIZES: ContextVar[list[int] | None] = ContextVar("tiankong_batch_sizes", default=None)
 
 # One plain job's answer from the batch, and the size of that batch.
-Outcome = tuple[FillResult | EngineError, int]
+Outcome = tuple[FillResult, int]
 
 
-class ServeBatchRunner:
-    """A Predictor's engine runner inside a Ray Serve replica (``EngineRunner``).
+class RayBatchScheduler:
+    """A Predictor's engine scheduler inside a Ray Serve replica (``EngineScheduler``).
 
-    Plain jobs go one by one into a ``@serve.batch`` queue, which closes a batch at
-    ``max_batch_size`` jobs or ``batch_window_ms`` after its first one; ``run_batch`` makes one
-    forward pass for the whole batch. Batches and multi-call jobs share one engine thread, in
-    arrival order. Backpressure (``max_queue``, 503), the request timeout (504) and the drain at
-    shutdown work as in the standalone batcher, with the same errors. There is no token budget:
-    a text is at most ``max_length`` tokens, so a batch is at most max_batch_size x max_length.
+    It is the standalone server's ``DynamicBatcher`` (``serving/batching.py``): the same
+    admission and backpressure (``max_queue``, 503), token budget (``max_batch_tokens``),
+    window, request timeout (504), failed-batch handling, stats and drain. What a replica adds
+    is what it reports: its name, how many batches it ran and the largest one (GET /info), and
+    the size of each request's batch (the ``x-tiankong-batch-size`` header).
     """
 
     def __init__(
         self, masker: FillMasker, settings: Settings, observer: BatchObserver, replica: str
     ) -> None:
-        from ray import serve
-
         self.masker = masker
-        self.settings = settings
-        self.observer = observer
         self.replica = replica
-        self.engine = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tiankong-engine")
-        self.in_flight = 0  # texts and jobs queued or running
-        self.idle = asyncio.Event()
-        self.idle.set()
-        self.closing = False
-        self.batches = 0
+        self.batches = 0  # written only on the engine thread
         self.largest_batch = 0
-        # Per runner, not per class: the queue takes this replica's settings.
-        self.submit = serve.batch(
-            max_batch_size=settings.max_batch_size,
-            batch_wait_timeout_s=settings.batch_window_ms / 1000,
-        )(self.run_batch)
+        self.batcher = DynamicBatcher[PlainJob, Outcome](
+            self.run_batch,
+            size_of=lambda job: len(job.prepared.input_ids),
+            limits=check_serving_settings(settings),
+            observer=observer,
+        )
 
     async def start(self) -> None:
-        pass  # the batch queue starts with the first job, on the replica's event loop
+        await self.batcher.start()
 
     async def close(self) -> None:
-        """Refuse new work, let what is queued or running finish, then stop the engine thread."""
-        self.closing = True
-        try:
-            await asyncio.wait_for(self.idle.wait(), self.settings.drain_timeout_s)
-        except TimeoutError:
-            logger.warning(
-                "ray serve runner: %d jobs still running after the drain", self.in_flight
-            )
-        self.engine.shutdown(wait=False)
+        await self.batcher.close()
+
+    @property
+    def in_flight(self) -> int:
+        return self.batcher.depth
 
     def describe(self) -> dict[str, Any]:
         return {
-            "policy": "ray_serve_batch",
-            "batch_window_ms": self.settings.batch_window_ms,
-            "max_batch_size": self.settings.max_batch_size,
-            "max_queue": self.settings.max_queue,
-            "request_timeout_s": self.settings.request_timeout_s,
-            "queue_depth": self.in_flight,
+            **self.batcher.describe(),
             "batches": self.batches,
             "largest_batch": self.largest_batch,
             "replica": self.replica,
         }
 
-    def admit(self, count: int) -> None:
-        if self.closing:
-            raise shutting_down()
-        if self.in_flight and self.in_flight + count > self.settings.max_queue:
-            self.observer.count_batcher_event("overloaded")
-            raise OverloadedError(
-                f"The server is busy ({self.in_flight} texts queued); retry shortly."
-            )
-        self.in_flight += count
-        self.idle.clear()
-        self.observer.set_queue_depth(self.in_flight)
-
-    def release(self, count: int) -> None:
-        self.in_flight -= count
-        self.observer.set_queue_depth(self.in_flight)
-        if not self.in_flight:
-            self.idle.set()
-
-    def timed_out(self) -> RequestTimeoutError:
-        self.observer.count_batcher_event("timeout")
-        return RequestTimeoutError(
-            f"The request did not finish within {self.settings.request_timeout_s:g} s; retry "
-            "later or send fewer texts."
-        )
-
     async def submit_many(self, items: Sequence[PlainJob]) -> list[FillResult]:
-        """Each job into the batch queue; a timeout cancels the ones that have not run."""
-        if not items:
-            return []
-        self.admit(len(items))
-        try:
-            async with asyncio.timeout(self.settings.request_timeout_s):
-                outcomes = await asyncio.gather(*(self.submit(item) for item in items))
-        except TimeoutError:
-            raise self.timed_out() from None
-        finally:
-            self.release(len(items))
+        outcomes = await self.batcher.submit_many(items)
         sizes = BATCH_SIZES.get()
-        results: list[FillResult] = []
-        for result, batch_size in outcomes:
-            if isinstance(result, EngineError):
-                raise result
-            results.append(result)
-            if sizes is not None:
-                sizes.append(batch_size)
-        return results
+        if sizes is not None:
+            sizes.extend(batch_size for _, batch_size in outcomes)
+        return [result for result, _ in outcomes]
 
-    async def run_batch(self, jobs: list[PlainJob]) -> list[Outcome]:
-        """The ``@serve.batch`` handler: one forward pass for every job, on the engine thread."""
-        started = time.perf_counter()
-        loop = asyncio.get_running_loop()
-        try:
-            results = await loop.run_in_executor(self.engine, run_plain_batch, self.masker, jobs)
-        except Exception as error:  # an engine fault: this batch fails, the replica serves on
-            error_id = new_error_id()
-            logger.error("batch %s failed on %d items", error_id, len(jobs), exc_info=error)
-            self.observer.count_batcher_event("failed_batch")
-            return [(engine_error(error_id), len(jobs)) for _ in jobs]  # an error each
-        lengths = [len(job.prepared.input_ids) for job in jobs]
-        self.observer.observe_batch(
-            BatchStats(
-                size=len(jobs),
-                real_tokens=sum(lengths),
-                padded_tokens=max(lengths) * len(jobs),
-                seconds=time.perf_counter() - started,
-            )
-        )
+    def run_batch(self, jobs: list[PlainJob]) -> list[Outcome]:
+        """One forward pass for the batch, on the engine thread; each result with its batch size."""
+        results = run_plain_batch(self.masker, jobs)
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(jobs))
         return [(result, len(jobs)) for result in results]
 
     async def run_exclusive(self, job: Callable[[], JobT]) -> JobT:
-        """A multi-call job on the engine thread, after the batches queued before it."""
-        self.admit(1)
-        try:
-            async with asyncio.timeout(self.settings.request_timeout_s):
-                return await asyncio.get_running_loop().run_in_executor(self.engine, job)
-        except TimeoutError:
-            raise self.timed_out() from None
-        finally:
-            self.release(1)
+        return await self.batcher.run_exclusive(job)
 
 
 class ReplicaHeaders:
@@ -235,7 +145,7 @@ class ReplicaHeaders:
 
 
 class TiankongReplica:
-    """One replica: ``create_app`` with a ``ServeBatchRunner``; the model loads in lifespan.
+    """One replica: ``create_app`` with a ``RayBatchScheduler``; the model loads in lifespan.
 
     Wrapped by ``serve.ingress()`` (late-bound: Ray calls ``__serve_build_asgi_app__`` on the
     replica, after ``__init__``) and ``serve.deployment`` in ``build_application``.
@@ -250,14 +160,14 @@ class TiankongReplica:
     def __serve_build_asgi_app__(self) -> FastAPI:
         from tiankong.server import create_app
 
-        app = create_app(self.settings, runner=self.runner)
+        app = create_app(self.settings, scheduler=self.scheduler)
         app.add_middleware(ReplicaHeaders, replica=self.replica)
         return app
 
-    def runner(
+    def scheduler(
         self, masker: FillMasker, settings: Settings, observer: BatchObserver
-    ) -> ServeBatchRunner:
-        return ServeBatchRunner(masker, settings, observer, self.replica)
+    ) -> RayBatchScheduler:
+        return RayBatchScheduler(masker, settings, observer, self.replica)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from tiankong import __version__
 from tiankong.core.results import FillResult
 from tiankong.errors import BatchTooLargeError
 from tiankong.server.deps import PredictorDep, StateDep
-from tiankong.server.dispatch import fill_many, fill_one, predict_options
+from tiankong.server.dispatch import fill_many, fill_one, options_from_fields
 from tiankong.server.schemas import (
     BATCH_EXAMPLES,
     ERROR_RESPONSES,
@@ -51,7 +51,7 @@ async def predict_one(
     predictor: Predictor, text: str, top_k: int | None, fields: OptionFields
 ) -> PredictResponse:
     started = time.perf_counter()
-    options = predict_options(predictor, top_k, fields)
+    options = options_from_fields(predictor, top_k, fields)
     result = await fill_one(predictor, text, options)
     return PredictResponse.from_result(result, latency_ms=(time.perf_counter() - started) * 1000)
 
@@ -86,7 +86,7 @@ async def batch_predict(
     limit = predictor.settings.max_batch_texts
     if len(body.texts) > limit:
         raise BatchTooLargeError(f"{len(body.texts)} texts is over the limit of {limit}.")
-    options = predict_options(predictor, body.top_k, body)
+    options = options_from_fields(predictor, body.top_k, body)
     answers = await fill_many(predictor, body.texts, options)
     return BatchPredictResponse(
         results=[

@@ -94,7 +94,7 @@ class LRUCache(Generic[KeyT, ValueT]):
 
 
 @dataclass(frozen=True)
-class PlainOptions:
+class PlainKey:
     """The options of a plain-mode request (``Predictor.run``): top-k and, for the Hugging Face
     route's ``targets``, the allowed token ids."""
 
@@ -103,7 +103,7 @@ class PlainOptions:
     use_index: bool = True  # the request's "index" (False: the model's own numbers)
 
     @classmethod
-    def of(cls, top_k: int, allowed: np.ndarray | None, use_index: bool = True) -> PlainOptions:
+    def of(cls, top_k: int, allowed: np.ndarray | None, use_index: bool = True) -> PlainKey:
         ids = None if allowed is None else tuple(int(i) for i in np.flatnonzero(allowed))
         return cls(top_k, ids, use_index)
 
@@ -112,7 +112,7 @@ class PlainOptions:
 class ResultKey:
     """Everything a result depends on: the model, the engine, the precision, the corpus index
     (which one the server uses; whether a request uses it is in its options), the text and
-    every option (a ``PlainOptions`` or a frozen ``PredictOptions``)."""
+    every option (a ``PlainKey`` or a frozen ``PredictOptions``)."""
 
     model: str
     model_path: str

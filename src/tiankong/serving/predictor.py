@@ -37,7 +37,7 @@ from tiankong.errors import (
 )
 from tiankong.service import FillMasker
 from tiankong.serving.batching import BatchLimits, BatchObserver, DynamicBatcher
-from tiankong.serving.caches import LRUCache, PlainOptions, ResultKey
+from tiankong.serving.caches import LRUCache, PlainKey, ResultKey
 
 logger = logging.getLogger("tiankong.server")
 WARMUP_TEXT = "春眠不觉晓，处处闻啼[MASK]。"
@@ -75,9 +75,9 @@ def run_plain_batch(masker: FillMasker, jobs: list[PlainJob]) -> list[FillResult
     ]
 
 
-class EngineRunner(Protocol):
+class EngineScheduler(Protocol):
     """What schedules the engine for a Predictor: the standalone server's ``DynamicBatcher``, or
-    a Ray Serve replica's ``@serve.batch`` runner (``server.ray_serve.ServeBatchRunner``)."""
+    a Ray Serve replica's scheduler (``server.ray_serve.RayBatchScheduler``)."""
 
     async def start(self) -> None: ...
 
@@ -102,8 +102,8 @@ class ServingObserver(BatchObserver, Protocol):
     def observe_cache(self, cache: str, hit: bool) -> None: ...
 
 
-# Builds the runner once the model is loaded (create_app's ``runner`` argument).
-RunnerFactory = Callable[[FillMasker, Settings, ServingObserver], EngineRunner]
+# Builds the scheduler once the model is loaded (create_app's ``scheduler`` argument).
+SchedulerFactory = Callable[[FillMasker, Settings, ServingObserver], EngineScheduler]
 
 
 class Predictor:
@@ -117,15 +117,15 @@ class Predictor:
         masker: FillMasker,
         settings: Settings,
         metrics: ServingObserver,
-        runner: RunnerFactory | None = None,
+        scheduler: SchedulerFactory | None = None,
     ) -> None:
         self.masker = masker
         self.settings = settings  # the server's limits; the masker keeps the model's own
         self.metrics = metrics
         self.limits = check_serving_settings(settings)
-        self.batcher: EngineRunner = (
-            runner(masker, settings, metrics)
-            if runner is not None
+        self.batcher: EngineScheduler = (
+            scheduler(masker, settings, metrics)
+            if scheduler is not None
             else DynamicBatcher[PlainJob, FillResult](
                 lambda jobs: run_plain_batch(masker, jobs),
                 size_of=lambda job: len(job.prepared.input_ids),
@@ -175,7 +175,7 @@ class Predictor:
     ) -> list[FillResult]:
         """Fill every mask of ``prepared`` (already validated), in input order; ``use_index``
         False gives the model's own numbers where the model has a corpus index."""
-        options = PlainOptions.of(k, allowed, use_index)
+        options = PlainKey.of(k, allowed, use_index)
         keys = [self.result_key(item.text, options) for item in prepared]
         results = [self.result_cache.get(key) for key in keys]
         missing = [index for index, result in enumerate(results) if result is None]
