@@ -26,6 +26,7 @@ def register_commands() -> None:
         eval,
         export,
         fill,
+        index,
         predict,
         serve,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,7 @@ from rich.table import Table
 from tiankong.cli.predict import (
     DeviceOption,
     EngineOption,
+    IndexOption,
     ModelOption,
     OnnxCacheDirOption,
     PrecisionOption,
@@ -43,6 +45,14 @@ def eval_command(
     length_alpha: Annotated[float, typer.Option("--length-alpha")] = 1.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List the misses.")] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write a JSON report.")] = None,
+    index: IndexOption = None,
+    compare_index: Annotated[
+        bool,
+        typer.Option(
+            "--compare-index",
+            help="Run twice, with and without the corpus index, and compare per category.",
+        ),
+    ] = False,
     compare: Annotated[
         str | None,
         typer.Option(
@@ -59,23 +69,37 @@ def eval_command(
     options = PredictOptions(
         beam_width=beam_width, order=order, length_alpha=length_alpha
     ).validated()
-    settings = build_settings(model, device, threads, engine, precision, None, onnx_cache_dir)
-    runs = [(settings, FillMasker.load(settings=settings))]
+    settings = build_settings(
+        model, device, threads, engine, precision, None, onnx_cache_dir, index
+    )
+    masker = FillMasker.load(settings=settings)
+    runs = [(masker, options)]
+    if compare_index:
+        if compare:
+            raise BadOptionError("Use --compare-index or --compare, not both.")
+        if masker.memory is None:
+            raise BadOptionError(
+                f"--compare-index needs a corpus index, and this run has none "
+                f"({masker.index.reason}); add --index bundled or --index DIR."
+            )
+        runs = [(masker, replace(options, index=False)), (masker, options)]
     if compare:
         other_engine, _, other_precision = compare.partition(":")
         if not other_engine:
             raise BadOptionError("--compare takes ENGINE:PRECISION, e.g. onnx:int8.")
         other = settings.with_overrides(engine=other_engine, precision=other_precision or "auto")
-        runs.append((other, FillMasker.load(settings=other)))
+        runs.append((FillMasker.load(settings=other), options))
     console = Console()
     reports, outcomes = [], []
-    for _, masker in runs:
-        report, outcome = evaluate_items(masker, items, options, blank)
+    for run_masker, run_options in runs:
+        report, outcome = evaluate_items(run_masker, items, run_options, blank)
         reports.append(report)
         outcomes.append(outcome)
         print_report(console, report, verbose)
     payload: dict[str, object] = {"file": str(file), "reports": [r.to_dict() for r in reports]}
-    if len(outcomes) == 2:
+    if compare_index:
+        print_index_comparison(console, reports[0], reports[1])
+    elif len(outcomes) == 2:
         figures = agreement(outcomes[0], outcomes[1])
         payload["agreement"] = figures
         console.print(
@@ -88,9 +112,32 @@ def eval_command(
         console.print(f"report written to {json_out}")
 
 
+def print_index_comparison(console: Console, without: EvalReport, grounded: EvalReport) -> None:
+    """Per category, side by side: the model alone and with the corpus index."""
+    table = Table(
+        title=f"{grounded.model}: without the index vs with {grounded.index}", title_justify="left"
+    )
+    columns = ("category", "items", "top-1", "+index top-1", "top-5", "+index top-5")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "category" else "right")
+    alone_rows = [*without.categories, without.overall]
+    for alone, mixed in zip(alone_rows, [*grounded.categories, grounded.overall], strict=True):
+        table.add_row(
+            alone.category,
+            str(alone.items),
+            f"{alone.top1:.1%}",
+            f"{mixed.top1:.1%}",
+            f"{alone.top5:.1%}",
+            f"{mixed.top5:.1%}",
+            style="bold" if alone.category == "overall" else None,
+        )
+    console.print(table)
+
+
 def print_report(console: Console, report: EvalReport, verbose: bool) -> None:
     table = Table(
-        title=f"{report.model} · {report.engine} {report.precision} · {report.mode}",
+        title=f"{report.model} · {report.engine} {report.precision} · {report.mode} · "
+        f"index {report.index}",
         title_justify="left",
     )
     for column in ("category", "items", "top-1", "top-5", "MRR", "latency ms", "errors"):

@@ -25,6 +25,7 @@ from tiankong.cli.predict import (
     DeviceOption,
     EngineOption,
     ExcludeOption,
+    IndexOption,
     MaxLengthOption,
     ModelOption,
     OnnxCacheDirOption,
@@ -81,12 +82,15 @@ def fill_command(
     exclude: ExcludeOption = None,
     preset: PresetOption = None,
     max_blank_length: BlankLengthOption = 4,
+    index: IndexOption = None,
 ) -> None:
     """Fill every text of INPUT_FILE into OUTPUT; resumable after an interruption."""
     from tiankong.offline.fill import FillJob, count_records, run_fill
     from tiankong.service import FillMasker
 
-    settings = build_settings(model, device, threads, engine, precision, max_length, onnx_cache_dir)
+    settings = build_settings(
+        model, device, threads, engine, precision, max_length, onnx_cache_dir, index
+    )
     job = FillJob(
         input=input_file,
         output=output,

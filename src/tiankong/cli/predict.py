@@ -13,7 +13,7 @@ from rich.table import Table
 
 from tiankong.cli.root import app
 from tiankong.config import Settings
-from tiankong.core.results import FillResult
+from tiankong.core.results import FillResult, Memory
 from tiankong.errors import BadOptionError, TiankongError, mapping_for
 
 if TYPE_CHECKING:
@@ -55,6 +55,16 @@ OnnxCacheDirOption = Annotated[
     ),
 ]
 
+IndexOption = Annotated[
+    str | None,
+    typer.Option(
+        "--index",
+        envvar="TIANKONG_INDEX",
+        help="Corpus index: auto (the bundled index for a bundled model, none for others), "
+        "bundled, none, or a folder from `tiankong index build` (default auto).",
+    ),
+]
+
 
 def build_settings(
     model: str | None,
@@ -64,8 +74,10 @@ def build_settings(
     precision: str,
     max_length: int | None = None,
     onnx_cache_dir: str | None = None,
+    index: str | None = None,
 ) -> Settings:
     return Settings().with_overrides(
+        index=index,
         model=model,
         device=device,
         threads=threads,
@@ -161,6 +173,7 @@ def predict_command(
     preset: PresetOption = None,
     max_blank_length: BlankLengthOption = 4,
     onnx_cache_dir: OnnxCacheDirOption = None,
+    index: IndexOption = None,
 ) -> None:
     """Fill the [MASK]s in TEXT (or in each line of stdin) and print ranked candidates.
 
@@ -168,7 +181,9 @@ def predict_command(
     """
     from tiankong.service import FillMasker
 
-    settings = build_settings(model, device, threads, engine, precision, max_length, onnx_cache_dir)
+    settings = build_settings(
+        model, device, threads, engine, precision, max_length, onnx_cache_dir, index
+    )
     masker = FillMasker.load(settings=settings)
     options = decoding_options(
         masker,
@@ -211,6 +226,16 @@ def predict_command(
         raise typer.Exit(exit_code)
 
 
+SOURCE = "出处 (corpus index)"
+
+
+def source_of(memory: Memory) -> str:
+    """The example line of a candidate's evidence with its count, or nothing."""
+    if memory is None:
+        return ""
+    return f"{memory['example']} (×{memory['count']})"
+
+
 def print_result(result: FillResult, as_json: bool, console: Console, model: str) -> None:
     if as_json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
@@ -223,18 +248,27 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
         table = Table(
             title="candidates (length-normalised chain probability)", title_justify="left"
         )
-        for column in ("#", "option", "score", "joint"):
-            table.add_column(column, justify="left" if column == "option" else "right")
+        for column in ("#", "option", "score", "joint", SOURCE):
+            table.add_column(column, justify="left" if column in ("option", SOURCE) else "right")
         for rank, option in enumerate(result.candidates, start=1):
-            table.add_row(str(rank), option.option, f"{option.score:.4g}", f"{option.joint:.4g}")
+            table.add_row(
+                str(rank),
+                option.option,
+                f"{option.score:.4g}",
+                f"{option.joint:.4g}",
+                source_of(option.memory),
+            )
         console.print(table)
         return
     if result.sequences:
         table = Table(title="whole-word fills (joint probability)", title_justify="left")
-        for column in ("#", "fill", "sentence", "score"):
-            table.add_column(column, justify="left" if column in ("fill", "sentence") else "right")
+        for column in ("#", "fill", "sentence", "score", SOURCE):
+            left = column in ("fill", "sentence", SOURCE)
+            table.add_column(column, justify="left" if left else "right")
         for rank, fill in enumerate(result.sequences, start=1):
-            table.add_row(str(rank), fill.fill, fill.text, f"{fill.score:.4g}")
+            table.add_row(
+                str(rank), fill.fill, fill.text, f"{fill.score:.4g}", source_of(fill.memory)
+            )
         console.print(table)
     for index, candidates in enumerate(result.masks, start=1):
         table = Table(title=f"[MASK] {index}", title_justify="left")
@@ -242,9 +276,16 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
         table.add_column("token")
         table.add_column("probability", justify="right")
         table.add_column("")
+        table.add_column(SOURCE)
         for rank, candidate in enumerate(candidates, start=1):
             bar = "█" * max(1, round(candidate.score * 20)) if candidate.score >= 0.025 else "▏"
-            table.add_row(str(rank), candidate.token, f"{candidate.score:.4f}", bar)
+            table.add_row(
+                str(rank),
+                candidate.token,
+                f"{candidate.score:.4f}",
+                bar,
+                source_of(candidate.memory),
+            )
         console.print(table)
 
 

@@ -16,6 +16,7 @@ import typer
 from tiankong.cli.predict import (
     DeviceOption,
     EngineOption,
+    IndexOption,
     MaxLengthOption,
     ModelOption,
     OnnxCacheDirOption,
@@ -47,6 +48,7 @@ def serve_command(
     threads: ThreadsOption = None,
     max_length: MaxLengthOption = None,
     onnx_cache_dir: OnnxCacheDirOption = None,
+    index: IndexOption = None,
     max_batch_texts: Annotated[
         int | None,
         typer.Option(
@@ -230,6 +232,7 @@ def serve_command(
         threads=threads,
         max_length=max_length,
         onnx_cache_dir=onnx_cache_dir,
+        index=index,
         max_batch_texts=max_batch_texts,
         max_body_bytes=max_body_bytes,
         log_level=log_level.lower() if log_level else None,

@@ -67,6 +67,7 @@ class EvalReport:
     engine: str
     precision: str
     mode: str
+    index: str = "none"  # the corpus index used: none, bundled or its folder
     categories: list[CategoryReport] = field(default_factory=list)
     overall: CategoryReport = field(default_factory=lambda: CategoryReport("overall"))
     failures: list[dict[str, Any]] = field(default_factory=list)
@@ -140,7 +141,9 @@ def predicted_fills(
 ) -> list[str]:
     """The model's fills for one item, best first."""
     if item.candidates:
-        result = masker.predict(item.text, options=PredictOptions(candidates=item.candidates))
+        result = masker.predict(
+            item.text, options=PredictOptions(candidates=item.candidates, index=options.index)
+        )
         return [candidate.option for candidate in result.candidates]
     if blank:
         text = MASK_RUN.sub(BLANK, normalize_masks(item.text))
@@ -150,12 +153,16 @@ def predicted_fills(
         return [fill.fill for fill in result.sequences]
     prepared = masker.prepare(item.text)
     if len(prepared.mask_indices) == 1:
-        result = masker.predict(item.text, top_k=RANK_DEPTH)
+        result = masker.predict(item.text, top_k=RANK_DEPTH, index=options.index)
         return [candidate.token for candidate in result.masks[0]]
     result = masker.predict(
         item.text,
         options=PredictOptions(
-            top_k=10, mode="whole_word", beam_width=options.beam_width, order=options.order
+            top_k=10,
+            mode="whole_word",
+            beam_width=options.beam_width,
+            order=options.order,
+            index=options.index,
         ),
     )
     return [fill.fill for fill in result.sequences]
@@ -164,7 +171,8 @@ def predicted_fills(
 def evaluate_items(
     masker: FillMasker, items: list[ClozeItem], options: PredictOptions, blank: bool = False
 ) -> tuple[EvalReport, list[ItemOutcome]]:
-    """Score every item; ``options`` carries beam width, order and length_alpha."""
+    """Score every item; ``options`` carries beam width, order, length_alpha and whether the
+    masker's corpus index is used."""
     outcomes = []
     for item in items:
         started = time.perf_counter()
@@ -178,7 +186,8 @@ def evaluate_items(
         outcomes.append(ItemOutcome(item, ranked, rank, latency, error))
     engine = masker.engine
     mode_name = "blank" if blank else f"auto ({options.order}, beam {options.beam_width})"
-    report = EvalReport(masker.model.name, engine.name, engine.precision, mode_name)
+    index = masker.index.used if options.index else "none"
+    report = EvalReport(masker.model.name, engine.name, engine.precision, mode_name, index)
     by_category: dict[str, list[ItemOutcome]] = defaultdict(list)
     for outcome in outcomes:
         by_category[outcome.item.category].append(outcome)
