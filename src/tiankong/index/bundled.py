@@ -13,6 +13,7 @@ PosixPath('/home/me/.cache/tiankong/index/bundled-3f2a…')
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 
 from platformdirs import user_cache_dir
@@ -44,6 +45,12 @@ def ensure_bundled_index(progress: bool = True, cache_dir: Path | None = None) -
     """Build the bundled index unless the cache has it; returns its folder."""
     folder = bundled_index_dir(cache_dir)
     if not (folder / MANIFEST).is_file():
+        if progress:  # the first use: say why this one run takes a minute
+            print(
+                f"tiankong: building the bundled corpus index once into {folder} "
+                "(about a minute; later runs open it at once)",
+                file=sys.stderr,
+            )
         build_index(
             bundled_sources(), folder, progress=progress, tokenizer_name="bert-base-chinese"
         )
