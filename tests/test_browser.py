@@ -2,7 +2,8 @@
 
 If /usr/bin/chromium is missing these tests fail, they don't skip: scripts/test.sh installs it.
 Screenshots of the page with results are saved to test-artifacts/: page.png, page-phone.png, and
-page-modes-whole-word.png, page-modes.png (candidates) and page-modes-phone.png.
+page-modes-whole-word.png, page-modes.png (candidates), page-modes-phone.png and page-source.png
+(出处 under a candidate the corpus index supports).
 """
 
 from __future__ import annotations
@@ -373,3 +374,39 @@ def test_the_page_works_with_api_keys_on(page: Page, keyed_url: str, tiny_model_
     expect(page.get_by_test_id("api-key")).to_have_value(API_KEY)
     page.get_by_test_id("input").press("Enter")
     expect(page.get_by_test_id("candidate")).to_have_count(5)
+
+
+@pytest.fixture(scope="module")
+def grounded_url(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The tiny model with a one-line corpus index whose line carries markup."""
+    from tiankong.index import build_index
+
+    folder = tmp_path_factory.mktemp("grounded")
+    notes = folder / "notes.txt"
+    notes.write_text(f"今天天气很好，我们去公园散步。{HTML_TOKEN}\n", encoding="utf-8")
+    build_index([notes], folder / "index", progress=False)
+    settings = Settings(engine="torch", threads=1, model=str(tiny_model_dir))
+    masker = FillMasker.load(settings=settings, index=str(folder / "index"))
+    with serve_in_thread(create_app(settings, masker)) as url:
+        yield url
+
+
+def test_source_line_under_a_grounded_candidate(page: Page, grounded_url: str) -> None:
+    """出处: the index's example line shows under the candidate it supports, as text."""
+    page.goto(grounded_url)
+    expect(page.get_by_test_id("info-index")).to_contain_text("1 段文本")
+    box = page.get_by_test_id("input")
+    box.fill("今天天气很[MASK]，我们去公园散步。")
+    box.press("Enter")
+    expect(page.get_by_test_id("candidate")).to_have_count(5)
+    source = page.get_by_test_id("source")
+    expect(source).to_have_count(1)  # only the candidate the index supports has one
+    expect(source).to_contain_text("出处 ×1")
+    expect(source).to_contain_text(f"今天天气很好，我们去公园散步。{HTML_TOKEN}")
+    row = page.locator("li", has=source)
+    expect(row.locator(".token")).to_have_text("好")
+    expect(row.get_by_test_id("model-score")).to_contain_text("模型")
+    assert page.locator(".source img").count() == 0  # the markup stayed text
+    expect(page.get_by_test_id("sentence")).to_have_text("今天天气很好，我们去公园散步。")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-source.png"), full_page=True)

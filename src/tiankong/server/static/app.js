@@ -265,6 +265,11 @@ async function refreshInfo() {
     $("info-engine").textContent = `${info.engine} · ${info.precision} · ${info.threads} ${t("threads")}`;
     $("info-device").textContent = info.device;
     $("info-memory").textContent = `${(info.memory_rss_bytes / 2 ** 20).toFixed(0)} MB`;
+    const index = info.index ?? { used: "none" };
+    $("info-index").textContent = index.counts
+      ? `${index.used} · ${index.counts.passages.toLocaleString()} ${t("passages")}`
+      : index.used;
+    $("info-index").title = index.reason ?? "";
     $("info-qps").textContent = info.last_minute.qps.toFixed(2);
     const { p50_ms: p50, p95_ms: p95 } = info.last_minute;
     $("info-latency").textContent = p50 === null ? "—" : `${p50.toFixed(1)} / ${p95.toFixed(1)} ms`;

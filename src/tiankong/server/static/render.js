@@ -49,8 +49,25 @@ export function renderSentence(sentence, segments, fills) {
   });
 }
 
-// One ranked row: rank, label, a probability bar, the score and an optional second line.
-function scoreRow({ rank, label, probability, detail, testid, barTestid, onChoose }) {
+// The corpus index's evidence under a row: 出处 (the source line) and how often it occurs.
+// The example is corpus text, so it enters the page through textContent like everything else.
+function sourceLine(memory, t) {
+  const line = make("p", "source");
+  line.dataset.testid = "source";
+  line.append(make("span", "source-label", `${t("source")} ×${memory.count}`));
+  line.append(make("span", "source-text", memory.example));
+  return line;
+}
+
+// With evidence, the model's own probability is shown beside the combined one.
+function memoryDetail(item, t) {
+  if (!item.memory || item.model_score === null || item.model_score === undefined) return [];
+  return [{ text: `${t("modelOnly")} ${formatPercent(item.model_score * 100)}`, testid: "model-score" }];
+}
+
+// One ranked row: rank, label, a probability bar, the score, optional second lines, and the
+// index's source line when it has one.
+function scoreRow({ rank, label, probability, detail, testid, barTestid, onChoose, memory, t }) {
   const percent = probability * 100;
   const button = make("button", "candidate");
   button.type = "button";
@@ -75,6 +92,7 @@ function scoreRow({ rank, label, probability, detail, testid, barTestid, onChoos
   button.addEventListener("click", onChoose);
   const item = make("li");
   item.append(button);
+  if (memory) item.append(sourceLine(memory, t));
   return item;
 }
 
@@ -91,9 +109,11 @@ export function renderMaskLists(container, masks, t, onChoose) {
       const detail = candidate.raw_score === undefined ? [] : [
         { text: `${t("raw")} ${formatPercent(candidate.raw_score * 100)}`, testid: "raw-score" },
       ];
+      detail.push(...memoryDetail(candidate, t));
       const row = scoreRow({
         rank, label: candidate.token, probability: candidate.score, detail,
         testid: "candidate", barTestid: "bar", onChoose: () => onChoose(maskIndex, candidate.token),
+        memory: candidate.memory, t,
       });
       row.firstChild.dataset.mask = String(maskIndex);
       row.firstChild.dataset.value = candidate.token;
@@ -112,9 +132,10 @@ export function renderSequences(list, sequences, perCharacterRank, t, onChoose) 
     const [shown, other] = perCharacterRank
       ? [sequence.normalised, `${t("joint")} ${formatPercent(sequence.score * 100)}`]
       : [sequence.score, `${t("perChar")} ${formatPercent(sequence.normalised * 100)}`];
+    const detail = [{ text: other, testid: "other-score" }, ...memoryDetail(sequence, t)];
     const row = scoreRow({
-      rank, label: sequence.fill, probability: shown, detail: [{ text: other, testid: "other-score" }],
-      testid: "sequence", onChoose: () => onChoose(sequence.text),
+      rank, label: sequence.fill, probability: shown, detail,
+      testid: "sequence", onChoose: () => onChoose(sequence.text), memory: sequence.memory, t,
     });
     row.firstChild.dataset.value = sequence.text;
     list.append(row);
@@ -126,9 +147,10 @@ export function renderOptions(list, candidates, t, onChoose) {
   candidates.forEach((candidate, rank) => {
     const detail = [{ text: `${t("joint")} ${formatPercent(candidate.joint * 100)}`, testid: "joint-score" }];
     if (!candidate.in_vocabulary) detail.push({ text: t("unknownChar"), testid: "unknown" });
+    detail.push(...memoryDetail(candidate, t));
     const row = scoreRow({
       rank, label: candidate.option, probability: candidate.score, detail,
-      testid: "option", onChoose: () => onChoose(candidate.text),
+      testid: "option", onChoose: () => onChoose(candidate.text), memory: candidate.memory, t,
     });
     row.firstChild.dataset.value = candidate.text;
     list.append(row);
