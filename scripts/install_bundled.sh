@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install a trained run as the bundled model: copy the HF folder into the package, evaluate it
-# on the public cloze set and write its model card.
+# on the public cloze set (alone, with [BLANK]s, and with and without the bundled corpus index)
+# and write its model card.
 #
 #   bash scripts/install_bundled.sh RUN_DIR [EVAL_FILE]
 set -euo pipefail
@@ -13,5 +14,8 @@ cp "$RUN/config.json" "$RUN/model.safetensors" "$RUN/tokenizer.json" \
   "$RUN/tokenizer_config.json" "$RUN/training.json" "$DEST/"
 .venv/bin/tiankong eval "$EVAL" --model "$DEST" --engine torch --json "$RUN/eval.json"
 .venv/bin/tiankong eval "$EVAL" --model "$DEST" --engine torch --blank --json "$RUN/eval-blank.json"
-.venv/bin/python scripts/model_card.py "$DEST" "$RUN/eval.json" "$RUN/eval-blank.json"
+.venv/bin/tiankong eval "$EVAL" --model "$DEST" --engine torch --index bundled --compare-index \
+  --json "$RUN/eval-index.json"
+.venv/bin/python scripts/model_card.py "$DEST" "$RUN/eval.json" "$RUN/eval-blank.json" \
+  --index-report "$RUN/eval-index.json"
 du -sh "$DEST"

@@ -1,16 +1,18 @@
 """Write the bundled model's MODEL_CARD.md from its training record and eval reports.
 
-    python scripts/model_card.py MODEL_DIR EVAL_JSON [BLANK_EVAL_JSON]
+    python scripts/model_card.py MODEL_DIR EVAL_JSON [BLANK_EVAL_JSON] [--index-report JSON]
 
 MODEL_DIR holds training.json (written by `tiankong train`); EVAL_JSON is the `--json` report of
-`tiankong eval data/eval/public_cloze.jsonl --model MODEL_DIR`.
+`tiankong eval data/eval/public_cloze.jsonl --model MODEL_DIR` (a folder: no corpus index);
+the index report is that of `tiankong eval data/eval/public_cloze.jsonl --compare-index --json`
+(the bundled model by name, with and without the bundled index).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
-import sys
 from pathlib import Path
 
 
@@ -21,6 +23,36 @@ def table(report: dict) -> list[str]:
         figures = f"{row['top1']:.1%} | {row['top5']:.1%} | {row['mrr']:.3f}"
         lines.append(f"| {name} | {row['items']} | {figures} |")
     return lines
+
+
+def index_table(without: dict, grounded: dict) -> list[str]:
+    lines = [
+        "| category | items | top-1 | +index top-1 | top-5 | +index top-5 |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for alone, mixed in zip(
+        [*without["categories"], without["overall"]],
+        [*grounded["categories"], grounded["overall"]],
+        strict=True,
+    ):
+        name = f"**{alone['category']}**" if alone["category"] == "overall" else alone["category"]
+        lines.append(
+            f"| {name} | {alone['items']} | {alone['top1']:.1%} | {mixed['top1']:.1%} | "
+            f"{alone['top5']:.1%} | {mixed['top5']:.1%} |"
+        )
+    return lines
+
+
+def grounded_example() -> str:
+    """The idiom the issue asks about, through the default (bundled model, bundled index)."""
+    from tiankong import FillMasker, Settings
+
+    best = FillMasker.load(settings=Settings(threads=1)).predict("画龙点[MASK]").masks[0][0]
+    memory = json.dumps(best.memory, ensure_ascii=False)
+    return (
+        f"「画龙点[MASK]」 with the bundled index (the default) → {best.token} {best.score:.1%} "
+        f"(the model alone: {best.model_score:.4%}), memory {memory}."
+    )
 
 
 def example_and_int8(folder: Path) -> list[str]:
@@ -44,10 +76,16 @@ def example_and_int8(folder: Path) -> list[str]:
 
 
 def main() -> None:
-    folder = Path(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("model_dir", type=Path)
+    parser.add_argument("eval_json", type=Path)
+    parser.add_argument("blank_json", type=Path, nargs="?")
+    parser.add_argument("--index-report", type=Path)
+    args = parser.parse_args()
+    folder = args.model_dir
     record = json.loads((folder / "training.json").read_text(encoding="utf-8"))
     summary, options = record["summary"], record["options"]
-    evaluation = json.loads(Path(sys.argv[2]).read_text(encoding="utf-8"))["reports"][0]
+    evaluation = json.loads(args.eval_json.read_text(encoding="utf-8"))["reports"][0]
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     size_mb = sum(p.stat().st_size for p in folder.glob("*.safetensors")) / 1e6
     history = summary["history"]
@@ -104,14 +142,28 @@ def main() -> None:
         "",
         *table(evaluation),
     ]
-    if len(sys.argv) > 3:
-        blank = json.loads(Path(sys.argv[3]).read_text(encoding="utf-8"))["reports"][0]
+    if args.blank_json:
+        blank = json.loads(args.blank_json.read_text(encoding="utf-8"))["reports"][0]
         lines += [
             "",
             "Unknown-length blanks (`--blank`: each item's masks become one [BLANK]):",
             "",
         ]
         lines += table(blank)
+    if args.index_report:
+        without, grounded = json.loads(args.index_report.read_text(encoding="utf-8"))["reports"]
+        lines += [
+            "",
+            "## With the bundled corpus index (the default)",
+            "By default tiankong mixes this model with the bundled corpus index (classical "
+            "poetry, xiehouyu, idioms; docs/INDEX.md). `tiankong eval "
+            "data/eval/public_cloze.jsonl --compare-index`, engine "
+            f"{grounded['engine']} {grounded['precision']}:",
+            "",
+            *index_table(without, grounded),
+            "",
+            grounded_example(),
+        ]
     lines += ["", "## Example and INT8", *example_and_int8(folder)]
     lines += [
         "",

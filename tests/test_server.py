@@ -65,7 +65,7 @@ def test_predict_post_shape_and_values(client: TestClient, tiny_masker: FillMask
     assert set(data) == expected | {"sequences", "candidates"}
     assert data["sequences"] == [] and data["candidates"] == []  # only the other modes fill them
     assert data["predictions"] == data["masks"][0] and len(data["predictions"]) == 3
-    assert set(data["predictions"][0]) == {"token", "token_id", "score"}
+    assert set(data["predictions"][0]) == {"token", "token_id", "score", "model_score", "memory"}
     direct = tiny_masker.predict(POEM, top_k=3)
     assert [c["token_id"] for c in data["predictions"]] == [c.token_id for c in direct.masks[0]]
     assert data["predictions"][0]["score"] == pytest.approx(direct.masks[0][0].score, abs=1e-6)

@@ -61,9 +61,11 @@ def spy(app: FastAPI, client: TestClient, monkeypatch: pytest.MonkeyPatch) -> Pa
     counts = PathSpy()
     real_run, real_run_search = predictor.run, predictor.run_search
 
-    async def run(prepared: list[PreparedText], k: int, allowed: Any = None) -> list[FillResult]:
+    async def run(
+        prepared: list[PreparedText], k: int, allowed: Any = None, use_index: bool = True
+    ) -> list[FillResult]:
         counts.plain += len(prepared)
-        return await real_run(prepared, k, allowed)
+        return await real_run(prepared, k, allowed, use_index)
 
     async def run_search(request: PreparedRequest) -> FillResult:
         counts.modes += 1

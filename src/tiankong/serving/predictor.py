@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -175,6 +175,8 @@ class Predictor:
     ) -> list[FillResult]:
         """Fill every mask of ``prepared`` (already validated), in input order; ``use_index``
         False gives the model's own numbers where the model has a corpus index."""
+        # without an index both choices give the model's numbers: one cache entry serves both
+        use_index = use_index and self.masker.memory is not None
         options = PlainKey.of(k, allowed, use_index)
         keys = [self.result_key(item.text, options) for item in prepared]
         results = [self.result_cache.get(key) for key in keys]
@@ -215,7 +217,8 @@ class Predictor:
         runs as one exclusive turn on the engine thread rather than through the batches.
         """
         text, options = request.text, request.options
-        key = self.result_key(text, options)
+        # as in ``run``: without an index, "index": true and false are the same request
+        key = self.result_key(text, options if self.masker.memory else replace(options, index=True))
         cached = self.result_cache.get(key)
         if cached is not None:
             return cached
