@@ -1,4 +1,7 @@
-"""Shared fixtures: a tiny random BERT with the real bert-base-chinese vocabulary.
+"""Shared fixtures: a tiny random BERT with the real bert-base-chinese vocabulary, its masker and
+ONNX exports, and the anyio backend. The tests mirror the package: tests/core, tests/engines,
+tests/serving, tests/server, tests/offline, tests/build, tests/cli; helpers shared by several
+folders (server_helpers.py, reliability_helpers.py) sit here, on the import path.
 
 No test touches the network: HF_HUB_OFFLINE is forced on for the whole session.
 """
@@ -6,7 +9,9 @@ No test touches the network: HF_HUB_OFFLINE is forced on for the whole session.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -14,6 +19,12 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from tiankong.core.models import VOCAB_FILE
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from tiankong import FillMasker, Settings
 
 
 def build_tiny_bert(folder: Path, seed: int = 0, architecture: str = "BertForMaskedLM") -> Path:
@@ -43,6 +54,12 @@ def build_tiny_bert(folder: Path, seed: int = 0, architecture: str = "BertForMas
         data["architectures"] = [architecture]
         config_file.write_text(json.dumps(data))
     return folder
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """``@pytest.mark.anyio`` tests run on asyncio, the loop uvicorn and Ray Serve use."""
+    return "asyncio"
 
 
 @pytest.fixture(scope="session")
@@ -77,3 +94,36 @@ def tiny_onnx_cache(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFacto
         resolve_model(str(tiny_model_dir)), "int8", Settings(threads=1, onnx_cache_dir=str(root))
     )
     return root
+
+
+@pytest.fixture(scope="session")
+def settings(tiny_model_dir: Path) -> Settings:
+    """The tiny model on the torch engine, one thread: what most server and offline tests use."""
+    from tiankong import Settings
+
+    return Settings(engine="torch", threads=1, model=str(tiny_model_dir))
+
+
+@pytest.fixture(scope="module")
+def app(settings: Settings, tiny_masker: FillMasker) -> FastAPI:
+    from tiankong.server import create_app
+
+    return create_app(settings, tiny_masker)
+
+
+@pytest.fixture(scope="module")
+def client(app: FastAPI) -> Iterator[TestClient]:
+    """The app in-process (lifespan run), one per test module."""
+    from fastapi.testclient import TestClient
+
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+@pytest.fixture(scope="module")
+def base_url(app: FastAPI) -> Iterator[str]:
+    """The app on a free loopback port (uvicorn in a thread), for real HTTP clients."""
+    from server_helpers import serve_in_thread
+
+    with serve_in_thread(app) as url:
+        yield url

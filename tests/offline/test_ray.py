@@ -12,6 +12,8 @@ from tiankong import Settings
 from tiankong.core.modes import PredictOptions
 from tiankong.offline.fill import FillJob
 
+pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray or export workers
+
 
 @pytest.fixture(scope="module")
 def local_ray():

@@ -24,11 +24,6 @@ POEM = "春眠不觉晓，处处闻啼[MASK]。"
 WORD = "手机没电了，赶紧去[MASK][MASK]。"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # --- the LRU itself ----------------------------------------------------------------------
 
 

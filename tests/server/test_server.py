@@ -24,17 +24,6 @@ IDIOM = "画龙点[MASK]"
 TWO_MASKS = "他[MASK]天去公园[MASK]步。"
 
 
-@pytest.fixture(scope="module")
-def settings(tiny_model_dir: Path) -> Settings:
-    return Settings(engine="torch", threads=1, model=str(tiny_model_dir))
-
-
-@pytest.fixture(scope="module")
-def client(settings: Settings, tiny_masker: FillMasker) -> Iterator[TestClient]:
-    with TestClient(create_app(settings, tiny_masker)) as test_client:
-        yield test_client
-
-
 def metric_value(client: TestClient, name: str, **labels: str) -> float:
     for family in text_string_to_metric_families(client.get("/metrics").text):
         for sample in family.samples:
@@ -486,8 +475,3 @@ async def test_concurrent_requests(settings: Settings, tiny_masker: FillMasker) 
         assert response.json()["predictions"][0]["token_id"] == direct.masks[0][0].token_id
     batch = responses[len(texts) + 4].json()["results"]
     assert [item["text"] for item in batch] == texts
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"

@@ -105,6 +105,7 @@ def same(ours: Any, theirs: Any, path: str = "") -> None:
         assert ours == theirs, path
 
 
+@pytest.mark.processes
 @pytest.mark.anyio
 async def test_two_replicas_batch_concurrent_requests(
     ray_url: str, standalone: TestClient, tiny_masker: FillMasker
@@ -127,6 +128,7 @@ async def test_two_replicas_batch_concurrent_requests(
     assert max(batch_sizes) > 1, batch_sizes
 
 
+@pytest.mark.processes
 def test_same_answers_as_the_standalone_server(ray_url: str, standalone: TestClient) -> None:
     requests: list[tuple[str, str, dict[str, Any]]] = [
         ("GET", f"/predict?text={quote(POEM)}&top_k=2", {}),
@@ -146,6 +148,7 @@ def test_same_answers_as_the_standalone_server(ray_url: str, standalone: TestCli
         same(ours.json(), theirs.json(), path)
 
 
+@pytest.mark.processes
 def test_same_errors_as_the_standalone_server(ray_url: str, standalone: TestClient) -> None:
     json_type = {"content-type": "application/json"}
     targets = {"inputs": POEM, "parameters": {"targets": ["🙂"]}}
@@ -179,6 +182,7 @@ def test_same_errors_as_the_standalone_server(ray_url: str, standalone: TestClie
         assert ours.json() == standalone.request(method, path, **options).json(), path
 
 
+@pytest.mark.processes
 def test_operations_routes(ray_url: str, standalone: TestClient) -> None:
     page = httpx.get(f"{ray_url}/", timeout=30)
     assert page.status_code == 200 and page.text == standalone.get("/").text
@@ -293,11 +297,7 @@ def test_serve_run_arguments_and_environment() -> None:
         settings_from({"threads": "two"})
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
+@pytest.mark.processes
 @pytest.mark.parametrize(
     ("flags", "words"),
     [

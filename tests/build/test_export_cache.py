@@ -22,6 +22,8 @@ from tiankong.build.export_cache import (
 from tiankong.core.models import ResolvedModel, resolve_model
 from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
 
+pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray or export workers
+
 
 @pytest.fixture
 def cache(tiny_onnx_cache: Path, tmp_path: Path) -> Path:

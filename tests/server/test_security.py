@@ -150,6 +150,7 @@ def test_bad_keys_file_is_one_sentence(tmp_path: Path, content: str | None, word
         load_api_keys(Settings(api_keys_file=str(keys_file)))
 
 
+@pytest.mark.processes
 def test_serve_takes_keys_from_the_env_twins(tmp_path: Path) -> None:
     """The CLI: TIANKONG_API_KEYS (comma-separated) and a keys file that doesn't exist, which
     stops `tiankong serve` with one sentence before any model loads."""
@@ -318,6 +319,7 @@ def test_engine_errors_leak_no_path_or_traceback(
         assert "Traceback" not in info
 
 
+@pytest.mark.processes
 def test_serve_help_lists_the_security_flags_and_env_twins() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "tiankong", "serve", "--help"],

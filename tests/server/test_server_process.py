@@ -15,6 +15,8 @@ import httpx
 import pytest
 from server_helpers import START_TIMEOUT_S, free_port, wait_until_ready
 
+pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray or export workers
+
 SERVE = [sys.executable, "-m", "tiankong", "serve"]
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 

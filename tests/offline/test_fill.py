@@ -18,11 +18,6 @@ from tiankong.offline.fill import FillJob, run_fill
 TEXTS = ["处处闻啼[MASK]。", "画龙点[MASK]", "没有空", "手机没电了，赶紧去[MASK][MASK]。"] * 25
 
 
-@pytest.fixture()
-def settings(tiny_model_dir: Path) -> Settings:
-    return Settings(model=str(tiny_model_dir), engine="torch", threads=1)
-
-
 def write_jsonl(path: Path, texts: list[str]) -> Path:
     lines = [json.dumps({"id": i, "text": t}, ensure_ascii=False) for i, t in enumerate(texts)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -127,6 +122,7 @@ def test_whole_word_and_candidates_options(settings: Settings, tmp_path: Path) -
     assert {c["option"] for c in read_jsonl(job.output)[0]["candidates"]} == {"充电", "吃饭"}
 
 
+@pytest.mark.processes
 def test_workers_give_the_same_output(settings: Settings, tmp_path: Path) -> None:
     source = write_jsonl(tmp_path / "in.jsonl", TEXTS)
     one = FillJob(source, tmp_path / "one.jsonl", chunk_size=10)
@@ -141,6 +137,7 @@ def test_workers_give_the_same_output(settings: Settings, tmp_path: Path) -> Non
         ]
 
 
+@pytest.mark.processes
 def test_memory_stays_flat_on_a_large_file(tiny_model_dir: Path, tmp_path: Path) -> None:
     """200k generated lines through the fake engine: peak RSS does not grow with the input."""
     script = f"""
@@ -181,6 +178,7 @@ print(json.dumps({{"early": marks[len(marks) // 10], "late": marks[-1], "chunks"
     assert figures["late"] - figures["early"] < 30_000  # KiB: flat, not proportional to input
 
 
+@pytest.mark.processes
 def test_fill_cli(tiny_model_dir: Path, tmp_path: Path) -> None:
     source = write_jsonl(tmp_path / "in.jsonl", TEXTS[:8])
     done = subprocess.run(

@@ -17,13 +17,6 @@ from tiankong.server import create_app
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 
 
-@pytest.fixture(scope="module")
-def base_url(tiny_model_dir: Path, tiny_masker: FillMasker) -> Iterator[str]:
-    settings = Settings(engine="torch", threads=1, model=str(tiny_model_dir))
-    with serve_in_thread(create_app(settings, tiny_masker)) as url:
-        yield url
-
-
 @pytest.fixture
 def client(base_url: str, monkeypatch: pytest.MonkeyPatch) -> InferenceClient:
     # The test session runs with HF_HUB_OFFLINE=1, and the client then refuses every request,

@@ -8,7 +8,7 @@ TiankongError; anything else fails the test.
 
 JSON: lone surrogates, malformed JSON, wrong content types, oversized bodies and batches, and
 deep nesting each get their typed 4xx in the one error shape, never a 5xx. (Malformed JSON,
-content types, lone surrogates and the 413s also have cases in tests/test_server.py.)
+content types, lone surrogates and the 413s also have cases in tests/server/test_server.py.)
 """
 
 from __future__ import annotations

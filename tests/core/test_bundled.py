@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tiankong import FillMasker, Settings
 from tiankong.core.models import BUNDLED_ROOT, DEFAULT_MODEL, resolve_model
 
@@ -35,6 +37,7 @@ def test_bundled_model_loads_with_transformers() -> None:
     assert model.config.vocab_size == 21128
 
 
+@pytest.mark.processes
 def test_cli_default_model_offline() -> None:
     done = subprocess.run(
         [
@@ -56,6 +59,7 @@ def test_cli_default_model_offline() -> None:
     assert json.loads(done.stdout)["model"] == DEFAULT_MODEL
 
 
+@pytest.mark.processes
 def test_models_command_shows_the_card() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "tiankong", "models"], capture_output=True, text=True, timeout=60

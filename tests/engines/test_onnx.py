@@ -21,6 +21,8 @@ from tiankong.engines.base import EncodedBatch, pad_batch
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.errors import BadOptionError
 
+pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray or export workers
+
 SENTENCES = [
     "春眠不觉晓，处处闻啼[MASK]。",
     "[MASK]龙点睛",

@@ -172,6 +172,7 @@ def test_bad_options(corpus: Path, tmp_path: Path) -> None:
         train(tiny_options(corpus, tmp_path / "fresh", resume=True))
 
 
+@pytest.mark.processes
 def test_data_workers_prepare_batches_repeatably(corpus: Path, tmp_path: Path) -> None:
     """With batches prepared in worker processes, the loss still falls and a rerun is identical."""
     a = train(tiny_options(corpus, tmp_path / "a", max_steps=40, data_workers=2))
@@ -190,6 +191,7 @@ def test_bf16_autocast_on_the_cpu(corpus: Path, tmp_path: Path) -> None:
     assert {str(tensor.dtype) for tensor in weights.values()} == {"torch.float32"}
 
 
+@pytest.mark.processes
 def test_device_options(corpus: Path, tmp_path: Path) -> None:
     import torch
 
@@ -204,6 +206,7 @@ def test_device_options(corpus: Path, tmp_path: Path) -> None:
             train(tiny_options(corpus, tmp_path / "x", device="cuda"))
 
 
+@pytest.mark.processes
 def test_train_cli_prints_summary(corpus: Path, tmp_path: Path) -> None:
     done = subprocess.run(
         [

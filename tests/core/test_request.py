@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,19 +21,11 @@ from tiankong.core.request import needs_search, prepare_request
 from tiankong.errors import RequestTimeoutError, TiankongError
 from tiankong.offline.evaluate import evaluate_items, read_items
 from tiankong.offline.fill import FillJob, run_fill
-from tiankong.server import create_app
 
 BLANK_TEXT = "今天天气很[BLANK]。"
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 IDIOM_CLOZE = "他做事一向[MASK]，从来不出差错。"
-DATA = Path(__file__).parent / "data"
-
-
-@pytest.fixture(scope="module")
-def client(tiny_model_dir: Path, tiny_masker: FillMasker) -> Iterator[TestClient]:
-    settings = Settings(engine="torch", threads=1, model=str(tiny_model_dir))
-    with TestClient(create_app(settings, tiny_masker)) as test_client:
-        yield test_client
+DATA = Path(__file__).parents[1] / "data"
 
 
 @pytest.mark.parametrize(
@@ -144,6 +135,7 @@ def test_an_empty_candidate_list_is_bad_option(client: TestClient) -> None:
     assert_error(batch, 400, "bad_option")
 
 
+@pytest.mark.processes
 def test_an_empty_candidates_flag_exits_2(tiny_model_dir: Path) -> None:
     done = subprocess.run(
         [

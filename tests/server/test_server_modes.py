@@ -7,7 +7,6 @@ options, so the server adds transport, never different numbers.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,17 +32,6 @@ TWO_BLANKS = "他[MASK]天去公园[MASK]步。"
 IDIOM_CLOZE = "他做事一向[MASK]，从来不出差错。"
 IDIOMS = ["一丝不苟", "马马虎虎", "半途而废", "画蛇添足"]
 BLANK_TEXT = "今天天气很[BLANK]。"
-
-
-@pytest.fixture(scope="module")
-def app(tiny_model_dir: Path, tiny_masker: FillMasker) -> FastAPI:
-    return create_app(Settings(engine="torch", threads=1, model=str(tiny_model_dir)), tiny_masker)
-
-
-@pytest.fixture(scope="module")
-def client(app: FastAPI) -> Iterator[TestClient]:
-    with TestClient(app) as test_client:
-        yield test_client
 
 
 @dataclass
@@ -446,8 +434,3 @@ async def test_modes_and_plain_requests_concurrently(
         assert data["sequence"] == direct.sequence
         assert [s["fill"] for s in data["sequences"]] == [s.fill for s in direct.sequences]
         assert [c["option"] for c in data["candidates"]] == [c.option for c in direct.candidates]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray or export workers
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 pytest.importorskip("aiohttp")
 pytest.importorskip("matplotlib")

@@ -124,11 +124,6 @@ def submit_all(batcher: DynamicBatcher[Item, str], items: list[Item]) -> list[as
     return [asyncio.create_task(batcher.submit(item)) for item in items]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 pytestmark = pytest.mark.anyio
 
 

@@ -16,6 +16,8 @@ from tiankong.reliability.server import Sample
 from tiankong.reliability.stats import recovery_time_s, summarize, windows
 from tiankong.reliability.suites import SoakPlan, resource_trend
 
+pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray or export workers
+
 
 def test_the_quick_suites_pass_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "results"

@@ -1,11 +1,11 @@
 """Faults: broken model files at start, clients that hang up mid-request.
 
 Covered elsewhere, on purpose not repeated here:
-* a corrupt ONNX cache is rebuilt: tests/test_export_cache.py
+* a corrupt ONNX cache is rebuilt: tests/build/test_export_cache.py
   (test_truncated_onnx_is_detected_and_rebuilt, test_same_size_corruption_is_caught_by_the_checksum,
   test_garbled_manifest_is_rebuilt, test_missing_manifest_and_crashed_build_leftovers);
 * an engine raising mid-batch fails only that batch, each request with the error id, and the
-  next request succeeds: tests/test_server_batching.py
+  next request succeeds: tests/server/test_server_batching.py
   (test_an_engine_error_fails_only_its_batch_each_with_the_error_id).
 """
 
@@ -58,6 +58,7 @@ def broken_copy(tiny_model_dir: Path, tmp_path: Path, damage: str) -> Path:
     return folder
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("engine", ["torch", "onnx"])
 @pytest.mark.parametrize("damage", ["missing", "garbage", "truncated", "no-config"])
 def test_broken_model_files_stop_serve_with_one_sentence(

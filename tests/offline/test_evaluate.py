@@ -13,7 +13,7 @@ from tiankong.core.modes import PredictOptions
 from tiankong.errors import BadDataFileError
 from tiankong.offline.evaluate import ItemOutcome, agreement, evaluate_items, read_items, summarise
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def test_chid_reader_makes_one_item_per_placeholder() -> None:
@@ -78,6 +78,7 @@ def test_agreement_figures() -> None:
     assert summarise("x", first).top1 == 0.5
 
 
+@pytest.mark.processes
 def test_eval_cli_prints_the_table_and_writes_json(tiny_model_dir: Path, tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     done = subprocess.run(

@@ -34,7 +34,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 HTML_TOKEN = "<img src=x onerror=alert(1)>"
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 WHOLE_WORD = "手机没电了，赶紧去[MASK][MASK]。"
@@ -53,13 +53,6 @@ def browser() -> Iterator[Browser]:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield launched
         launched.close()
-
-
-@pytest.fixture(scope="module")
-def base_url(tiny_model_dir: Path, tiny_masker: FillMasker) -> Iterator[str]:
-    settings = Settings(engine="torch", threads=1, model=str(tiny_model_dir))
-    with serve_in_thread(create_app(settings, tiny_masker)) as url:
-        yield url
 
 
 class HtmlTokenEncoder(TextEncoder):

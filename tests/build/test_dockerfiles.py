@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = {"cpu": ROOT / "docker" / "Dockerfile.cpu", "gpu": ROOT / "docker" / "Dockerfile.gpu"}
 SERVE = ["tiankong", "serve", "--host", "0.0.0.0", "--port", "8000"]
 VOLUMES = ["/cache/huggingface", "/cache/tiankong/onnx"]
@@ -79,6 +79,7 @@ def hadolint_binary() -> str:
     return found
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("kind", sorted(DOCKERFILES))
 def test_hadolint_passes(kind: str) -> None:
     done = subprocess.run(

@@ -80,11 +80,6 @@ class QualityEngine(GatedEngine):
     }
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 pytestmark = pytest.mark.anyio
 
 

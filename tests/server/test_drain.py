@@ -21,6 +21,8 @@ from server_helpers import assert_error
 
 from tiankong.server.uvicorn_server import CLOSE_GRACE_S, HARD_EXIT_MARGIN_S
 
+pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray or export workers
+
 CLEAN_EXITS = (0, -signal.SIGTERM)
 
 
