@@ -10,7 +10,8 @@ text -> validate/tokenize (text.py) -> pad (engines.pad_batch) -> engine -> deco
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property, partial
 from typing import Any
 
@@ -218,11 +219,34 @@ class FillMasker:
         """One engine call for all of ``prepared``; ``allowed`` limits the candidates."""
         if not prepared:
             return []
+        found = self.start_lookups(prepared, [use_index] * len(prepared))
         rows = self.mask_probabilities(prepared)
         return [
-            self.decode(item, probabilities, k, allowed, use_index)
-            for item, probabilities in zip(prepared, rows, strict=True)
+            self.decode(item, probabilities, k, allowed, use_index, lookups)
+            for item, probabilities, lookups in zip(prepared, rows, found(), strict=True)
         ]
+
+    def start_lookups(
+        self, prepared: Sequence[PreparedText], use_index: Sequence[bool]
+    ) -> Callable[[], list[object]]:
+        """Start the corpus-index lookups of ``prepared`` on the lookup thread and return a
+        call that waits for them. A lookup needs only the token ids, so it runs while the engine
+        computes the same texts (the engines release the GIL) instead of after it."""
+        memory = self.memory
+        if memory is None or not any(use_index):
+            return lambda: [None] * len(prepared)
+
+        def find_all() -> list[object]:
+            return [
+                memory.find(item.input_ids, item.mask_indices) if use else None
+                for item, use in zip(prepared, use_index, strict=True)
+            ]
+
+        return self.lookup_thread.submit(find_all).result
+
+    @cached_property
+    def lookup_thread(self) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(1, thread_name_prefix="tiankong-index")
 
     def decode(
         self,
@@ -231,11 +255,13 @@ class FillMasker:
         k: int,
         allowed: np.ndarray | None = None,
         use_index: bool = True,
+        found: object = None,
     ) -> FillResult:
         """The decode stage: the corpus index mixed into each mask's distribution (when there
-        is one and ``use_index``), then top-k with the model's own score and the evidence."""
+        is one and ``use_index``), then top-k with the model's own score and the evidence.
+        ``found``: the lookups ``start_lookups`` already made for this text."""
         mixed = (
-            self.memory.mix(item.input_ids, item.mask_indices, probabilities)
+            self.memory.mix(item.input_ids, item.mask_indices, probabilities, found)
             if self.memory is not None and use_index
             else MixedRows(probabilities)
         )

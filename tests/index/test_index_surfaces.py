@@ -214,3 +214,15 @@ def test_cli_fill_and_eval_compare_index(
     assert grounded["overall"]["top1"] == 1.0
     refused = run_cli(*args, "--compare-index")  # a user model has no index by default
     assert refused.returncode == 2 and "--compare-index needs a corpus index" in refused.stderr
+
+
+def test_evidence_offsets_from_a_passage_prefix_equal_the_whole_passage(small_index: Path) -> None:
+    """Evidence tokenizes only the start of a long passage; the offsets it uses must be the
+    whole passage's (a word cut by the prefix, iPhone or 15, is not trusted)."""
+    from tiankong.index import BlankLookup, open_index
+
+    lookup = BlankLookup(open_index(small_index))
+    line = "他在iPhone 15上读了3遍《静夜思》，床前明月光。" * 6
+    whole = lookup.tokenizer.encode(line, add_special_tokens=False).offsets
+    for needed in range(1, len(whole) + 1):
+        assert lookup.token_offsets(line, needed)[:needed] == whole[:needed]

@@ -44,8 +44,17 @@ class FillMemory(Protocol):
         """The index's identity, for result cache keys."""
         ...
 
+    def find(self, input_ids: Sequence[int], mask_indices: Sequence[int]) -> object:
+        """The lookups for a text's blanks: token ids only, no model output, so they can run
+        while the engine computes (``FillMasker.start_lookups``); pass the result to ``mix``."""
+        ...
+
     def mix(
-        self, input_ids: Sequence[int], mask_indices: Sequence[int], probabilities: np.ndarray
+        self,
+        input_ids: Sequence[int],
+        mask_indices: Sequence[int],
+        probabilities: np.ndarray,
+        found: object = None,  # ``find``'s result; None: look up now
     ) -> MixedRows: ...
 
     def ground(

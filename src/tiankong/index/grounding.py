@@ -27,12 +27,13 @@ from tiankong.core.models import ResolvedModel
 from tiankong.core.results import Memory
 from tiankong.errors import BadOptionError
 from tiankong.index.combine import FITTED_WEIGHT, combine_distribution, combine_score
-from tiankong.index.lookup import BlankLookup, BlankMatch, blanks_of
+from tiankong.index.lookup import Blank, BlankLookup, BlankMatch, blanks_of
 from tiankong.index.options import option_match
 from tiankong.index.store import CorpusIndex
 from tiankong.index.tokens import tokenizer_fingerprint
 
 INDEX_KEYWORDS = ("auto", "bundled", "none")
+Found = list[tuple[Blank, BlankMatch]]  # CorpusMemory.find: the blanks that matched
 PROPOSALS = 10  # the index's own fills offered for a whole-word or [BLANK] blank
 
 
@@ -50,16 +51,29 @@ class CorpusMemory:
         manifest = self.index.manifest
         return f"{self.name}:{manifest.get('built_at', '')}:{manifest.get('counts', '')}"
 
+    def find(self, input_ids: Sequence[int], mask_indices: Sequence[int]) -> Found:
+        """Each blank's match: needs only the token ids, so it can run beside the engine."""
+        found = []
+        for blank in blanks_of(input_ids, mask_indices):
+            match = self.lookup.lookup(blank.left, blank.right, blank.length)
+            if match is not None:
+                found.append((blank, match))
+        return found
+
     def mix(
-        self, input_ids: Sequence[int], mask_indices: Sequence[int], probabilities: np.ndarray
+        self,
+        input_ids: Sequence[int],
+        mask_indices: Sequence[int],
+        probabilities: np.ndarray,
+        found: object = None,
     ) -> MixedRows:
         rows = probabilities
         matches: dict[int, tuple[BlankMatch, int]] = {}  # mask number -> (match, position)
         number_of = {index: number for number, index in enumerate(mask_indices)}
-        for blank in blanks_of(input_ids, mask_indices):
-            match = self.lookup.lookup(blank.left, blank.right, blank.length)
-            if match is None:
-                continue
+        if found is None:
+            found = self.find(input_ids, mask_indices)
+        assert isinstance(found, list)
+        for blank, match in found:
             for position in range(blank.length):
                 number = number_of[blank.first + position]
                 mixed = combine_distribution(rows[number], match, FITTED_WEIGHT, position)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -28,6 +29,7 @@ EXAMPLE_CHARS = 60  # the example line is trimmed to about this many characters
 # tie-breaker, small enough that one more real occurrence always outweighs it
 # (docs/INDEX.md, "Ties").
 BACKOFF_PRIOR = 0.1
+PREFIX_SLACK = 32  # characters beyond twice the tokens needed when tokenizing a passage's start
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ class BlankMatch:
     # n'(f) in the context one token shorter (its outer token on the longer side dropped), for
     # the fills of ``fills``: breaks ties between fills that the best context counts equally.
     backoff: dict[tuple[int, ...], int] | None = None
+
+    @cached_property
+    def backoff_total(self) -> int:
+        return sum(self.backoff.values()) if self.backoff else 0
 
     @property
     def total(self) -> int:
@@ -64,8 +70,7 @@ class BlankMatch:
             return 0.0
         if not self.backoff:
             return count / self.total
-        shorter = sum(self.backoff.values())
-        lent = BACKOFF_PRIOR * self.backoff.get(key, 0) / shorter
+        lent = BACKOFF_PRIOR * self.backoff.get(key, 0) / self.backoff_total
         return (count + lent) / (self.total + BACKOFF_PRIOR)
 
 
@@ -197,7 +202,7 @@ class BlankLookup:
         start = match.positions[key] - len(match.left)
         end = match.positions[key] + len(key) + len(match.right)
         line, first = self.index.passage_at(start)
-        offsets = self.tokenizer.encode(line, add_special_tokens=False).offsets
+        offsets = self.token_offsets(line, end - first)
         if end - first > len(offsets):  # the stored passage and the tokenizer disagree
             return None
         char_start, char_end = offsets[start - first][0], offsets[end - first - 1][1]
@@ -206,6 +211,22 @@ class BlankLookup:
             "match": line[char_start:char_end],
             "example": trim(line, char_start, char_end),
         }
+
+    def token_offsets(self, line: str, needed: int) -> list[tuple[int, int]]:
+        """Character offsets of at least the first ``needed`` tokens of ``line``. A passage
+        can be a whole long poem, so a prefix is tokenized first; its last word may be cut, so
+        only the tokens before that word count. Falls back to the whole line."""
+        if len(line) > 2 * needed + PREFIX_SLACK:
+            encoding = self.tokenizer.encode(
+                line[: 2 * needed + PREFIX_SLACK], add_special_tokens=False
+            )
+            words = encoding.word_ids
+            last = words[-1] if words else None
+            pairs = zip(encoding.offsets, words, strict=True)
+            settled = [offset for offset, word in pairs if word != last]
+            if len(settled) >= needed:
+                return settled
+        return list(self.tokenizer.encode(line, add_special_tokens=False).offsets)
 
 
 def trim(line: str, start: int, end: int, width: int = EXAMPLE_CHARS) -> str:

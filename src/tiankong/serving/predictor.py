@@ -67,11 +67,13 @@ class PlainJob:
 
 def run_plain_batch(masker: FillMasker, jobs: list[PlainJob]) -> list[FillResult]:
     """On the engine thread: one forward pass for every job, then each job's own decoding
-    (the corpus index, when on, is mixed in there)."""
-    probabilities = masker.mask_probabilities([job.prepared for job in jobs])
+    (the corpus index, when on, is mixed in there; its lookups run during the forward pass)."""
+    prepared = [job.prepared for job in jobs]
+    found = masker.start_lookups(prepared, [job.use_index for job in jobs])
+    probabilities = masker.mask_probabilities(prepared)
     return [
-        masker.decode(job.prepared, rows, job.top_k, job.allowed, job.use_index)
-        for job, rows in zip(jobs, probabilities, strict=True)
+        masker.decode(job.prepared, rows, job.top_k, job.allowed, job.use_index, lookups)
+        for job, rows, lookups in zip(jobs, probabilities, found(), strict=True)
     ]
 
 
