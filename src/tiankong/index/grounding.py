@@ -161,13 +161,13 @@ def choose_memory(
         return MemoryChoice(
             setting,
             None,
-            f"auto: '{model.name}' is not a bundled model, so its own numbers are served; "
+            f"'{model.name}' is not a bundled model, so its own numbers are served; "
             "use --index bundled or --index DIR to ground it",
         )
     fingerprint = tokenizer_fingerprint(tokenizer)
     if setting in ("auto", "bundled"):
         index = CorpusIndex.open(ensure_bundled_index(progress=progress), fingerprint)
-        why = "auto: a bundled model uses the bundled index" if setting == "auto" else "asked for"
+        why = "a bundled model uses the bundled index" if setting == "auto" else "asked for"
         return MemoryChoice(setting, CorpusMemory(index, "bundled", tokenizer), why)
     index = CorpusIndex.open(Path(setting).expanduser(), fingerprint)
     return MemoryChoice(setting, CorpusMemory(index, setting, tokenizer), "asked for")
