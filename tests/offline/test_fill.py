@@ -354,6 +354,7 @@ def test_a_resumed_run_starts_from_its_finished_lines(settings: Settings, tmp_pa
     assert [r["id"] for r in read_csv(job.output)[1]] == [f"r{i}" for i in range(10)]
 
 
+@pytest.mark.processes
 def test_fill_cli_progress_on_csv_and_a_resumed_run(
     settings: Settings, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
