@@ -91,36 +91,49 @@ def settings_flags(command: F) -> F:
         for name, parameter in signature.parameters.items()
         if parameter.default in (FROM_FLAGS, ALL_FLAGS) and is_dataclass(hints[name])
     }
-    flags = {  # parameter name -> (table parameter, row name)
+    rows_by_flag = {  # parameter name -> (table parameter, row name, typer parameter)
         parameter_name(flag): (table_name, row.name, flag_parameter(table, row, flag))
         for table_name, table in tables.items()
         for row, flag in rows(table)
         if flag.names
     }
     placed = {name for name, p in signature.parameters.items() if p.default is FLAG}
+    unknown = placed - set(rows_by_flag)
+    assert not unknown, f"{command.__name__}: no settings row for {sorted(unknown)}"
+    flags: dict[str, tuple[str, str, inspect.Parameter]] = {}  # the flags this command takes
     out: list[inspect.Parameter] = []
     for name, parameter in signature.parameters.items():
         if parameter.default is FLAG:
-            out.append(flags[name][2])
-        elif parameter.default is ALL_FLAGS:
-            out += [p for n, (t, _, p) in flags.items() if t == name and n not in placed]
-        elif name not in tables and name != "given":
+            new = {name: rows_by_flag[name]}
+        elif parameter.default is ALL_FLAGS:  # the table's rows not placed or named otherwise
+            new = {
+                n: row
+                for n, row in rows_by_flag.items()
+                if row[0] == name and n not in signature.parameters
+            }
+        elif name in tables or name == "given":
+            continue  # given to the command on call
+        else:
             out.append(parameter.replace(annotation=hints.get(name, parameter.annotation)))
-    unknown = placed - set(flags)
-    assert not unknown, f"{command.__name__}: no settings row for {sorted(unknown)}"
+            continue
+        flags.update(new)
+        out += [typer_parameter for _, _, typer_parameter in new.values()]
 
     @functools.wraps(command)
     def run(**values: Any) -> Any:
         arguments = {n: v for n, v in values.items() if n not in flags}
         given: set[str] = set()
         for table_name, table in tables.items():
-            own = {row: values.get(n) for n, (t, row, _) in flags.items() if t == table_name}
-            arguments[table_name], names = built(table, own)
+            mine = {row: values.get(n) for n, (t, row, _) in flags.items() if t == table_name}
+            arguments[table_name], names = built(table, mine)
             given |= names
         if "given" in signature.parameters:
             arguments["given"] = frozenset(given)
         return command(**arguments)
 
-    run.__signature__ = inspect.Signature(out, __validate_parameters__=False)  # type: ignore[attr-defined]
+    # typer reads the signature; a generated flag may follow a parameter without a default
+    run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        out, __validate_parameters__=False
+    )
     run.__annotations__ = {p.name: p.annotation for p in out}
     return run  # type: ignore[return-value]
