@@ -11,30 +11,23 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tiankong.cli.predict import (
-    DeviceOption,
-    EngineOption,
-    IndexOption,
-    ModelOption,
-    OnnxCacheDirOption,
-    PrecisionOption,
-    ThreadsOption,
-    build_settings,
-)
+from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.root import app
+from tiankong.config import Settings
 from tiankong.errors import BadOptionError
 from tiankong.offline.evaluate import EvalReport, agreement, evaluate_items, read_items
 
 
 @app.command("eval")
+@settings_flags
 def eval_command(
     file: Annotated[Path, typer.Argument(help="JSONL cloze items, or ChID JSON lines.")],
-    model: ModelOption = None,
-    onnx_cache_dir: OnnxCacheDirOption = None,
-    engine: EngineOption = "auto",
-    precision: PrecisionOption = "auto",
-    device: DeviceOption = "auto",
-    threads: ThreadsOption = None,
+    model: object = FLAG,
+    onnx_cache_dir: object = FLAG,
+    engine: object = FLAG,
+    precision: object = FLAG,
+    device: object = FLAG,
+    threads: object = FLAG,
     order: Annotated[
         str, typer.Option("--order", help="Joint decoding: left_to_right or confident_first.")
     ] = "left_to_right",
@@ -45,7 +38,7 @@ def eval_command(
     length_alpha: Annotated[float, typer.Option("--length-alpha")] = 1.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List the misses.")] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write a JSON report.")] = None,
-    index: IndexOption = None,
+    index: object = FLAG,
     compare_index: Annotated[
         bool,
         typer.Option(
@@ -60,6 +53,7 @@ def eval_command(
             help="A second ENGINE:PRECISION (e.g. onnx:int8) to run and compare against.",
         ),
     ] = None,
+    settings: Settings = FROM_FLAGS,
 ) -> None:
     """Top-1 / top-5 accuracy, MRR and latency per category for a cloze file."""
     from tiankong.core.modes import PredictOptions
@@ -69,14 +63,11 @@ def eval_command(
     options = PredictOptions(
         beam_width=beam_width, order=order, length_alpha=length_alpha
     ).validated()
-    settings = build_settings(
-        model, device, threads, engine, precision, None, onnx_cache_dir, index
-    )
+    if compare_index and compare:
+        raise BadOptionError("Use --compare-index or --compare, not both.")
     masker = FillMasker.load(settings=settings)
     runs = [(masker, options)]
     if compare_index:
-        if compare:
-            raise BadOptionError("Use --compare-index or --compare, not both.")
         if masker.memory is None:
             raise BadOptionError(
                 f"--compare-index needs a corpus index, and this run has none "

@@ -17,24 +17,16 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.predict import (
     AllowedOption,
     BeamOption,
     BlankLengthOption,
     CandidatesOption,
-    DeviceOption,
-    EngineOption,
     ExcludeOption,
-    IndexOption,
-    MaxLengthOption,
-    ModelOption,
-    OnnxCacheDirOption,
     OrderOption,
-    PrecisionOption,
     PresetOption,
-    ThreadsOption,
     WholeWordOption,
-    build_settings,
     decoding_options,
 )
 from tiankong.cli.root import app
@@ -42,6 +34,7 @@ from tiankong.config import Settings
 
 
 @app.command("fill")
+@settings_flags
 def fill_command(
     input_file: Annotated[Path, typer.Argument(help="JSONL, CSV or TXT (one text per line).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="JSONL or CSV output file.")],
@@ -67,14 +60,14 @@ def fill_command(
         str | None,
         typer.Option("--ray-address", envvar="RAY_ADDRESS", help="Ray cluster (default: local)."),
     ] = None,
-    model: ModelOption = None,
-    onnx_cache_dir: OnnxCacheDirOption = None,
+    model: object = FLAG,
+    onnx_cache_dir: object = FLAG,
     top_k: Annotated[int, typer.Option("--top-k", "-k")] = Settings.default_top_k,
-    device: DeviceOption = "auto",
-    threads: ThreadsOption = None,
-    engine: EngineOption = "auto",
-    precision: PrecisionOption = "auto",
-    max_length: MaxLengthOption = None,
+    device: object = FLAG,
+    threads: object = FLAG,
+    engine: object = FLAG,
+    precision: object = FLAG,
+    max_length: object = FLAG,
     whole_word: WholeWordOption = False,
     beam_width: BeamOption = 8,
     order: OrderOption = "left_to_right",
@@ -83,15 +76,13 @@ def fill_command(
     exclude: ExcludeOption = None,
     preset: PresetOption = None,
     max_blank_length: BlankLengthOption = 4,
-    index: IndexOption = None,
+    index: object = FLAG,
+    settings: Settings = FROM_FLAGS,
 ) -> None:
     """Fill every text of INPUT_FILE into OUTPUT; resumable after an interruption."""
-    from tiankong.offline.fill import FillJob, count_records, run_fill
+    from tiankong.offline.fill import Checkpoint, FillJob, count_records, format_of, run_fill
     from tiankong.service import FillMasker
 
-    settings = build_settings(
-        model, device, threads, engine, precision, max_length, onnx_cache_dir, index
-    )
     job = FillJob(
         input=input_file,
         output=output,
@@ -125,7 +116,8 @@ def fill_command(
         Console(stderr=True).print(f"wrote {rows:,} rows to the folder {output} (Ray Data)")
         return
     console = Console(stderr=True)
-    total = count_records(input_file) if input_file.is_file() else None
+    in_kind = format_of(input_file, input_format)
+    total = count_records(input_file, in_kind) if input_file.is_file() else None
     progress = Progress(
         TextColumn("[bold]fill"),
         BarColumn(),
@@ -138,14 +130,25 @@ def fill_command(
     )
     with progress:
         task = progress.add_task("fill", total=total, rate=0.0, failed=0)
+        start = Checkpoint("")
+
+        def on_start(resumed: Checkpoint) -> None:
+            nonlocal start
+            start = resumed  # a resumed run's bar starts at its finished lines
+            progress.reset(
+                task, total=total, completed=resumed.lines_done, rate=0.0, failed=resumed.failed
+            )
 
         def on_progress(done: int, filled: int, failed: int) -> None:
             progress.advance(task, done)
             speed = progress.tasks[task].speed or 0.0
             progress.update(task, rate=speed, failed=failed)
 
-        state = run_fill(job, settings, options, on_progress)
-    console.print(
-        f"filled {state.filled:,} lines, {state.failed:,} bad (see {job.error_file.name}); "
-        f"output: {output}"
+        state = run_fill(job, settings, options, on_progress, on_start)
+    filled, failed = state.filled - start.filled, state.failed - start.failed
+    done = (
+        f"{start.lines_done:,} lines already done, {filled:,} filled now, {failed:,} bad now"
+        if start.lines_done
+        else f"filled {filled:,} lines, {failed:,} bad"
     )
+    console.print(f"{done} (see {job.error_file.name}); output: {output}")

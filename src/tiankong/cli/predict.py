@@ -11,82 +11,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import Settings
 from tiankong.core.results import FillResult, Memory
+from tiankong.core.text import BLANK
 from tiankong.errors import BadOptionError, TiankongError, mapping_for
 
 if TYPE_CHECKING:
     from tiankong.core.modes import PredictOptions
     from tiankong.service import FillMasker
-
-ModelOption = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        "-m",
-        envvar="TIANKONG_MODEL",
-        help="Bundled model name, local HF folder, or hub id (default: the bundled model).",
-    ),
-]
-DeviceOption = Annotated[
-    str, typer.Option("--device", envvar="TIANKONG_DEVICE", help="auto, cpu or cuda.")
-]
-ThreadsOption = Annotated[
-    int | None,
-    typer.Option("--threads", envvar="TIANKONG_THREADS", help="Intra-op threads (default: cores)."),
-]
-EngineOption = Annotated[
-    str, typer.Option("--engine", envvar="TIANKONG_ENGINE", help="auto, torch or onnx.")
-]
-PrecisionOption = Annotated[
-    str, typer.Option("--precision", envvar="TIANKONG_PRECISION", help="auto, fp32, int8, fp16.")
-]
-MaxLengthOption = Annotated[
-    int | None,
-    typer.Option("--max-length", envvar="TIANKONG_MAX_LENGTH", help="Token window (default 128)."),
-]
-OnnxCacheDirOption = Annotated[
-    str | None,
-    typer.Option(
-        "--onnx-cache-dir",
-        envvar="TIANKONG_ONNX_CACHE_DIR",
-        help="Where ONNX exports are cached (default: the user cache dir).",
-    ),
-]
-
-IndexOption = Annotated[
-    str | None,
-    typer.Option(
-        "--index",
-        envvar="TIANKONG_INDEX",
-        help="Corpus index: auto (the bundled index for a bundled model, none for others), "
-        "bundled, none, or a folder from `tiankong index build` (default auto).",
-    ),
-]
-
-
-def build_settings(
-    model: str | None,
-    device: str,
-    threads: int | None,
-    engine: str,
-    precision: str,
-    max_length: int | None = None,
-    onnx_cache_dir: str | None = None,
-    index: str | None = None,
-) -> Settings:
-    return Settings().with_overrides(
-        index=index,
-        model=model,
-        device=device,
-        threads=threads,
-        engine=engine,
-        precision=precision,
-        max_length=max_length,
-        onnx_cache_dir=onnx_cache_dir,
-    )
-
 
 WholeWordOption = Annotated[
     bool, typer.Option("--whole-word", help="Joint fills for several masks (beam search).")
@@ -150,22 +84,23 @@ def decoding_options(
 
 
 @app.command("predict")
+@settings_flags
 def predict_command(
     text: Annotated[
         str | None, typer.Argument(help="Text with [MASK]s; omit to read lines from stdin.")
     ] = None,
-    model: ModelOption = None,
+    model: object = FLAG,
     top_k: Annotated[
         int, typer.Option("--top-k", "-k", help="Candidates per mask (1-50).")
     ] = Settings.default_top_k,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per text.")
     ] = False,
-    device: DeviceOption = "auto",
-    threads: ThreadsOption = None,
-    engine: EngineOption = "auto",
-    precision: PrecisionOption = "auto",
-    max_length: MaxLengthOption = None,
+    device: object = FLAG,
+    threads: object = FLAG,
+    engine: object = FLAG,
+    precision: object = FLAG,
+    max_length: object = FLAG,
     whole_word: WholeWordOption = False,
     beam_width: BeamOption = 8,
     order: OrderOption = "left_to_right",
@@ -174,8 +109,9 @@ def predict_command(
     exclude: ExcludeOption = None,
     preset: PresetOption = None,
     max_blank_length: BlankLengthOption = 4,
-    onnx_cache_dir: OnnxCacheDirOption = None,
-    index: IndexOption = None,
+    onnx_cache_dir: object = FLAG,
+    index: object = FLAG,
+    settings: Settings = FROM_FLAGS,
 ) -> None:
     """Fill the [MASK]s in TEXT (or in each line of stdin) and print ranked candidates.
 
@@ -183,9 +119,6 @@ def predict_command(
     """
     from tiankong.service import FillMasker
 
-    settings = build_settings(
-        model, device, threads, engine, precision, max_length, onnx_cache_dir, index
-    )
     masker = FillMasker.load(settings=settings)
     options = decoding_options(
         masker,
@@ -246,25 +179,42 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
     if result.truncated:
         title += "   [yellow](text was cut to a window around the masks)[/yellow]"
     console.print(title, highlight=False)
+    # Options and [BLANK] fills differ in length, so they are ranked by the probability per
+    # token or character (the geometric mean), not by the joint one (that of the whole fill):
+    # the ranking column comes first and the title names it.
     if result.candidates:
-        table = Table(
-            title="candidates (length-normalised chain probability)", title_justify="left"
-        )
-        for column in ("#", "option", "score", "joint", SOURCE):
+        table = Table(title="candidates, ranked by per token", title_justify="left")
+        for column in ("#", "option", "per token", "joint", SOURCE):
             table.add_column(column, justify="left" if column in ("option", SOURCE) else "right")
         for rank, option in enumerate(result.candidates, start=1):
+            name = option.option if option.in_vocabulary else f"{option.option} (unknown, last)"
             table.add_row(
                 str(rank),
-                option.option,
+                name,
                 f"{option.score:.4g}",
                 f"{option.joint:.4g}",
                 source_of(option.memory),
             )
         console.print(table)
         return
-    if result.sequences:
-        table = Table(title="whole-word fills (joint probability)", title_justify="left")
-        for column in ("#", "fill", "sentence", "score", SOURCE):
+    if result.sequences and BLANK in result.text:
+        table = Table(title="[BLANK] fills, ranked by per char", title_justify="left")
+        for column in ("#", "fill", "sentence", "per char", "joint", SOURCE):
+            left = column in ("fill", "sentence", SOURCE)
+            table.add_column(column, justify="left" if left else "right")
+        for rank, fill in enumerate(result.sequences, start=1):
+            table.add_row(
+                str(rank),
+                fill.fill,
+                fill.text,
+                f"{fill.normalised:.4g}",
+                f"{fill.score:.4g}",
+                source_of(fill.memory),
+            )
+        console.print(table)
+    elif result.sequences:  # one length: the joint probability ranks them
+        table = Table(title="whole-word fills, ranked by joint", title_justify="left")
+        for column in ("#", "fill", "sentence", "joint", SOURCE):
             left = column in ("fill", "sentence", SOURCE)
             table.add_column(column, justify="left" if left else "right")
         for rank, fill in enumerate(result.sequences, start=1):

@@ -1,0 +1,148 @@
+"""The commands' settings flags, generated from the settings tables in ``config.py``.
+
+A command takes them with ``@settings_flags`` and parameter defaults that say where they go:
+
+    @app.command("predict")
+    @settings_flags
+    def predict_command(text: ..., model: object = FLAG, ..., settings: Settings = FROM_FLAGS):
+
+``FLAG`` puts one row's flag there (the parameter is named like the flag: ``request_timeout``
+for ``--request-timeout``); ``ALL_FLAGS`` puts every other row of the parameter's table there, in
+table order. The command receives the table instance built from those flags and their env twins
+(read by click, ``envvar=``) over the table's defaults, checked by ``config.check_settings``; a
+parameter named ``given`` receives the names of the rows set by a flag or an env twin.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import Field, is_dataclass
+from typing import Annotated, Any, TypeVar, get_origin, get_type_hints
+
+import typer
+
+from tiankong.config import Flag, check_settings, default_of, env_twin, help_text, rows
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+CONTEXT = "tiankong_context"  # where typer passes the click context, for ``given``
+
+
+class Marker:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+FLAG: Any = Marker("FLAG")  # this parameter is the settings row of its name
+FROM_FLAGS: Any = Marker("FROM_FLAGS")  # this parameter gets its table built from the flags
+ALL_FLAGS: Any = Marker("ALL_FLAGS")  # FROM_FLAGS, and the table's other flags go here
+
+
+def parameter_name(flag: Flag) -> str:
+    """``--request-timeout`` -> ``request_timeout``; ``--warmup/--no-warmup`` -> ``warmup``."""
+    return flag.names[0].split("/")[0].removeprefix("--").replace("-", "_")
+
+
+def flag_parameter(table: type, row: Field[Any], flag: Flag) -> inspect.Parameter:
+    """The typer parameter for one row: its flag, env twin, help, type and default."""
+    kind = get_type_hints(table)[row.name]
+    if get_origin(kind) is tuple:  # repeatable; the env twin is one comma-separated value
+        kind = list[str] | None
+    elif not flag.shows_default:
+        kind = kind | None
+    default = default_of(row) if flag.shows_default else None
+    option = typer.Option(*flag.names, envvar=env_twin(row.name), help=help_text(row, flag))
+    return inspect.Parameter(
+        parameter_name(flag),
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        annotation=Annotated[kind, option],
+        default=default,
+    )
+
+
+def built(table: type[T], values: dict[str, Any]) -> T:
+    """The table instance from flag values (None = not given), checked."""
+    changes = {}
+    for row, flag in rows(table):
+        value = values.get(row.name)
+        if value is None:
+            continue
+        if isinstance(value, list):  # repeated flags, or the env twin's comma-separated list
+            value = tuple(
+                part.strip() for item in value for part in item.split(",") if part.strip()
+            )
+        elif flag.choices and isinstance(value, str):
+            value = value.lower()
+        changes[row.name] = value
+    instance = table(**{**{row.name: default_of(row) for row, _ in rows(table)}, **changes})
+    check_settings(instance)
+    return instance
+
+
+def settings_flags(command: F) -> F:
+    """Rewrite ``command``'s signature with the generated flags, and build its tables on call."""
+    signature = inspect.signature(command)
+    hints = get_type_hints(command, include_extras=True)
+    tables = {
+        name: hints[name]
+        for name, parameter in signature.parameters.items()
+        if parameter.default in (FROM_FLAGS, ALL_FLAGS) and is_dataclass(hints[name])
+    }
+    rows_by_flag = {  # parameter name -> (table parameter, row name, typer parameter)
+        parameter_name(flag): (table_name, row.name, flag_parameter(table, row, flag))
+        for table_name, table in tables.items()
+        for row, flag in rows(table)
+        if flag.names
+    }
+    placed = {name for name, p in signature.parameters.items() if p.default is FLAG}
+    unknown = placed - set(rows_by_flag)
+    assert not unknown, f"{command.__name__}: no settings row for {sorted(unknown)}"
+    flags: dict[str, tuple[str, str, inspect.Parameter]] = {}  # the flags this command takes
+    out: list[inspect.Parameter] = []
+    for name, parameter in signature.parameters.items():
+        if parameter.default is FLAG:
+            new = {name: rows_by_flag[name]}
+        elif parameter.default is ALL_FLAGS:  # the table's rows not placed or named otherwise
+            new = {
+                n: row
+                for n, row in rows_by_flag.items()
+                if row[0] == name and n not in signature.parameters
+            }
+        elif name in tables or name == "given":
+            continue  # given to the command on call
+        else:
+            out.append(parameter.replace(annotation=hints.get(name, parameter.annotation)))
+            continue
+        flags.update(new)
+        out += [typer_parameter for _, _, typer_parameter in new.values()]
+
+    @functools.wraps(command)
+    def run(**values: Any) -> Any:
+        arguments = {n: v for n, v in values.items() if n not in flags and n != CONTEXT}
+        for table_name, table in tables.items():
+            mine = {row: values.get(n) for n, (t, row, _) in flags.items() if t == table_name}
+            arguments[table_name] = built(table, mine)
+        if "given" in signature.parameters:  # set on the command line or by the env twin
+            context: typer.Context = values[CONTEXT]
+            arguments["given"] = frozenset(
+                row
+                for n, (_, row, _) in flags.items()
+                if getattr(context.get_parameter_source(n), "name", "DEFAULT") != "DEFAULT"
+            )
+        return command(**arguments)
+
+    if "given" in signature.parameters:  # typer passes the context to a parameter of its type
+        out.append(
+            inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+        )
+    # typer reads the signature; a generated flag may follow a parameter without a default
+    run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        out, __validate_parameters__=False
+    )
+    run.__annotations__ = {p.name: p.annotation for p in out}
+    return run  # type: ignore[return-value]
