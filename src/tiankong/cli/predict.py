@@ -161,7 +161,7 @@ def predict_command(
         raise typer.Exit(exit_code)
 
 
-SOURCE = "出处 (corpus index)"
+SOURCE = "出处 (corpus index)"  # a column only when some row has evidence
 
 
 def source_of(memory: Memory) -> str:
@@ -184,43 +184,34 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
     # the ranking column comes first and the title names it.
     if result.candidates:
         table = Table(title="candidates, ranked by per token", title_justify="left")
-        for column in ("#", "option", "per token", "joint", SOURCE):
+        sourced = any(option.memory for option in result.candidates)
+        for column in ("#", "option", "per token", "joint", *[SOURCE] * sourced):
             table.add_column(column, justify="left" if column in ("option", SOURCE) else "right")
         for rank, option in enumerate(result.candidates, start=1):
             name = option.option if option.in_vocabulary else f"{option.option} (unknown, last)"
-            table.add_row(
-                str(rank),
-                name,
-                f"{option.score:.4g}",
-                f"{option.joint:.4g}",
-                source_of(option.memory),
-            )
+            cells = [str(rank), name, f"{option.score:.4g}", f"{option.joint:.4g}"]
+            table.add_row(*cells, *[source_of(option.memory)] * sourced)
         console.print(table)
         return
     if result.sequences and BLANK in result.text:
         table = Table(title="[BLANK] fills, ranked by per char", title_justify="left")
-        for column in ("#", "fill", "sentence", "per char", "joint", SOURCE):
+        sourced = any(fill.memory for fill in result.sequences)
+        for column in ("#", "fill", "sentence", "per char", "joint", *[SOURCE] * sourced):
             left = column in ("fill", "sentence", SOURCE)
             table.add_column(column, justify="left" if left else "right")
         for rank, fill in enumerate(result.sequences, start=1):
-            table.add_row(
-                str(rank),
-                fill.fill,
-                fill.text,
-                f"{fill.normalised:.4g}",
-                f"{fill.score:.4g}",
-                source_of(fill.memory),
-            )
+            cells = [str(rank), fill.fill, fill.text, f"{fill.normalised:.4g}", f"{fill.score:.4g}"]
+            table.add_row(*cells, *[source_of(fill.memory)] * sourced)
         console.print(table)
     elif result.sequences:  # one length: the joint probability ranks them
         table = Table(title="whole-word fills, ranked by joint", title_justify="left")
-        for column in ("#", "fill", "sentence", "joint", SOURCE):
+        sourced = any(fill.memory for fill in result.sequences)
+        for column in ("#", "fill", "sentence", "joint", *[SOURCE] * sourced):
             left = column in ("fill", "sentence", SOURCE)
             table.add_column(column, justify="left" if left else "right")
         for rank, fill in enumerate(result.sequences, start=1):
-            table.add_row(
-                str(rank), fill.fill, fill.text, f"{fill.score:.4g}", source_of(fill.memory)
-            )
+            cells = [str(rank), fill.fill, fill.text, f"{fill.score:.4g}"]
+            table.add_row(*cells, *[source_of(fill.memory)] * sourced)
         console.print(table)
     for index, candidates in enumerate(result.masks, start=1):
         table = Table(title=f"[MASK] {index}", title_justify="left")
@@ -228,16 +219,13 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
         table.add_column("token")
         table.add_column("probability", justify="right")
         table.add_column("")
-        table.add_column(SOURCE)
+        sourced = any(candidate.memory for candidate in candidates)
+        if sourced:
+            table.add_column(SOURCE)
         for rank, candidate in enumerate(candidates, start=1):
             bar = "█" * max(1, round(candidate.score * 20)) if candidate.score >= 0.025 else "▏"
-            table.add_row(
-                str(rank),
-                candidate.token,
-                f"{candidate.score:.4f}",
-                bar,
-                source_of(candidate.memory),
-            )
+            cells = [str(rank), candidate.token, f"{candidate.score:.4f}", bar]
+            table.add_row(*cells, *[source_of(candidate.memory)] * sourced)
         console.print(table)
 
 
