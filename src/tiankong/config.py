@@ -39,7 +39,7 @@ class Flag:
     help: str | None = None
     at_least: float | None = None
     more_than: float | None = None
-    choices: tuple[str, ...] = ()  # compared lower-cased
+    choices: tuple[str, ...] = ()  # the CLI lower-cases the value first
     # True: the flag's default is the setting's (typer prints it); False: unset (None), so the
     # help text says the default.
     shows_default: bool = False
