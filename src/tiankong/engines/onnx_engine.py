@@ -125,8 +125,10 @@ class OnnxEngine:
     def create(cls, model: ResolvedModel, settings: Settings) -> OnnxEngine:
         """Find or build the export ``settings`` asks for and start a session on it.
 
-        ``precision="auto"``: FP32 on CUDA; on the CPU, INT8 when its guard's top-1 agreement
-        with FP32 is at least ``settings.int8_min_agreement``, else FP32 with a warning.
+        ``precision="auto"``: FP32 on CUDA; on the CPU, INT8 when the export's recipe chain
+        found a recipe whose guard top-1 agreement with FP32 reached
+        ``settings.int8_min_agreement`` (decided once, when the export was made), else FP32.
+        The decision is logged at INFO (the server shows it; library and CLI stay quiet).
         """
         from tiankong.export_cache import ensure_export
 
@@ -147,21 +149,10 @@ class OnnxEngine:
             precision = "fp32"
         elif precision in ("auto", "int8"):
             int8 = ensure_export(model, "int8", settings)
-            agreement = float(int8.quality.get("top1_agreement", 0.0))
-            accepted = agreement >= settings.int8_min_agreement
-            quality = {
-                **int8.quality,
-                "min_agreement": settings.int8_min_agreement,
-                "int8_accepted": accepted,
-            }
+            accepted = bool(int8.quality.get("passed"))
+            quality = {**int8.quality, "int8_accepted": accepted}
+            log.info("%s", guard_line(model.name, quality, precision))
             if precision == "auto" and not accepted:
-                log.warning(
-                    "INT8 top-1 agreement with FP32 is %.1f%%, below the %.1f%% threshold; "
-                    "serving '%s' in FP32.",
-                    100 * agreement,
-                    100 * settings.int8_min_agreement,
-                    model.name,
-                )
                 precision = "fp32"
             else:
                 precision, export = "int8", int8
@@ -186,3 +177,17 @@ class OnnxEngine:
             [self.output_name], {name: arrays[name] for name in self.input_names}
         )
         return np.asarray(logits, dtype=np.float32)
+
+
+def guard_line(model_name: str, quality: dict[str, Any], requested: str) -> str:
+    """One line on what the INT8 guard found for this export and what is served."""
+    recipe = quality.get("recipe") or {}
+    served = "int8" if quality.get("int8_accepted") or requested == "int8" else "fp32"
+    return (
+        f"INT8 guard for '{model_name}': recipe '{recipe.get('name', '?')}' on a "
+        f"'{(quality.get('cpu') or {}).get('kind', '?')}' CPU, top-1 agreement with FP32 "
+        f"{100 * float(quality.get('top1_agreement', 0.0)):.1f}% (threshold "
+        f"{100 * float(quality.get('min_agreement', 0.0)):.0f}%), top-5 overlap "
+        f"{100 * float(quality.get('top5_overlap', 0.0)):.1f}% on {quality.get('masks', '?')} "
+        f"masks; serving {served}."
+    )
