@@ -11,9 +11,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import httpx
 import numpy as np
 import onnx
 import pytest
+from server_helpers import START_TIMEOUT_S, free_port, wait_until_ready
 
 from tiankong import FillMasker, Settings
 from tiankong.engines.base import EncodedBatch, pad_batch
@@ -258,3 +260,37 @@ def test_encoded_batch_inputs_only(onnx_masker: FillMasker) -> None:
         np.array([1], dtype=np.int64),
     )
     assert onnx_masker.engine.mask_logits(batch).shape == (1, 21128)
+
+
+def test_the_server_says_the_guard_once_and_a_cli_call_says_nothing(
+    tiny_model_dir: Path, tiny_onnx_cache: Path
+) -> None:
+    model = str(tiny_model_dir)
+    quiet = run_cli("predict", "[MASK]龙点睛", "--model", model, cache=tiny_onnx_cache)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    port = free_port()
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TIANKONG_ONNX_CACHE_DIR": str(tiny_onnx_cache),
+        "TIANKONG_LOG_LEVEL": "warning",
+    }
+    command = [sys.executable, "-m", "tiankong", "serve", "--model", model]
+    server = subprocess.Popen(
+        [*command, "--port", str(port), "--threads", "1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_ready(url, START_TIMEOUT_S, lambda: server.poll() is None)
+        info = httpx.get(f"{url}/info", timeout=30).json()
+    finally:
+        server.terminate()
+        output, _ = server.communicate(timeout=30)
+    (line,) = [text for text in output.splitlines() if "INT8 guard" in text]
+    assert f"top-1 agreement with FP32 {100 * info['quality']['top1_agreement']:.1f}%" in line
+    assert line.endswith("serving int8.") and info["precision"] == "int8"
+    assert info["quality"]["recipe"]["name"] in line

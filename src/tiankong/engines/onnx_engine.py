@@ -151,11 +151,11 @@ class OnnxEngine:
             int8 = ensure_export(model, "int8", settings)
             accepted = bool(int8.quality.get("passed"))
             quality = {**int8.quality, "int8_accepted": accepted}
-            log.info("%s", guard_line(model.name, quality, precision))
             if precision == "auto" and not accepted:
                 precision = "fp32"
             else:
                 precision, export = "int8", int8
+            log.info("%s", guard_line(model.name, quality, precision))
         if export is None:
             export = ensure_export(model, precision, settings)
         return cls(
@@ -179,10 +179,9 @@ class OnnxEngine:
         return np.asarray(logits, dtype=np.float32)
 
 
-def guard_line(model_name: str, quality: dict[str, Any], requested: str) -> str:
-    """One line on what the INT8 guard found for this export and what is served."""
+def guard_line(model_name: str, quality: dict[str, Any], served: str) -> str:
+    """One line on what the INT8 guard found for this export, and the precision ``served``."""
     recipe = quality.get("recipe") or {}
-    served = "int8" if quality.get("int8_accepted") or requested == "int8" else "fp32"
     return (
         f"INT8 guard for '{model_name}': recipe '{recipe.get('name', '?')}' on a "
         f"'{(quality.get('cpu') or {}).get('kind', '?')}' CPU, top-1 agreement with FP32 "
