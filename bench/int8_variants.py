@@ -1,5 +1,5 @@
 """INT8 recipes side by side: quantize one FP32 export several ways, run the INT8 quality guard on
-each, and time each at batch 1 and batch 32.
+each, and time them, taking turns, at batch 1 and batch 32.
 
     python -m bench.int8_variants FP32_EXPORT_DIR [--model MODEL] [--threads N] [--no-speed]
 
@@ -30,7 +30,7 @@ from tiankong.models import resolve_model
 from tiankong.quality_guard import GuardReference
 from tiankong.text import TextEncoder, TextLimits
 
-ROUNDS = {1: 60, 32: 8}  # timed runs per batch size, after two warm-up runs
+ROUNDS = {1: 40, 32: 6}  # timed rounds per batch size, after one warm-up round
 
 
 def variants() -> list[Int8Recipe]:
@@ -45,25 +45,33 @@ def variants() -> list[Int8Recipe]:
     return found
 
 
-def timings(engine: OnnxEngine, encoder: TextEncoder) -> dict[int, float]:
-    """Median milliseconds per engine call at batch 1 and 32 (bench sentences, one mask)."""
-    texts = sentences(0, 32 + max(ROUNDS.values()))
+def timings(engines: dict[str, OnnxEngine], encoder: TextEncoder) -> dict[str, dict[int, str]]:
+    """Milliseconds per engine call at batch 1 and 32 (bench sentences, one mask each), as
+    "median (min)". The engines take turns within each round, so load from other programs on
+    the machine falls on all of them alike."""
+    texts = sentences(0, 32 + max(ROUNDS.values()) + 1)
     prepared = [encoder.prepare(text) for text in texts]
-    medians: dict[int, float] = {}
+    runs: dict[str, dict[int, list[float]]] = {name: {1: [], 32: []} for name in engines}
     for size, rounds in ROUNDS.items():
-        runs = []
-        for index in range(rounds + 2):
+        for index in range(rounds + 1):
             chunk = prepared[index : index + size]
             batch = pad_batch(
                 [item.input_ids for item in chunk],
                 [item.mask_indices for item in chunk],
                 encoder.pad_id,
             )
-            started = time.perf_counter()
-            engine.mask_logits(batch)
-            runs.append(1000 * (time.perf_counter() - started))
-        medians[size] = statistics.median(runs[2:])
-    return medians
+            for name, engine in engines.items():
+                started = time.perf_counter()
+                engine.mask_logits(batch)
+                if index:  # round 0 warms up
+                    runs[name][size].append(1000 * (time.perf_counter() - started))
+    return {
+        name: {
+            size: f"{statistics.median(values):.1f} ({min(values):.1f})"
+            for size, values in by_size.items()
+        }
+        for name, by_size in runs.items()
+    }
 
 
 def main() -> None:
@@ -81,23 +89,24 @@ def main() -> None:
     reference = OnnxEngine(fp32_file, "cpu", "fp32", args.threads)
     guard = GuardReference(reference, folder)
     print(f"model {folder.name}, this CPU: {cpu_kind()}, threads {args.threads}")
-    if not args.no_speed:
-        fp32 = timings(reference, encoder)
-        print(f"FP32: batch 1 {fp32[1]:.2f} ms, batch 32 {fp32[32]:.1f} ms")
+    engines = {"FP32": reference}
     with tempfile.TemporaryDirectory() as temp:
         for index, step in enumerate(variants()):
             out = Path(temp) / f"variant-{index}.onnx"
             quantize_int8(fp32_file, out, config["vocab_size"], config["hidden_size"], step)
             engine = OnnxEngine(out, "cpu", "int8", args.threads)
             figures = guard.compare(engine)
-            line = (
+            print(
                 f"{step.name}: top-1 agreement {figures['top1_agreement']:.1%}, "
-                f"top-5 overlap {figures['top5_overlap']:.1%} on {figures['masks']} masks"
+                f"top-5 overlap {figures['top5_overlap']:.1%} on {figures['masks']} masks",
+                flush=True,
             )
-            if not args.no_speed:
-                speed = timings(engine, encoder)
-                line += f"; batch 1 {speed[1]:.2f} ms, batch 32 {speed[32]:.1f} ms"
-            print(line, flush=True)
+            engines[step.name] = engine
+        if args.no_speed:
+            return
+        print("ms per call, median (min), engines taking turns:")
+        for name, speed in timings(engines, encoder).items():
+            print(f"{name}: batch 1 {speed[1]} ms, batch 32 {speed[32]} ms")
 
 
 if __name__ == "__main__":
