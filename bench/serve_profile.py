@@ -38,7 +38,7 @@ from bench import profiling
 from bench.load import run_load
 from bench.models import BUNDLED_FOLDER, REPO_ROOT
 from bench.servers import free_port, start
-from bench.suite import C20_FIRST, WARMUP_FIRST, server_env, tiankong_figures
+from bench.suite import C20_FIRST, WARMUP_FIRST, cpu_snapshot, server_env, tiankong_figures
 
 # (stage, pattern on "function (path:line)"); the first stage whose pattern matches a frame
 # names it, and a sample goes to its innermost named frame.
@@ -120,6 +120,49 @@ def summarise(raw: Path, rate: int, seconds: float) -> dict[str, Any]:
     }
 
 
+def thread_cpu(process: psutil.Process) -> dict[int, float]:
+    """CPU seconds (user + system) of each of the server's OS threads."""
+    return {thread.id: thread.user_time + thread.system_time for thread in process.threads()}
+
+
+def thread_names(raw: Path) -> dict[int, str]:
+    """OS thread id -> Python thread name, from py-spy's ``thread (TID): NAME`` root frames."""
+    names: dict[int, str] = {}
+    for found in re.finditer(r"thread \((\d+)\): ([^;(]+?)[;\s]", raw.read_text(errors="replace")):
+        names[int(found.group(1))] = found.group(2).strip()
+    return names
+
+
+def cpu_split(
+    before: dict[int, float],
+    after: dict[int, float],
+    machine_before: tuple[float, float, float, float],
+    machine_after: tuple[float, float, float, float],
+    server_s: float,
+    names: dict[int, str],
+) -> dict[str, float]:
+    """Where the machine's cores went during the load, in cores (CPU seconds per second):
+    each named server thread, the server's threads without Python (ONNX Runtime's pool), this
+    process (the load generator), and everything else on the machine."""
+    wall = machine_after[0] - machine_before[0]
+    busy = machine_after[1] - machine_before[1]
+    client = machine_after[3] - machine_before[3]  # this process: the aiohttp load generator
+    split: dict[str, float] = defaultdict(float)
+    for tid, seconds in after.items():
+        name = names.get(tid, "threads without Python (ORT intra-op pool, ...)")
+        split[f"server: {name}"] += seconds - before.get(tid, 0.0)
+    out = {
+        name: round(seconds / wall, 2)
+        for name, seconds in sorted(split.items(), key=lambda item: -item[1])
+    }
+    out["client: aiohttp load generator"] = round(client / wall, 2)
+    out["everything else (py-spy, other programs)"] = round(
+        max(0.0, busy - server_s - client) / wall, 2
+    )
+    out["idle"] = round(max(0.0, (psutil.cpu_count() or 1) - busy / wall), 2)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=BUNDLED_FOLDER)
@@ -160,9 +203,11 @@ def main(argv: list[str] | None = None) -> int:
         recorder = subprocess.Popen(spy, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         time.sleep(0.5)  # py-spy attaches before the load starts
         process = psutil.Process(server.process.pid)
+        threads_before, machine_before = thread_cpu(process), cpu_snapshot()
         cpu_before = sum(process.cpu_times()[:2])
         load = run_load(url, args.concurrency, C20_FIRST, duration_s=args.seconds - 1)
         cpu_s = sum(process.cpu_times()[:2]) - cpu_before
+        threads_after, machine_after = thread_cpu(process), cpu_snapshot()
         recorder.wait(timeout=120)
         after = tiankong_figures(server)
     finally:
@@ -178,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         "mean_batch": round(texts / batches, 2) if batches else None,
         "profile": summarise(raw, args.rate, args.seconds),
     }
+    summary["cpu_cores"] = cpu_split(
+        threads_before, threads_after, machine_before, machine_after, cpu_s, thread_names(raw)
+    )
     (args.out / f"{tag}.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
     print(render(summary, tag))
     return 0
@@ -192,6 +240,8 @@ def render(summary: dict[str, Any], tag: str) -> str:
         f"mean batch {summary['mean_batch']}; server CPU {summary['server_cpu_ms_per_request']} "
         f"ms per request; sampled: {summary['sampled']}, {profile['busy_samples']} samples "
         f"= {profile['busy_cpu_share']} of the wall time",
+        "cores used during the load: "
+        + ", ".join(f"{name} {cores}" for name, cores in summary["cpu_cores"].items()),
         "stages (share of busy samples):",
     ]
     lines += [f"  {pct:5.1f}%  {name}" for name, pct in profile["stages"]]
