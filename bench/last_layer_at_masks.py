@@ -38,7 +38,9 @@ def last_layer_at_masks_module(model: Any) -> Any:
 
     from tiankong.engines.torch_engine import mlm_head
 
-    head = mlm_head(model)
+    head: Any = mlm_head(model)
+    if head is None:
+        raise SystemExit("the model has no MLM head (cls or lm_head)")
     bert = model.base_model
     layers = bert.encoder.layer
     last = layers[-1]
