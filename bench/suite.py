@@ -1,9 +1,10 @@
 """One run of the whole bench: every contender on every model, side by side, on loopback.
 
-For each model and contender: (calibration: c=1 at each thread setting, the best one kept),
-a fresh start timed to the first 200 on its readiness URL, an answer checked, c=1 latency,
-c=20 closed loop, RSS after the load; then the offline batch through tiankong's Python API and
-the pipeline. Results go to ``--out-dir`` as ``latest.json``, ``latest.md`` and ``latest.png``.
+For each model and contender, at each of its thread settings (peers: 1, 2 and every core;
+tiankong and the floor: their default): a fresh start timed to the first 200 on its readiness
+URL, an answer checked, c=1 latency, c=20 closed loop, RSS after the load; a peer keeps its best
+setting per phase. Then the offline batch through tiankong's Python API and the pipeline.
+Results go to ``--out-dir`` as ``latest.json``, ``latest.md`` and ``latest.png``.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from typing import Any
 
 import psutil
 
-from bench import optimum_env, profiling, report, roofline
-from bench.contenders.registry import Contender, select
+from bench import optimum_env, ort_recipe, profiling, report, roofline
+from bench.contenders.registry import Contender, select, thread_settings
 from bench.load import run_load
 from bench.models import DEFAULT_MODEL_CACHE, REPO_ROOT, BenchModel, resolve
 from bench.offline import measure as measure_offline
@@ -35,10 +36,10 @@ from bench.servers import Server, ServerFailed, free_port, start
 # Disjoint sentence ranges per phase, so no server sees a text twice (its cache never hits).
 C1_FIRST = 0
 C20_FIRST = 10_000
-CALIBRATION_FIRST = 170_000
 WARMUP_FIRST = 175_000
 WARMUP_REQUESTS = 5
 MB = 1e6
+QUICK_TUNED = "ort-recipe-int8"  # the peer --quick runs at every thread setting
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,6 @@ class Plan:
     c1_max_s: float
     c20_duration_s: float
     concurrency: int
-    calibration_requests: int
-    calibration_max_s: float
     offline_sentences: int
     offline_chunk: int
     ready_timeout_s: float
@@ -159,64 +158,45 @@ def tiankong_figures(server: Server) -> dict[str, Any]:
     }
 
 
-def calibrate(contender: Contender, launch: Launch, plan: Plan, model: str) -> list[dict[str, Any]]:
-    rows = []
-    for threads in contender.thread_options:
-        tag = f"{model}-{contender.key}-calibrate-t{threads}"
-        server, ready_s = start_ready(contender, launch, threads, plan, tag)
-        try:
-            url = server.base_url + "/predict"
-            run_load(url, 1, WARMUP_FIRST, count=2)
-            load = run_load(
-                url,
-                1,
-                CALIBRATION_FIRST + 1000 * threads,
-                count=plan.calibration_requests,
-                duration_s=plan.calibration_max_s,
-            )
-        finally:
-            server.stop()
-        rows.append({"threads": threads, "cold_start_s": round(ready_s, 2), **load.to_dict()})
-        print(f"  {contender.key} threads {threads}: c=1 p50 {load.p50_ms:.1f} ms", flush=True)
-    return rows
+def cores() -> int:
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
 
 
-def bench_contender(
-    contender: Contender, launch: Launch, plan: Plan, model: BenchModel
+def settings_for(contender: Contender, plan: Plan) -> tuple[list[int | None], str]:
+    """The thread settings ``contender`` runs with, and why fewer than all when so."""
+    if not contender.tuned:
+        return [None], ""
+    every = list(thread_settings(cores()))
+    # --quick runs one peer through every setting (the per-phase choice stays covered) and
+    # the others at every core only.
+    if plan.quick and contender.key != QUICK_TUNED and len(every) > 1:
+        return [cores()], f"--quick: {cores()} threads only (every setting for {QUICK_TUNED})"
+    return list(every), ""
+
+
+def measure_server(
+    contender: Contender, launch: Launch, plan: Plan, model: BenchModel, threads: int | None
 ) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    threads: int | None = None
-    # --quick calibrates the pipeline only (its thread setting is the one that matters most).
-    if len(contender.thread_options) > 1 and (not plan.quick or contender.key == "pipeline"):
-        result["calibration"] = calibrate(contender, launch, plan, model.key)
-        best = min(result["calibration"], key=lambda row: row["p50_ms"])
-        threads = int(best["threads"])
-    elif contender.thread_options:
-        threads = contender.thread_options[0]
-    if contender.is_tiankong and contender.engine == "onnx":
-        # The first start on a model exports it to ONNX (cached); time it, then start again.
-        first, first_s = start_ready(
-            contender, launch, None, plan, f"{model.key}-{contender.key}-first"
-        )
-        first.stop()
-        result["first_start_s"] = round(first_s, 2)
-    server, ready_s = start_ready(contender, launch, threads, plan, f"{model.key}-{contender.key}")
+    """One start of one server: cold start, answer check, c=1, c=20 (py-spy'd if asked), RSS."""
+    tag = f"{model.key}-{contender.key}" + (f"-t{threads}" if threads else "")
+    server, ready_s = start_ready(contender, launch, threads, plan, tag)
+    label = f"{contender.key}" + (f" threads {threads}" if threads else "")
+    result: dict[str, Any] = {"threads": threads}
     try:
         result["cold_start_s"] = round(ready_s, 2)
         check_answer(server)
         if contender.is_tiankong:
             result["server"] = tiankong_figures(server)
-            threads = result["server"]["threads"]
-        result["threads"] = threads
+            result["threads"] = result["server"]["threads"]
         result["rss_idle_mb"] = round(server.rss_bytes() / MB, 1)
         url = server.base_url + "/predict"
         run_load(url, 1, WARMUP_FIRST, count=WARMUP_REQUESTS)
         c1 = run_load(url, 1, C1_FIRST, count=plan.c1_requests, duration_s=plan.c1_max_s)
         result["c1"] = c1.to_dict()
-        print(f"  {contender.key}: c=1 p50 {c1.p50_ms:.1f} ms over {c1.requests}", flush=True)
+        print(f"  {label}: c=1 p50 {c1.p50_ms:.1f} ms over {c1.requests}", flush=True)
         spy = None
         if plan.profile == contender.key:
-            raw = plan.out_dir / "tmp" / f"profile-{model.key}-{contender.key}.txt"
+            raw = plan.out_dir / "tmp" / f"profile-{tag}.txt"
             spy = profiling.start_py_spy(server.process.pid, plan.c20_duration_s, raw)
         c20 = run_load(url, plan.concurrency, C20_FIRST, duration_s=plan.c20_duration_s)
         result["c20"] = c20.to_dict()
@@ -227,7 +207,7 @@ def bench_contender(
         if contender.is_tiankong:
             result["server"] = tiankong_figures(server)
         print(
-            f"  {contender.key}: c={plan.concurrency} {c20.requests_per_s:.1f} req/s, "
+            f"  {label}: c={plan.concurrency} {c20.requests_per_s:.1f} req/s, "
             f"p99 {c20.p99_ms:.0f} ms, {c20.errors} errors; "
             f"RSS {result['rss_after_load_mb']:.0f} MB",
             flush=True,
@@ -237,12 +217,52 @@ def bench_contender(
     return result
 
 
+def bench_contender(
+    contender: Contender, launch: Launch, plan: Plan, model: BenchModel
+) -> dict[str, Any]:
+    """Every thread setting of ``contender``; the row keeps the best per phase: c=1 from the
+    setting with the lowest p50, c=20 (and RSS after it) from the one with the highest rate
+    among those without errors."""
+    result: dict[str, Any] = {}
+    if contender.is_tiankong and contender.engine == "onnx":
+        # The first start on a model exports it to ONNX (cached); time it, then start again.
+        first, first_s = start_ready(
+            contender, launch, None, plan, f"{model.key}-{contender.key}-first"
+        )
+        first.stop()
+        result["first_start_s"] = round(first_s, 2)
+    settings, narrowed = settings_for(contender, plan)
+    if narrowed:
+        result["threads_note"] = narrowed
+        print(f"  {narrowed}", flush=True)
+    runs = [measure_server(contender, launch, plan, model, threads) for threads in settings]
+    best_c1 = min(runs, key=lambda run: run["c1"]["p50_ms"])
+    best_c20 = max(runs, key=lambda run: (run["c20"]["errors"] == 0, run["c20"]["requests_per_s"]))
+    result.update(best_c20)
+    result.update(c1=best_c1["c1"], c1_threads=best_c1["threads"], c20_threads=best_c20["threads"])
+    result["cold_start_s"] = best_c1["cold_start_s"]
+    if len(runs) > 1:
+        result["by_threads"] = [
+            {key: run[key] for key in ("threads", "cold_start_s", "c1", "c20", "rss_after_load_mb")}
+            for run in runs
+        ]
+    return result
+
+
 def launches(contenders: Sequence[Contender], model: BenchModel, plan: Plan) -> dict[str, Any]:
     """Each contender's Launch, or the reason it can't run on this model."""
     assert model.path is not None
     out: dict[str, Any] = {}
     optimum: tuple[Path | None, str] | None = None
+    recipe: tuple[Path | None, str] | None = None
     for contender in contenders:
+        if contender.family == "ort-recipe":
+            if recipe is None:
+                log = plan.log_dir / f"ort-recipe-export-{model.key}.log"
+                recipe = ort_recipe.ensure_export(model.path, plan.model_cache, log)
+            folder, reason = recipe
+            out[contender.key] = Launch(sys.executable, folder) if folder is not None else reason
+            continue
         if contender.family != "optimum":
             out[contender.key] = Launch(sys.executable, model.path)
             continue
@@ -299,6 +319,7 @@ def bench_model(
         row: dict[str, Any] = {
             "key": contender.key,
             "family": contender.family,
+            "role": contender.role,
             "precision": contender.precision,
             "description": contender.description,
         }
@@ -328,6 +349,28 @@ def bench_model(
     return entry
 
 
+# The x86 features that decide which INT8 and FP32 kernels ONNX Runtime and torch can use.
+CPU_FLAGS = {
+    "avx2": "AVX2",
+    "avx512f": "AVX-512F",
+    "avx512_vnni": "AVX512_VNNI",
+    "avx_vnni": "AVX_VNNI",
+    "amx_tile": "AMX",
+    "amx_int8": "AMX-INT8",
+}
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, bool] | None:
+    """Each of ``CPU_FLAGS`` present or not, from the first processor's flags; None off Linux."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return None
+    found = re.search(r"^flags\s*:(.*)$", text, re.MULTILINE)
+    flags = set(found.group(1).split()) if found else set()
+    return {name: flag in flags for flag, name in CPU_FLAGS.items()}
+
+
 def machine() -> dict[str, Any]:
     import importlib.metadata
 
@@ -346,6 +389,7 @@ def machine() -> dict[str, Any]:
             versions[name] = None
     return {
         "cpu_model": cpu_model,
+        "cpu_flags": cpu_flags(),
         "physical_cores": psutil.cpu_count(logical=False),
         "logical_cpus": psutil.cpu_count(logical=True),
         "memory_gb": round(psutil.virtual_memory().total / 1e9, 1),
@@ -365,9 +409,17 @@ def git_commit() -> str:
     return commit + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
-def measure_peaks() -> dict[str, Any]:
+QUICK_GEMM_SIZE = 1024  # --quick: an eighth of the work of the full run's 2048³ matmuls
+
+
+def measure_peaks(quick: bool) -> dict[str, Any]:
+    env = {**os.environ, **({"BENCH_GEMM_SIZE": str(QUICK_GEMM_SIZE)} if quick else {})}
     done = subprocess.run(
-        [sys.executable, "-m", "bench.roofline"], cwd=REPO_ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "bench.roofline"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
     )
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1:]}
@@ -384,8 +436,6 @@ def make_plan(args: argparse.Namespace) -> Plan:
         c1_max_s=5.0 if quick else 30.0,
         c20_duration_s=args.duration or (2.0 if quick else 20.0),
         concurrency=20,
-        calibration_requests=3 if quick else 20,
-        calibration_max_s=3.0 if quick else 8.0,
         offline_sentences=args.offline_sentences or (50 if quick else 2000),
         offline_chunk=32,
         ready_timeout_s=600.0,
@@ -448,14 +498,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "c1_requests": plan.c1_requests,
             "c1_max_s": plan.c1_max_s,
             "c20_duration_s": plan.c20_duration_s,
-            "calibration_requests": plan.calibration_requests,
             "offline_sentences": plan.offline_sentences,
             "offline_chunk": plan.offline_chunk,
         },
         "machine": machine(),
     }
     print("bench: measuring GEMM peaks", flush=True)
-    results["peaks"] = measure_peaks()
+    results["peaks"] = measure_peaks(plan.quick)
     results["models"] = [
         bench_model(resolve(key.strip(), plan.model_cache), contenders, plan, offline_targets)
         for key in model_keys

@@ -11,18 +11,27 @@ class Contender:
     the ``tiankong serve`` CLI with ``engine`` and ``precision``."""
 
     key: str
-    family: str  # pipeline | torchscript | optimum | tiankong
+    family: str  # pipeline | torchscript | optimum | ort-recipe | floor | tiankong
     precision: str
     description: str
     module: str = ""
     engine: str = ""
-    # Thread counts tried in the calibration; the one with the lowest c=1 p50 is kept.
-    # Empty: the server's own default (tiankong: physical cores).
-    thread_options: tuple[int, ...] = ()
+    # Peers run at every intra-op thread setting of ``thread_settings()`` and keep the best one
+    # per phase (lowest c=1 p50, highest c=20 rate); tiankong and the floor run once, at
+    # their own default (tiankong: physical cores).
+    tuned: bool = False
 
     @property
     def is_tiankong(self) -> bool:
         return self.family == "tiankong"
+
+    @property
+    def role(self) -> str:
+        """``peer`` (the goals' yardstick), ``tiankong`` (judged) or ``reference`` (the
+        floor and the fake engine: the serving-overhead pair, never judged against peers)."""
+        if self.family == "floor" or self.engine == "fake":
+            return "reference"
+        return "tiankong" if self.is_tiankong else "peer"
 
     @property
     def ready_path(self) -> str:
@@ -36,7 +45,7 @@ CONTENDERS: tuple[Contender, ...] = (
         "fp32",
         'transformers pipeline("fill-mask") in FastAPI',
         module="bench.contenders.pipeline_app",
-        thread_options=(1, 2),
+        tuned=True,
     ),
     Contender(
         "torchscript-fp32",
@@ -44,7 +53,7 @@ CONTENDERS: tuple[Contender, ...] = (
         "fp32",
         "BertForMaskedLM + TorchScript trace + softmax at the mask, in FastAPI",
         module="bench.contenders.torchscript_app",
-        thread_options=(1, 2),
+        tuned=True,
     ),
     Contender(
         "torchscript-int8",
@@ -52,7 +61,7 @@ CONTENDERS: tuple[Contender, ...] = (
         "int8",
         "the same with torch dynamic INT8 (Linear layers)",
         module="bench.contenders.torchscript_app",
-        thread_options=(1, 2),
+        tuned=True,
     ),
     Contender(
         "optimum-fp32",
@@ -60,7 +69,7 @@ CONTENDERS: tuple[Contender, ...] = (
         "fp32",
         "optimum-onnx ORTModelForMaskedLM in FastAPI (own venv)",
         module="bench.contenders.optimum_app",
-        thread_options=(1, 2),
+        tuned=True,
     ),
     Contender(
         "optimum-int8",
@@ -68,7 +77,37 @@ CONTENDERS: tuple[Contender, ...] = (
         "int8",
         "the same, quantized by ORTQuantizer (AVX2 dynamic, per channel)",
         module="bench.contenders.optimum_app",
-        thread_options=(1, 2),
+        tuned=True,
+    ),
+    Contender(
+        "ort-recipe-fp32",
+        "ort-recipe",
+        "fp32",
+        "hand-written ORT recipe: torch.onnx.export, BERT fusions, numpy softmax, def handler",
+        module="bench.contenders.ort_recipe_app",
+        tuned=True,
+    ),
+    Contender(
+        "ort-recipe-int8",
+        "ort-recipe",
+        "int8",
+        "the same, quantize_dynamic per-channel QInt8",
+        module="bench.contenders.ort_recipe_app",
+        tuned=True,
+    ),
+    Contender(
+        "floor",
+        "floor",
+        "fp32",
+        "bare FastAPI: the same body validated by pydantic, a fixed five-candidate answer",
+        module="bench.contenders.floor_app",
+    ),
+    Contender(
+        "tiankong-fake",
+        "tiankong",
+        "fp32",
+        "tiankong serve --engine fake (no model: tiankong's own serving cost)",
+        engine="fake",
     ),
     Contender(
         "tiankong-onnx-int8",
@@ -92,6 +131,12 @@ CONTENDERS: tuple[Contender, ...] = (
         engine="torch",
     ),
 )
+
+
+def thread_settings(cores: int) -> tuple[int, ...]:
+    """The intra-op thread counts a peer is run with: 1, 2 and every core (c=1 usually wants
+    every core; at c=20 a plain-``def`` handler runs several forwards at once, so fewer)."""
+    return tuple(sorted({1, min(2, cores), cores}))
 
 
 def select(spec: str) -> list[Contender]:

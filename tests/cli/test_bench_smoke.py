@@ -1,5 +1,7 @@
 """`python -m bench --quick` on the tiny test model: the bench runs end to end, and its JSON
-holds every contender's figures or the recorded reason it was skipped."""
+holds every contender's figures (the hand-written ORT recipe, the bare-FastAPI floor and the
+fake engine among them) or the recorded reason it was skipped, the CPU flags, and issue 13's
+goals judged met or missed."""
 
 from __future__ import annotations
 
@@ -53,18 +55,50 @@ def test_bench_quick_smoke(tiny_model_dir: Path, tmp_path: Path) -> None:
         assert row["c1"]["requests"] == 10 and row["c1"]["errors"] == 0, row["c1"]
         assert row["c20"]["requests"] > 0 and row["c20"]["errors"] == 0, row["c20"]
         assert row["rss_after_load_mb"] > 0 and row["cold_start_s"] > 0
-        assert "c1_p50" in row["roofline_pct"] and "c1_vs_pipeline" in row["ratios"]
+        assert "c1_vs_best_peer" in row["ratios"] and "c1_vs_pipeline" in row["ratios"]
+        if row["role"] != "reference":
+            assert "c1_p50" in row["roofline_pct"]
         if row["family"] == "tiankong":
             server = row["server"]
-            assert (server["engine"], server["precision"]) == tuple(key.split("-")[1:])
+            engine, *precision = key.split("-")[1:]
+            assert server["engine"] == engine and [server["precision"]] == (precision or ["fp32"])
             assert server["result_cache_hits"] == 0  # every request is a new sentence
-    assert [len(row["calibration"]) for row in rows.values() if "calibration" in row] == [2]
+    # Peers keep their best thread setting per phase; --quick runs one of them through every
+    # setting and says so for the others.
+    from bench.contenders.registry import thread_settings
+    from bench.suite import QUICK_TUNED, cores
+
+    tuned = rows[QUICK_TUNED]
+    assert [run["threads"] for run in tuned["by_threads"]] == list(thread_settings(cores()))
+    c1_best = min(tuned["by_threads"], key=lambda run: run["c1"]["p50_ms"])
+    assert tuned["c1"] == c1_best["c1"] and tuned["c1_threads"] == c1_best["threads"]
+    c20_best = max(
+        tuned["by_threads"],
+        key=lambda run: (run["c20"]["errors"] == 0, run["c20"]["requests_per_s"]),
+    )
+    assert tuned["c20"] == c20_best["c20"] and tuned["threads"] == c20_best["threads"]
+    for row in rows.values():
+        if row["role"] == "peer" and "c20" in row and row["key"] != QUICK_TUNED:
+            assert "--quick" in row["threads_note"], row["key"]
+    # The serving-overhead pair is measured and never counted as a peer.
+    assert {rows["floor"]["role"], rows["tiankong-fake"]["role"]} == {"reference"}
+    assert model["overhead"]["ratio"] == (
+        rows["tiankong-fake"]["c1"]["p50_ms"] / rows["floor"]["c1"]["p50_ms"]
+    )
+    assert model["best_peers"]["c1"] not in ("floor", "tiankong-fake")
     offline = {entry["target"]: entry for entry in model["offline"]}
     assert set(offline) == set(OFFLINE_TARGETS)
     assert all(entry["sentences_per_s"] > 0 for entry in offline.values()), offline
     assert [row["goal"] for row in results["goals"]["rows"]] == [
         "c=1 p50",
         "c=20 requests/s",
+        "serving overhead (c=1 p50)",
         "RSS after load",
+        "batched INT8 throughput",
     ]
+    assert all(row["pass"] in (True, False) for row in results["goals"]["rows"])
+    flags = results["machine"]["cpu_flags"]
+    assert set(flags) >= {"AVX2", "AVX-512F", "AVX512_VNNI", "AVX_VNNI", "AMX"}
+    text = (out / "latest.md").read_text()
+    assert "CPU flags:" in text and "### Goals (issue 13)" in text
     assert "## Benchmark" in (out / "latest.md").read_text()
