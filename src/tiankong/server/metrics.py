@@ -1,7 +1,8 @@
 """Request metrics: a Prometheus registry per app, and a rolling one-minute window for /info.
 
-``MetricsMiddleware`` sees every HTTP request once, after routing, so it labels by the route's
-path template (``/predict``), never by the raw URL, and unmatched paths share one label.
+``RequestGuard`` (``middleware/guard.py``) records every HTTP request once, after routing, so it
+labels by the route's path template (``/predict``), never by the raw URL, and unmatched paths
+share one label.
 ``ServerMetrics`` is also the dynamic batcher's observer (batch sizes, tokens, padding, queue
 depth, skipped/refused/failed work) and the caches' (hits and misses per cache).
 """
@@ -21,7 +22,6 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tiankong.serving.batching import BatchStats
 
@@ -177,34 +177,3 @@ class ServerMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
-
-
-class MetricsMiddleware:
-    """Pure ASGI middleware: times each HTTP request and records its route and status."""
-
-    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500  # what the client gets if the app raises before responding
-
-        async def send_and_record_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        self.metrics.in_flight.inc()
-        try:
-            await self.app(scope, receive, send_and_record_status)
-        finally:
-            self.metrics.in_flight.dec()
-            route = getattr(scope.get("route"), "path", None) or "unmatched"
-            self.metrics.observe_request(
-                route, scope["method"], status, time.perf_counter() - started
-            )

@@ -61,6 +61,7 @@ from tiankong.errors import (
     ShuttingDownError,
     new_error_id,
 )
+from tiankong.serving.timing import RequestTiming, request_timing
 
 logger = logging.getLogger("tiankong.serving.batching")
 
@@ -149,6 +150,7 @@ class Pending(Generic[ItemT, ResultT]):
     future: asyncio.Future[ResultT]
     arrived_busy: bool  # the engine was busy when it arrived: the window may apply
     arrived_at: float = field(default_factory=time.monotonic)
+    timing: RequestTiming | None = None  # its request's Server-Timing figures, in a server
 
 
 class DynamicBatcher(Generic[ItemT, ResultT]):
@@ -271,8 +273,13 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         self.admit(len(items))
         loop = asyncio.get_running_loop()
         busy = self.busy
+        timing = request_timing.get()
+        if timing is not None:
+            timing.waiting(time.perf_counter())
         entries = [
-            Pending[ItemT, ResultT](item, self.size_of(item), loop.create_future(), busy)
+            Pending[ItemT, ResultT](
+                item, self.size_of(item), loop.create_future(), busy, timing=timing
+            )
             for item in items
         ]
         self.pending.extend(entries)
@@ -309,6 +316,10 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         assert self.executor is not None
         self.exclusive_waiting += 1
         self.observer.set_queue_depth(self.depth)
+        timing = request_timing.get()
+        if timing is not None:
+            timing.waiting(time.perf_counter())
+            job = timed(job, timing)
         try:
             async with asyncio.timeout(self.limits.timeout_s):
                 try:
@@ -453,6 +464,10 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             return
         finally:
             self.running = []
+            ended = time.perf_counter()
+            for entry in batch:
+                if entry.timing is not None:
+                    entry.timing.ran(started, ended)
         longest = max(entry.size for entry in batch)
         self.observer.observe_batch(
             BatchStats(
@@ -473,6 +488,19 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 entry.future.set_exception(make_error())
         self.pending, self.running = [], []
         self.observer.set_queue_depth(self.depth)
+
+
+def timed(job: Callable[[], JobT], timing: RequestTiming) -> Callable[[], JobT]:
+    """``job``, noting its run in ``timing`` (on the engine thread; read after it ends)."""
+
+    def run() -> JobT:
+        started = time.perf_counter()
+        try:
+            return job()
+        finally:
+            timing.ran(started, time.perf_counter())
+
+    return run
 
 
 def shutting_down() -> ShuttingDownError:

@@ -24,10 +24,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 
-from fastapi import FastAPI
 from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -37,6 +37,7 @@ from tiankong.errors import BadOptionError, RateLimitedError, UnauthorizedError
 from tiankong.server.error_handlers import error_response
 from tiankong.server.middleware.rate_limit import RateLimiter
 
+Layer = Callable[[ASGIApp], ASGIApp]  # a middleware, given the app it wraps
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/docs", "/openapi.json"})
 PUBLIC_PREFIXES = ("/static/", "/docs-assets/")
 PAGE_METHODS = frozenset({"GET", "HEAD"})  # POST / is the Hugging Face API, not the page
@@ -148,23 +149,25 @@ def address_of(scope: Scope) -> str:
     return f"address:{address[0]}" if address else "address:unknown"
 
 
-def add_security(app: FastAPI, settings: Settings) -> None:
-    """The API-key and rate-limit middleware (a no-op when both are off)."""
+def security_layer(settings: Settings) -> Layer | None:
+    """The API-key and rate-limit layer for ``RequestGuard``; None when both are off."""
     keys = load_api_keys(settings)
-    if keys or settings.rate_limit_per_minute > 0:
-        app.add_middleware(
-            SecurityMiddleware, keys=keys, rate_limit_per_minute=settings.rate_limit_per_minute
-        )
+    if not keys and settings.rate_limit_per_minute <= 0:
+        return None
+    return partial(
+        SecurityMiddleware, keys=keys, rate_limit_per_minute=settings.rate_limit_per_minute
+    )
 
 
-def add_cors(app: FastAPI, settings: Settings) -> None:
+def cors_layer(settings: Settings) -> Layer | None:
     """CORS only for the allow-listed origins; with none, no CORS headers at all (the browser's
-    same-origin rule applies). Preflights are answered before the API-key check."""
-    if settings.cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=list(settings.cors_origins),
-            allow_methods=["GET", "POST", "HEAD"],
-            allow_headers=["Authorization", "Content-Type", "X-API-Key"],
-            max_age=600,
-        )
+    same-origin rule applies). Preflights are answered before the drain and the API-key check."""
+    if not settings.cors_origins:
+        return None
+    return partial(
+        CORSMiddleware,
+        allow_origins=list(settings.cors_origins),
+        allow_methods=["GET", "POST", "HEAD"],
+        allow_headers=["Authorization", "Content-Type", "X-API-Key"],
+        max_age=600,
+    )
