@@ -6,13 +6,12 @@ the top_k range or the batch cap, are checked by the predictor so the messages n
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Self
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
 from tiankong.core.beam_search import ORDERS
 from tiankong.core.modes import MAX_CANDIDATES, MAX_OPTION_CHARS, MODES, PredictOptions
-from tiankong.core.results import FillResult
 
 IDIOM = "画龙点[MASK]"
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
@@ -218,6 +217,7 @@ class CandidateOut(BaseModel):
     in_vocabulary: bool = Field(description="False when a character is unknown to the model.")
 
 
+# The routes write this shape straight from the result (responses.py); the model declares it.
 class Fill(BaseModel):
     """The answer for one text."""
 
@@ -234,39 +234,6 @@ class Fill(BaseModel):
     candidates: list[CandidateOut] = Field(
         default_factory=list, description="Candidates mode: the options, best first (else empty)."
     )
-
-    @classmethod
-    def from_result(cls, result: FillResult, **extra: Any) -> Self:
-        masks = [
-            [
-                Candidate(token=c.token, token_id=c.token_id, score=c.score, raw_score=c.raw_score)
-                for c in candidates
-            ]
-            for candidates in result.masks
-        ]
-        return cls(
-            text=result.text,
-            predictions=masks[0] if masks else [],
-            masks=masks,
-            sequence=result.sequence,
-            truncated=result.truncated,
-            model=result.model,
-            sequences=[
-                SequenceOut(fill=s.fill, text=s.text, score=s.score, normalised=s.normalised)
-                for s in result.sequences
-            ],
-            candidates=[
-                CandidateOut(
-                    option=c.option,
-                    text=c.text,
-                    score=c.score,
-                    joint=c.joint,
-                    in_vocabulary=c.in_vocabulary,
-                )
-                for c in result.candidates
-            ],
-            **extra,
-        )
 
 
 class PredictResponse(Fill):
