@@ -124,9 +124,11 @@ def render(
     def median(name: str, concurrency: int, key: str) -> float:
         return statistics.median(run[key] for run in runs[(name, concurrency)])
 
-    head = "| server | " + " | ".join(
-        f"c={c} p50 ms | c={c} req/s" for c in concurrencies
-    ) + " | c=1 p50 / floor | mean batch (c>1) |"
+    head = (
+        "| server | "
+        + " | ".join(f"c={c} p50 ms | c={c} req/s" for c in concurrencies)
+        + " | c=1 p50 / floor | mean batch (c>1) |"
+    )
     lines = [head, "|" + "---|" * (2 * len(concurrencies) + 3)]
     for name in names:
         cells = []
