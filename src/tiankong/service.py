@@ -46,6 +46,8 @@ from tiankong.core.text import (
 from tiankong.engines import Engine, create_engine, pad_batch
 from tiankong.errors import TopKOutOfRangeError
 
+DEFAULT_TOP_K = Settings.default_top_k  # written once, in config.py
+
 
 def find_onnx_export(model: ResolvedModel, precision: str, settings: Settings) -> Any:
     """The ONNX engine's file from the export cache (built there on first use). Imported here,
@@ -87,7 +89,7 @@ class FillMasker:
             )
         return k
 
-    def options(self, top_k: int = 5, **changes: Any) -> PredictOptions:
+    def options(self, top_k: int = DEFAULT_TOP_K, **changes: Any) -> PredictOptions:
         """Validated PredictOptions (raises a typed BadInputError for bad values)."""
         self.check_top_k(top_k)
         return PredictOptions(top_k=top_k, **changes).validated()
@@ -102,7 +104,11 @@ class FillMasker:
         return prepare_request(text, options, self.prepare)
 
     def predict(
-        self, text: str, top_k: int = 5, options: PredictOptions | None = None, **changes: Any
+        self,
+        text: str,
+        top_k: int = DEFAULT_TOP_K,
+        options: PredictOptions | None = None,
+        **changes: Any,
     ) -> FillResult:
         """Top-k candidates for every [MASK] in ``text``; whole words, candidates and
         constraints through ``options`` (or keyword arguments of PredictOptions).
@@ -115,7 +121,10 @@ class FillMasker:
         return self.run_requests([self.prepare_request(text, options)])[0]
 
     def predict_batch(
-        self, texts: Sequence[str], top_k: int = 5, options: PredictOptions | None = None
+        self,
+        texts: Sequence[str],
+        top_k: int = DEFAULT_TOP_K,
+        options: PredictOptions | None = None,
     ) -> list[FillResult]:
         """Like ``predict`` for many texts; the plain ones share one engine call."""
         options = options or self.options(top_k)

@@ -37,6 +37,7 @@ from tiankong.cli.predict import (
     decoding_options,
 )
 from tiankong.cli.root import app
+from tiankong.config import Settings
 
 
 @app.command("fill")
@@ -67,7 +68,7 @@ def fill_command(
     ] = None,
     model: ModelOption = None,
     onnx_cache_dir: OnnxCacheDirOption = None,
-    top_k: Annotated[int, typer.Option("--top-k", "-k")] = 5,
+    top_k: Annotated[int, typer.Option("--top-k", "-k")] = Settings.default_top_k,
     device: DeviceOption = "auto",
     threads: ThreadsOption = None,
     engine: EngineOption = "auto",

@@ -143,7 +143,9 @@ def predict_command(
         str | None, typer.Argument(help="Text with [MASK]s; omit to read lines from stdin.")
     ] = None,
     model: ModelOption = None,
-    top_k: Annotated[int, typer.Option("--top-k", "-k", help="Candidates per mask (1-50).")] = 5,
+    top_k: Annotated[
+        int, typer.Option("--top-k", "-k", help="Candidates per mask (1-50).")
+    ] = Settings.default_top_k,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per text.")
     ] = False,

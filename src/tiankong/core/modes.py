@@ -13,6 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
+from tiankong.config import Settings
 from tiankong.core.beam_search import ORDERS, Hypothesis, beam_search, score_chains
 from tiankong.core.decoding import PRESETS, Constraints
 from tiankong.core.results import CandidateScore, FillResult, SequenceFill
@@ -29,7 +30,7 @@ MASK_RUN = re.compile(r"(?:\[MASK\])+")
 class PredictOptions:
     """Everything that shapes one prediction; hashable, so it can key a result cache."""
 
-    top_k: int = 5
+    top_k: int = Settings.default_top_k
     mode: str = "single"  # single | whole_word | candidates
     beam_width: int = 8
     order: str = "left_to_right"  # left_to_right | confident_first

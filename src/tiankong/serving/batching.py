@@ -74,12 +74,14 @@ JobT = TypeVar("JobT")
 class BatchLimits:
     """The batcher's knobs (``Settings`` names in brackets)."""
 
-    window_s: float = 0.002  # [batch_window_ms] wait for company, only once the engine was busy
-    max_size: int = 32  # [max_batch_size] items per engine call
-    max_tokens: int = 4096  # [max_batch_tokens] padded tokens per engine call
-    max_queue: int = 256  # [max_queue] waiting items before 503
-    timeout_s: float = 30.0  # [request_timeout_s] per request, queueing and running
-    drain_timeout_s: float = 10.0  # [drain_timeout_s] close() waits this long for queued work
+    # The defaults are Settings' own, so each is written once (in config.py).
+    window_s: float = Settings.batch_window_ms / 1000  # [batch_window_ms] wait for company,
+    # only once the engine was busy
+    max_size: int = Settings.max_batch_size  # [max_batch_size] items per engine call
+    max_tokens: int = Settings.max_batch_tokens  # [max_batch_tokens] padded tokens per call
+    max_queue: int = Settings.max_queue  # [max_queue] waiting items before 503
+    timeout_s: float = Settings.request_timeout_s  # [request_timeout_s] queueing and running
+    drain_timeout_s: float = Settings.drain_timeout_s  # [drain_timeout_s] close() waits for work
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BatchLimits:
