@@ -5,7 +5,8 @@ side, the same closed-loop load on each in turn, round after round, medians at t
         --rounds 5 --seconds 6
 
 Each ``--tree NAME=SRC`` starts ``tiankong serve`` with ``PYTHONPATH=SRC`` (so two checkouts of
-the code can run against each other); ``--serve-args`` adds flags to every one of them. The
+the code can run against each other); ``--serve-args`` adds flags to every one of them, and
+``--tree 'NAME=SRC|--threads 1|OMP_WAIT_POLICY=PASSIVE'`` flags or environment to one. The
 floor (``bench/contenders/floor_app.py``) runs too unless ``--no-floor``. All servers stay up
 for the whole run and only one takes load at a time; each round runs c=1 and then c=20 on every
 server, in an order that rotates from round to round, so a noisy neighbour on a shared machine
@@ -49,11 +50,15 @@ def start_all(args: argparse.Namespace, log_dir: Path) -> dict[str, Server]:
     python = sys.executable
     model = str(args.model)
     for spec in args.tree:
-        name, _, src = spec.partition("=")
+        head, *items = spec.split("|")
+        name, _, src = head.partition("=")
+        flags = [flag for item in items if item.startswith("--") for flag in item.split()]
+        extra_env = dict(item.split("=", 1) for item in items if not item.startswith("--"))
         port = free_port()
         command = [python, "-m", "tiankong", "serve", "--model", model, "--port", str(port)]
         command += ["--engine", args.engine, "--log-level", "warning", *args.serve_args.split()]
-        env = {**server_env(), "PYTHONPATH": str(Path(src).resolve())}
+        command += flags
+        env = {**server_env(), "PYTHONPATH": str(Path(src).resolve()), **extra_env}
         servers[name] = start(command, port, log_dir / f"{name}.log", env, REPO_ROOT)
     if not args.no_floor:
         port = free_port()
