@@ -13,7 +13,6 @@ for the export it needs, and never starts an export itself.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import numpy as np
 
 from tiankong.config import Settings
 from tiankong.core.models import ResolvedModel
-from tiankong.engines.base import EncodedBatch
+from tiankong.engines.base import EncodedBatch, spinning_pays
 from tiankong.errors import BadOptionError, ModelUnavailableError
 
 log = logging.getLogger(__name__)
@@ -74,19 +73,6 @@ def build_session(onnx_file: Path, device: str, threads: int, cpu_fallback: bool
             "use --device cpu."
         )
     return session
-
-
-def spinning_pays(threads: int) -> bool:
-    """Whether ORT's intra-op threads may spin-wait for work after each run (its default).
-
-    Spinning saves a thread wake-up per run, but the spinning threads hold their cores; when
-    the pool takes every core the server has (``threads`` 0 means ORT's pick, every core),
-    they take them from the event loop that parses requests and fills the next batch. On 2
-    cores under a c=20 load, spinning off gave +11% requests/s at 30% less CPU per request
-    (docs/PERFORMANCE.md, "Where a request's time goes").
-    """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return 0 < threads < (cores or 1)
 
 
 def pick_onnx_device(requested: str) -> str:
