@@ -60,14 +60,23 @@ def start_all(args: argparse.Namespace, log_dir: Path) -> dict[str, Server]:
         command += flags
         env = {**server_env(), "PYTHONPATH": str(Path(src).resolve()), **extra_env}
         servers[name] = start(command, port, log_dir / f"{name}.log", env, REPO_ROOT)
+    for spec in args.peer:
+        head, *items = spec.split("|")
+        name, _, module = head.partition("=")
+        port = free_port()
+        command = [python, "-m", module, "--port", str(port)]
+        command += [flag for item in items for flag in item.split()]
+        env = {**server_env(), "PYTHONPATH": str(REPO_ROOT)}
+        servers[name] = start(command, port, log_dir / f"{name}.log", env, REPO_ROOT)
     if not args.no_floor:
         port = free_port()
         command = [python, "-m", "bench.contenders.floor_app", "--model", model]
         command += ["--port", str(port)]
         env = {**server_env(), "PYTHONPATH": str(REPO_ROOT)}
         servers[FLOOR] = start(command, port, log_dir / "floor.log", env, REPO_ROOT)
+    peers = {FLOOR, *(spec.split("=")[0] for spec in args.peer)}
     for name, server in servers.items():
-        server.wait_ready("/health" if name == FLOOR else "/ready", args.ready_timeout_s)
+        server.wait_ready("/health" if name in peers else "/ready", args.ready_timeout_s)
         run_load(server.base_url + "/predict", 1, WARMUP_FIRST, count=args.warmup)
     return servers
 
@@ -78,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", type=Path, default=BUNDLED_FOLDER)
     parser.add_argument("--engine", default="fake")
     parser.add_argument("--serve-args", default="", help="extra `tiankong serve` flags")
+    parser.add_argument(
+        "--peer", action="append", default=[], help="NAME=MODULE|--model DIR|--threads N"
+    )
     parser.add_argument("--no-floor", action="store_true")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=6.0, help="per run")
@@ -89,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
     servers = start_all(args, args.log_dir)
     names = list(servers)
+    trees = {spec.split("=")[0] for spec in args.tree}
     runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
     batches: dict[str, list[float]] = {name: [0.0, 0.0] for name in names}
     first = C20_FIRST
@@ -98,11 +111,12 @@ def main(argv: list[str] | None = None) -> int:
             for concurrency in args.concurrency:
                 for name in order:
                     server = servers[name]
-                    before = batch_counts(server) if name != FLOOR else (0.0, 0.0)
+                    tiankong = name in trees
+                    before = batch_counts(server) if tiankong else (0.0, 0.0)
                     url = server.base_url + "/predict"
                     result = run_load(url, concurrency, first, duration_s=args.seconds)
                     first += result.requests + result.errors + concurrency
-                    if name != FLOOR and concurrency > 1:
+                    if tiankong and concurrency > 1:
                         after = batch_counts(server)
                         batches[name][0] += after[0] - before[0]
                         batches[name][1] += after[1] - before[1]
