@@ -1,16 +1,24 @@
-"""One frozen Settings object. Defaults live here; every CLI flag has a TIANKONG_* env twin.
+"""One frozen Settings object, declared as one table: each row is a setting with its default,
+CLI flag, help text and rule, and its TIANKONG_* env twin follows from its name.
 
-The CLI reads flags and their env twins (typer ``envvar=``) and builds ``Settings`` once; the
-library and the server only ever receive a ``Settings`` instance, never read the environment.
+Everything else is generated from the table: the CLI's typer options (``cli/options.py``), the
+environment reading for Ray Serve (``from_environment``, pydantic-settings) and the check
+(``check_settings``). The library and the server only ever receive a ``Settings`` instance and
+never read the environment. A new setting is one row; see docs/ARCHITECTURE.md, "a new flag".
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
+from typing import Annotated, Any, TypeVar, get_origin, get_type_hints
+
+from tiankong.errors import BadOptionError
 
 ENV_PREFIX = "TIANKONG_"
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+T = TypeVar("T")
 
 
 def physical_cores() -> int:
@@ -24,46 +32,315 @@ def physical_cores() -> int:
 
 
 @dataclass(frozen=True)
+class Flag:
+    """A setting's command-line face and rule. ``{default}`` in ``help`` is the default."""
+
+    names: tuple[str, ...] = ()  # ("--model", "-m"); () = no flag, the env twin only
+    help: str | None = None
+    at_least: float | None = None
+    more_than: float | None = None
+    choices: tuple[str, ...] = ()  # compared lower-cased
+    # True: the flag's default is the setting's (typer prints it); False: unset (None), so the
+    # help text says the default.
+    shows_default: bool = False
+
+
+def setting(
+    default: Any = MISSING,
+    *names: str,
+    help: str | None = None,
+    factory: Callable[[], Any] | None = None,
+    **rules: Any,
+) -> Any:
+    """One row of a settings table: ``port: int = setting(8000, "--port", help=...)``."""
+    flag = Flag(names, help, **rules)
+    if factory is not None:
+        return field(default_factory=factory, metadata={"flag": flag})
+    return field(default=default, metadata={"flag": flag})
+
+
+@dataclass(frozen=True)
 class Settings:
-    # model and engine
-    model: str | None = None  # None = the bundled default model
-    engine: str = "auto"  # auto | torch | onnx | fake
-    precision: str = "auto"  # auto | fp32 | int8 | fp16
-    device: str = "auto"  # auto | cpu | cuda
-    threads: int = field(default_factory=physical_cores)
-    # input limits
-    max_masks: int = 16
-    max_length: int = 128  # tokens in the window, [CLS] and [SEP] included
-    max_text_chars: int = 10_000
-    default_top_k: int = 5
-    max_top_k: int = 50
-    # server
-    host: str = "127.0.0.1"
-    port: int = 8000
-    max_batch_texts: int = 64
-    max_body_bytes: int = 1_000_000
-    log_level: str = "info"
-    warmup: bool = True
-    # dynamic batching (server)
-    batch_window_ms: float = 2.0  # how long a batch may wait for company once work is queued
-    max_batch_size: int = 32
-    max_batch_tokens: int = 4096  # padded tokens per engine call
-    max_queue: int = 256  # queued requests before 503 + Retry-After
-    request_timeout_s: float = 30.0
-    drain_timeout_s: float = 10.0  # graceful shutdown budget for in-flight requests
-    client_timeout_s: float = 10.0  # a client's time to send a request's head, and its body
-    # caches
-    result_cache_size: int = 1024
-    token_cache_size: int = 4096
-    # ONNX export
-    onnx_cache_dir: str | None = None  # default: the user cache dir
-    int8_min_agreement: float = 0.97  # INT8 top-1 agreement with FP32 below this -> FP32
-    # security
-    api_keys: tuple[str, ...] = ()
-    api_keys_file: str | None = None
-    cors_origins: tuple[str, ...] = ()
-    rate_limit_per_minute: int = 0  # per API key (or client address); 0 = off
+    # The flags of `tiankong serve`, in its --help order; predict, fill, eval and export take
+    # the model and engine rows too (cli/options.py).
+    model: str | None = setting(
+        None,
+        "--model",
+        "-m",
+        help="Bundled model name, local HF folder, or hub id (default: the bundled model).",
+    )  # None = the bundled default model
+    host: str = setting("127.0.0.1", "--host", help="Address to listen on (default {default}).")
+    port: int = setting(8000, "--port", help="TCP port (default {default}).")
+    engine: str = setting("auto", "--engine", help="auto, torch or onnx.", shows_default=True)
+    precision: str = setting(
+        "auto", "--precision", help="auto, fp32, int8, fp16.", shows_default=True
+    )
+    device: str = setting("auto", "--device", help="auto, cpu or cuda.", shows_default=True)
+    threads: int = setting(
+        MISSING, "--threads", factory=physical_cores, help="Intra-op threads (default: cores)."
+    )
+    # tokens in the window, [CLS] and [SEP] included
+    max_length: int = setting(128, "--max-length", help="Token window (default {default}).")
+    onnx_cache_dir: str | None = setting(
+        None,
+        "--onnx-cache-dir",
+        help="Where ONNX exports are cached (default: the user cache dir).",
+    )
+    max_batch_texts: int = setting(
+        64,
+        "--max-batch-texts",
+        help="Most texts per /batch_predict or HF request (default {default}).",
+    )
+    max_body_bytes: int = setting(
+        1_000_000,
+        "--max-body-bytes",
+        help="Largest request body; bigger ones get 413 (default {default}).",
+    )
+    log_level: str = setting(
+        "info",
+        "--log-level",
+        help=f"{', '.join(LOG_LEVELS)} (default {{default}}).",
+        choices=LOG_LEVELS,
+    )
+    warmup: bool = setting(
+        True,
+        "--warmup/--no-warmup",
+        help="Run one inference before /ready answers 200.",
+        shows_default=True,
+    )
+    batch_window_ms: float = setting(
+        2.0,
+        "--batch-window-ms",
+        help="Once the engine was busy, wait this long for a batch to fill (default {default}; "
+        "0 = never wait). A request to an idle engine runs at once.",
+        at_least=0,
+    )
+    max_batch_size: int = setting(
+        32, "--max-batch-size", help="Most texts per engine call (default {default}).", at_least=1
+    )
+    max_batch_tokens: int = setting(
+        4096,
+        "--max-batch-tokens",
+        help="Most padded tokens (texts x longest) per engine call (default {default}).",
+        at_least=1,
+    )
+    max_queue: int = setting(
+        256,
+        "--max-queue",
+        help="Texts waiting for the engine before 503 + Retry-After (default {default}).",
+        at_least=1,
+    )
+    request_timeout_s: float = setting(
+        30.0,
+        "--request-timeout",
+        help="Seconds a request may queue and run before 504 (default {default}).",
+        more_than=0,
+    )
+    result_cache_size: int = setting(
+        1024,
+        "--result-cache-size",
+        help="Results of repeated identical requests kept (default {default}; 0 = off).",
+        at_least=0,
+    )
+    token_cache_size: int = setting(
+        4096,
+        "--token-cache-size",
+        help="Tokenized texts kept (default {default}; 0 = off).",
+        at_least=0,
+    )
+    # A tuple setting's flag repeats; its env twin is a comma-separated list.
+    api_keys: tuple[str, ...] = setting(
+        (),
+        "--api-key",
+        help="Require this API key (repeatable; the env twin takes a comma-separated list). "
+        "Sent as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'.",
+    )
+    api_keys_file: str | None = setting(
+        None,
+        "--api-keys-file",
+        help="Require one of the API keys in this file (one a line, # comments).",
+    )
+    cors_origins: tuple[str, ...] = setting(
+        (),
+        "--cors-origin",
+        help="Allow cross-origin requests from this origin (repeatable; the env twin takes "
+        "a comma-separated list). Default: no CORS.",
+    )
+    rate_limit_per_minute: int = setting(
+        0,
+        "--rate-limit-per-minute",
+        help="Requests a minute per API key (per client address without keys); over it, "
+        "429 + Retry-After (default {default} = off).",
+        at_least=0,
+    )
+    client_timeout_s: float = setting(
+        10.0,
+        "--client-timeout",
+        help="Seconds a client has to send a request's headers, and again its body "
+        "(default {default}).",
+        more_than=0,
+    )
+    drain_timeout_s: float = setting(
+        10.0,
+        "--drain-timeout",
+        help="Seconds requests in flight get to finish after SIGTERM (default {default}).",
+        more_than=0,
+    )
+    # No flag: set in code, or by the env twin where Ray Serve builds the app.
+    max_masks: int = setting(16)
+    max_text_chars: int = setting(10_000)
+    default_top_k: int = setting(5)
+    max_top_k: int = setting(50)
+    int8_min_agreement: float = setting(0.97)  # INT8 top-1 agreement with FP32 below: FP32
 
     def with_overrides(self, **changes: Any) -> Settings:
         """A copy with the non-None values of ``changes`` applied."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+@dataclass(frozen=True)
+class ScaleOptions:
+    """``replicas`` fixed, or autoscaling between ``replicas`` and ``max_replicas``.
+
+    The autoscaler adds replicas while the replicas average more than
+    ``target_ongoing_requests`` requests each (default: a quarter of ``max_batch_size``, a
+    starting point to tune with a load test).
+    """
+
+    replicas: int = setting(
+        2,
+        "--replicas",
+        help="With --ray: replicas, or the fewest when autoscaling (default {default}).",
+        shows_default=True,
+    )
+    max_replicas: int | None = setting(
+        None,
+        "--max-replicas",
+        help="With --ray: autoscale between --replicas and this many replicas.",
+    )
+    target_ongoing_requests: float | None = setting(None)
+
+    @property
+    def autoscaling(self) -> bool:
+        return self.max_replicas is not None and self.max_replicas != self.replicas
+
+    @property
+    def most_replicas(self) -> int:
+        return self.max_replicas if self.max_replicas is not None else self.replicas
+
+    def checked(self) -> ScaleOptions:
+        if self.autoscaling:
+            if self.replicas < 0 or self.most_replicas < max(1, self.replicas):
+                raise BadOptionError(
+                    f"Autoscaling needs 0 <= replicas <= max_replicas and max_replicas >= 1; "
+                    f"got {self.replicas} and {self.max_replicas}."
+                )
+        elif self.replicas < 1:
+            raise BadOptionError(f"replicas must be at least 1; got {self.replicas}.")
+        if self.target_ongoing_requests is not None and self.target_ongoing_requests <= 0:
+            raise BadOptionError("target_ongoing_requests must be above 0.")
+        return self
+
+
+def rows(table: type) -> Iterator[tuple[Field[Any], Flag]]:
+    """A settings table's fields, in order, each with its Flag."""
+    for row in fields(table):
+        yield row, row.metadata.get("flag", Flag())
+
+
+def default_of(row: Field[Any]) -> Any:
+    if row.default_factory is not MISSING:
+        return row.default_factory()
+    return None if row.default is MISSING else row.default
+
+
+def shown(value: Any) -> str:
+    """A default as help text writes it: 2.0 as 2, 1000000 in full."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def help_text(row: Field[Any], flag: Flag) -> str | None:
+    if flag.help is None or row.default_factory is not MISSING:
+        return flag.help
+    return flag.help.format(default=shown(row.default))
+
+
+def env_twin(name: str) -> str:
+    """TIANKONG_REQUEST_TIMEOUT for ``request_timeout_s``: the unit suffix is left out."""
+    return ENV_PREFIX + name.removesuffix("_s").upper()
+
+
+def label(row: Field[Any], flag: Flag) -> str:
+    """How an error names a setting: its flag, or its name where it has none."""
+    return flag.names[0].split("/")[0] if flag.names else row.name
+
+
+def check_settings(values: Any) -> None:
+    """Every row's rule, on a settings table instance; the first broken one is a BadOptionError."""
+    for row, flag in rows(type(values)):
+        value = getattr(values, row.name)
+        if value is None:
+            continue
+        if flag.at_least is not None and not value >= flag.at_least:
+            raise BadOptionError(
+                f"{label(row, flag)} must be {shown(flag.at_least)} or more; got {shown(value)}."
+            )
+        if flag.more_than is not None and not value > flag.more_than:
+            raise BadOptionError(
+                f"{label(row, flag)} must be more than {shown(flag.more_than)}; got {shown(value)}."
+            )
+        if flag.choices and value not in flag.choices:
+            raise BadOptionError(
+                f"{label(row, flag)}: unknown value '{value}'; use one of "
+                f"{', '.join(flag.choices)}."
+            )
+
+
+def split_commas(value: Any) -> Any:
+    """An env twin's (or ``serve run`` argument's) comma-separated list, as a tuple."""
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value
+
+
+def from_environment(table: type[T], given: Mapping[str, object] | None = None) -> T:
+    """A settings table from ``given`` (field names to text or values) over its TIANKONG_* env
+    twins over its defaults. A value that doesn't convert, or an unknown name: BadOptionError."""
+    return table(**read_environment(table, given))
+
+
+def read_environment(table: type, given: Mapping[str, object] | None = None) -> dict[str, Any]:
+    """The rows of ``table`` set by ``given`` or by their TIANKONG_* env twins, converted to the
+    rows' types by pydantic-settings."""
+    import pydantic
+    from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+    class Environment(BaseSettings):
+        model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+
+    given = dict(given or {})
+    names = {
+        env_twin(row.name).removeprefix(ENV_PREFIX).lower(): row.name for row, _ in rows(table)
+    }
+    unknown = sorted(set(given) - set(names.values()))
+    if unknown:
+        raise BadOptionError(
+            f"Unknown setting(s) {', '.join(unknown)}; use {', '.join(names.values())}."
+        )
+    twins: dict[str, Any] = {}
+    for twin, name in names.items():  # every twin optional: an unset one keeps the default
+        kind = get_type_hints(table)[name]
+        if get_origin(kind) is tuple:
+            kind = Annotated[kind, NoDecode, pydantic.BeforeValidator(split_commas)]
+        twins[twin] = (kind | None, None)
+    model = pydantic.create_model(f"{table.__name__}Twins", __base__=Environment, **twins)
+    try:
+        read = model(**{twin: given[name] for twin, name in names.items() if name in given})
+    except pydantic.ValidationError as error:
+        first = error.errors()[0]
+        name = names.get(str(first["loc"][0]), str(first["loc"][0]))
+        raise BadOptionError(
+            f"{name}: '{first.get('input')}' is not valid ({first['msg'][:1].lower()}"
+            f"{first['msg'][1:]})."
+        ) from None
+    return {names[k]: v for k, v in read.model_dump().items() if v is not None}

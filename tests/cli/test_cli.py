@@ -137,3 +137,45 @@ def test_predict_decoding_options(tiny_model_dir: Path) -> None:
     assert tokens <= {"鸟", "花"}
     bad = run_cli(*base, "处处闻啼[MASK]。", "--preset", "nope")
     assert bad.returncode == 2 and "Unknown constraints preset" in bad.stderr
+
+
+def table_rows(output: str, title: str) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of the rich table printed under ``title``."""
+    lines = output[output.index(title) :].splitlines()
+    header = [cell.strip() for cell in lines[2].strip("┃").split("┃")]
+    rows = []
+    for line in lines[4:]:
+        if line.startswith("└"):
+            break
+        rows.append([cell.strip() for cell in line.strip("│").split("│")])
+    return header, rows
+
+
+def test_tables_show_the_score_that_ranks(tiny_model_dir: Path) -> None:
+    """[BLANK] fills and candidates differ in length, so they are ranked per character (per
+    token): that column is shown, labelled, in order, beside the joint probability."""
+    base = ["predict", "--model", str(tiny_model_dir), "--engine", "torch"]
+    blank = [*base, "手机没电了，赶紧去[BLANK]。", "--max-blank-length", "3"]
+    shown = run_cli(*blank, env={"COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr
+    header, rows = table_rows(shown.stdout, "[BLANK] fills, ranked by per char")
+    assert header == ["#", "fill", "sentence", "per char", "joint"]
+    sequences = json.loads(run_cli(*blank, "--json").stdout)["sequences"]
+    assert [row[1] for row in rows] == [s["fill"] for s in sequences] and len(rows) > 1
+    per_char = [float(row[3]) for row in rows]
+    assert per_char == sorted(per_char, reverse=True)
+    assert per_char == pytest.approx([s["normalised"] for s in sequences], rel=1e-3)
+    assert [float(row[4]) for row in rows] == pytest.approx(
+        [s["score"] for s in sequences], rel=1e-3
+    )
+
+    options = [*base, "赶紧去[MASK]。", "--candidates", "充电,吃,去😀,睡觉"]
+    shown = run_cli(*options, env={"COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr
+    header, rows = table_rows(shown.stdout, "candidates, ranked by per token")
+    assert header == ["#", "option", "per token", "joint"]
+    ranked = json.loads(run_cli(*options, "--json").stdout)["candidates"]
+    assert [float(row[2]) for row in rows] == pytest.approx([c["score"] for c in ranked], rel=1e-3)
+    known = [float(row[2]) for row in rows[:-1]]
+    assert known == sorted(known, reverse=True)
+    assert rows[-1][1] == "去😀 (unknown, last)"  # an unknown character ranks after the rest

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,14 @@ import pytest
 from tiankong import Settings
 from tiankong.core.modes import PredictOptions
 from tiankong.errors import BadDataFileError
-from tiankong.offline.fill import FillJob, run_fill
+from tiankong.offline.fill import (
+    CSV_COLUMNS,
+    Checkpoint,
+    FillJob,
+    count_records,
+    read_records,
+    run_fill,
+)
 
 TEXTS = ["处处闻啼[MASK]。", "画龙点[MASK]", "没有空", "手机没电了，赶紧去[MASK][MASK]。"] * 25
 
@@ -223,3 +231,145 @@ def test_fill_cli(tiny_model_dir: Path, tmp_path: Path) -> None:
         timeout=120,
     )
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def write_csv(path: Path, rows: list[list[object]]) -> Path:
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    return path
+
+
+def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def test_csv_keeps_every_input_column_in_order(settings: Settings, tmp_path: Path) -> None:
+    source = write_csv(
+        tmp_path / "in.csv",
+        [
+            ["id", "sentence", "note"],
+            ["a7", "处处闻啼[MASK]。", "唐诗"],
+            ["b8", "没有空", "no mask"],
+            ["c9", "画龙点[MASK]", ""],
+            ["d0", "多一列[MASK]", "x", "extra"],
+        ],
+    )
+    job = FillJob(source, tmp_path / "out.csv", text_field="sentence")
+    state = run_fill(job, settings, PredictOptions())
+    assert (state.filled, state.failed) == (2, 2)
+    header, rows = read_csv(job.output)
+    assert header == ["id", "sentence", "note", *CSV_COLUMNS]
+    assert [(r["id"], r["sentence"], r["note"]) for r in rows] == [
+        ("a7", "处处闻啼[MASK]。", "唐诗"),
+        ("c9", "画龙点[MASK]", ""),
+    ]
+    assert rows[0]["text"] == "处处闻啼[MASK]。" and rows[0]["sequence"].startswith("处处闻啼")
+    errors = read_jsonl(job.error_file)
+    assert [(e["line"], e["code"]) for e in errors] == [(3, "no_mask"), (5, "bad_record")]
+    assert "more values than the header's 3 columns" in errors[1]["message"]
+    # the text column named "text" is the result's text column, not a second one
+    same = write_csv(tmp_path / "same.csv", [["id", "text"], [1, "画龙点[MASK]"]])
+    run_fill(FillJob(same, tmp_path / "same_out.csv"), settings, PredictOptions())
+    header = read_csv(tmp_path / "same_out.csv")[0]
+    assert header == ["id", "text", *(c for c in CSV_COLUMNS if c != "text")]
+
+
+def test_an_input_column_named_like_a_result_column_is_refused(
+    settings: Settings, tmp_path: Path
+) -> None:
+    source = write_csv(tmp_path / "in.csv", [["text", "sequence"], ["画龙点[MASK]", "1"]])
+    with pytest.raises(BadDataFileError, match="input column 'sequence' has the name of a result"):
+        run_fill(FillJob(source, tmp_path / "out.csv"), settings, PredictOptions())
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text(
+        '{"id": 1, "text": "画龙点[MASK]"}\n{"id": 2, "text": "画龙点[MASK]", "masks": 0}\n',
+        encoding="utf-8",
+    )
+    job = FillJob(jsonl, tmp_path / "out.jsonl")
+    assert run_fill(job, settings, PredictOptions()).failed == 1
+    [error] = read_jsonl(job.error_file)
+    assert error["line"] == 2 and "field 'masks' has the name of a result field" in error["message"]
+
+
+def test_jsonl_keeps_its_other_fields(settings: Settings, tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    records = [
+        {"id": 3, "text": "处处闻啼[MASK]。", "meta": {"source": "唐诗"}},
+        {"id": 1, "text": "画龙点[MASK]", "tags": ["成语"]},
+    ]
+    source.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8"
+    )
+    job = FillJob(source, tmp_path / "out.jsonl")
+    run_fill(job, settings, PredictOptions(top_k=2))
+    rows = read_jsonl(job.output)
+    assert [{k: r[k] for k in record} for r, record in zip(rows, records, strict=True)] == records
+    assert list(rows[0])[:4] == ["id", "text", "meta", "line"]  # input fields first
+    assert [r["line"] for r in rows] == [1, 2] and len(rows[1]["predictions"]) == 2
+    # to CSV: the first record's keys are the input columns; objects and lists go in as JSON
+    job = FillJob(source, tmp_path / "out.csv")
+    state = run_fill(job, settings, PredictOptions())
+    header, rows_csv = read_csv(job.output)
+    assert header == ["id", "text", "meta", *CSV_COLUMNS[:1], *CSV_COLUMNS[2:]]
+    assert json.loads(rows_csv[0]["meta"]) == {"source": "唐诗"}
+    assert (state.filled, state.failed) == (1, 1)  # "tags" has no column: a bad record
+    assert "field 'tags' is not a CSV column" in read_jsonl(job.error_file)[0]["message"]
+
+
+def test_count_records_counts_records_not_lines(tmp_path: Path) -> None:
+    source = write_csv(
+        tmp_path / "in.csv", [["id", "text"], [1, "多行\n文本[MASK]"], [2, "画龙点[MASK]"]]
+    )
+    assert count_records(source, "csv") == 2  # no header, the two-line field is one record
+    assert count_records(source, "csv") == sum(1 for _ in read_records(source, "csv", "text"))
+    txt = tmp_path / "in.txt"
+    txt.write_text("a\n\nb", encoding="utf-8")  # the last line has no newline
+    assert count_records(txt, "txt") == 3 == sum(1 for _ in read_records(txt, "txt", "text"))
+
+
+def interrupted_csv_fill(settings: Settings, tmp_path: Path) -> FillJob:
+    """10 CSV records filled 3 per chunk, stopped after 3 chunks: 9 done, 1 to go."""
+    rows = [["id", "text"], *[[f"r{i}", f"第{i}句，画龙点[MASK]。"] for i in range(10)]]
+    job = FillJob(write_csv(tmp_path / "in.csv", rows), tmp_path / "out.csv", chunk_size=3)
+    chunks = []
+
+    def interrupt(done: int, filled: int, failed: int) -> None:
+        chunks.append(done)
+        if len(chunks) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(job, settings, PredictOptions(), interrupt)
+    return job
+
+
+def test_a_resumed_run_starts_from_its_finished_lines(settings: Settings, tmp_path: Path) -> None:
+    job = interrupted_csv_fill(settings, tmp_path)
+    starts: list[Checkpoint] = []
+    state = run_fill(job, settings, PredictOptions(), on_start=starts.append)
+    assert [(s.lines_done, s.filled, s.failed) for s in starts] == [(9, 9, 0)]
+    assert (state.lines_done, state.filled) == (10, 10)
+    assert [r["id"] for r in read_csv(job.output)[1]] == [f"r{i}" for i in range(10)]
+
+
+@pytest.mark.processes
+def test_fill_cli_progress_on_csv_and_a_resumed_run(
+    settings: Settings, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    job = interrupted_csv_fill(settings, tmp_path)
+    done = subprocess.run(
+        [
+            *[sys.executable, "-m", "tiankong", "fill", str(job.input), "-o", str(job.output)],
+            *["--model", str(tiny_model_dir), "--engine", "torch", "--chunk-size", "3"],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "10/10 100%" in done.stderr  # the header is no record; the 9 done lines count
+    assert "9 lines already done, 1 filled now, 0 bad now" in done.stderr
+    assert [r["id"] for r in read_csv(job.output)[1]] == [f"r{i}" for i in range(10)]

@@ -33,7 +33,8 @@ def test_fill_through_ray_data(local_ray, tiny_model_dir: Path, tmp_path: Path) 
     texts = ["处处闻啼[MASK]。", "没有空", "手机没电了，赶紧去[MASK][MASK]。"] * 8
     source = tmp_path / "in.jsonl"
     source.write_text(
-        "\n".join(json.dumps({"text": t}, ensure_ascii=False) for t in texts) + "\n",
+        "\n".join(json.dumps({"id": i, "text": t}, ensure_ascii=False) for i, t in enumerate(texts))
+        + "\n",
         encoding="utf-8",
     )
     settings = Settings(model=str(tiny_model_dir), engine="torch", threads=2)
@@ -46,6 +47,7 @@ def test_fill_through_ray_data(local_ray, tiny_model_dir: Path, tmp_path: Path) 
         for line in path.read_text(encoding="utf-8").splitlines()
     ]
     assert sorted(r["text"] for r in records) == sorted(texts)
+    assert sorted((r["id"], r["text"]) for r in records) == list(enumerate(texts))  # id kept
     good = [r for r in records if r["error"] is None]
     bad = [r for r in records if r["error"] is not None]
     assert len(good) == 16 and len(bad) == 8

@@ -38,8 +38,8 @@ from tiankong.server.ray_serve import (
     ScaleOptions,
     build_application,
     deployment_options,
-    environment_values,
-    settings_from,
+    replica_threads,
+    settings_and_scale,
 )
 from tiankong.serving.predictor import PlainJob
 
@@ -283,18 +283,34 @@ def test_deployment_options_fixed_and_autoscaling() -> None:
             deployment_options(settings, bad)
 
 
-def test_serve_run_arguments_and_environment() -> None:
-    environment = environment_values(
-        {"TIANKONG_MODEL": "m", "TIANKONG_REQUEST_TIMEOUT": "5", "TIANKONG_MAX_REPLICAS": "4"}
+def test_serve_run_arguments_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve run`` arguments over the TIANKONG_* twins over the defaults, typed by the table."""
+    for name, value in {
+        "TIANKONG_MODEL": "m",
+        "TIANKONG_REQUEST_TIMEOUT": "5",
+        "TIANKONG_MAX_REPLICAS": "4",
+        "TIANKONG_API_KEYS": "k1, k2",
+        "TIANKONG_PORT": "9000",
+    }.items():
+        monkeypatch.setenv(name, value)
+    settings, scale = settings_and_scale(
+        {"threads": "2", "warmup": "false", "cors_origins": "a, b", "port": 8100}
     )
-    assert environment == {"model": "m", "request_timeout_s": "5", "max_replicas": "4"}
-    settings = settings_from({"threads": "2", "warmup": "false", "cors_origins": "a, b"})
+    assert (settings.model, settings.request_timeout_s, settings.port) == ("m", 5.0, 8100)
     assert settings.threads == 2 and settings.warmup is False
-    assert settings.cors_origins == ("a", "b")
+    assert settings.api_keys == ("k1", "k2") and settings.cors_origins == ("a", "b")
+    assert (scale.replicas, scale.max_replicas) == (2, 4)
+    monkeypatch.setenv("TIANKONG_THREADS", "3")
+    assert settings_and_scale({})[0].threads == 3  # the twin, not the per-replica default
+    monkeypatch.delenv("TIANKONG_THREADS")
+    assert settings_and_scale({})[0].threads == replica_threads(ScaleOptions(max_replicas=4))
     with pytest.raises(BadOptionError, match="Unknown setting"):
-        settings_from({"thread": "2"})
-    with pytest.raises(BadOptionError, match="threads: 'two' is not a valid int"):
-        settings_from({"threads": "two"})
+        settings_and_scale({"thread": "2"})
+    with pytest.raises(BadOptionError, match="threads: 'two' is not valid"):
+        settings_and_scale({"threads": "two"})
+    monkeypatch.setenv("TIANKONG_MAX_QUEUE", "0")
+    with pytest.raises(BadOptionError, match="--max-queue must be 1 or more"):
+        build_application(*settings_and_scale({}))
 
 
 @pytest.mark.processes

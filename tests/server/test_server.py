@@ -108,6 +108,9 @@ def test_batch_predict_in_order_with_per_item_errors(client: TestClient) -> None
     assert results[1]["error"]["code"] == "no_mask"
     assert results[3]["error"]["code"] == "empty_text"
     assert results[4]["error"]["code"] == "too_many_masks"
+    for index in (1, 3, 4):  # the documented error shape: no "error_id": null on a 4xx entry
+        assert set(results[index]) == {"error"}
+        assert set(results[index]["error"]) == {"code", "message"}
     for index in (0, 2, 5):
         single = client.post("/predict", json={"text": texts[index], "top_k": 2}).json()
         assert results[index]["text"] == texts[index]

@@ -84,7 +84,7 @@ def fill_command(
     max_blank_length: BlankLengthOption = 4,
 ) -> None:
     """Fill every text of INPUT_FILE into OUTPUT; resumable after an interruption."""
-    from tiankong.offline.fill import FillJob, count_records, run_fill
+    from tiankong.offline.fill import Checkpoint, FillJob, count_records, format_of, run_fill
     from tiankong.service import FillMasker
 
     settings = build_settings(model, device, threads, engine, precision, max_length, onnx_cache_dir)
@@ -121,7 +121,8 @@ def fill_command(
         Console(stderr=True).print(f"wrote {rows:,} rows to the folder {output} (Ray Data)")
         return
     console = Console(stderr=True)
-    total = count_records(input_file) if input_file.is_file() else None
+    in_kind = format_of(input_file, input_format)
+    total = count_records(input_file, in_kind) if input_file.is_file() else None
     progress = Progress(
         TextColumn("[bold]fill"),
         BarColumn(),
@@ -134,14 +135,25 @@ def fill_command(
     )
     with progress:
         task = progress.add_task("fill", total=total, rate=0.0, failed=0)
+        start = Checkpoint("")
+
+        def on_start(resumed: Checkpoint) -> None:
+            nonlocal start
+            start = resumed  # a resumed run's bar starts at its finished lines
+            progress.reset(
+                task, total=total, completed=resumed.lines_done, rate=0.0, failed=resumed.failed
+            )
 
         def on_progress(done: int, filled: int, failed: int) -> None:
             progress.advance(task, done)
             speed = progress.tasks[task].speed or 0.0
             progress.update(task, rate=speed, failed=failed)
 
-        state = run_fill(job, settings, options, on_progress)
-    console.print(
-        f"filled {state.filled:,} lines, {state.failed:,} bad (see {job.error_file.name}); "
-        f"output: {output}"
+        state = run_fill(job, settings, options, on_progress, on_start)
+    filled, failed = state.filled - start.filled, state.failed - start.failed
+    done = (
+        f"{start.lines_done:,} lines already done, {filled:,} filled now, {failed:,} bad now"
+        if start.lines_done
+        else f"filled {filled:,} lines, {failed:,} bad"
     )
+    console.print(f"{done} (see {job.error_file.name}); output: {output}")

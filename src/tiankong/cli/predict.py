@@ -14,6 +14,7 @@ from rich.table import Table
 from tiankong.cli.root import app
 from tiankong.config import Settings
 from tiankong.core.results import FillResult
+from tiankong.core.text import BLANK
 from tiankong.errors import BadOptionError, TiankongError, mapping_for
 
 if TYPE_CHECKING:
@@ -221,19 +222,30 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
     if result.truncated:
         title += "   [yellow](text was cut to a window around the masks)[/yellow]"
     console.print(title, highlight=False)
+    # Options and [BLANK] fills differ in length, so they are ranked by the probability per
+    # token or character (the geometric mean), not by the joint one (that of the whole fill):
+    # the ranking column comes first and the title names it.
     if result.candidates:
-        table = Table(
-            title="candidates (length-normalised chain probability)", title_justify="left"
-        )
-        for column in ("#", "option", "score", "joint"):
+        table = Table(title="candidates, ranked by per token", title_justify="left")
+        for column in ("#", "option", "per token", "joint"):
             table.add_column(column, justify="left" if column == "option" else "right")
         for rank, option in enumerate(result.candidates, start=1):
-            table.add_row(str(rank), option.option, f"{option.score:.4g}", f"{option.joint:.4g}")
+            name = option.option if option.in_vocabulary else f"{option.option} (unknown, last)"
+            table.add_row(str(rank), name, f"{option.score:.4g}", f"{option.joint:.4g}")
         console.print(table)
         return
-    if result.sequences:
-        table = Table(title="whole-word fills (joint probability)", title_justify="left")
-        for column in ("#", "fill", "sentence", "score"):
+    if result.sequences and BLANK in result.text:
+        table = Table(title="[BLANK] fills, ranked by per char", title_justify="left")
+        for column in ("#", "fill", "sentence", "per char", "joint"):
+            table.add_column(column, justify="left" if column in ("fill", "sentence") else "right")
+        for rank, fill in enumerate(result.sequences, start=1):
+            table.add_row(
+                str(rank), fill.fill, fill.text, f"{fill.normalised:.4g}", f"{fill.score:.4g}"
+            )
+        console.print(table)
+    elif result.sequences:  # one length: the joint probability ranks them
+        table = Table(title="whole-word fills, ranked by joint", title_justify="left")
+        for column in ("#", "fill", "sentence", "joint"):
             table.add_column(column, justify="left" if column in ("fill", "sentence") else "right")
         for rank, fill in enumerate(result.sequences, start=1):
             table.add_row(str(rank), fill.fill, fill.text, f"{fill.score:.4g}")

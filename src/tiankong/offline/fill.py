@@ -5,6 +5,10 @@ into batches (little padding), and results are appended in input order. After ea
 output (and error) file is flushed and fsynced, then a small checkpoint is replaced atomically.
 A restart truncates the output back to the last checkpoint and skips the lines it covers, so
 the output is never corrupt or duplicated.
+
+Every input field or column is kept and the result columns are added after it. The input
+fields stay in the driver process (only the texts go to the workers) until their line is
+written.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
 
 FORMATS = ("jsonl", "csv", "txt")
 CSV_COLUMNS = ["line", "text", "sequence", "top_token", "top_score", "result"]
+# The keys a JSONL output line gets besides the input's own fields.
+RESULT_KEYS = frozenset(["line", "predictions", *FillResult.__dataclass_fields__])
+Row = tuple[int, str | None, str, dict[str, Any]]  # line, text or None, problem, input fields
 
 
 @dataclass(frozen=True)
@@ -80,41 +87,88 @@ def input_identity(path: Path) -> str:
     return f"{path.stat().st_size}:{hashlib.sha256(head).hexdigest()[:16]}"
 
 
-def count_records(path: Path) -> int:
-    """Line count for the progress bar's total (binary scan, constant memory)."""
-    count = 0
+def count_records(path: Path, kind: str) -> int:
+    """The number of records, the progress bar's total (constant memory). A CSV's header is
+    not a record and a quoted field may span lines, so a CSV is parsed; other files count
+    lines (a last line without a newline included)."""
+    if kind == "csv":
+        with path.open(encoding="utf-8", newline="") as handle:
+            rows = sum(1 for row in csv.reader(handle) if row)  # DictReader skips blank rows
+        return max(rows - 1, 0)
+    count, last = 0, b"\n"
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             count += block.count(b"\n")
-    return count
+            last = block[-1:]
+    return count + (last != b"\n")
 
 
-def read_records(path: Path, kind: str, field: str) -> Iterator[tuple[int, str | None, str]]:
-    """Yield (line number, text or None, problem) for every input record."""
+def read_records(path: Path, kind: str, field: str) -> Iterator[Row]:
+    """Yield (line number, text or None, problem, the record's fields) for every record."""
     with path.open(encoding="utf-8", newline="" if kind == "csv" else None) as handle:
         if kind == "csv":
             reader = csv.DictReader(handle)
-            if field not in (reader.fieldnames or []):
+            header = reader.fieldnames or []
+            if field not in header:
                 raise BadDataFileError(f"CSV file '{path.name}' has no column '{field}'.")
             for row in reader:
-                yield reader.line_num, row.get(field), ""
+                if None in row:  # DictReader puts a long row's extra values under None
+                    problem = f"more values than the header's {len(header)} columns"
+                    yield reader.line_num, None, problem, {}
+                    continue
+                text = row.get(field)
+                problem = "" if text is not None else f"no value in column '{field}'"
+                yield reader.line_num, text, problem, row
             return
         for number, line in enumerate(handle, start=1):
             line = line.rstrip("\r\n")
             if kind == "txt":
-                yield number, line, ""
+                yield number, line, "", {}
                 continue
             if not line.strip():
-                yield number, None, "empty line"
+                yield number, None, "empty line", {}
                 continue
             try:
                 record = json.loads(line)
             except ValueError:
-                yield number, None, "not valid JSON"
+                yield number, None, "not valid JSON", {}
                 continue
-            text = record.get(field) if isinstance(record, dict) else None
+            if not isinstance(record, dict):
+                yield number, None, f"no string field '{field}'", {}
+                continue
+            text = record.get(field)
             problem = "" if isinstance(text, str) else f"no string field '{field}'"
-            yield number, text if isinstance(text, str) else None, problem
+            yield number, text if isinstance(text, str) else None, problem, record
+
+
+def input_columns(path: Path, kind: str, field: str) -> list[str]:
+    """The input's own columns, which a CSV output keeps before the result columns: a CSV's
+    header, or the keys of a JSONL file's first record. A TXT file has none (its line is the
+    result's ``text``). A column named like a result column is refused, so none is lost."""
+    columns: list[str] = []
+    if kind == "csv":
+        with path.open(encoding="utf-8", newline="") as handle:
+            columns = list(csv.DictReader(handle).fieldnames or [])
+    elif kind == "jsonl":
+        first = next((f for _, _, _, f in read_records(path, kind, field) if f), {})
+        columns = list(first)
+    clashes = [c for c in columns if c in CSV_COLUMNS and not c == field == "text"]
+    if clashes:
+        raise BadDataFileError(
+            f"The input column '{clashes[0]}' has the name of a result column "
+            f"({', '.join(CSV_COLUMNS)}); rename it."
+        )
+    return columns
+
+
+def fields_problem(fields: dict[str, Any], field: str, columns: list[str] | None) -> str:
+    """Why a record's own fields can't go into the output ("" when they can): a JSONL field
+    named like a result key, or a field a CSV output has no column for."""
+    if columns is not None:
+        extra = [name for name in fields if name not in columns]
+        return f"field '{extra[0]}' is not a CSV column ({', '.join(columns)})" if extra else ""
+    clashes = [name for name in fields if name in RESULT_KEYS and not name == field == "text"]
+    return f"field '{clashes[0]}' has the name of a result field; rename it" if clashes else ""
 
 
 # --- the work for one chunk (runs in a worker process when --workers > 1) --------------------
@@ -175,8 +229,12 @@ def run_fill(
     settings: Settings,
     options: PredictOptions,
     on_progress: Callable[[int, int, int], None] | None = None,
+    on_start: Callable[[Checkpoint], None] | None = None,
 ) -> Checkpoint:
-    """Fill ``job.input`` into ``job.output``; returns the final checkpoint (counts)."""
+    """Fill ``job.input`` into ``job.output``; returns the final checkpoint (counts).
+
+    ``on_start`` gets the counts the run starts from (those of a resumed run's finished lines,
+    zeros on a fresh run); ``on_progress`` gets each chunk's lines and the running totals."""
     if not job.input.is_file():
         raise BadDataFileError(f"Input file '{job.input}' does not exist.")
     if job.workers < 1 or job.chunk_size < 1 or job.batch_size < 1:
@@ -185,21 +243,36 @@ def run_fill(
     out_kind = format_of(job.output, job.output_format)
     if out_kind == "txt":
         raise BadOptionError("The output format must be jsonl or csv.")
+    columns = input_columns(job.input, in_kind, job.text_field) if out_kind == "csv" else None
     state = start_state(job)
-    records = read_records(job.input, in_kind, job.text_field)
+    if on_start:
+        on_start(Checkpoint(**asdict(state)))
+    rows = read_records(job.input, in_kind, job.text_field)
     for _ in range(state.lines_done):
-        next(records, None)
+        next(rows, None)
+    kept: dict[int, dict[str, Any]] = {}  # the input fields of the lines in flight
+
+    def records() -> Iterator[tuple[int, str | None, str]]:
+        for line, text, problem, fields in rows:
+            problem = problem or fields_problem(fields, job.text_field, columns)
+            kept[line] = fields
+            yield line, None if problem else text, problem
+
     with (
         open_append(job.output, state.output_bytes) as output,
         open_append(job.error_file, state.error_bytes) as errors,
     ):
-        writer = csv.DictWriter(output, CSV_COLUMNS) if out_kind == "csv" else None
-        if writer is not None and state.output_bytes == 0:
-            writer.writeheader()
-        for results in chunk_results(job, settings, options, records):
+        writer = None
+        if columns is not None:
+            result_columns = [c for c in CSV_COLUMNS if c not in columns]
+            writer = csv.DictWriter(output, columns + result_columns)
+            if state.output_bytes == 0:
+                writer.writeheader()
+        for results in chunk_results(job, settings, options, records()):
             for line, status, payload in results:
+                fields = kept.pop(line)
                 if status == "ok":
-                    write_result(output, writer, line, payload)
+                    write_result(output, writer, line, fields, payload)
                     state.filled += 1
                 else:
                     errors.write(json.dumps({"line": line, **payload}, ensure_ascii=False) + "\n")
@@ -247,14 +320,21 @@ def take(records: Iterator[Any], count: int) -> list[Any]:
 
 
 def write_result(
-    output: TextIO, writer: csv.DictWriter[str] | None, line: int, payload: dict[str, Any]
+    output: TextIO,
+    writer: csv.DictWriter[str] | None,
+    line: int,
+    fields: dict[str, Any],
+    payload: dict[str, Any],
 ) -> None:
+    """One output line: the input's own fields, then the line number and the result."""
     if writer is None:
-        output.write(json.dumps({"line": line, **payload}, ensure_ascii=False) + "\n")
+        record = {**fields, "line": line, **payload}
+        output.write(json.dumps(record, ensure_ascii=False) + "\n")
         return
     best = payload["predictions"][0] if payload["predictions"] else {"token": "", "score": ""}
     writer.writerow(
         {
+            **{name: csv_cell(value) for name, value in fields.items()},
             "line": line,
             "text": payload["text"],
             "sequence": payload["sequence"],
@@ -263,6 +343,11 @@ def write_result(
             "result": json.dumps(payload, ensure_ascii=False),
         }
     )
+
+
+def csv_cell(value: Any) -> Any:
+    """A JSONL value in a CSV cell: lists and objects as JSON, not as Python's repr."""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
 
 
 def start_state(job: FillJob) -> Checkpoint:

@@ -3,6 +3,7 @@
 Ray Data reads the input (JSONL, CSV or TXT), ``map_batches`` runs a pool of actors that each
 load the model once, and the results are written as JSONL shards into the OUTPUT folder (Ray
 writes one file per block). Rows that fail carry an ``error`` object instead of predictions.
+Every input column is kept, before the result columns.
 Connects to the cluster in ``RAY_ADDRESS`` (or the given address), else starts a local one.
 """
 
@@ -33,7 +34,8 @@ class FillActor:
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         texts = [str(text) if text is not None else "" for text in batch[self.field]]
-        columns: dict[str, list[Any]] = {name: [] for name in OUTPUT_COLUMNS}
+        kept = {name: values for name, values in batch.items() if name not in OUTPUT_COLUMNS}
+        columns: dict[str, Any] = {**kept, **{name: [] for name in OUTPUT_COLUMNS}}
         for text in texts:
             try:
                 payload = record_of(text, self.masker.predict(text, options=self.options))
@@ -76,6 +78,12 @@ def run_ray_fill(
         field = job.text_field
     if field not in dataset.columns():
         raise BadDataFileError(f"Input '{job.input.name}' has no field '{field}'.")
+    clashes = [c for c in dataset.columns() if c in OUTPUT_COLUMNS and not c == field == "text"]
+    if clashes:
+        raise BadDataFileError(
+            f"The input column '{clashes[0]}' has the name of a result column "
+            f"({', '.join(OUTPUT_COLUMNS)}); rename it."
+        )
     workers = actors or job.workers
     threads = max(1, settings.threads // workers)
     # Logical CPUs: leave one for Ray's read and write tasks, or they wait behind the actors.

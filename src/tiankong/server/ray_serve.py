@@ -22,13 +22,19 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tiankong.config import Settings, physical_cores
+from tiankong.config import (
+    ScaleOptions,
+    Settings,
+    from_environment,
+    physical_cores,
+    read_environment,
+)
 from tiankong.core.results import FillResult
 from tiankong.errors import (
     BadOptionError,
@@ -48,7 +54,6 @@ APP_NAME = "tiankong"
 DEPLOYMENT_NAME = "tiankong"
 REPLICA_HEADER = "x-tiankong-replica"
 BATCH_HEADER = "x-tiankong-batch-size"
-SCALE_KEYS = ("replicas", "max_replicas", "target_ongoing_requests")
 # The batch sizes of the request being handled, for BATCH_HEADER (set by ReplicaHeaders).
 BATCH_SIZES: ContextVar[list[int] | None] = ContextVar("tiankong_batch_sizes", default=None)
 
@@ -170,41 +175,6 @@ class TiankongReplica:
         return RayBatchScheduler(masker, settings, observer, self.replica)
 
 
-@dataclass(frozen=True)
-class ScaleOptions:
-    """``replicas`` fixed, or autoscaling between ``replicas`` and ``max_replicas``.
-
-    The autoscaler adds replicas while the replicas average more than
-    ``target_ongoing_requests`` requests each (default: a quarter of ``max_batch_size``, a
-    starting point to tune with a load test).
-    """
-
-    replicas: int = 2
-    max_replicas: int | None = None
-    target_ongoing_requests: float | None = None
-
-    @property
-    def autoscaling(self) -> bool:
-        return self.max_replicas is not None and self.max_replicas != self.replicas
-
-    @property
-    def most_replicas(self) -> int:
-        return self.max_replicas if self.max_replicas is not None else self.replicas
-
-    def checked(self) -> ScaleOptions:
-        if self.autoscaling:
-            if self.replicas < 0 or self.most_replicas < max(1, self.replicas):
-                raise BadOptionError(
-                    f"Autoscaling needs 0 <= replicas <= max_replicas and max_replicas >= 1; "
-                    f"got {self.replicas} and {self.max_replicas}."
-                )
-        elif self.replicas < 1:
-            raise BadOptionError(f"replicas must be at least 1; got {self.replicas}.")
-        if self.target_ongoing_requests is not None and self.target_ongoing_requests <= 0:
-            raise BadOptionError("target_ongoing_requests must be above 0.")
-        return self
-
-
 def deployment_options(settings: Settings, scale: ScaleOptions) -> dict[str, Any]:
     """``serve.deployment`` keyword arguments for these settings."""
     scale = scale.checked()
@@ -243,23 +213,27 @@ def replica_threads(scale: ScaleOptions) -> int:
 
 
 def build_app(args: Mapping[str, object]) -> Application:
-    """The ``serve run`` builder: ``serve run tiankong.ray_serve:build_app model=... threads=2``.
+    """The ``serve run`` builder: ``serve run tiankong.ray_serve:build_app model=... threads=2``."""
+    return build_application(*settings_and_scale(args))
 
-    Keys are Settings field names plus ``replicas``, ``max_replicas`` and
-    ``target_ongoing_requests``; they override the TIANKONG_* environment (the ``tiankong
-    serve`` flags' twins, read where the application is built), which overrides the defaults.
-    """
-    values: dict[str, object] = {**environment_values(os.environ), **args}
-    scale_values = {name: values.pop(name) for name in SCALE_KEYS if name in values}
-    scale = ScaleOptions(
-        replicas=parse_value("replicas", "int", scale_values.get("replicas", 2)),
-        max_replicas=optional_value(scale_values, "max_replicas", "int"),
-        target_ongoing_requests=optional_value(scale_values, "target_ongoing_requests", "float"),
-    ).checked()
-    settings = settings_from(values)
-    if "threads" not in values:
-        settings = settings.with_overrides(threads=replica_threads(scale))
-    return build_application(settings, scale)
+
+def settings_and_scale(args: Mapping[str, object]) -> tuple[Settings, ScaleOptions]:
+    """``serve run`` arguments: Settings field names plus ScaleOptions' (``replicas``,
+    ``max_replicas``, ``target_ongoing_requests``). They override the TIANKONG_* environment
+    (the ``tiankong serve`` flags' twins, read where the application is built), which overrides
+    the defaults; config.py's tables say each one's type and twin."""
+    scale_names = {row.name for row in fields(ScaleOptions)}
+    unknown = sorted(set(args) - scale_names - {row.name for row in fields(Settings)})
+    if unknown:
+        raise BadOptionError(
+            f"Unknown setting(s) {', '.join(unknown)}; use Settings field names or "
+            f"{', '.join(sorted(scale_names))}."
+        )
+    scale_args = {name: value for name, value in args.items() if name in scale_names}
+    scale = from_environment(ScaleOptions, scale_args).checked()
+    values = read_environment(Settings, {k: v for k, v in args.items() if k not in scale_names})
+    values.setdefault("threads", replica_threads(scale))  # unless given or set by its env twin
+    return Settings(**values), scale
 
 
 def __getattr__(name: str) -> Application:
@@ -267,54 +241,6 @@ def __getattr__(name: str) -> Application:
     if name == "app":
         return build_app({})
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def environment_values(environ: Mapping[str, str]) -> dict[str, str]:
-    """Settings fields and scale options given as TIANKONG_* variables."""
-    names = [field.name for field in fields(Settings)] + list(SCALE_KEYS)
-    values = {}
-    for name in names:
-        variable = "TIANKONG_" + name.removesuffix("_s").upper()  # request_timeout_s: ..._TIMEOUT
-        if variable in environ:
-            values[name] = environ[variable]
-    return values
-
-
-def settings_from(values: Mapping[str, object]) -> Settings:
-    """Settings from text values (``serve run`` arguments, environment variables)."""
-    kinds = {field.name: str(field.type) for field in fields(Settings)}
-    unknown = sorted(set(values) - set(kinds))
-    if unknown:
-        raise BadOptionError(
-            f"Unknown setting(s) {', '.join(unknown)}; use Settings field names "
-            f"({', '.join(kinds)}) or {', '.join(SCALE_KEYS)}."
-        )
-    return Settings(**{name: parse_value(name, kinds[name], raw) for name, raw in values.items()})
-
-
-def optional_value(values: Mapping[str, object], name: str, kind: str) -> Any:
-    return parse_value(name, kind, values[name]) if name in values else None
-
-
-def parse_value(name: str, kind: str, raw: object) -> Any:
-    """``raw`` as the Settings field type named ``kind`` (a bad value is a BadOptionError)."""
-    text = str(raw).strip()
-    try:
-        if kind == "bool":
-            if text.lower() in ("1", "true", "yes", "on"):
-                return True
-            if text.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(text)
-        if kind == "int":
-            return int(text)
-        if kind == "float":
-            return float(text)
-        if kind.startswith("tuple"):
-            return tuple(part.strip() for part in text.split(",") if part.strip())
-    except ValueError:
-        raise BadOptionError(f"{name}: '{text}' is not a valid {kind}.") from None
-    return text
 
 
 def serve_on_ray(settings: Settings, scale: ScaleOptions, address: str | None = None) -> None:

@@ -243,8 +243,11 @@ class PredictResponse(Fill):
 class ErrorDetail(BaseModel):
     code: str = Field(description="Stable, machine-readable, e.g. no_mask.")
     message: str = Field(description="One readable sentence.")
+    # Left out of the JSON unless there is an id (the documented error shape has no null key);
+    # exclude_if drops it at serialisation and leaves the published schema as it was.
     error_id: str | None = Field(
         default=None,
+        exclude_if=lambda error_id: error_id is None,
         description="Server faults only (5xx): the key to the traceback in the server log.",
     )
 

@@ -24,13 +24,12 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from tiankong.config import Settings
+from tiankong.config import Settings, check_settings
 from tiankong.core.modes import PredictOptions
 from tiankong.core.request import PreparedRequest, prepare_request
 from tiankong.core.results import FillResult
 from tiankong.core.text import PreparedText
 from tiankong.errors import (
-    BadOptionError,
     EngineError,
     TiankongError,
     new_error_id,
@@ -45,13 +44,8 @@ JobT = TypeVar("JobT")
 
 
 def check_serving_settings(settings: Settings) -> BatchLimits:
-    """The batcher's limits from ``settings``; a bad batching or cache value is a BadOptionError."""
-    for name, size in (
-        ("result", settings.result_cache_size),
-        ("token", settings.token_cache_size),
-    ):
-        if size < 0:
-            raise BadOptionError(f"The {name} cache size must be 0 (off) or more; got {size}.")
+    """The batcher's limits from ``settings``, after every row's rule (``check_settings``)."""
+    check_settings(settings)
     return BatchLimits.from_settings(settings)
 
 
