@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from tiankong.core.results import FillResult
 from tiankong.errors import TiankongError
+from tiankong.server.error_handlers import error_body
 
 
 class JSONBody(Response):
@@ -46,8 +47,8 @@ def fill_payload(result: FillResult, **extra: Any) -> dict[str, Any]:
 
 
 def error_payload(error: TiankongError) -> dict[str, Any]:
-    """A batch item's error entry: the ``ErrorResponse`` shape."""
-    return {"error": {"code": error.code, "message": error.message, "error_id": error.error_id}}
+    """A batch item's error entry: the one error shape (``error_id`` only when there is one)."""
+    return error_body(error.code, error.message, error.error_id)
 
 
 def batch_payload(
