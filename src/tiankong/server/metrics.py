@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from prometheus_client import (
@@ -143,11 +144,21 @@ class ServerMetrics:
             registry=self.registry,
         )
         self.window = RollingWindow(window_seconds)
+        # (route template, method, status) -> its request counter and latency histogram
+        self.request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         self.inference_requests = 0
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
-        self.requests.labels(route, method, str(status)).inc()
-        self.latency.labels(route, method).observe(seconds)
+        key = (route, method, status)
+        children = self.request_children.get(key)
+        if children is None:  # labels() locks and checks its values: once per combination
+            children = (
+                self.requests.labels(route, method, str(status)),
+                self.latency.labels(route, method),
+            )
+            self.request_children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
         if (method, route) in INFERENCE_ROUTES:
             self.inference_requests += 1
             self.window.add(time.monotonic(), seconds)
