@@ -24,7 +24,11 @@ def table(report: dict) -> list[str]:
 
 
 def example_and_int8(folder: Path) -> list[str]:
-    """The poem the issue asks about, and what the INT8 quality guard decides for this model."""
+    """The poem the issue asks about, and what the INT8 quality guard decided for this model.
+
+    The INT8 figures are the ones stored with the export when it was made (its manifest), read
+    through the served engine: the same data `tiankong serve` logs and reports in /info.
+    """
     from tiankong import FillMasker, Settings
 
     fp32 = FillMasker.load(str(folder), Settings(engine="torch", threads=1))
@@ -32,15 +36,31 @@ def example_and_int8(folder: Path) -> list[str]:
     shown = ", ".join(f"{c.token} {c.score:.1%}" for c in top)
     served = FillMasker.load(str(folder), Settings(threads=1))
     quality = getattr(served.engine, "quality", {})
+    lines = [f"「春眠不觉晓，处处闻啼[MASK]。」 → {shown} (torch FP32).", ""]
     decision = f"By default tiankong runs it on {served.engine.name} {served.engine.precision}"
-    if quality:
-        decision += (
-            f": the INT8 export's top-1 agreement with FP32 is {quality['top1_agreement']:.1%} "
-            f"(top-5 overlap {quality['top5_overlap']:.1%}) on the guard's "
-            f"{quality.get('masks', '?')} masks, against a threshold of "
-            f"{quality['min_agreement']:.0%}"
+    if not quality:
+        return [*lines, decision + "."]
+    cpu = quality["cpu"]
+    decision += (
+        f". The INT8 export was made on a CPU of kind `{cpu['kind']}` "
+        f"({', '.join(cpu['flags']) or 'no AVX2'}), which tries these recipes in order until one "
+        f"reaches the guard's {quality['min_agreement']:.0%} top-1 agreement with FP32 on its "
+        f"{quality['masks']} masks ({quality['sentences']} sentences):"
+    )
+    lines += [decision, "", "| recipe | top-1 agreement | top-5 overlap |", "|---|---:|---:|"]
+    for attempt in quality["attempts"]:
+        lines.append(
+            f"| {attempt['recipe']} | {attempt['top1_agreement']:.1%} | "
+            f"{attempt['top5_overlap']:.1%} |"
         )
-    return [f"「春眠不觉晓，处处闻啼[MASK]。」 → {shown} (torch FP32).", "", decision + "."]
+    kept = quality["recipe"]["name"]
+    verdict = "passes, and is served" if quality["passed"] else "fails; FP32 is served"
+    lines += [
+        "",
+        f"Kept: **{kept}**, which {verdict}. Other CPU kinds try other recipes "
+        '(docs/PERFORMANCE.md, "The INT8 recipe and its quality guard").',
+    ]
+    return lines
 
 
 def main() -> None:

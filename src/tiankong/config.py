@@ -39,7 +39,7 @@ class Flag:
     help: str | None = None
     at_least: float | None = None
     more_than: float | None = None
-    choices: tuple[str, ...] = ()  # compared lower-cased
+    choices: tuple[str, ...] = ()  # the CLI lower-cases the value first
     # True: the flag's default is the setting's (typer prints it); False: unset (None), so the
     # help text says the default.
     shows_default: bool = False
@@ -191,7 +191,7 @@ class Settings:
     max_text_chars: int = setting(10_000)
     default_top_k: int = setting(5)
     max_top_k: int = setting(50)
-    int8_min_agreement: float = setting(0.97)  # INT8 top-1 agreement with FP32 below: FP32
+    int8_min_agreement: float = setting(0.98)  # the INT8 guard: least top-1 agreement with FP32
 
     def with_overrides(self, **changes: Any) -> Settings:
         """A copy with the non-None values of ``changes`` applied."""

@@ -204,3 +204,24 @@ def test_two_processes_starting_at_once(tiny_model_dir: Path, tmp_path: Path) ->
     assert logs.count("Exporting tiny-bert") == 2  # fp32 once and int8 once, not per process
     assert logs.count("Exported tiny-bert") == 2
     assert len([path for path in cache.iterdir() if path.is_dir()]) == 2
+
+
+def test_torchless_host_on_another_cpu_kind_uses_the_export_with_a_warning(
+    model: ResolvedModel,
+    cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A Docker image exported on one CPU kind and run on another: the INT8 export is served,
+    and the log says its recipe was chosen for the other CPU."""
+    made_with = ensure_export(model, "int8", settings_for(cache))
+    made_on = made_with.manifest["recipe"]["int8"]["cpu"]
+    other = "avx2" if made_on != "avx2" else "vnni"
+    monkeypatch.setattr(export_cache, "can_export", lambda: False)
+    monkeypatch.setattr(export_cache, "cpu_kind", lambda: other)
+    with caplog.at_level(logging.WARNING, logger="tiankong"):
+        found = ensure_export(model, "int8", settings_for(cache))
+    assert found.folder == made_with.folder
+    assert f"made on a '{made_on}' CPU; this one is '{other}'" in caplog.text
+    fp32 = ensure_export(model, "fp32", settings_for(cache))  # FP32 doesn't depend on the CPU
+    assert "fp32" in fp32.folder.name

@@ -20,14 +20,17 @@ import json
 import logging
 import warnings
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tiankong.errors import EngineError, ModelUnavailableError
+
+if TYPE_CHECKING:
+    from tiankong.build.int8_recipe import Int8Recipe
 
 log = logging.getLogger(__name__)
 
@@ -48,19 +51,27 @@ FUSED_OP_TYPES = (
     "SkipLayerNormalization",
     "BiasGelu",
 )
-# Dynamic INT8 for the encoder's MatMuls and fused Attention only. The MLM head (Gemm) and the
-# embeddings stay FP32: the head is ~1% of the FLOPs at a few masks, keeping it FP32 keeps the
-# ranking at the mask sharp, and the tied embedding/decoder matrix stays stored once.
-INT8_OP_TYPES = ["MatMul", "Attention"]
-INT8_PER_CHANNEL = True
-INT8_REDUCE_RANGE = False
+# Dynamic INT8 for the encoder's MatMuls and fused Attention (``int8_recipe`` picks the settings
+# and the fallbacks by CPU). The MLM head (Gemm) and the embeddings always stay FP32: the head is
+# ~1% of the FLOPs at a few masks, keeping it FP32 keeps the ranking at the mask sharp, and the
+# tied embedding/decoder matrix stays stored once.
+# CPU features that decide the INT8 recipe or its speed, recorded with an INT8 export.
+REPORTED_CPU_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8")
 # Above this, the optimised graph is not the model any more (fusion or export bug): refuse it.
 MAX_EXPORT_DIFF = 1e-3
 
 
-def recipe(precision: str) -> dict[str, Any]:
-    """The export settings that shape the graph, as JSON-ready data (part of the cache key)."""
+def recipe(
+    precision: str, cpu: str | None = None, min_agreement: float | None = None
+) -> dict[str, Any]:
+    """The export settings that shape the graph, as JSON-ready data (part of the cache key).
+
+    For INT8 that is the recipe chain for the ``cpu`` kind and the guard's threshold, which
+    together decide the recipe kept (``int8_recipe``); both default to this machine and Settings.
+    """
+    from tiankong.build.int8_recipe import cpu_kind, recipe_chain
     from tiankong.build.quality_guard import guard_file_sha256
+    from tiankong.config import Settings
 
     described: dict[str, Any] = {
         "opset": OPSET,
@@ -69,10 +80,12 @@ def recipe(precision: str) -> dict[str, Any]:
         "optimizer": "onnxruntime.transformers bert, python fusions only",
     }
     if precision == "int8":
+        kind = cpu or cpu_kind()
+        threshold = Settings.int8_min_agreement if min_agreement is None else min_agreement
         described["int8"] = {
-            "op_types": INT8_OP_TYPES,
-            "per_channel": INT8_PER_CHANNEL,
-            "reduce_range": INT8_REDUCE_RANGE,
+            "cpu": kind,
+            "chain": [step.describe() for step in recipe_chain(kind)],
+            "min_agreement": threshold,
             "guard_sentences_sha256": guard_file_sha256(),
         }
     return described
@@ -139,18 +152,46 @@ def export_fp32(folder: Path, out_file: Path, threads: int) -> dict[str, Any]:
     return {"graph": report}
 
 
-def export_int8(folder: Path, fp32_file: Path, out_file: Path, threads: int) -> dict[str, Any]:
-    """Quantize ``fp32_file`` to ``out_file`` and measure it against FP32 (the quality guard)."""
-    from tiankong.build.quality_guard import compare_engines
+def export_int8(
+    folder: Path, fp32_file: Path, out_file: Path, threads: int, cpu: str, min_agreement: float
+) -> dict[str, Any]:
+    """Quantize ``fp32_file`` by each recipe of the ``cpu`` kind's chain until one reaches
+    ``min_agreement`` top-1 agreement with FP32 on the guard sentences; write it to ``out_file``.
+
+    Returns the graph report and ``quality``: the guard's figures for the recipe kept, whether it
+    passed, the recipe, the CPU kind and flags, and every attempt. Computed here, once per
+    export, and stored in its manifest; the engine, /info, the model card and the bench read it.
+    """
+    from tiankong.build.int8_recipe import choose_recipe, cpu_flags, recipe_chain
+    from tiankong.build.quality_guard import GuardReference
     from tiankong.engines.onnx_engine import OnnxEngine
 
     config = read_config(folder)
-    report = quantize_int8(
-        fp32_file, out_file, int(config["vocab_size"]), int(config["hidden_size"])
-    )
-    reference = OnnxEngine(fp32_file, "cpu", "fp32", threads)
-    candidate = OnnxEngine(out_file, "cpu", "int8", threads)
-    return {"graph": report, "quality": compare_engines(reference, candidate, folder)}
+    vocab_size, hidden = int(config["vocab_size"]), int(config["hidden_size"])
+    guard = GuardReference(OnnxEngine(fp32_file, "cpu", "fp32", threads), folder)
+    chain = recipe_chain(cpu)
+    candidates: dict[str, Path] = {}
+
+    def measure(step: Int8Recipe) -> dict[str, Any]:
+        candidate = out_file.with_name(f"candidate-{len(candidates)}.onnx")
+        candidates[step.name] = candidate
+        quantize_int8(fp32_file, candidate, vocab_size, hidden, step)
+        return guard.compare(OnnxEngine(candidate, "cpu", "int8", threads))
+
+    choice = choose_recipe(chain, measure, min_agreement)
+    candidates.pop(choice.recipe.name).rename(out_file)
+    for leftover in candidates.values():
+        leftover.unlink()
+    flags = sorted(flag for flag in cpu_flags() if flag in REPORTED_CPU_FLAGS)
+    quality = {
+        **choice.figures,
+        "min_agreement": min_agreement,
+        "passed": choice.passed,
+        "recipe": choice.recipe.describe(),
+        "cpu": {"kind": cpu, "flags": flags},
+        "attempts": choice.attempts,
+    }
+    return {"graph": graph_report(out_file, vocab_size, hidden), "quality": quality}
 
 
 def load_masked_lm(folder: Path) -> Any:
@@ -232,36 +273,44 @@ def optimize_graph(raw_file: Path, out_file: Path, config: Any) -> None:
 
 
 def quantize_int8(
-    fp32_file: Path,
-    out_file: Path,
-    vocab_size: int,
-    hidden: int,
-    op_types: Sequence[str] = tuple(INT8_OP_TYPES),
-    excluded_nodes: Sequence[str] = (),
+    fp32_file: Path, out_file: Path, vocab_size: int, hidden: int, step: Int8Recipe
 ) -> dict[str, Any]:
-    """Dynamic INT8 quantization of an optimised FP32 export; returns its graph report.
-
-    ``op_types`` and ``excluded_nodes`` (node names left in FP32) exist for experiments such as
-    ``python -m bench.int8_variants``; the serving export uses the defaults.
-    """
+    """Dynamic INT8 quantization of an optimised FP32 export by ``step``; returns its graph
+    report. ``python -m bench.int8_variants`` calls it with recipes outside the chains too."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    from tiankong.build.int8_recipe import FFN_OUTPUT
+
     graph = onnx.load(str(fp32_file))
     keep_head_in_fp32(graph)
+    excluded = ffn_output_matmuls(graph) if FFN_OUTPUT in step.fp32_parts else []
     with without_preprocessing_hint():
         quantize_dynamic(
             graph,
             out_file,
-            op_types_to_quantize=list(op_types),
-            nodes_to_exclude=list(excluded_nodes),
-            per_channel=INT8_PER_CHANNEL,
-            reduce_range=INT8_REDUCE_RANGE,
-            weight_type=QuantType.QInt8,
+            op_types_to_quantize=list(step.op_types),
+            nodes_to_exclude=excluded,
+            per_channel=step.per_channel,
+            reduce_range=step.reduce_range,
+            weight_type=QuantType.QInt8 if step.weights == "s8" else QuantType.QUInt8,
             # Shape inference can't see through ORT's fused contrib ops; their outputs are float.
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
     return graph_report(out_file, vocab_size, hidden)
+
+
+def ffn_output_matmuls(model: Any) -> list[str]:
+    """Each layer's FFN output projection (``.../output/dense/MatMul``, intermediate -> hidden),
+    named as torch's exporter names BERT's modules; the attention output's ``dense`` sits under
+    ``/attention/`` and is not one of them."""
+    return [
+        node.name
+        for node in model.graph.node
+        if node.op_type == "MatMul"
+        and "/attention/" not in node.name
+        and "/output/dense/" in node.name
+    ]
 
 
 @contextmanager

@@ -4,7 +4,7 @@
 >>> from tiankong.core.models import resolve_model
 >>> export = ensure_export(resolve_model(None), "int8", Settings())  # doctest: +SKIP
 >>> export.onnx_file.name, export.quality["top1_agreement"]  # doctest: +SKIP
-('model.onnx', 0.98...)
+('model.onnx', 1.0)
 
 Finding a cached export hashes the model files and checks the export's manifest (sha256 of its
 .onnx); it never imports torch or transformers. Building one takes a file lock and runs
@@ -32,6 +32,7 @@ from typing import Any
 from platformdirs import user_cache_dir
 
 from tiankong.build import export
+from tiankong.build.int8_recipe import cpu_kind
 from tiankong.config import Settings
 from tiankong.core.models import MODEL_FILE_PATTERNS, ResolvedModel
 from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
@@ -97,12 +98,18 @@ def library_versions() -> dict[str, str | None]:
     return versions
 
 
-def export_key(fingerprint: str, precision: str, versions: dict[str, str | None]) -> str:
+def export_key(
+    fingerprint: str,
+    precision: str,
+    versions: dict[str, str | None],
+    recipe: dict[str, Any] | None = None,
+) -> str:
+    """``recipe``: ``export.recipe(...)``'s description (default: this CPU, default threshold)."""
     data = {
         "cache_format": CACHE_FORMAT,
         "model": fingerprint,
         "precision": precision,
-        "recipe": export.recipe(precision),
+        "recipe": export.recipe(precision) if recipe is None else recipe,
         "libraries": versions,
     }
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
@@ -120,13 +127,15 @@ def ensure_export(model: ResolvedModel, precision: str, settings: Settings) -> O
     root = cache_root(settings)
     fingerprint = model_fingerprint(model.path)
     versions = library_versions()
-    key = export_key(fingerprint, precision, versions)
+    cpu = cpu_kind()  # the INT8 recipe chain depends on it, so it is part of the key
+    described = export.recipe(precision, cpu, settings.int8_min_agreement)
+    key = export_key(fingerprint, precision, versions, described)
     entry = root / entry_name(model, precision, key)
     found = open_export(entry, key)
     if found is not None:
         return found
     if not can_export():
-        return find_compatible(root, fingerprint, precision, versions, model)
+        return find_compatible(root, fingerprint, precision, versions, model, described)
     # INT8 is quantized from, and checked against, the FP32 export.
     fp32 = ensure_export(model, "fp32", settings) if precision == "int8" else None
     try:
@@ -156,6 +165,8 @@ def ensure_export(model: ResolvedModel, precision: str, settings: Settings) -> O
                     key=key,
                     fingerprint=fingerprint,
                     versions=versions,
+                    cpu=cpu,
+                    min_agreement=settings.int8_min_agreement,
                 )
             )
     except Timeout:
@@ -215,35 +226,67 @@ def find_compatible(
     precision: str,
     versions: dict[str, str | None],
     model: ResolvedModel,
+    described: dict[str, Any],
 ) -> OnnxExport:
     """Without torch (a serving-only install), take an export of the same model, precision and
-    recipe made for the installed onnxruntime, whatever torch and transformers made it."""
+    recipe made for the installed onnxruntime, whatever torch and transformers made it.
+
+    An INT8 export made on another kind of CPU (a Docker image built elsewhere) is taken when
+    none was made on this kind, with a warning: its recipe was chosen, and its guard figures
+    measured, for that CPU.
+    """
     wanted = {
         "model": fingerprint,
         "precision": precision,
-        "recipe": export.recipe(precision),
+        "recipe": recipe_without_cpu(described),
         "onnxruntime": versions["onnxruntime"],
     }
+    elsewhere: list[tuple[Path, str]] = []
     for folder in sorted(root.glob(f"*-{precision}-*")):
         try:
             manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
-            described = {
+            found_recipe = manifest["recipe"]
+            made = {
                 "model": manifest["model"]["fingerprint"],
                 "precision": manifest["precision"],
-                "recipe": manifest["recipe"],
+                "recipe": recipe_without_cpu(found_recipe),
                 "onnxruntime": manifest["libraries"]["onnxruntime"],
             }
             key = str(manifest["key"])
         except (OSError, ValueError, TypeError, KeyError):
             continue
-        found = open_export(folder, key) if described == wanted else None
+        if made != wanted:
+            continue
+        if found_recipe != described:
+            elsewhere.append((folder, key))
+            continue
+        found = open_export(folder, key)
         if found is not None:
+            return found
+    for folder, key in elsewhere:
+        found = open_export(folder, key)
+        if found is not None:
+            log.warning(
+                "Using the INT8 export of '%s' made on a '%s' CPU; this one is '%s', for which "
+                "tiankong would pick its recipe differently. Export it on this machine to fix.",
+                model.name,
+                found.manifest["recipe"]["int8"]["cpu"],
+                described["int8"]["cpu"],
+            )
             return found
     raise ModelUnavailableError(
         f"No {precision} ONNX export of '{model.name}' is cached for onnxruntime "
         f"{versions['onnxruntime']}, and exporting needs torch, transformers and onnx: "
         "install tiankong[export] once, or use --engine torch."
     )
+
+
+def recipe_without_cpu(described: dict[str, Any]) -> dict[str, Any]:
+    """The recipe description minus the CPU kind and its chain (what two CPUs can share)."""
+    int8 = described.get("int8")
+    if not isinstance(int8, dict):
+        return described
+    return {**described, "int8": {k: v for k, v in int8.items() if k not in ("cpu", "chain")}}
 
 
 def discard_leftovers(entry: Path) -> None:

@@ -38,6 +38,8 @@ class BuildRequest:
     key: str
     fingerprint: str
     versions: dict[str, str | None]
+    cpu: str  # the CPU kind the key was made for: it picks the INT8 recipe chain
+    min_agreement: float  # the INT8 guard's threshold: the first recipe reaching it is kept
 
 
 def build_in_worker(request: BuildRequest) -> None:
@@ -80,7 +82,12 @@ def build_export(request: BuildRequest) -> None:
             details = export.export_fp32(model_path, temp / ONNX_FILE, request.threads)
         else:
             details = export.export_int8(
-                model_path, Path(request.fp32_file), temp / ONNX_FILE, request.threads
+                model_path,
+                Path(request.fp32_file),
+                temp / ONNX_FILE,
+                request.threads,
+                request.cpu,
+                request.min_agreement,
             )
         files = {}
         for path in sorted(temp.iterdir()):
@@ -91,7 +98,7 @@ def build_export(request: BuildRequest) -> None:
             "key": request.key,
             "model": {"name": request.model_name, "fingerprint": request.fingerprint},
             "precision": precision,
-            "recipe": export.recipe(precision),
+            "recipe": export.recipe(precision, request.cpu, request.min_agreement),
             "libraries": request.versions,
             "files": files,
             **details,

@@ -34,22 +34,35 @@ def compare_engines(
     reference: Engine, candidate: Engine, model_folder: Path, sentences: Sequence[str] = ()
 ) -> dict[str, float | int]:
     """Top-1 agreement and mean top-5 overlap of ``candidate`` with ``reference``, per mask."""
-    encoder = TextEncoder.from_folder(model_folder, TextLimits())
-    prepared = [encoder.prepare(text) for text in sentences or guard_sentences()]
-    banned = banned_token_ids(encoder.vocab)
-    reference_top = top_tokens(reference, prepared, encoder.pad_id, banned)
-    candidate_top = top_tokens(candidate, prepared, encoder.pad_id, banned)
-    top1 = reference_top[:, 0] == candidate_top[:, 0]
-    overlap = [
-        len(set(ours.tolist()) & set(theirs.tolist())) / 5
-        for ours, theirs in zip(reference_top, candidate_top, strict=True)
-    ]
-    return {
-        "sentences": len(prepared),
-        "masks": len(top1),
-        "top1_agreement": round(float(top1.mean()), 4),
-        "top5_overlap": round(float(np.mean(overlap)), 4),
-    }
+    return GuardReference(reference, model_folder, sentences).compare(candidate)
+
+
+class GuardReference:
+    """The reference engine's rankings on the guard sentences, computed once, so that several
+    INT8 candidates (an export's recipe chain) are each measured with one pass of their own."""
+
+    def __init__(
+        self, reference: Engine, model_folder: Path, sentences: Sequence[str] = ()
+    ) -> None:
+        encoder = TextEncoder.from_folder(model_folder, TextLimits())
+        self.prepared = [encoder.prepare(text) for text in sentences or guard_sentences()]
+        self.pad_id = encoder.pad_id
+        self.banned = banned_token_ids(encoder.vocab)
+        self.reference_top = top_tokens(reference, self.prepared, self.pad_id, self.banned)
+
+    def compare(self, candidate: Engine) -> dict[str, float | int]:
+        candidate_top = top_tokens(candidate, self.prepared, self.pad_id, self.banned)
+        top1 = self.reference_top[:, 0] == candidate_top[:, 0]
+        overlap = [
+            len(set(ours.tolist()) & set(theirs.tolist())) / 5
+            for ours, theirs in zip(self.reference_top, candidate_top, strict=True)
+        ]
+        return {
+            "sentences": len(self.prepared),
+            "masks": len(top1),
+            "top1_agreement": round(float(top1.mean()), 4),
+            "top5_overlap": round(float(np.mean(overlap)), 4),
+        }
 
 
 def top_tokens(

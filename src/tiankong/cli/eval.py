@@ -10,29 +10,23 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tiankong.cli.predict import (
-    DeviceOption,
-    EngineOption,
-    ModelOption,
-    OnnxCacheDirOption,
-    PrecisionOption,
-    ThreadsOption,
-    build_settings,
-)
+from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.root import app
+from tiankong.config import Settings
 from tiankong.errors import BadOptionError
 from tiankong.offline.evaluate import EvalReport, agreement, evaluate_items, read_items
 
 
 @app.command("eval")
+@settings_flags
 def eval_command(
     file: Annotated[Path, typer.Argument(help="JSONL cloze items, or ChID JSON lines.")],
-    model: ModelOption = None,
-    onnx_cache_dir: OnnxCacheDirOption = None,
-    engine: EngineOption = "auto",
-    precision: PrecisionOption = "auto",
-    device: DeviceOption = "auto",
-    threads: ThreadsOption = None,
+    model: object = FLAG,
+    onnx_cache_dir: object = FLAG,
+    engine: object = FLAG,
+    precision: object = FLAG,
+    device: object = FLAG,
+    threads: object = FLAG,
     order: Annotated[
         str, typer.Option("--order", help="Joint decoding: left_to_right or confident_first.")
     ] = "left_to_right",
@@ -50,6 +44,7 @@ def eval_command(
             help="A second ENGINE:PRECISION (e.g. onnx:int8) to run and compare against.",
         ),
     ] = None,
+    settings: Settings = FROM_FLAGS,
 ) -> None:
     """Top-1 / top-5 accuracy, MRR and latency per category for a cloze file."""
     from tiankong.core.modes import PredictOptions
@@ -59,7 +54,6 @@ def eval_command(
     options = PredictOptions(
         beam_width=beam_width, order=order, length_alpha=length_alpha
     ).validated()
-    settings = build_settings(model, device, threads, engine, precision, None, onnx_cache_dir)
     runs = [(settings, FillMasker.load(settings=settings))]
     if compare:
         other_engine, _, other_precision = compare.partition(":")

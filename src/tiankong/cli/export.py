@@ -7,30 +7,29 @@ from typing import Annotated
 
 import typer
 
-from tiankong.cli.predict import ModelOption, OnnxCacheDirOption, ThreadsOption
+from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import Settings
 
 
 @app.command("export")
+@settings_flags
 def export_command(
     out: Annotated[
         Path, typer.Option("--out", "-o", help="Folder for model.onnx and its metadata JSON.")
     ],
-    model: ModelOption = None,
+    model: object = FLAG,
     precision: Annotated[
         str, typer.Option("--precision", help="fp32, or int8 (dynamic, with a quality guard).")
     ] = "fp32",
-    threads: ThreadsOption = None,
-    onnx_cache_dir: OnnxCacheDirOption = None,
+    threads: object = FLAG,
+    onnx_cache_dir: object = FLAG,
+    settings: Settings = FROM_FLAGS,
 ) -> None:
     """Export MODEL to ONNX (mask-gather graph, fused ops) into OUT, through the export cache."""
     from tiankong.build.export_cache import export_to_folder
     from tiankong.core.models import resolve_model
 
-    settings = Settings().with_overrides(
-        model=model, threads=threads, onnx_cache_dir=onnx_cache_dir
-    )
     resolved = resolve_model(settings.model)
     export = export_to_folder(resolved, precision, settings, out)
     manifest = export.manifest

@@ -17,23 +17,16 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.predict import (
     AllowedOption,
     BeamOption,
     BlankLengthOption,
     CandidatesOption,
-    DeviceOption,
-    EngineOption,
     ExcludeOption,
-    MaxLengthOption,
-    ModelOption,
-    OnnxCacheDirOption,
     OrderOption,
-    PrecisionOption,
     PresetOption,
-    ThreadsOption,
     WholeWordOption,
-    build_settings,
     decoding_options,
 )
 from tiankong.cli.root import app
@@ -41,6 +34,7 @@ from tiankong.config import Settings
 
 
 @app.command("fill")
+@settings_flags
 def fill_command(
     input_file: Annotated[Path, typer.Argument(help="JSONL, CSV or TXT (one text per line).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="JSONL or CSV output file.")],
@@ -66,14 +60,14 @@ def fill_command(
         str | None,
         typer.Option("--ray-address", envvar="RAY_ADDRESS", help="Ray cluster (default: local)."),
     ] = None,
-    model: ModelOption = None,
-    onnx_cache_dir: OnnxCacheDirOption = None,
+    model: object = FLAG,
+    onnx_cache_dir: object = FLAG,
     top_k: Annotated[int, typer.Option("--top-k", "-k")] = Settings.default_top_k,
-    device: DeviceOption = "auto",
-    threads: ThreadsOption = None,
-    engine: EngineOption = "auto",
-    precision: PrecisionOption = "auto",
-    max_length: MaxLengthOption = None,
+    device: object = FLAG,
+    threads: object = FLAG,
+    engine: object = FLAG,
+    precision: object = FLAG,
+    max_length: object = FLAG,
     whole_word: WholeWordOption = False,
     beam_width: BeamOption = 8,
     order: OrderOption = "left_to_right",
@@ -82,12 +76,12 @@ def fill_command(
     exclude: ExcludeOption = None,
     preset: PresetOption = None,
     max_blank_length: BlankLengthOption = 4,
+    settings: Settings = FROM_FLAGS,
 ) -> None:
     """Fill every text of INPUT_FILE into OUTPUT; resumable after an interruption."""
     from tiankong.offline.fill import Checkpoint, FillJob, count_records, format_of, run_fill
     from tiankong.service import FillMasker
 
-    settings = build_settings(model, device, threads, engine, precision, max_length, onnx_cache_dir)
     job = FillJob(
         input=input_file,
         output=output,

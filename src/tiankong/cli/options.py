@@ -10,7 +10,7 @@ A command takes them with ``@settings_flags`` and parameter defaults that say wh
 for ``--request-timeout``); ``ALL_FLAGS`` puts every other row of the parameter's table there, in
 table order. The command receives the table instance built from those flags and their env twins
 (read by click, ``envvar=``) over the table's defaults, checked by ``config.check_settings``; a
-parameter named ``given`` receives the names of the rows that a flag or env twin set.
+parameter named ``given`` receives the names of the rows set by a flag or an env twin.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import Field, fields, is_dataclass
+from dataclasses import Field, is_dataclass
 from typing import Annotated, Any, TypeVar, get_origin, get_type_hints
 
 import typer
@@ -26,6 +26,8 @@ import typer
 from tiankong.config import Flag, check_settings, default_of, env_twin, help_text, rows
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+CONTEXT = "tiankong_context"  # where typer passes the click context, for ``given``
 
 
 class Marker:
@@ -63,8 +65,8 @@ def flag_parameter(table: type, row: Field[Any], flag: Flag) -> inspect.Paramete
     )
 
 
-def built(table: type, values: dict[str, Any]) -> tuple[Any, frozenset[str]]:
-    """The table instance from flag values (None = not given), checked; and the rows given."""
+def built(table: type[T], values: dict[str, Any]) -> T:
+    """The table instance from flag values (None = not given), checked."""
     changes = {}
     for row, flag in rows(table):
         value = values.get(row.name)
@@ -77,9 +79,9 @@ def built(table: type, values: dict[str, Any]) -> tuple[Any, frozenset[str]]:
         elif flag.choices and isinstance(value, str):
             value = value.lower()
         changes[row.name] = value
-    instance = table(**{**{r.name: default_of(r) for r in fields(table)}, **changes})
+    instance = table(**{**{row.name: default_of(row) for row, _ in rows(table)}, **changes})
     check_settings(instance)
-    return instance, frozenset(changes)
+    return instance
 
 
 def settings_flags(command: F) -> F:
@@ -91,36 +93,56 @@ def settings_flags(command: F) -> F:
         for name, parameter in signature.parameters.items()
         if parameter.default in (FROM_FLAGS, ALL_FLAGS) and is_dataclass(hints[name])
     }
-    flags = {  # parameter name -> (table parameter, row name)
+    rows_by_flag = {  # parameter name -> (table parameter, row name, typer parameter)
         parameter_name(flag): (table_name, row.name, flag_parameter(table, row, flag))
         for table_name, table in tables.items()
         for row, flag in rows(table)
         if flag.names
     }
     placed = {name for name, p in signature.parameters.items() if p.default is FLAG}
+    unknown = placed - set(rows_by_flag)
+    assert not unknown, f"{command.__name__}: no settings row for {sorted(unknown)}"
+    flags: dict[str, tuple[str, str, inspect.Parameter]] = {}  # the flags this command takes
     out: list[inspect.Parameter] = []
     for name, parameter in signature.parameters.items():
         if parameter.default is FLAG:
-            out.append(flags[name][2])
-        elif parameter.default is ALL_FLAGS:
-            out += [p for n, (t, _, p) in flags.items() if t == name and n not in placed]
-        elif name not in tables and name != "given":
+            new = {name: rows_by_flag[name]}
+        elif parameter.default is ALL_FLAGS:  # the table's rows not placed or named otherwise
+            new = {
+                n: row
+                for n, row in rows_by_flag.items()
+                if row[0] == name and n not in signature.parameters
+            }
+        elif name in tables or name == "given":
+            continue  # given to the command on call
+        else:
             out.append(parameter.replace(annotation=hints.get(name, parameter.annotation)))
-    unknown = placed - set(flags)
-    assert not unknown, f"{command.__name__}: no settings row for {sorted(unknown)}"
+            continue
+        flags.update(new)
+        out += [typer_parameter for _, _, typer_parameter in new.values()]
 
     @functools.wraps(command)
     def run(**values: Any) -> Any:
-        arguments = {n: v for n, v in values.items() if n not in flags}
-        given: set[str] = set()
+        arguments = {n: v for n, v in values.items() if n not in flags and n != CONTEXT}
         for table_name, table in tables.items():
-            own = {row: values.get(n) for n, (t, row, _) in flags.items() if t == table_name}
-            arguments[table_name], names = built(table, own)
-            given |= names
-        if "given" in signature.parameters:
-            arguments["given"] = frozenset(given)
+            mine = {row: values.get(n) for n, (t, row, _) in flags.items() if t == table_name}
+            arguments[table_name] = built(table, mine)
+        if "given" in signature.parameters:  # set on the command line or by the env twin
+            context: typer.Context = values[CONTEXT]
+            arguments["given"] = frozenset(
+                row
+                for n, (_, row, _) in flags.items()
+                if getattr(context.get_parameter_source(n), "name", "DEFAULT") != "DEFAULT"
+            )
         return command(**arguments)
 
-    run.__signature__ = inspect.Signature(out, __validate_parameters__=False)  # type: ignore[attr-defined]
+    if "given" in signature.parameters:  # typer passes the context to a parameter of its type
+        out.append(
+            inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+        )
+    # typer reads the signature; a generated flag may follow a parameter without a default
+    run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        out, __validate_parameters__=False
+    )
     run.__annotations__ = {p.name: p.annotation for p in out}
     return run  # type: ignore[return-value]

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import Settings
 from tiankong.core.results import FillResult
@@ -20,62 +21,6 @@ from tiankong.errors import BadOptionError, TiankongError, mapping_for
 if TYPE_CHECKING:
     from tiankong.core.modes import PredictOptions
     from tiankong.service import FillMasker
-
-ModelOption = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        "-m",
-        envvar="TIANKONG_MODEL",
-        help="Bundled model name, local HF folder, or hub id (default: the bundled model).",
-    ),
-]
-DeviceOption = Annotated[
-    str, typer.Option("--device", envvar="TIANKONG_DEVICE", help="auto, cpu or cuda.")
-]
-ThreadsOption = Annotated[
-    int | None,
-    typer.Option("--threads", envvar="TIANKONG_THREADS", help="Intra-op threads (default: cores)."),
-]
-EngineOption = Annotated[
-    str, typer.Option("--engine", envvar="TIANKONG_ENGINE", help="auto, torch or onnx.")
-]
-PrecisionOption = Annotated[
-    str, typer.Option("--precision", envvar="TIANKONG_PRECISION", help="auto, fp32, int8, fp16.")
-]
-MaxLengthOption = Annotated[
-    int | None,
-    typer.Option("--max-length", envvar="TIANKONG_MAX_LENGTH", help="Token window (default 128)."),
-]
-OnnxCacheDirOption = Annotated[
-    str | None,
-    typer.Option(
-        "--onnx-cache-dir",
-        envvar="TIANKONG_ONNX_CACHE_DIR",
-        help="Where ONNX exports are cached (default: the user cache dir).",
-    ),
-]
-
-
-def build_settings(
-    model: str | None,
-    device: str,
-    threads: int | None,
-    engine: str,
-    precision: str,
-    max_length: int | None = None,
-    onnx_cache_dir: str | None = None,
-) -> Settings:
-    return Settings().with_overrides(
-        model=model,
-        device=device,
-        threads=threads,
-        engine=engine,
-        precision=precision,
-        max_length=max_length,
-        onnx_cache_dir=onnx_cache_dir,
-    )
-
 
 WholeWordOption = Annotated[
     bool, typer.Option("--whole-word", help="Joint fills for several masks (beam search).")
@@ -139,22 +84,23 @@ def decoding_options(
 
 
 @app.command("predict")
+@settings_flags
 def predict_command(
     text: Annotated[
         str | None, typer.Argument(help="Text with [MASK]s; omit to read lines from stdin.")
     ] = None,
-    model: ModelOption = None,
+    model: object = FLAG,
     top_k: Annotated[
         int, typer.Option("--top-k", "-k", help="Candidates per mask (1-50).")
     ] = Settings.default_top_k,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per text.")
     ] = False,
-    device: DeviceOption = "auto",
-    threads: ThreadsOption = None,
-    engine: EngineOption = "auto",
-    precision: PrecisionOption = "auto",
-    max_length: MaxLengthOption = None,
+    device: object = FLAG,
+    threads: object = FLAG,
+    engine: object = FLAG,
+    precision: object = FLAG,
+    max_length: object = FLAG,
     whole_word: WholeWordOption = False,
     beam_width: BeamOption = 8,
     order: OrderOption = "left_to_right",
@@ -163,7 +109,8 @@ def predict_command(
     exclude: ExcludeOption = None,
     preset: PresetOption = None,
     max_blank_length: BlankLengthOption = 4,
-    onnx_cache_dir: OnnxCacheDirOption = None,
+    onnx_cache_dir: object = FLAG,
+    settings: Settings = FROM_FLAGS,
 ) -> None:
     """Fill the [MASK]s in TEXT (or in each line of stdin) and print ranked candidates.
 
@@ -171,7 +118,6 @@ def predict_command(
     """
     from tiankong.service import FillMasker
 
-    settings = build_settings(model, device, threads, engine, precision, max_length, onnx_cache_dir)
     masker = FillMasker.load(settings=settings)
     options = decoding_options(
         masker,

@@ -55,6 +55,14 @@ def serve_command(
         + ("; API keys required" if settings.api_keys or settings.api_keys_file else ""),
         err=True,
     )
+    quality = getattr(masker.engine, "quality", None)
+    if quality:  # the INT8 guard's decision: said once here, and in /info, never by the CLI
+        from tiankong.engines.onnx_engine import guard_line
+
+        typer.echo(
+            f"tiankong: {guard_line(masker.model.name, quality, masker.engine.precision)}",
+            err=True,
+        )
     run_server(app, settings, listener)
 
 

@@ -133,8 +133,10 @@ class OnnxEngine:
     ) -> OnnxEngine:
         """Find or build the export ``settings`` asks for and start a session on it.
 
-        ``precision="auto"``: FP32 on CUDA; on the CPU, INT8 when its guard's top-1 agreement
-        with FP32 is at least ``settings.int8_min_agreement``, else FP32 with a warning.
+        ``precision="auto"``: FP32 on CUDA; on the CPU, INT8 when the export's recipe chain
+        found a recipe whose guard top-1 agreement with FP32 reached
+        ``settings.int8_min_agreement`` (decided once, when the export was made), else FP32.
+        The decision is logged at INFO (the server shows it; library and CLI stay quiet).
         """
         ensure_export = find_export
         if settings.precision not in ONNX_PRECISIONS:
@@ -154,24 +156,13 @@ class OnnxEngine:
             precision = "fp32"
         elif precision in ("auto", "int8"):
             int8 = ensure_export(model, "int8", settings)
-            agreement = float(int8.quality.get("top1_agreement", 0.0))
-            accepted = agreement >= settings.int8_min_agreement
-            quality = {
-                **int8.quality,
-                "min_agreement": settings.int8_min_agreement,
-                "int8_accepted": accepted,
-            }
+            accepted = bool(int8.quality.get("passed"))
+            quality = {**int8.quality, "int8_accepted": accepted}
             if precision == "auto" and not accepted:
-                log.warning(
-                    "INT8 top-1 agreement with FP32 is %.1f%%, below the %.1f%% threshold; "
-                    "serving '%s' in FP32.",
-                    100 * agreement,
-                    100 * settings.int8_min_agreement,
-                    model.name,
-                )
                 precision = "fp32"
             else:
                 precision, export = "int8", int8
+            log.info("%s", guard_line(model.name, quality, precision))
         if export is None:
             export = ensure_export(model, precision, settings)
         return cls(
@@ -193,3 +184,16 @@ class OnnxEngine:
             [self.output_name], {name: arrays[name] for name in self.input_names}
         )
         return np.asarray(logits, dtype=np.float32)
+
+
+def guard_line(model_name: str, quality: dict[str, Any], served: str) -> str:
+    """One line on what the INT8 guard found for this export, and the precision ``served``."""
+    recipe = quality.get("recipe") or {}
+    return (
+        f"INT8 guard for '{model_name}': recipe '{recipe.get('name', '?')}' on a "
+        f"'{(quality.get('cpu') or {}).get('kind', '?')}' CPU, top-1 agreement with FP32 "
+        f"{100 * float(quality.get('top1_agreement', 0.0)):.1f}% (threshold "
+        f"{100 * float(quality.get('min_agreement', 0.0)):.0f}%), top-5 overlap "
+        f"{100 * float(quality.get('top5_overlap', 0.0)):.1f}% on {quality.get('masks', '?')} "
+        f"masks; serving {served}."
+    )

@@ -1,0 +1,167 @@
+"""Does computing the last encoder layer only at the mask rows save time? A measurement.
+
+    python -m bench.last_layer_at_masks MODEL_DIR [--threads N]
+
+The last layer's keys and values need every row, but its query, attention output and FFN are
+needed only where the MLM head looks: at the masks. This exports the model twice, as tiankong
+does (``export.mask_gather_module``) and with the last layer computed at the mask rows only,
+checks both against torch FP32 (1e-4), quantizes both with the VNNI chain's recipes and times
+them, taking turns, at batch 1 and batch 32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.sentences import sentences
+from tiankong.build import export
+from tiankong.build.int8_recipe import recipe_chain
+from tiankong.core.text import TextEncoder, TextLimits
+from tiankong.engines.base import pad_batch
+from tiankong.engines.onnx_engine import OnnxEngine
+
+ROUNDS = {1: 40, 32: 6}
+
+
+def last_layer_at_masks_module(model: Any) -> Any:
+    """Encoder minus its last layer on every row; the last layer at the mask rows only."""
+    import torch
+
+    from tiankong.engines.torch_engine import mlm_head
+
+    head: Any = mlm_head(model)
+    if head is None:
+        raise SystemExit("the model has no MLM head (cls or lm_head)")
+    bert = model.base_model
+    layers = bert.encoder.layer
+    last = layers[-1]
+    bert.encoder.layer = torch.nn.ModuleList(list(layers)[:-1])
+    attention = last.attention.self
+    heads, size = attention.num_attention_heads, attention.attention_head_size
+
+    class LastLayerAtMasks(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+            self.last = last
+
+        def forward(
+            self,
+            input_ids: torch.Tensor,
+            attention_mask: torch.Tensor,
+            mask_positions: torch.Tensor,
+        ) -> torch.Tensor:
+            hidden = bert(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                token_type_ids=torch.zeros_like(input_ids),
+            ).last_hidden_state
+            batch, length, width = hidden.shape
+            rows = hidden.reshape(-1, width).index_select(0, mask_positions)
+            which = torch.div(mask_positions, length, rounding_mode="floor")
+            masks = rows.shape[0]
+            query = attention.query(rows).view(masks, heads, 1, size)
+            key = attention.key(hidden).view(batch, length, heads, size).transpose(1, 2)
+            value = attention.value(hidden).view(batch, length, heads, size).transpose(1, 2)
+            key, value = key.index_select(0, which), value.index_select(0, which)
+            scores = torch.matmul(query, key.transpose(-1, -2)) * (size**-0.5)
+            padding = 1.0 - attention_mask.index_select(0, which).to(scores.dtype)
+            scores = scores + padding[:, None, None, :] * torch.finfo(scores.dtype).min
+            context = torch.matmul(scores.softmax(-1), value).reshape(masks, width)
+            attended = self.last.attention.output(context, rows)
+            out = self.last.output(self.last.intermediate(attended), attended)
+            return head(out)
+
+    return LastLayerAtMasks().eval()
+
+
+def export_with(folder: Path, wrap: Any, out_file: Path) -> float:
+    """Export ``wrap(model)`` as export.export_fp32 does; returns max |ONNX - torch FP32|."""
+    import torch
+
+    reference = export.mask_gather_module(export.load_masked_lm(folder))
+    model = export.load_masked_lm(folder)
+    wrapper = wrap(model)
+    vocab = export.vocab_of(model)
+    trace = export.sample_batch(batch=2, seq_len=8, masks=[1, 3, 9], vocab=vocab)
+    raw = out_file.with_name(f"raw-{out_file.name}")
+    with torch.inference_mode(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            wrapper,
+            tuple(torch.from_numpy(array) for array in trace),
+            str(raw),
+            dynamo=False,
+            opset_version=export.OPSET,
+            input_names=list(export.INPUT_NAMES),
+            output_names=[export.OUTPUT_NAME],
+            dynamic_axes=export.DYNAMIC_AXES,
+        )
+    export.optimize_graph(raw, out_file, model.config)
+    check = export.sample_batch(batch=3, seq_len=11, masks=[2, 11, 20, 24], vocab=vocab)
+    with torch.inference_mode():
+        expected = reference(*(torch.from_numpy(array) for array in check)).numpy()
+    return float(np.abs(export.run_graph(out_file, check) - expected).max())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", type=Path)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)
+    config = export.read_config(args.model)
+    encoder = TextEncoder.from_folder(args.model, TextLimits())
+    prepared = [encoder.prepare(text) for text in sentences(0, 32 + max(ROUNDS.values()) + 1)]
+    engines: dict[str, OnnxEngine] = {}
+    with tempfile.TemporaryDirectory() as temp:
+        for name, wrap in (
+            ("whole", export.mask_gather_module),
+            ("last layer at masks", last_layer_at_masks_module),
+        ):
+            fp32 = Path(temp) / f"{len(engines)}.onnx"
+            diff = export_with(args.model, wrap, fp32)
+            fused = export.graph_report(fp32, config["vocab_size"], config["hidden_size"])
+            print(
+                f"{name}: max |ONNX FP32 - torch FP32| = {diff:.2e}; fused ops "
+                f"{fused['fused_ops']}",
+                flush=True,
+            )
+            engines[f"{name} FP32"] = OnnxEngine(fp32, "cpu", "fp32", args.threads)
+            for step in recipe_chain("vnni")[:2]:
+                int8 = Path(temp) / f"{len(engines)}.onnx"
+                export.quantize_int8(fp32, int8, config["vocab_size"], config["hidden_size"], step)
+                engines[f"{name} {step.name}"] = OnnxEngine(int8, "cpu", "int8", args.threads)
+        runs: dict[str, dict[int, list[float]]] = {name: {1: [], 32: []} for name in engines}
+        for size, rounds in ROUNDS.items():
+            for index in range(rounds + 1):
+                chunk = prepared[index : index + size]
+                batch = pad_batch(
+                    [item.input_ids for item in chunk],
+                    [item.mask_indices for item in chunk],
+                    encoder.pad_id,
+                )
+                for name, engine in engines.items():
+                    started = time.perf_counter()
+                    engine.mask_logits(batch)
+                    if index:
+                        runs[name][size].append(1000 * (time.perf_counter() - started))
+        print("ms per call, median (min), engines taking turns:")
+        for name, by_size in runs.items():
+            shown = {
+                size: f"{statistics.median(v):.2f} ({min(v):.2f})" for size, v in by_size.items()
+            }
+            print(f"{name}: batch 1 {shown[1]} ms, batch 32 {shown[32]} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""The settings tables (config.py) and what is generated from them: the typer flags
+(cli/options.py), the env reading (pydantic-settings) and the one check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from tiankong.cli.options import ALL_FLAGS, FLAG, FROM_FLAGS, settings_flags
+from tiankong.config import (
+    Settings,
+    check_settings,
+    env_twin,
+    from_environment,
+    read_environment,
+    rows,
+    setting,
+)
+from tiankong.errors import BadOptionError
+
+
+@dataclass(frozen=True)
+class Table:
+    """A small table with one row of each kind, so the mechanism is tested apart from Settings."""
+
+    size: int = setting(4, "--size", help="Items (default {default}).", at_least=1)
+    wait_s: float = setting(2.0, "--wait", help="Seconds (default {default}).", more_than=0)
+    level: str = setting("info", "--level", help="Level.", choices=("info", "debug"))
+    names: tuple[str, ...] = setting((), "--name", help="Repeatable.")
+    mode: str = setting("auto", "--mode", help="auto or fast.", shows_default=True)
+    quiet: bool = setting(False, "--quiet/--no-quiet", help="Less.", shows_default=True)
+    hidden: int = setting(7)  # no flag: the env twin only
+
+
+def toy_app(seen: list[Any]) -> typer.Typer:
+    app = typer.Typer()
+
+    @app.command()
+    @settings_flags
+    def run(
+        first: Annotated[str, typer.Option("--first")] = "a",
+        mode: object = FLAG,
+        table: Table = ALL_FLAGS,
+        given: frozenset[str] = frozenset(),
+    ) -> None:
+        seen.append((first, table, given))
+
+    @app.command()
+    @settings_flags
+    def other(size: object = FLAG, table: Table = FROM_FLAGS) -> None:
+        seen.append(table)
+
+    return app
+
+
+def test_flags_are_generated_in_place_with_twins_help_and_defaults() -> None:
+    command = typer.main.get_command(toy_app([]))
+    run = command.get_command(typer.Context(command), "run")  # type: ignore[attr-defined]
+    by_name = {param.name: param for param in run.params}
+    assert list(by_name) == ["first", "mode", "size", "wait", "level", "name", "quiet"]
+    assert by_name["size"].envvar == "TIANKONG_SIZE" and by_name["size"].default is None
+    assert by_name["wait"].envvar == "TIANKONG_WAIT"  # the unit suffix is left out
+    assert by_name["wait"].help == "Seconds (default 2)."  # {default}, written as help writes it
+    assert by_name["mode"].default == "auto" and by_name["quiet"].default is False
+    assert by_name["name"].multiple
+    other = command.get_command(typer.Context(command), "other")  # type: ignore[attr-defined]
+    assert [param.name for param in other.params] == ["size"]  # only the row it places
+
+
+def test_flags_and_twins_build_the_table() -> None:
+    seen: list[Any] = []
+    runner = CliRunner()
+    env = {"TIANKONG_SIZE": "9", "TIANKONG_NAMES": "x, y,z"}  # the field's name
+    done = runner.invoke(toy_app(seen), ["run", "--level", "DEBUG", "--wait", "0.5"], env=env)
+    assert done.exit_code == 0, done.output
+    first, table, given = seen[-1]
+    assert first == "a"
+    assert table == Table(size=9, wait_s=0.5, level="debug", names=("x", "y", "z"))
+    assert given == {"size", "wait_s", "level", "names"}
+    runner.invoke(toy_app(seen), ["run", "--name", "p", "--name", "q,r", "--quiet"])
+    assert seen[-1][1] == Table(names=("p", "q", "r"), quiet=True)
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--size", "0"], "--size must be 1 or more; got 0."),
+        (["--wait", "0"], "--wait must be more than 0; got 0."),
+        (["--level", "loud"], "--level: unknown value 'loud'; use one of info, debug."),
+    ],
+)
+def test_a_broken_rule_is_one_sentence(flags: list[str], words: str) -> None:
+    done = CliRunner().invoke(toy_app([]), ["run", *flags])
+    assert isinstance(done.exception, BadOptionError) and done.exception.message == words
+
+
+def test_env_twins_and_given_values_through_pydantic_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TIANKONG_HIDDEN", "8")
+    monkeypatch.setenv("TIANKONG_NAMES", "a, b")
+    monkeypatch.setenv("TIANKONG_QUIET", "yes")
+    monkeypatch.setenv("TIANKONG_WAIT", "3")
+    assert read_environment(Table, {"size": "5", "wait_s": 1}) == {
+        "size": 5,
+        "wait_s": 1.0,  # given wins over the twin
+        "names": ("a", "b"),
+        "quiet": True,
+        "hidden": 8,
+    }
+    assert from_environment(Table).size == 4  # unset: the table's default
+    with pytest.raises(BadOptionError, match="size: 'many' is not valid"):
+        read_environment(Table, {"size": "many"})
+    with pytest.raises(BadOptionError, match="Unknown setting"):
+        read_environment(Table, {"sizes": "1"})
+
+
+def test_settings_rows_are_checked_and_every_twin_is_distinct() -> None:
+    twins = [env_twin(row.name) for row, _ in rows(Settings)]
+    assert len(set(twins)) == len(twins)
+    assert env_twin("request_timeout_s") == "TIANKONG_REQUEST_TIMEOUT"
+    check_settings(Settings())  # the defaults keep every rule
+    with pytest.raises(BadOptionError, match="--max-queue must be 1 or more"):
+        check_settings(Settings(max_queue=0))
+    with pytest.raises(BadOptionError, match="--log-level: unknown value"):
+        check_settings(Settings(log_level="loud"))
