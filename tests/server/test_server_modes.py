@@ -49,13 +49,15 @@ def spy(app: FastAPI, client: TestClient, monkeypatch: pytest.MonkeyPatch) -> Pa
     counts = PathSpy()
     real_run, real_run_search = predictor.run, predictor.run_search
 
-    async def run(prepared: list[PreparedText], k: int, allowed: Any = None) -> list[FillResult]:
+    async def run(
+        prepared: list[PreparedText], k: int, allowed: Any = None, deadline: Any = None
+    ) -> list[FillResult]:
         counts.plain += len(prepared)
-        return await real_run(prepared, k, allowed)
+        return await real_run(prepared, k, allowed, deadline)
 
-    async def run_search(request: PreparedRequest) -> FillResult:
+    async def run_search(request: PreparedRequest, deadline: float) -> FillResult:
         counts.modes += 1
-        return await real_run_search(request)
+        return await real_run_search(request, deadline)
 
     monkeypatch.setattr(predictor, "run", run)
     monkeypatch.setattr(predictor, "run_search", run_search)

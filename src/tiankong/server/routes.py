@@ -151,6 +151,7 @@ async def info(state: StateDep) -> dict[str, Any]:
             "max_length": settings.max_length,
             "max_batch_texts": settings.max_batch_texts,
             "max_body_bytes": settings.max_body_bytes,
+            "max_request_cost": settings.max_request_cost,
         },
     }
 
