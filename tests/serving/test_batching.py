@@ -459,13 +459,22 @@ async def test_a_search_reserves_its_rows_in_the_queue_but_not_ahead_of_plain_it
     async with started(Recorder(), max_queue=10) as batcher:
         with batcher.search_admission(8):
             assert batcher.describe()["search_rows_reserved"] == 8
-            with pytest.raises(OverloadedError, match="8 forward rows queued"):
-                with batcher.search_admission(5):
-                    pass
+            with (
+                pytest.raises(OverloadedError, match="8 forward rows queued"),
+                batcher.search_admission(5),
+            ):
+                pass
             batcher.admit(10)  # a plain request: search rows never go before it
         assert batcher.describe()["search_rows_reserved"] == 0
-        with batcher.search_admission(50):  # larger than the queue, admitted into an empty one
-            assert batcher.describe()["searches"] == 1
+        async with engine_held(batcher):
+            plain = submit_all(batcher, [Item("p")])
+            await until(lambda: batcher.depth == 1)
+            # larger than the queue: admitted while no other search is ahead, plain or not
+            with batcher.search_admission(50):
+                assert batcher.describe()["searches"] == 1
+                with pytest.raises(OverloadedError), batcher.search_admission(1):
+                    pass
+        assert await asyncio.gather(*plain) == ["P"]
 
 
 async def test_a_request_deadline_replaces_the_timeout() -> None:

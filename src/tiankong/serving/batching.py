@@ -37,7 +37,7 @@ Policy ("continuous" batching; the engine is the one scarce resource):
   it ends). A plain request counts the plain rows waiting (search rows never go before it); a
   search counts every row waiting or reserved. Over ``max_queue`` the request is refused whole
   with ``OverloadedError`` (503 + Retry-After); a request larger than the whole queue is
-  admitted only when nothing is ahead of it.
+  admitted only when no request of its own kind is ahead of it (a search: no other search).
 * **Timeouts and cancellation.** Each request waits at most ``timeout_s``, or until the
   ``deadline`` it passes (``RequestTimeoutError``, 504). A request that is cancelled (timeout,
   client gone) cancels its futures and takes its queued items out of the queue before it
@@ -292,13 +292,15 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         if self.broken is not None or self.scheduler is None:
             raise EngineError("The engine worker is not running; see the server log.")
 
-    def admit(self, count: int, ahead: int | None = None) -> None:
+    def admit(self, count: int, ahead: int | None = None, lane: int | None = None) -> None:
         """Raise OverloadedError unless ``count`` more rows fit in the queue behind ``ahead``
-        (default: the plain rows waiting)."""
+        (default: the plain rows waiting). A request larger than the queue is admitted when
+        ``lane`` (default ``ahead``), the rows of its own kind ahead of it, is 0."""
         self.check_open()
         self.prune()
         depth = self.plain_depth if ahead is None else ahead
-        if depth and depth + count > self.limits.max_queue:
+        own = depth if lane is None else lane
+        if own and depth + count > self.limits.max_queue:
             self.observer.count_batcher_event("overloaded")
             raise OverloadedError(
                 f"The server is busy ({depth} forward rows queued); retry shortly."
@@ -308,7 +310,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
     def search_admission(self, cost: int) -> Iterator[None]:
         """Admit a search of ``cost`` forward rows (everything queued or reserved is ahead of
         it) and keep its rows reserved until the block ends."""
-        self.admit(cost, ahead=self.plain_depth + self.search_reserved)
+        self.admit(cost, ahead=self.plain_depth + self.search_reserved, lane=self.search_reserved)
         self.search_reserved += cost
         self.searches += 1
         try:
