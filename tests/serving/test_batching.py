@@ -432,14 +432,14 @@ def submit_search(batcher: DynamicBatcher[Item, str], names: list[str]) -> async
 
 async def test_plain_items_go_before_search_rows_which_get_a_small_share() -> None:
     recorder = Recorder()
-    async with started(recorder, max_size=16) as batcher, engine_held(batcher):
+    async with started(recorder, max_size=32) as batcher, engine_held(batcher):
         search = submit_search(batcher, [f"s{index}" for index in range(6)])
         await until(lambda: batcher.depth == 6)
         plain = submit_all(batcher, [Item("a"), Item("b"), Item("c")])
         await until(lambda: batcher.depth == 9)
     assert await asyncio.gather(*plain) == ["A", "B", "C"]
     assert await search == [f"S{index}" for index in range(6)]
-    assert BatchLimits(max_size=16).search_rows == 1
+    assert BatchLimits(max_size=32).search_rows == 1
     # the plain items first, with one search row beside them; then one row a batch while a
     # plain request came in the last second
     assert recorder.batches[0] == ["a", "b", "c", "s0"]

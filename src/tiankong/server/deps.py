@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends
+from fastapi import Depends, Request
 
+from tiankong.server.middleware.security import Allowance, allowance_of
 from tiankong.server.state import ServerState, server_state
 from tiankong.serving.predictor import Predictor
 
@@ -15,5 +16,11 @@ def ready_predictor(state: Annotated[ServerState, Depends(server_state)]) -> Pre
     return state.require_predictor()
 
 
+def request_allowance(request: Request) -> Allowance:
+    """The client's rate-limit allowance, spent by each request's cost in forward rows."""
+    return allowance_of(request.scope)
+
+
 StateDep = Annotated[ServerState, Depends(server_state)]
+AllowanceDep = Annotated[Allowance, Depends(request_allowance)]
 PredictorDep = Annotated[Predictor, Depends(ready_predictor)]

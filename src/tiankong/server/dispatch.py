@@ -17,6 +17,7 @@ from tiankong.core.modes import PredictOptions
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.errors import BadOptionError, TiankongError
+from tiankong.server.middleware.security import Allowance
 from tiankong.server.schemas import OptionFields
 from tiankong.serving.predictor import Predictor
 
@@ -45,13 +46,18 @@ def options_from_fields(
     )
 
 
-async def fill_one(predictor: Predictor, text: str, options: PredictOptions) -> FillResult:
-    """The answer for one text, by the path its prepared request decided."""
-    return await predictor.run_request(predictor.prepare_request(text, options))
+async def fill_one(
+    predictor: Predictor, text: str, options: PredictOptions, allowance: Allowance
+) -> FillResult:
+    """The answer for one text, by the path its prepared request decided; its cost in forward
+    rows (over the cap: 400) is spent from the client's rate-limit allowance."""
+    request = predictor.prepare_request(text, options)
+    allowance.spend(predictor.check_cost([request]))
+    return await predictor.run_request(request)
 
 
 async def fill_many(
-    predictor: Predictor, texts: Sequence[str], options: PredictOptions
+    predictor: Predictor, texts: Sequence[str], options: PredictOptions, allowance: Allowance
 ) -> list[FillResult | TiankongError]:
     """Answers in input order; a text that can't be filled, or wasn't done by the request's
     deadline, gets its typed error instead (``Predictor.run_many``)."""
@@ -62,6 +68,7 @@ async def fill_many(
             requests.append((index, predictor.prepare_request(text, options)))
         except TiankongError as error:
             answers[index] = error
+    allowance.spend(predictor.check_cost([request for _, request in requests]))
     results = await predictor.run_many([request for _, request in requests])
     for (index, _), result in zip(requests, results, strict=True):
         answers[index] = result

@@ -28,8 +28,8 @@ Policy ("continuous" batching; the engine is the one scarce resource):
   through ``submit_many(..., search=True)``). A batch is formed from the plain items first; a
   search's rows, oldest first, fill what room is left. While plain requests are about (one came
   in the last ``PLAIN_RECENT_S``), at most ``search_rows`` search rows go in a batch (a
-  sixteenth of ``max_size``), and a batch of search rows alone waits the window for plain
-  company like any batch; otherwise search rows fill whole batches. So a search's steps take
+  row per 32 of ``max_size``), and search rows alone wait up to ``PLAIN_COMPANY_S`` for plain
+  items to ride with; otherwise search rows fill whole batches at once. So a search's steps take
   turns with plain batches, and a plain request waits at most for the batch on the engine (a
   few search rows), never for a whole search.
 * **Backpressure, in forward rows.** The queue counts engine work in forward rows (a plain text
@@ -80,8 +80,10 @@ from tiankong.errors import (
 )
 
 logger = logging.getLogger("tiankong.serving.batching")
-# Search rows get the small share of a batch while plain requests came in this recently.
+# Search rows get the small share of a batch while plain requests came in this recently, and
+# wait this long for plain items to ride with.
 PLAIN_RECENT_S = 1.0
+PLAIN_COMPANY_S = 0.010
 
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
@@ -128,9 +130,10 @@ class BatchLimits:
 
     @property
     def search_rows(self) -> int:
-        """Search rows per batch while plain requests are about: a sixteenth of a batch (2 of
-        32), so a plain request waits behind a search for about one small engine call."""
-        return max(1, self.max_size // 16)
+        """Search rows per batch while plain requests are about: one per 32 rows of batch (1 at
+        the default 32). A forward row costs about as much as a plain text, so a plain batch
+        grows by a row or so, and a plain request never waits for a search batch of more."""
+        return max(1, self.max_size // 32)
 
 
 @dataclass(frozen=True)
@@ -434,18 +437,21 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                     await self.run(batch)
 
     async def wait_for_company(self) -> None:
-        """The window: only when the oldest item arrived while the engine was busy."""
+        """The window: only when the oldest item arrived while the engine was busy. Search rows
+        alone, while plain requests are about, wait up to ``PLAIN_COMPANY_S`` for plain items
+        to ride with (a closed-loop client's next request is a few ms away), so a plain request
+        rarely finds a search batch on the engine."""
         self.prune()
-        if (
-            self.limits.window_s <= 0
-            or self.closing
-            or not self.pending
-            or not self.pending[0].arrived_busy
-        ):
+        if self.closing or not self.pending:
             return
-        deadline = time.monotonic() + self.limits.window_s
+        started = time.monotonic()
+        window = self.limits.window_s if self.pending[0].arrived_busy else 0.0
+        if self.plain_recent() and not self.plain_waiting():
+            window = max(window, PLAIN_COMPANY_S)
         while not self.select()[1] and not self.closing:
-            remaining = deadline - time.monotonic()
+            if self.plain_waiting():  # company came: the usual window from here on
+                window = min(window, self.limits.window_s)
+            remaining = started + window - time.monotonic()
             if remaining <= 0:
                 return
             self.wake.clear()
@@ -455,6 +461,12 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 return
             self.prune()
 
+    def plain_recent(self) -> bool:
+        return time.monotonic() - self.last_plain_at < PLAIN_RECENT_S
+
+    def plain_waiting(self) -> bool:
+        return any(not entry.search for entry in self.pending)
+
     def select(self) -> tuple[list[Pending[ItemT, ResultT]], bool]:
         """The next batch (not yet removed) and whether it is full (a limit stopped it).
 
@@ -463,8 +475,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         """
         plain = [entry for entry in self.pending if not entry.search]
         batch, full = self.pack(plain) if plain else ([], False)
-        recent = time.monotonic() - self.last_plain_at < PLAIN_RECENT_S
-        share = self.limits.search_rows if recent else self.limits.max_size
+        share = self.limits.search_rows if self.plain_recent() else self.limits.max_size
         room = min(self.limits.max_size - len(batch), share)
         if full or room <= 0:
             return batch, full or len(batch) >= self.limits.max_size
