@@ -8,9 +8,11 @@ Phases, on one server:
    (``whole_word``, ``beam_width`` 64, ``top_k`` 50, each text a little different, so no cache
    helps) and ``POST /predict`` with one such text. A refused flood request (4xx, 503) is
    retried after ``refused_pause_s``, as a client that reads the answer would.
-3. **deadline**: nothing else running, one flood ``/predict`` until its 504 (or answer); then
-   ``GET /info`` every few ms until the engine is idle (no search admitted, nothing queued,
-   no batch running): how long after the deadline the engine went idle.
+3. **deadline**: nothing else running, one ``/batch_predict`` of ``deadline_texts`` flood texts
+   (under the default cost cap, and more work than a CPU does in the request timeout) until
+   its answer (200 with per-text timeouts, or 504); then ``GET /info`` every few ms until the
+   engine is idle (no search admitted, nothing queued, no batch running): how long after the
+   deadline the engine went idle.
 4. **disconnect**: one flood ``/predict`` whose client closes the connection after
    ``disconnect_after_s``; the same measurement from the moment it left.
 
@@ -29,8 +31,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tiankong.reliability.client import Connection, closed_loop, predict_requests
-from tiankong.reliability.server import ServerUnderTest
+from tiankong.reliability.server import ProcessSampler, ServerUnderTest
 from tiankong.reliability.stats import summarize
+from tiankong.reliability.suites import contention
 
 INFO_POLL_S = 0.005
 REFUSED_AT_ONCE_S = 1.0
@@ -46,6 +49,7 @@ class ExpensivePlan:
     beam_width: int = 64
     top_k: int = 50
     refused_pause_s: float = 0.2
+    deadline_texts: int = 15  # 15 x 1,025 forward rows: within the default cap of 16,384
     disconnect_after_s: float = 1.0
     idle_limit_s: float = 1.0  # about one step of the flood's search on a CPU
     fairness_ratio: float = 2.0
@@ -141,7 +145,9 @@ async def seconds_until_idle(server: ServerUnderTest, since: float, limit_s: flo
 
 
 async def after_deadline(server: ServerUnderTest, plan: ExpensivePlan) -> dict[str, Any]:
-    _, request = flood_requests(plan, server.host, 10_000)[1]
+    texts = flood_texts(plan.deadline_texts + 10_000, plan.flood_masks)[-plan.deadline_texts :]
+    options = {"mode": "whole_word", "beam_width": plan.beam_width, "top_k": plan.top_k}
+    request = post("/batch_predict", {"texts": texts, **options}, server.host)
     connection = Connection(server.host, server.port)
     started = time.monotonic()
     try:
@@ -201,6 +207,19 @@ def flood_summary(outcomes: list[FloodOutcome], timeout_s: float) -> dict[str, A
 async def run_expensive(
     server: ServerUnderTest, plan: ExpensivePlan, texts: list[str], timeout_s: float, quick: bool
 ) -> dict[str, Any]:
+    sampler = ProcessSampler(server.pid, 1.0)
+    sampling = asyncio.create_task(sampler.run())
+    try:
+        report = await expensive_phases(server, plan, texts, timeout_s, quick)
+    finally:
+        sampling.cancel()
+    report["contention"] = contention(sampler.samples)
+    return report
+
+
+async def expensive_phases(
+    server: ServerUnderTest, plan: ExpensivePlan, texts: list[str], timeout_s: float, quick: bool
+) -> dict[str, Any]:
     plain = predict_requests(texts, server.host)
     await closed_loop(server.host, server.port, plain, plan.plain_concurrency, duration_s=1.0)
     started = time.monotonic()
@@ -232,6 +251,8 @@ async def run_expensive(
         # a few seconds of a shared CI machine say little about a latency ratio: reported only
         (fairness + (" (reported, not checked, in --quick)" if quick else "")): quick
         or (ratio is not None and ratio <= plan.fairness_ratio),
+        f"the deadline request ran into its {timeout_s:g} s deadline": deadline["answered_after_s"]
+        >= timeout_s - 0.1,
         f"engine idle within {plan.idle_limit_s:g} s after the deadline": deadline[
             "engine_idle_after_s"
         ]
