@@ -253,13 +253,15 @@ class Predictor:
         deadline = self.deadline()
         answers: list[FillResult | TiankongError | None] = [None] * len(requests)
         plain = [index for index, request in enumerate(requests) if request.plain]
-        if plain:
-            k = requests[plain[0]].options.top_k
-            results = await self.run([requests[i].prepared for i in plain], k, deadline=deadline)
-            for index, result in zip(plain, results, strict=True):
-                answers[index] = self.masker.finish(requests[index], result)
         searches = [index for index, request in enumerate(requests) if not request.plain]
+        # admitted before anything runs: a full queue refuses the request before engine work
         with self.searching(sum(requests[index].forward_rows() for index in searches)):
+            if plain:
+                k = requests[plain[0]].options.top_k
+                prepared = [requests[index].prepared for index in plain]
+                results = await self.run(prepared, k, deadline=deadline)
+                for index, result in zip(plain, results, strict=True):
+                    answers[index] = self.masker.finish(requests[index], result)
             for index in searches:
                 try:
                     result = await self.run_search(requests[index], deadline)
@@ -276,12 +278,15 @@ class Predictor:
     def searching(self, cost: int) -> AbstractContextManager[None]:
         return self.batcher.search_admission(cost) if cost else nullcontext()
 
-    async def run_options(self, text: str, options: PredictOptions) -> FillResult:
-        """``run_search`` for a text that isn't prepared yet (the Hugging Face route)."""
+    async def run_options(
+        self, text: str, options: PredictOptions, deadline: float | None = None
+    ) -> FillResult:
+        """``run_search`` for a text that isn't prepared yet (the Hugging Face route), by
+        ``deadline`` (default: the request timeout from now)."""
         request = self.prepare_request(text, options)
         self.check_cost([request])
         with self.batcher.search_admission(request.forward_rows()):
-            return await self.run_search(request, self.deadline())
+            return await self.run_search(request, deadline or self.deadline())
 
     async def submit_rows(self, jobs: list[RowJob], deadline: float) -> list[np.ndarray]:
         """One search step through the batcher (called on the loop by a search thread)."""
