@@ -11,6 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from tiankong.server.middleware.security import Allowance, allowance_of
 from tiankong.server.state import ServerState, server_state
 from tiankong.serving.predictor import Predictor
 
@@ -24,5 +25,11 @@ async def ready_predictor(state: Annotated[ServerState, Depends(state_of)]) -> P
     return state.require_predictor()
 
 
+async def request_allowance(request: Request) -> Allowance:
+    """The client's rate-limit allowance, spent by each request's cost in forward rows."""
+    return allowance_of(request.scope)
+
+
 StateDep = Annotated[ServerState, Depends(state_of)]
+AllowanceDep = Annotated[Allowance, Depends(request_allowance)]
 PredictorDep = Annotated[Predictor, Depends(ready_predictor)]

@@ -131,8 +131,9 @@ async def ranked_targets(
     for item in prepared:  # every text has one blank, checked before any engine work
         one_blank(item.text)
     outputs: list[PipelineOutput] = []
+    deadline = predictor.deadline()  # the request timeout covers every text
     for item in prepared:
-        result = await predictor.run_options(item.text, options)
+        result = await predictor.run_options(item.text, options, deadline)
         outputs.append(
             [
                 {

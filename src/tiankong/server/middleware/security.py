@@ -15,7 +15,9 @@ runs the model or shows the server's state (``POST /``, ``/predict``, ``/batch_p
 ``/info``, ``/metrics``) and every unknown path needs a key.
 
 With ``rate_limit_per_minute`` set, each key (or each client address when keys are off) gets
-that many requests a minute on the non-public paths; past it, 429 with ``Retry-After``. A
+that many forward rows a minute on the non-public paths (a plain text is one; a request is let
+in while a token is left, and the route debits the rest of its cost: ``Allowance``); past it,
+429 with ``Retry-After``. A
 request without a valid key counts against its address, so keys can't be guessed at speed.
 """
 
@@ -38,6 +40,7 @@ from tiankong.server.error_handlers import error_response
 from tiankong.server.middleware.rate_limit import RateLimiter
 
 Layer = Callable[[ASGIApp], ASGIApp]  # a middleware, given the app it wraps
+ALLOWANCE_KEY = "tiankong_allowance"  # the request's Allowance, in the ASGI scope's state
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/docs", "/openapi.json"})
 PUBLIC_PREFIXES = ("/static/", "/docs-assets/")
 PAGE_METHODS = frozenset({"GET", "HEAD"})  # POST / is the Hugging Face API, not the page
@@ -120,6 +123,7 @@ class SecurityMiddleware:
         # A request without a valid key spends its address's tokens: guessing keys is limited.
         if self.limiter is not None:
             wait_s = self.limiter.retry_after(client or address_of(scope))
+            scope.setdefault("state", {})[ALLOWANCE_KEY] = Allowance(self.limiter, client or "")
             if wait_s > 0:
                 error = RateLimitedError(
                     f"Too many requests: at most {self.per_minute} a minute; retry later."
@@ -142,6 +146,25 @@ class SecurityMiddleware:
         given = presented_key(Headers(scope=scope))
         index = self.keyring.match(given) if given is not None else None
         return None if index is None else f"key:{index}"
+
+
+class Allowance:
+    """A request's client's bucket: ``spend(cost)`` debits a priced request's cost beyond the
+    one token its admission took."""
+
+    def __init__(self, limiter: RateLimiter | None = None, client: str = "") -> None:
+        self.limiter = limiter
+        self.client = client
+
+    def spend(self, cost: int) -> None:
+        if self.limiter is not None and self.client:
+            self.limiter.debit(self.client, cost - 1)
+
+
+def allowance_of(scope: Scope) -> Allowance:
+    """The request's Allowance (one that spends nothing when the rate limit is off)."""
+    allowance = scope.get("state", {}).get(ALLOWANCE_KEY)
+    return allowance if isinstance(allowance, Allowance) else Allowance()
 
 
 def address_of(scope: Scope) -> str:
