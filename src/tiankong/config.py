@@ -134,7 +134,8 @@ class Settings:
     max_queue: int = setting(
         256,
         "--max-queue",
-        help="Texts waiting for the engine before 503 + Retry-After (default {default}).",
+        help="Forward rows waiting for the engine (a plain text is one) before 503 + "
+        "Retry-After (default {default}).",
         at_least=1,
     )
     request_timeout_s: float = setting(
@@ -142,6 +143,14 @@ class Settings:
         "--request-timeout",
         help="Seconds a request may queue and run before 504 (default {default}).",
         more_than=0,
+    )
+    # forward rows one request may ask for: PreparedRequest.forward_rows, summed over its texts
+    max_request_cost: int = setting(
+        16_384,
+        "--max-request-cost",
+        help="Most forward rows one request may cost (texts x masks x beam; default "
+        "{default}); over it, 400 bad_option.",
+        at_least=1,
     )
     result_cache_size: int = setting(
         1024,

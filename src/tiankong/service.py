@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tiankong.config import Settings
+from tiankong.core.beam_search import RowScorer
 from tiankong.core.decoding import (
     Constraints,
     allowed_token_mask,
@@ -29,11 +30,9 @@ from tiankong.core.memory import FillMemory, MixedRows
 from tiankong.core.models import ResolvedModel, resolve_model
 from tiankong.core.modes import PredictOptions, SearchModes
 from tiankong.core.request import (
-    DeadlineCheck,
-    DeadlineScorer,
     PreparedRequest,
     ResultStep,
-    no_deadline,
+    ScheduledScorer,
     prepare_request,
 )
 from tiankong.core.results import FillResult
@@ -172,15 +171,14 @@ class FillMasker:
         ]
 
     def run_search(
-        self, request: PreparedRequest, check_deadline: DeadlineCheck = no_deadline
+        self, request: PreparedRequest, score_rows: RowScorer | None = None
     ) -> FillResult:
-        """The search path for one request: several engine calls, ``check_deadline`` before
-        each one."""
-        if check_deadline is no_deadline:
+        """The search path for one request: several engine calls, each through ``score_rows``
+        (default: this masker's engine, on the calling thread; the server passes one that
+        sends each call through its batcher and stops the search at its deadline)."""
+        if score_rows is None:
             return self.modes.predict(request.text, request.options)
-        return SearchModes(DeadlineScorer(self, check_deadline)).predict(
-            request.text, request.options
-        )
+        return SearchModes(ScheduledScorer(self, score_rows)).predict(request.text, request.options)
 
     def finish(self, request: PreparedRequest, result: FillResult) -> FillResult:
         """The steps after the model's softmax, in order (none by default: ``ResultStep``)."""

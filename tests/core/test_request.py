@@ -8,8 +8,10 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from server_helpers import assert_error
@@ -161,18 +163,48 @@ def test_forward_rows_estimate_the_engine_work(tiny_masker: FillMasker) -> None:
     assert rows(BLANK_TEXT, beam_width=2, max_blank_length=3) == 1 + (1 + 2 + 3) * 2
 
 
-def test_the_search_path_checks_its_deadline_between_engine_calls(
+def test_the_search_path_sends_every_engine_call_through_its_row_scorer(
     tiny_masker: FillMasker,
 ) -> None:
     request = prepare_request(BLANK_TEXT, PredictOptions(beam_width=2), tiny_masker.prepare)
     calls = []
 
-    def check() -> None:
-        calls.append(1)
+    def score_rows(rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
+        calls.append(len(rows))
         if len(calls) == 3:
             raise RequestTimeoutError("out of time")
+        return tiny_masker.score_rows(rows, asked)
 
     with pytest.raises(RequestTimeoutError):
-        tiny_masker.run_search(request, check)
+        tiny_masker.run_search(request, score_rows)
     assert len(calls) == 3  # stopped at the third engine call, not after the whole search
-    assert tiny_masker.run_search(request).sequences  # the default never expires
+    assert sum(calls) <= request.forward_rows()
+    assert tiny_masker.run_search(request).sequences  # the default scores on the engine
+
+
+@pytest.mark.parametrize(
+    ("text", "changes"),
+    [
+        ("手机没电了，赶紧去[MASK][MASK][MASK]。", {"mode": "whole_word", "beam_width": 6}),
+        (IDIOM_CLOZE, {"candidates": ("一丝不苟", "好", "马马虎虎")}),
+        (BLANK_TEXT, {"beam_width": 3, "max_blank_length": 3}),
+        (POEM, {"preset": "chinese_only"}),
+    ],
+)
+def test_forward_rows_bound_the_rows_a_search_really_scores(
+    tiny_masker: FillMasker, text: str, changes: dict[str, object]
+) -> None:
+    """The cost cap and the queue trust the estimate: it may not be below the real work."""
+    preset = changes.pop("preset", None)
+    options = tiny_masker.options(
+        3, constraints=Constraints(preset=preset) if preset else None, **changes
+    )
+    request = tiny_masker.prepare_request(text, options)
+    scored = []
+
+    def score_rows(rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
+        scored.append(len(rows))
+        return tiny_masker.score_rows(rows, asked)
+
+    tiny_masker.run_search(request, score_rows)
+    assert sum(scored) <= request.forward_rows() <= 2 * sum(scored) + 2

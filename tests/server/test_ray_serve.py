@@ -210,11 +210,11 @@ def test_operations_routes(ray_url: str, standalone: TestClient) -> None:
 
 
 def gated(masker: FillMasker, gate: threading.Event) -> Any:
-    def mask_probabilities(prepared: Any) -> Any:
+    def score_rows(rows: Any, asked: Any) -> Any:
         assert gate.wait(30)
-        return FillMasker.mask_probabilities(masker, prepared)
+        return FillMasker.score_rows(masker, rows, asked)
 
-    return mask_probabilities
+    return score_rows
 
 
 @pytest.mark.anyio
@@ -229,7 +229,7 @@ async def test_scheduler_batches_and_a_failed_batch_fails_alone(tiny_masker: Fil
         assert [c.token_id for c in result.masks[0]] == [c.token_id for c in direct.masks[0]]
     assert (scheduler.batches, scheduler.largest_batch) == (2, 4)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(tiny_masker, "mask_probabilities", lambda prepared: 1 / 0)
+        patch.setattr(tiny_masker, "score_rows", lambda rows, asked: 1 / 0)
         with pytest.raises(EngineError) as failure:
             await scheduler.submit_many(jobs[:2])
     assert failure.value.error_id and "ZeroDivision" not in failure.value.message
@@ -245,7 +245,7 @@ async def test_scheduler_refuses_over_max_queue_and_times_out(
     tiny_masker: FillMasker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gate = threading.Event()
-    monkeypatch.setattr(tiny_masker, "mask_probabilities", gated(tiny_masker, gate))
+    monkeypatch.setattr(tiny_masker, "score_rows", gated(tiny_masker, gate))
     settings = Settings(max_queue=2, request_timeout_s=0.5)
     scheduler = RayBatchScheduler(tiny_masker, settings, ServerMetrics(), "replica-1")
     await scheduler.start()

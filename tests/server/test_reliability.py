@@ -43,6 +43,32 @@ def test_the_quick_suites_pass_end_to_end(tiny_model_dir: Path, tmp_path: Path) 
     assert "--host" in report["server"]["command"] and "127.0.0.1" in report["server"]["command"]
 
 
+def test_the_quick_expensive_suite_passes_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The flood of costly searches on the fake engine with a 2 s request timeout: every flood
+    answer in time (504 past the deadline), plain requests all served, and the engine idle
+    within a second after a deadline and after a client leaves."""
+    out = tmp_path / "results"
+    args = ["expensive", "--quick", "--engine", "fake", "--threads", "1", "--out", str(out)]
+    args += ["--request-timeout", "2", "--model", str(tiny_model_dir)]
+    done = subprocess.run(
+        [sys.executable, "-m", "tiankong.reliability", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((out / "report.json").read_text())["expensive"]
+    assert all(report["checks"].values()), report["checks"]
+    routes = report["flood"]["routes"]
+    assert set(routes) == {"/batch_predict", "/predict"}
+    assert "504" in routes["/batch_predict"]["statuses"], routes  # 8 x 1,025 rows can't fit in 2 s
+    assert report["after_deadline"]["status"] in (200, 504)
+    assert 2 - 0.1 <= report["after_deadline"]["answered_after_s"] < 2 + 1
+    assert not report["after_disconnect"]["answered_before_leaving"]
+    assert report["plain_idle"]["p99_ms"] and report["plain_under_flood"]["p99_ms"]
+    assert "engine idle" in done.stdout and "flood /batch_predict" in done.stdout
+
+
 def test_load_only_goes_to_loopback() -> None:
     with pytest.raises(ValueError, match="loopback only"):
         asyncio.run(closed_loop("10.0.0.1", 80, [b""], 1, duration_s=0.1))

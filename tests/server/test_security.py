@@ -207,6 +207,32 @@ def test_rate_limit_per_key_is_429_with_retry_after(
         assert client.get("/ready").status_code == 200
 
 
+def test_the_rate_limit_spends_a_client_allowance_by_cost(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    """A whole-word search of 4 masks at beam 8 costs 1 + 4 * 8 = 33 forward rows: with 40 a
+    minute, it leaves 7 plain texts for the minute (the other key's allowance is its own)."""
+    with make_client(
+        tiny_masker, tiny_model_dir, api_keys=KEYS, rate_limit_per_minute=40
+    ) as client:
+        first, second = {"X-API-Key": KEYS[0]}, {"X-API-Key": KEYS[1]}
+        search = {"text": "手机没电了，赶紧去[MASK][MASK][MASK][MASK]。", "mode": "whole_word"}
+        searched = client.post("/predict", json={**search, "beam_width": 8}, headers=first)
+        assert searched.status_code == 200, searched.text
+        codes = [
+            client.post("/predict", json=BODIES["/predict"], headers=first).status_code
+            for _ in range(8)
+        ]
+        assert codes == [200] * 7 + [429]
+        batch = client.post("/batch_predict", json={"texts": [POEM] * 30}, headers=second)
+        assert batch.status_code == 200
+        codes = [
+            client.post("/predict", json=BODIES["/predict"], headers=second).status_code
+            for _ in range(11)
+        ]
+        assert codes == [200] * 10 + [429]
+
+
 def test_key_guessing_is_rate_limited_per_address(
     tiny_masker: FillMasker, tiny_model_dir: Path
 ) -> None:

@@ -500,7 +500,11 @@ async def test_info_shows_batching_caches_and_the_int8_guard(
         "max_batch_tokens": 512,
         "max_queue": 9,
         "request_timeout_s": 30.0,
+        "search_rows_per_batch": 1,
         "queue_depth": 0,
+        "searches": 0,
+        "search_rows_reserved": 0,
+        "engine_busy": False,
     }
     assert info["caches"]["results"] == {"size": 1024, "entries": 1, "hits": 0, "misses": 1}
     assert info["caches"]["tokens"]["size"] == 4096

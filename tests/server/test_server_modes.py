@@ -50,14 +50,18 @@ def spy(app: FastAPI, client: TestClient, monkeypatch: pytest.MonkeyPatch) -> Pa
     real_run, real_run_search = predictor.run, predictor.run_search
 
     async def run(
-        prepared: list[PreparedText], k: int, allowed: Any = None, use_index: bool = True
+        prepared: list[PreparedText],
+        k: int,
+        allowed: Any = None,
+        use_index: bool = True,
+        deadline: Any = None,
     ) -> list[FillResult]:
         counts.plain += len(prepared)
-        return await real_run(prepared, k, allowed, use_index)
+        return await real_run(prepared, k, allowed, use_index, deadline)
 
-    async def run_search(request: PreparedRequest) -> FillResult:
+    async def run_search(request: PreparedRequest, deadline: float) -> FillResult:
         counts.modes += 1
-        return await real_run_search(request)
+        return await real_run_search(request, deadline)
 
     monkeypatch.setattr(predictor, "run", run)
     monkeypatch.setattr(predictor, "run_search", run_search)
@@ -320,7 +324,13 @@ def test_batch_candidates_and_mixed_paths(client: TestClient, spy: PathSpy) -> N
     texts = [IDIOM_CLOZE, IDIOM_CLOZE.replace("[MASK]", "[BLANK]")]
     results = client.post("/batch_predict", json={"texts": texts, "candidates": IDIOMS}).json()
     single = post(client, text=IDIOM_CLOZE, candidates=IDIOMS)["candidates"]
-    assert [item["candidates"] for item in results["results"]] == [single, single]
+    # search rows share engine calls with whatever else is queued, so padding may move the
+    # last digits: the same ranking, the same scores within the reference's 1e-4
+    for item in results["results"]:
+        assert [c["option"] for c in item["candidates"]] == [c["option"] for c in single]
+        for got, expected in zip(item["candidates"], single, strict=True):
+            assert got["score"] == pytest.approx(expected["score"], rel=1e-4)
+            assert got["joint"] == pytest.approx(expected["joint"], rel=1e-4)
     spy.plain = spy.modes = 0
     # single mode: the plain texts share one run, the [BLANK] text takes the modes path
     mixed = client.post("/batch_predict", json={"texts": [POEM, BLANK_TEXT, APART]}).json()

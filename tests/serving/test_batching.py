@@ -420,3 +420,79 @@ async def test_close_fails_what_the_drain_could_not_finish() -> None:
         await task
     gate.set()
     await holder
+
+
+# --- search rows: a lane after the plain items, admitted by cost -------------------------
+
+
+def submit_search(batcher: DynamicBatcher[Item, str], names: list[str]) -> asyncio.Task[list[str]]:
+    items = [Item(name) for name in names]
+    return asyncio.create_task(batcher.submit_many(items, search=True))
+
+
+async def test_plain_items_go_before_search_rows_which_get_a_small_share() -> None:
+    recorder = Recorder()
+    async with started(recorder, max_size=32) as batcher, engine_held(batcher):
+        search = submit_search(batcher, [f"s{index}" for index in range(6)])
+        await until(lambda: batcher.depth == 6)
+        plain = submit_all(batcher, [Item("a"), Item("b"), Item("c")])
+        await until(lambda: batcher.depth == 9)
+    assert await asyncio.gather(*plain) == ["A", "B", "C"]
+    assert await search == [f"S{index}" for index in range(6)]
+    assert BatchLimits(max_size=32).search_rows == 1
+    # the plain items first, with one search row beside them; then one row a batch while a
+    # plain request came in the last second
+    assert recorder.batches[0] == ["a", "b", "c", "s0"]
+    assert recorder.batches[1:] == [[f"s{index}"] for index in range(1, 6)]
+
+
+async def test_search_rows_fill_whole_batches_when_no_plain_request_came_lately() -> None:
+    recorder = Recorder()
+    async with started(recorder, max_size=8) as batcher, engine_held(batcher):
+        search = submit_search(batcher, [f"s{index}" for index in range(20)])
+        await until(lambda: batcher.depth == 20)
+    await search
+    assert recorder.sizes() == [8, 8, 4]
+
+
+async def test_a_search_reserves_its_rows_in_the_queue_but_not_ahead_of_plain_items() -> None:
+    async with started(Recorder(), max_queue=10) as batcher:
+        with batcher.search_admission(8):
+            assert batcher.describe()["search_rows_reserved"] == 8
+            with (
+                pytest.raises(OverloadedError, match="8 forward rows queued"),
+                batcher.search_admission(5),
+            ):
+                pass
+            batcher.admit(10)  # a plain request: search rows never go before it
+        assert batcher.describe()["search_rows_reserved"] == 0
+        async with engine_held(batcher):
+            plain = submit_all(batcher, [Item("p")])
+            await until(lambda: batcher.depth == 1)
+            # larger than the queue: admitted while no other search is ahead, plain or not
+            with batcher.search_admission(50):
+                assert batcher.describe()["searches"] == 1
+                with pytest.raises(OverloadedError), batcher.search_admission(1):
+                    pass
+        assert await asyncio.gather(*plain) == ["P"]
+
+
+async def test_a_request_deadline_replaces_the_timeout() -> None:
+    async with started(Recorder(), timeout_s=30) as batcher, engine_held(batcher):
+        started_at = time.monotonic()
+        with pytest.raises(RequestTimeoutError):
+            await batcher.submit_many([Item("late")], deadline=time.monotonic() + 0.05)
+        assert time.monotonic() - started_at < 5
+
+
+async def test_close_lets_admitted_searches_finish_their_steps() -> None:
+    recorder = Recorder()
+    async with started(recorder) as batcher:
+        with batcher.search_admission(2):
+            closing = asyncio.create_task(batcher.close(timeout_s=5))
+            await until(lambda: batcher.closing)
+            with pytest.raises(ShuttingDownError):
+                await batcher.submit(Item("new"))
+            assert await batcher.submit_many([Item("step")], search=True) == ["STEP"]
+        await closing
+    assert ["step"] in recorder.batches

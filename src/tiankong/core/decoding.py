@@ -30,19 +30,58 @@ def banned_token_ids(vocab: dict[str, int]) -> np.ndarray:
     return np.asarray(sorted(banned), dtype=np.int64)
 
 
+TOP_K_GROUP = 64  # entries per group for top_indices' group maxima
+
+
 def top_k(
     probabilities: np.ndarray,
     k: int,
     banned: np.ndarray,
     token_string: Callable[[int], str],
 ) -> list[TokenScore]:
-    """The ``k`` most probable non-banned tokens of one probability row, best first."""
+    """The ``k`` most probable non-banned tokens of one probability row, best first.
+
+    The one top-k of every path: any step that changes the probabilities (constraints, a
+    mixing step) calls it on its own row."""
     scores = probabilities.copy()
     scores[banned] = -1.0
-    k = min(k, scores.shape[0])
-    best = np.argpartition(-scores, k - 1)[:k]
-    best = best[np.argsort(-scores[best], kind="stable")]
-    return [TokenScore(token_string(int(i)), int(i), float(probabilities[i])) for i in best]
+    return [TokenScore(token_string(i), i, float(probabilities[i])) for i in top_indices(scores, k)]
+
+
+def top_indices(scores: np.ndarray, k: int) -> list[int]:
+    """Indices of the ``k`` largest entries of a row, largest first (equal ones by index).
+
+    A full ``argpartition`` of a 21,128-entry vocabulary costs 0.15-0.4 ms per mask, and far
+    more on rows with many equal entries. Instead the row is cut into groups (entry ``i`` of
+    the first ``rows * width`` in group ``i % width``, the rest in one last group) whose maxima
+    are one vectorised pass. The k largest entries all lie in groups whose maximum is at least
+    the k-th largest group maximum ``t`` (those k groups alone hold k entries >= t), so only the
+    few groups above ``t`` are sorted; entries equal to ``t`` fill any places left, lowest
+    index first.
+    """
+    size = scores.shape[0]
+    k = min(k, size)
+    width = max(1, size // TOP_K_GROUP)
+    whole = size - size % width
+    maxima = scores[:whole].reshape(-1, width).max(axis=0)
+    if whole < size:
+        maxima = np.append(maxima, scores[whole:].max())
+    if len(maxima) <= k:  # a short row: sort it whole
+        return np.lexsort((np.arange(size), -scores))[:k].tolist()
+    threshold = np.partition(maxima, len(maxima) - k)[len(maxima) - k]
+    groups = np.flatnonzero(maxima > threshold)  # at most k - 1 groups
+    has_tail = bool(groups.size) and groups[-1] == width  # the group of the row's rest
+    columns = groups[:-1] if has_tail else groups
+    indices = (np.arange(0, whole, width)[:, None] + columns[None, :]).ravel()
+    if has_tail:
+        indices = np.concatenate([indices, np.arange(whole, size)])
+    values = scores[indices]
+    above = values > threshold
+    indices, values = indices[above], values[above]
+    best = indices[np.lexsort((indices, -values))[:k]].tolist()
+    if len(best) < k:
+        best += np.flatnonzero(scores == threshold)[: k - len(best)].tolist()
+    return best
 
 
 # --- vocabulary constraints ------------------------------------------------------------------
@@ -140,11 +179,9 @@ def top_k_constrained(
 ) -> list[TokenScore]:
     """Top-k among allowed tokens: ``score`` renormalised, ``raw_score`` the model's softmax."""
     renormalised = restrict(probabilities, allowed)
-    k = min(k, int(allowed.sum()))
-    best = np.argpartition(-renormalised, k - 1)[:k]
-    best = best[np.argsort(-renormalised[best], kind="stable")]
+    best = top_indices(renormalised, min(k, int(allowed.sum())))
     return [
-        TokenScore(token_string(int(i)), int(i), float(renormalised[i]), float(probabilities[i]))
+        TokenScore(token_string(i), i, float(renormalised[i]), float(probabilities[i]))
         for i in best
     ]
 

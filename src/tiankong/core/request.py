@@ -14,9 +14,10 @@ Two paths:
 
 Two seams are left for later stages, with no-op defaults:
 
-* ``forward_rows`` estimates the engine work a request asks for, and the search path takes a
-  ``DeadlineCheck`` that it calls between engine calls (``DeadlineScorer``): what an admission
-  or deadline policy needs;
+* ``forward_rows`` estimates the engine work a request asks for (the server's cost cap and
+  its queue count it), and the search path takes the ``RowScorer`` that runs its engine calls
+  (``ScheduledScorer``): the server's sends each call through its batcher as one step and
+  checks the request's deadline and client before it;
 * ``ResultStep``: a step after the model's softmax that may adjust per-candidate scores (a
   corpus-index memory), run by ``FillMasker.finish`` on every path.
 """
@@ -29,6 +30,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from tiankong.core.beam_search import RowScorer
 from tiankong.core.decoding import Constraints
 from tiankong.core.memory import FillMemory
 from tiankong.core.modes import PredictOptions, Scorer, check_blank, one_blank
@@ -36,11 +38,6 @@ from tiankong.core.results import FillResult
 from tiankong.core.text import BLANK, MASK, PreparedText, TextEncoder, normalize_masks
 
 Path = Literal["plain", "search"]
-DeadlineCheck = Callable[[], None]  # raises (a typed error) once the request's time is up
-
-
-def no_deadline() -> None:
-    """The default deadline check: the request may take as long as it needs."""
 
 
 def needs_search(text: str, options: PredictOptions) -> bool:
@@ -66,7 +63,9 @@ class PreparedRequest:
 
     def forward_rows(self) -> int:
         """An estimate of the engine work, in forward rows (one row: one text window through the
-        model). A batch of requests costs the sum; what a deadline or admission policy weighs."""
+        model), an upper bound of what the search does: a beam step scores one row per beam,
+        a candidate one row per character, plus one row for the per-mask lists. A batch of
+        requests costs the sum; the server's cost cap and queue weigh it."""
         options = self.options
         if self.plain:
             return 1
@@ -107,13 +106,14 @@ class ResultStep(Protocol):
     def __call__(self, request: PreparedRequest, result: FillResult) -> FillResult: ...
 
 
-class DeadlineScorer:
-    """A Scorer that calls ``check_deadline`` before every engine call of a search, so a
-    request whose time is up stops between engine calls rather than after the whole search."""
+class ScheduledScorer:
+    """A Scorer whose engine calls go to ``score_rows`` (each call one search step), so whoever
+    schedules the engine decides when each step runs and may stop the search between steps
+    by raising from ``score_rows``."""
 
-    def __init__(self, scorer: Scorer, check_deadline: DeadlineCheck) -> None:
+    def __init__(self, scorer: Scorer, score_rows: RowScorer) -> None:
         self.scorer = scorer
-        self.check_deadline = check_deadline
+        self.score_rows = score_rows
         self.encoder: TextEncoder = scorer.encoder
         self.banned: np.ndarray = scorer.banned
         self.memory: FillMemory | None = scorer.memory
@@ -121,13 +121,10 @@ class DeadlineScorer:
     def prepare(self, text: str) -> PreparedText:
         return self.scorer.prepare(text)
 
-    def score_rows(self, rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
-        self.check_deadline()
-        return self.scorer.score_rows(rows, asked)
-
     def mask_probabilities(self, prepared: Sequence[PreparedText]) -> list[np.ndarray]:
-        self.check_deadline()
-        return self.scorer.mask_probabilities(prepared)
+        return self.score_rows(
+            [item.input_ids for item in prepared], [item.mask_indices for item in prepared]
+        )
 
     def decode(
         self,

@@ -6,6 +6,7 @@ the arrays they consume.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -50,3 +51,18 @@ class Engine(Protocol):
     precision: str  # "fp32", "int8", "fp16"
 
     def mask_logits(self, batch: EncodedBatch) -> np.ndarray: ...
+
+
+def spinning_pays(threads: int) -> bool:
+    """Whether an engine's intra-op threads may spin-wait for work after each run, as ONNX
+    Runtime and GNU OpenMP (torch's pool) do by default.
+
+    Spinning saves a thread wake-up per run, but the spinning threads hold their cores. When
+    the pool takes every core the process may use (``threads`` 0 means the library's pick:
+    every core), they take them from the event loop that parses requests and fills the next
+    batch, and from each other. On 2 busy cores, turning it off took the ONNX engine from 25 to
+    11 ms at c=1 and from 81 to 122 requests/s at c=20, and the torch engine from 0.68 s to
+    18 ms at c=1 (docs/PERFORMANCE.md, "The request path").
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 0 < threads < (cores or 1)

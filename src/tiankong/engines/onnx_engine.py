@@ -21,7 +21,7 @@ import numpy as np
 
 from tiankong.config import Settings
 from tiankong.core.models import ResolvedModel
-from tiankong.engines.base import EncodedBatch
+from tiankong.engines.base import EncodedBatch, spinning_pays
 from tiankong.errors import BadOptionError, ModelUnavailableError
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,8 @@ def build_session(onnx_file: Path, device: str, threads: int, cpu_fallback: bool
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only; ORT's warnings are about its own internals
+    if not spinning_pays(threads):
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     providers = [CUDA_PROVIDER, CPU_PROVIDER] if device == "cuda" else [CPU_PROVIDER]
     try:
         session = ort.InferenceSession(str(onnx_file), sess_options=options, providers=providers)

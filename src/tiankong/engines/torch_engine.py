@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tiankong.engines.base import EncodedBatch
+from tiankong.engines.base import EncodedBatch, spinning_pays
 from tiankong.errors import BadOptionError, ModelUnavailableError
 
 TORCH_PRECISIONS = ("auto", "fp32", "fp16", "int8")
@@ -31,6 +33,15 @@ def pick_device(requested: str) -> str:
     return requested
 
 
+def quiet_openmp(threads: int) -> None:
+    """Let torch's OpenMP threads sleep between runs when they take every core
+    (``spinning_pays``). GNU OpenMP reads OMP_WAIT_POLICY once, when torch loads it, so this
+    works only before torch's first import (``tiankong serve --engine torch``), and a value the
+    user set wins."""
+    if not spinning_pays(threads) and "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 class TorchEngine:
     """Eager PyTorch; fp16 on CUDA (the MLM head in fp32), fp32 (or dynamic int8) on CPU."""
 
@@ -43,6 +54,7 @@ class TorchEngine:
         precision: str = "auto",
         threads: int | None = None,
     ) -> None:
+        quiet_openmp(threads or 0)
         import torch
         from transformers import AutoModelForMaskedLM
         from transformers.utils import logging as hf_logging

@@ -1,4 +1,5 @@
-"""`python -m tiankong.reliability load|soak|all [--quick]`: start a server, run, report.
+"""`python -m tiankong.reliability load|soak|all|expensive [--quick]`: start a server, run,
+report. ``all`` is load and soak; ``expensive`` floods costly searches beside plain traffic.
 
 Writes ``report.json`` (every figure and check), ``rss.png`` (the soak) and ``server.log`` to
 ``--out``, prints a summary, and exits 1 if any check failed.
@@ -20,6 +21,8 @@ from typing import Any
 
 import psutil
 
+from tiankong.config import Settings
+from tiankong.reliability.expensive import QUICK_EXPENSIVE, ExpensivePlan, run_expensive
 from tiankong.reliability.server import served
 from tiankong.reliability.suites import (
     QUICK_LOAD,
@@ -36,12 +39,19 @@ GUARD_SENTENCES = Path(__file__).resolve().parent.parent / "resources" / "guard_
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tiankong.reliability", description=__doc__)
-    parser.add_argument("suite", choices=["load", "soak", "all"])
+    parser.add_argument("suite", choices=["load", "soak", "all", "expensive"])
     parser.add_argument("--quick", action="store_true", help="the short CI versions")
     parser.add_argument("--model", help="model for the server (default: the bundled one)")
     parser.add_argument("--engine", default="auto", help="auto, onnx, torch or fake")
     parser.add_argument("--threads", type=int, help="the server's --threads")
     parser.add_argument("--max-queue", type=int, default=64, help="server queue (default 64)")
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=Settings().request_timeout_s,
+        help="the server's --request-timeout (expensive: what the flood's answers must meet)",
+    )
+    parser.add_argument("--max-request-cost", type=int, help="the server's --max-request-cost")
     parser.add_argument("--soak-requests", type=int, help="soak: stop after this many")
     parser.add_argument("--soak-minutes", type=float, help="soak: stop after this long")
     parser.add_argument("--out", default="reliability-results", help="report folder")
@@ -87,6 +97,9 @@ def cpu_model() -> str:
 def serve_args(args: argparse.Namespace) -> list[str]:
     values = ["--engine", args.engine, "--result-cache-size", "0", "--log-level", "warning"]
     values += ["--max-queue", str(args.max_queue)]
+    values += ["--request-timeout", str(args.request_timeout)]
+    if args.max_request_cost:
+        values += ["--max-request-cost", str(args.max_request_cost)]
     if args.model:
         values += ["--model", args.model]
     if args.threads:
@@ -103,13 +116,35 @@ def soak_plan(args: argparse.Namespace) -> SoakPlan:
     return plan
 
 
+def print_expensive(result: dict[str, Any]) -> None:
+    idle, flood = result["plain_idle"], result["plain_under_flood"]
+    print(
+        f"expensive: plain c={result['plan']['plain_concurrency']} p50/p99 idle "
+        f"{idle['p50_ms']}/{idle['p99_ms']} ms, under the flood {flood['p50_ms']}/"
+        f"{flood['p99_ms']} ms (p99 x{result['p99_ratio']}); plain statuses {flood['statuses']}"
+    )
+    for route, figures in result["flood"]["routes"].items():
+        print(
+            f"  flood {route}: {figures['statuses']}, slowest answer "
+            f"{figures['slowest_answer_s']} s (timeout {result['request_timeout_s']:g} s)"
+        )
+    deadline, disconnect = result["after_deadline"], result["after_disconnect"]
+    print(
+        f"  engine idle {deadline['engine_idle_after_s']} s after a {deadline['status']} at "
+        f"{deadline['answered_after_s']} s; {disconnect['engine_idle_after_s']} s after a "
+        "client left"
+    )
+
+
 def print_summary(report: dict[str, Any]) -> bool:
     passed = True
-    for suite in ("load", "soak"):
+    for suite in ("load", "soak", "expensive"):
         if suite not in report:
             continue
         result = report[suite]
-        if suite == "load":
+        if suite == "expensive":
+            print_expensive(result)
+        elif suite == "load":
             for phase in ("normal", "overload"):
                 figures = result[phase]
                 print(
@@ -130,8 +165,9 @@ def print_summary(report: dict[str, Any]) -> bool:
                 f"{trend['fds_end_max']}, threads {trend['threads_start_max']} -> "
                 f"{trend['threads_end_max']}"
             )
-        busy = result["contention"]["other_cpu_pct_mean"]
-        print(f"  other programs used {busy}% CPU on average meanwhile (100 = one core)")
+        if "contention" in result:
+            busy = result["contention"]["other_cpu_pct_mean"]
+            print(f"  other programs used {busy}% CPU on average meanwhile (100 = one core)")
         for check, ok in result["checks"].items():
             print(f"  {'PASS' if ok else 'FAIL'}  {check}")
             passed = passed and ok
@@ -149,6 +185,11 @@ async def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
             report["soak"] = await run_soak(server, soak_plan(args), texts)
             plot = plot_rss(report["soak"], out / "rss.png")
             report["soak"]["plot"] = str(plot) if plot else "matplotlib is not installed"
+        if args.suite == "expensive":
+            plan = QUICK_EXPENSIVE if args.quick else ExpensivePlan()
+            report["expensive"] = await run_expensive(
+                server, plan, texts, args.request_timeout, args.quick
+            )
     return report
 
 

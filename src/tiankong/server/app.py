@@ -29,12 +29,9 @@ from tiankong import __version__
 from tiankong.config import Settings
 from tiankong.server import hf, routes
 from tiankong.server.error_handlers import install_error_handlers
-from tiankong.server.metrics import MetricsMiddleware, ServerMetrics
-from tiankong.server.middleware.body_limit import BodyLimitMiddleware
-from tiankong.server.middleware.disconnect import DisconnectMiddleware
-from tiankong.server.middleware.drain import DrainMiddleware
-from tiankong.server.middleware.security import add_cors, add_security
-from tiankong.server.middleware.slow_clients import BodyDeadlineMiddleware
+from tiankong.server.metrics import ServerMetrics
+from tiankong.server.middleware.guard import RequestGuard
+from tiankong.server.middleware.security import cors_layer, security_layer
 from tiankong.server.state import ServerState
 from tiankong.service import FillMasker
 from tiankong.serving.predictor import Predictor, SchedulerFactory, check_serving_settings
@@ -83,13 +80,15 @@ def create_app(
     )
     app.state.tiankong = state
     install_error_handlers(app)
-    app.add_middleware(DisconnectMiddleware)  # innermost: a gone client cancels its handler
-    app.add_middleware(BodyDeadlineMiddleware, timeout_s=settings.client_timeout_s)
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
-    add_security(app, settings)  # API keys and rate limit, before any body is read
-    app.add_middleware(DrainMiddleware, drain=state.drain)  # counts in-flight; 503 when draining
-    add_cors(app, settings)
-    app.add_middleware(MetricsMiddleware, metrics=state.metrics)  # outermost: sees every 413
+    app.add_middleware(  # metrics, drain, body limit and deadline, disconnects: one layer
+        RequestGuard,
+        metrics=state.metrics,
+        drain=state.drain,
+        max_body_bytes=settings.max_body_bytes,
+        client_timeout_s=settings.client_timeout_s,
+        cors=cors_layer(settings),
+        security=security_layer(settings),  # API keys and rate limit, before any body is read
+    )
     app.include_router(routes.router)
     app.include_router(hf.router)
     app.mount("/static", StaticFiles(directory=routes.STATIC_DIR), name="static")

@@ -16,7 +16,8 @@ from tiankong.core.decoding import Constraints
 from tiankong.core.modes import PredictOptions
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
-from tiankong.errors import BadInputError, BadOptionError, TiankongError
+from tiankong.errors import BadOptionError, TiankongError
+from tiankong.server.middleware.security import Allowance
 from tiankong.server.schemas import OptionFields
 from tiankong.serving.predictor import Predictor
 
@@ -46,18 +47,21 @@ def options_from_fields(
     )
 
 
-async def fill_one(predictor: Predictor, text: str, options: PredictOptions) -> FillResult:
-    """The answer for one text, by the path its prepared request decided."""
-    return await predictor.run_request(predictor.prepare_request(text, options))
+async def fill_one(
+    predictor: Predictor, text: str, options: PredictOptions, allowance: Allowance
+) -> FillResult:
+    """The answer for one text, by the path its prepared request decided; its cost in forward
+    rows (over the cap: 400) is spent from the client's rate-limit allowance."""
+    request = predictor.prepare_request(text, options)
+    allowance.spend(predictor.check_cost([request]))
+    return await predictor.run_request(request)
 
 
 async def fill_many(
-    predictor: Predictor, texts: Sequence[str], options: PredictOptions
+    predictor: Predictor, texts: Sequence[str], options: PredictOptions, allowance: Allowance
 ) -> list[FillResult | TiankongError]:
-    """Answers in input order; a text that can't be filled gets its typed error instead.
-
-    The plain texts share one engine run; the others run one by one through the search path.
-    """
+    """Answers in input order; a text that can't be filled, or wasn't done by the request's
+    deadline, gets its typed error instead (``Predictor.run_many``)."""
     answers: list[FillResult | TiankongError | None] = [None] * len(texts)
     requests: list[tuple[int, PreparedRequest]] = []
     for index, text in enumerate(texts):
@@ -65,18 +69,10 @@ async def fill_many(
             requests.append((index, predictor.prepare_request(text, options)))
         except TiankongError as error:
             answers[index] = error
-    plain = [(index, request) for index, request in requests if request.plain]
-    results = await predictor.run(
-        [request.prepared for _, request in plain], options.top_k, None, options.index
-    )
-    for (index, request), result in zip(plain, results, strict=True):
-        answers[index] = predictor.masker.finish(request, result)
-    for index, request in requests:
-        if not request.plain:
-            try:
-                answers[index] = await predictor.run_request(request)
-            except BadInputError as error:  # this text's own problem; engine faults still fail
-                answers[index] = error
+    allowance.spend(predictor.check_cost([request for _, request in requests]))
+    results = await predictor.run_many([request for _, request in requests])
+    for (index, _), result in zip(requests, results, strict=True):
+        answers[index] = result
     finished = [answer for answer in answers if answer is not None]
     assert len(finished) == len(texts)
     return finished

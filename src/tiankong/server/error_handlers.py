@@ -95,7 +95,7 @@ async def handle_http_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, HTTPException)
     if error.status_code == 413:
         return error_response(body_too_large(server_state(request).settings.max_body_bytes))
-    if error.status_code == 408:  # raised by slow_clients.BodyDeadlineMiddleware
+    if error.status_code == 408:  # raised by the body deadline (middleware/guard.py)
         timeout_s = server_state(request).settings.client_timeout_s
         return error_response(body_too_slow(timeout_s), {"Connection": "close"})
     if error.status_code == 400:  # FastAPI's "error parsing the body", e.g. invalid UTF-8

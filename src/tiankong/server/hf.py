@@ -28,6 +28,7 @@ from tiankong.core.results import FillResult
 from tiankong.core.text import PreparedText, fill_text
 from tiankong.errors import BadInputError, BadOptionError, BatchTooLargeError, EmptyTextError
 from tiankong.server.deps import PredictorDep
+from tiankong.server.responses import JSONBody
 from tiankong.server.schemas import (
     ERROR_RESPONSES,
     HF_EXAMPLES,
@@ -74,7 +75,7 @@ async def hf_fill_mask(
             outputs = [pipeline_output(result) for result in results]
         else:
             outputs = await ranked_targets(predictor, prepared, target_ids, k)
-    return outputs[0] if len(outputs) == 1 else outputs
+    return JSONBody(outputs[0] if len(outputs) == 1 else outputs)  # as is: responses.py
 
 
 def plain_text(predictor: Predictor, text: str, k: int) -> PreparedText:
@@ -137,8 +138,9 @@ async def ranked_targets(
     for item in prepared:  # every text has one blank, checked before any engine work
         one_blank(item.text)
     outputs: list[PipelineOutput] = []
+    deadline = predictor.deadline()  # the request timeout covers every text
     for item in prepared:
-        result = await predictor.run_options(item.text, options)
+        result = await predictor.run_options(item.text, options, deadline)
         outputs.append(
             [
                 {

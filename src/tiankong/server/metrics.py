@@ -1,7 +1,8 @@
 """Request metrics: a Prometheus registry per app, and a rolling one-minute window for /info.
 
-``MetricsMiddleware`` sees every HTTP request once, after routing, so it labels by the route's
-path template (``/predict``), never by the raw URL, and unmatched paths share one label.
+``RequestGuard`` (``middleware/guard.py``) records every HTTP request once, after routing, so it
+labels by the route's path template (``/predict``), never by the raw URL, and unmatched paths
+share one label.
 ``ServerMetrics`` is also the dynamic batcher's observer (batch sizes, tokens, padding, queue
 depth, skipped/refused/failed work) and the caches' (hits and misses per cache).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from prometheus_client import (
@@ -21,7 +23,6 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tiankong.serving.batching import BatchStats
 
@@ -143,11 +144,21 @@ class ServerMetrics:
             registry=self.registry,
         )
         self.window = RollingWindow(window_seconds)
+        # (route template, method, status) -> its request counter and latency histogram
+        self.request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         self.inference_requests = 0
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
-        self.requests.labels(route, method, str(status)).inc()
-        self.latency.labels(route, method).observe(seconds)
+        key = (route, method, status)
+        children = self.request_children.get(key)
+        if children is None:  # labels() locks and checks its values: once per combination
+            children = (
+                self.requests.labels(route, method, str(status)),
+                self.latency.labels(route, method),
+            )
+            self.request_children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
         if (method, route) in INFERENCE_ROUTES:
             self.inference_requests += 1
             self.window.add(time.monotonic(), seconds)
@@ -177,34 +188,3 @@ class ServerMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
-
-
-class MetricsMiddleware:
-    """Pure ASGI middleware: times each HTTP request and records its route and status."""
-
-    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500  # what the client gets if the app raises before responding
-
-        async def send_and_record_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        self.metrics.in_flight.inc()
-        try:
-            await self.app(scope, receive, send_and_record_status)
-        finally:
-            self.metrics.in_flight.dec()
-            route = getattr(scope.get("route"), "path", None) or "unmatched"
-            self.metrics.observe_request(
-                route, scope["method"], status, time.perf_counter() - started
-            )

@@ -21,6 +21,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -35,13 +36,12 @@ from tiankong.config import (
     physical_cores,
     read_environment,
 )
-from tiankong.core.results import FillResult
 from tiankong.errors import (
     BadOptionError,
 )
 from tiankong.service import FillMasker
 from tiankong.serving.batching import BatchObserver, DynamicBatcher
-from tiankong.serving.predictor import PlainJob, check_serving_settings, run_plain_batch
+from tiankong.serving.predictor import EngineJob, check_serving_settings, job_tokens, run_jobs
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -58,7 +58,7 @@ BATCH_HEADER = "x-tiankong-batch-size"
 BATCH_SIZES: ContextVar[list[int] | None] = ContextVar("tiankong_batch_sizes", default=None)
 
 # One plain job's answer from the batch, and the size of that batch.
-Outcome = tuple[FillResult, int]
+Outcome = tuple[Any, int]  # a FillResult (plain) or a search row's probabilities
 
 
 class RayBatchScheduler:
@@ -78,9 +78,9 @@ class RayBatchScheduler:
         self.replica = replica
         self.batches = 0  # written only on the engine thread
         self.largest_batch = 0
-        self.batcher = DynamicBatcher[PlainJob, Outcome](
+        self.batcher = DynamicBatcher[EngineJob, Outcome](
             self.run_batch,
-            size_of=lambda job: len(job.prepared.input_ids),
+            size_of=job_tokens,
             limits=check_serving_settings(settings),
             observer=observer,
         )
@@ -103,16 +103,21 @@ class RayBatchScheduler:
             "replica": self.replica,
         }
 
-    async def submit_many(self, items: Sequence[PlainJob]) -> list[FillResult]:
-        outcomes = await self.batcher.submit_many(items)
+    async def submit_many(
+        self, items: Sequence[EngineJob], search: bool = False, deadline: float | None = None
+    ) -> list[Any]:
+        outcomes = await self.batcher.submit_many(items, search, deadline)
         sizes = BATCH_SIZES.get()
-        if sizes is not None:
+        if sizes is not None and not search:
             sizes.extend(batch_size for _, batch_size in outcomes)
         return [result for result, _ in outcomes]
 
-    def run_batch(self, jobs: list[PlainJob]) -> list[Outcome]:
+    def search_admission(self, cost: int) -> AbstractContextManager[None]:
+        return self.batcher.search_admission(cost)
+
+    def run_batch(self, jobs: list[EngineJob]) -> list[Outcome]:
         """One forward pass for the batch, on the engine thread; each result with its batch size."""
-        results = run_plain_batch(self.masker, jobs)
+        results = run_jobs(self.masker, jobs)
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(jobs))
         return [(result, len(jobs)) for result in results]

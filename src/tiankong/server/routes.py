@@ -13,19 +13,18 @@ from fastapi.responses import FileResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from tiankong import __version__
-from tiankong.core.results import FillResult
 from tiankong.errors import BatchTooLargeError
-from tiankong.server.deps import PredictorDep, StateDep
+from tiankong.server.deps import AllowanceDep, PredictorDep, StateDep
 from tiankong.server.dispatch import fill_many, fill_one, options_from_fields
+from tiankong.server.middleware.security import Allowance
+from tiankong.server.responses import JSONBody, batch_payload, fill_payload
 from tiankong.server.schemas import (
     BATCH_EXAMPLES,
     ERROR_RESPONSES,
     PREDICT_EXAMPLES,
     BatchPredictRequest,
     BatchPredictResponse,
-    ErrorDetail,
     ErrorResponse,
-    Fill,
     OptionFields,
     PredictQuery,
     PredictRequest,
@@ -48,38 +47,55 @@ router = APIRouter()
 
 
 async def predict_one(
-    predictor: Predictor, text: str, top_k: int | None, fields: OptionFields
-) -> PredictResponse:
+    predictor: Predictor,
+    text: str,
+    top_k: int | None,
+    fields: OptionFields,
+    allowance: Allowance,
+) -> JSONBody:
     started = time.perf_counter()
     options = options_from_fields(predictor, top_k, fields)
-    result = await fill_one(predictor, text, options)
-    return PredictResponse.from_result(result, latency_ms=(time.perf_counter() - started) * 1000)
+    result = await fill_one(predictor, text, options, allowance)
+    latency_ms = (time.perf_counter() - started) * 1000
+    return JSONBody(fill_payload(result, latency_ms=latency_ms))
 
 
-@router.post("/predict", responses=ERROR_RESPONSES, tags=["fill-mask"])
+# The inference routes return JSONBody (responses.py); response_model still declares the body.
+@router.post(
+    "/predict", response_model=PredictResponse, responses=ERROR_RESPONSES, tags=["fill-mask"]
+)
 async def predict(
     body: Annotated[PredictRequest, Body(openapi_examples=PREDICT_EXAMPLES)],
     predictor: PredictorDep,
-) -> PredictResponse:
+    allowance: AllowanceDep,
+) -> Response:
     """Ranked candidates for every [MASK] in one text; whole words, candidate ranking,
     [BLANK]s of unknown length and vocabulary constraints through the optional fields."""
-    return await predict_one(predictor, body.text, body.top_k, body)
+    return await predict_one(predictor, body.text, body.top_k, body, allowance)
 
 
-@router.get("/predict", responses=ERROR_RESPONSES, tags=["fill-mask"])
+@router.get(
+    "/predict", response_model=PredictResponse, responses=ERROR_RESPONSES, tags=["fill-mask"]
+)
 async def predict_get(
-    predictor: PredictorDep, query: Annotated[PredictQuery, Query()]
-) -> PredictResponse:
+    predictor: PredictorDep, allowance: AllowanceDep, query: Annotated[PredictQuery, Query()]
+) -> Response:
     """The same as POST /predict, for load tests on a URL (percent-encoded UTF-8 text); list
     options repeat the key: `&candidates=充电&candidates=吃饭`."""
-    return await predict_one(predictor, query.text, query.top_k, query)
+    return await predict_one(predictor, query.text, query.top_k, query, allowance)
 
 
-@router.post("/batch_predict", responses=ERROR_RESPONSES, tags=["fill-mask"])
+@router.post(
+    "/batch_predict",
+    response_model=BatchPredictResponse,
+    responses=ERROR_RESPONSES,
+    tags=["fill-mask"],
+)
 async def batch_predict(
     body: Annotated[BatchPredictRequest, Body(openapi_examples=BATCH_EXAMPLES)],
     predictor: PredictorDep,
-) -> BatchPredictResponse:
+    allowance: AllowanceDep,
+) -> Response:
     """Many texts, the same options for each; a text that can't be filled gets its own error
     entry. Plain texts share one engine run."""
     started = time.perf_counter()
@@ -87,17 +103,9 @@ async def batch_predict(
     if len(body.texts) > limit:
         raise BatchTooLargeError(f"{len(body.texts)} texts is over the limit of {limit}.")
     options = options_from_fields(predictor, body.top_k, body)
-    answers = await fill_many(predictor, body.texts, options)
-    return BatchPredictResponse(
-        results=[
-            Fill.from_result(answer)
-            if isinstance(answer, FillResult)
-            else ErrorResponse(error=ErrorDetail(code=answer.code, message=answer.message))
-            for answer in answers
-        ],
-        model=predictor.masker.model.name,
-        latency_ms=(time.perf_counter() - started) * 1000,
-    )
+    answers = await fill_many(predictor, body.texts, options, allowance)
+    latency_ms = (time.perf_counter() - started) * 1000
+    return JSONBody(batch_payload(answers, predictor.masker.model.name, latency_ms))
 
 
 @router.get("/health", tags=["operations"])
@@ -151,6 +159,7 @@ async def info(state: StateDep) -> dict[str, Any]:
             "max_length": settings.max_length,
             "max_batch_texts": settings.max_batch_texts,
             "max_body_bytes": settings.max_body_bytes,
+            "max_request_cost": settings.max_request_cost,
         },
     }
 

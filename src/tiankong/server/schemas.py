@@ -6,13 +6,12 @@ the top_k range or the batch cap, are checked by the predictor so the messages n
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Self
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
 from tiankong.core.beam_search import ORDERS
 from tiankong.core.modes import MAX_CANDIDATES, MAX_OPTION_CHARS, MODES, PredictOptions
-from tiankong.core.results import FillResult, Memory
 
 IDIOM = "画龙点[MASK]"
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
@@ -214,7 +213,9 @@ class Candidate(BaseModel):
         description="Only under constraints: the model's own softmax probability.",
     )
     model_score: float | None = Field(
-        default=None, description=MODEL_SCORE_DESCRIPTION.format(what="score")
+        default=None,
+        exclude_if=lambda value: value is None,
+        description=MODEL_SCORE_DESCRIPTION.format(what="score"),
     )
     memory: MemoryOut | None = Field(default=None, description=MEMORY_DESCRIPTION)
 
@@ -252,6 +253,7 @@ class CandidateOut(BaseModel):
     memory: MemoryOut | None = Field(default=None, description=MEMORY_DESCRIPTION)
 
 
+# The routes write this shape straight from the result (responses.py); the model declares it.
 class Fill(BaseModel):
     """The answer for one text."""
 
@@ -268,59 +270,6 @@ class Fill(BaseModel):
     candidates: list[CandidateOut] = Field(
         default_factory=list, description="Candidates mode: the options, best first (else empty)."
     )
-
-    @classmethod
-    def from_result(cls, result: FillResult, **extra: Any) -> Self:
-        masks = [
-            [
-                Candidate(
-                    token=c.token,
-                    token_id=c.token_id,
-                    score=c.score,
-                    raw_score=c.raw_score,
-                    model_score=c.model_score,
-                    memory=memory_out(c.memory),
-                )
-                for c in candidates
-            ]
-            for candidates in result.masks
-        ]
-        return cls(
-            text=result.text,
-            predictions=masks[0] if masks else [],
-            masks=masks,
-            sequence=result.sequence,
-            truncated=result.truncated,
-            model=result.model,
-            sequences=[
-                SequenceOut(
-                    fill=s.fill,
-                    text=s.text,
-                    score=s.score,
-                    normalised=s.normalised,
-                    model_score=s.model_score,
-                    memory=memory_out(s.memory),
-                )
-                for s in result.sequences
-            ],
-            candidates=[
-                CandidateOut(
-                    option=c.option,
-                    text=c.text,
-                    score=c.score,
-                    joint=c.joint,
-                    in_vocabulary=c.in_vocabulary,
-                    model_score=c.model_score,
-                    memory=memory_out(c.memory),
-                )
-                for c in result.candidates
-            ],
-            **extra,
-        )
-
-
-def memory_out(memory: Memory) -> MemoryOut | None:
-    return None if memory is None else MemoryOut(**memory)
 
 
 class PredictResponse(Fill):

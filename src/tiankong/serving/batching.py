@@ -23,23 +23,39 @@ Policy ("continuous" batching; the engine is the one scarce resource):
   starves, plus the waiting items nearest to it in length order, each added where it adds the
   least padding. Long and short texts therefore go in separate batches whenever the queue holds
   enough of each, and a batch is padded only to its own longest item.
-* **Backpressure.** At most ``max_queue`` items wait (running ones are not counted); a request
-  that would overflow the queue is refused whole with ``OverloadedError`` (503 + Retry-After).
-  A request larger than the whole queue is admitted only into an empty queue.
-* **Timeouts and cancellation.** Each request waits at most ``timeout_s`` (``RequestTimeoutError``,
-  504). A request that is cancelled (timeout, client gone) cancels its futures and takes its
-  queued items out of the queue before it returns, even while the engine is busy; items already
-  on the engine finish, and their results are dropped.
+* **Two lanes: plain items first.** Items are plain (one text, one row) or search rows (one
+  step of a whole-word, candidate or [BLANK] search, sent by the search's own worker thread
+  through ``submit_many(..., search=True)``). A batch is formed from the plain items first; a
+  search's rows, oldest first, fill what room is left. While plain requests are about (one came
+  in the last ``PLAIN_RECENT_S``), at most ``search_rows`` search rows go in a batch (a
+  row per 32 of ``max_size``), and search rows alone wait up to ``PLAIN_COMPANY_S`` for plain
+  items to ride with; otherwise search rows fill whole batches at once. So a search's steps take
+  turns with plain batches, and a plain request waits at most for the batch on the engine (a
+  few search rows), never for a whole search.
+* **Backpressure, in forward rows.** The queue counts engine work in forward rows (a plain text
+  is one; a search reserves its estimate, ``PreparedRequest.forward_rows``, from admission until
+  it ends). A plain request counts the plain rows waiting (search rows never go before it); a
+  search counts every row waiting or reserved. Over ``max_queue`` the request is refused whole
+  with ``OverloadedError`` (503 + Retry-After); a request larger than the whole queue is
+  admitted only when no request of its own kind is ahead of it (a search: no other search).
+* **Timeouts and cancellation.** Each request waits at most ``timeout_s``, or until the
+  ``deadline`` it passes (``RequestTimeoutError``, 504). A request that is cancelled (timeout,
+  client gone) cancels its futures and takes its queued items out of the queue before it
+  returns, even while the engine is busy; items already on the engine finish, and their
+  results are dropped. A search checks its deadline and its client before each step (the
+  predictor's ``StepScorer``), so it stops within one step.
 * **Failures.** If ``run_batch`` raises or returns the wrong number of results, every future of
   that batch gets an ``EngineError`` with one short error id (logged with the traceback), and the
   batcher carries on. If the scheduler itself ever stops on a bug, every waiting future is failed
   and later submissions are refused: nothing hangs silently.
-* **Exclusive jobs** (``run_exclusive``) run alone on the same worker thread. They and the batches
-  take turns through one FIFO-fair ``asyncio.Lock``, so a job waits at most for the batch that is
-  running and a batch for the jobs queued before it: neither can starve the other, and since no
-  job ever waits on the batcher while holding the lock, they cannot deadlock.
+* **Exclusive jobs** (``run_exclusive``: the warm-up) run alone on the same worker thread.
+  They and the batches take turns through one FIFO-fair ``asyncio.Lock``, so a job waits at
+  most for the batch that is running and a batch for the jobs queued before it: neither can
+  starve the other, and since no job ever waits on the batcher while holding the lock, they
+  cannot deadlock.
 * **Shutdown.** ``close()`` refuses new work (``ShuttingDownError``, 503), runs everything already
-  queued, then stops the worker; what is still waiting after the drain timeout is failed.
+  queued and the steps of the searches already admitted, then stops the worker; what is still
+  waiting after the drain timeout is failed.
 """
 
 from __future__ import annotations
@@ -47,8 +63,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -61,8 +78,13 @@ from tiankong.errors import (
     ShuttingDownError,
     new_error_id,
 )
+from tiankong.serving.timing import RequestTiming, request_timing
 
 logger = logging.getLogger("tiankong.serving.batching")
+# Search rows get the small share of a batch while plain requests came in this recently, and
+# wait this long for plain items to ride with.
+PLAIN_RECENT_S = 1.0
+PLAIN_COMPANY_S = 0.010
 
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
@@ -107,6 +129,13 @@ class BatchLimits:
             raise BadOptionError("The drain timeout must be 0 s or more.")
         return self
 
+    @property
+    def search_rows(self) -> int:
+        """Search rows per batch while plain requests are about: one per 32 rows of batch (1 at
+        the default 32). A forward row costs about as much as a plain text, so a plain batch
+        grows by a row or so, and a plain request never waits for a search batch of more."""
+        return max(1, self.max_size // 32)
+
 
 @dataclass(frozen=True)
 class BatchStats:
@@ -150,7 +179,9 @@ class Pending(Generic[ItemT, ResultT]):
     size: int  # tokens
     future: asyncio.Future[ResultT]
     arrived_busy: bool  # the engine was busy when it arrived: the window may apply
+    search: bool = False  # a search step's row: goes after the plain items
     arrived_at: float = field(default_factory=time.monotonic)
+    timing: RequestTiming | None = None  # its request's Server-Timing figures, in a server
 
 
 class DynamicBatcher(Generic[ItemT, ResultT]):
@@ -171,6 +202,9 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         self.pending: list[Pending[ItemT, ResultT]] = []  # arrival order
         self.running: list[Pending[ItemT, ResultT]] = []  # the batch on the engine now
         self.exclusive_waiting = 0
+        self.search_reserved = 0  # forward rows reserved by the searches admitted and not ended
+        self.searches = 0  # searches admitted and not ended
+        self.last_plain_at = -PLAIN_RECENT_S  # when the last plain item arrived
         self.engine_lock = asyncio.Lock()  # FIFO-fair: batches and exclusive jobs take turns
         self.executor: ThreadPoolExecutor | None = None
         self.scheduler: asyncio.Task[None] | None = None
@@ -231,6 +265,12 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         return sum(not entry.future.done() for entry in self.pending) + self.exclusive_waiting
 
     @property
+    def plain_depth(self) -> int:
+        """The rows that go before a new plain item: plain items and exclusive jobs waiting."""
+        waiting = sum(not (entry.search or entry.future.done()) for entry in self.pending)
+        return waiting + self.exclusive_waiting
+
+    @property
     def busy(self) -> bool:
         return self.engine_lock.locked()
 
@@ -244,7 +284,11 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             "max_batch_tokens": limits.max_tokens,
             "max_queue": limits.max_queue,
             "request_timeout_s": limits.timeout_s,
+            "search_rows_per_batch": limits.search_rows,
             "queue_depth": self.depth,
+            "searches": self.searches,
+            "search_rows_reserved": self.search_reserved,
+            "engine_busy": self.busy,
         }
 
     def check_open(self) -> None:
@@ -253,36 +297,78 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         if self.broken is not None or self.scheduler is None:
             raise EngineError("The engine worker is not running; see the server log.")
 
-    def admit(self, count: int) -> None:
-        """Raise OverloadedError unless ``count`` more items fit in the queue."""
+    def admit(self, count: int, ahead: int | None = None, lane: int | None = None) -> None:
+        """Raise OverloadedError unless ``count`` more rows fit in the queue behind ``ahead``
+        (default: the plain rows waiting). A request larger than the queue is admitted when
+        ``lane`` (default ``ahead``), the rows of its own kind ahead of it, is 0."""
         self.check_open()
         self.prune()
-        depth = self.depth
-        if depth and depth + count > self.limits.max_queue:
+        depth = self.plain_depth if ahead is None else ahead
+        own = depth if lane is None else lane
+        if own and depth + count > self.limits.max_queue:
             self.observer.count_batcher_event("overloaded")
-            raise OverloadedError(f"The server is busy ({depth} texts queued); retry shortly.")
+            raise OverloadedError(
+                f"The server is busy ({depth} forward rows queued); retry shortly."
+            )
+
+    @contextmanager
+    def search_admission(self, cost: int) -> Iterator[None]:
+        """Admit a search of ``cost`` forward rows (everything queued or reserved is ahead of
+        it) and keep its rows reserved until the block ends."""
+        self.admit(cost, ahead=self.plain_depth + self.search_reserved, lane=self.search_reserved)
+        self.search_reserved += cost
+        self.searches += 1
+        try:
+            yield
+        finally:
+            self.search_reserved -= cost
+            self.searches -= 1
+            self.wake.set()  # a closing scheduler waits for the searches to end
+
+    def check_steps_open(self) -> None:
+        """A search step may still run while the batcher drains, not once it has stopped."""
+        if self.broken is not None:
+            raise EngineError("The engine worker is not running; see the server log.")
+        if self.scheduler is None or self.scheduler.done():
+            raise shutting_down()
 
     async def submit(self, item: ItemT) -> ResultT:
         [result] = await self.submit_many([item])
         return result
 
-    async def submit_many(self, items: Sequence[ItemT]) -> list[ResultT]:
-        """Queue ``items`` (one future each) and wait for all their results, in order."""
+    async def submit_many(
+        self, items: Sequence[ItemT], search: bool = False, deadline: float | None = None
+    ) -> list[ResultT]:
+        """Queue ``items`` (one future each) and wait for all their results, in order.
+
+        ``search``: the items are one step of a search admitted by ``search_admission`` (they
+        go after plain items and are not admitted again). ``deadline`` (``time.monotonic()``):
+        the request's own, instead of ``timeout_s`` from now."""
         if not items:
             return []
-        self.admit(len(items))
+        if search:
+            self.check_steps_open()
+        else:
+            self.admit(len(items))
+            self.last_plain_at = time.monotonic()
         loop = asyncio.get_running_loop()
         busy = self.busy
+        timing = request_timing.get()
+        if timing is not None:
+            timing.waiting(time.perf_counter())
         entries = [
-            Pending[ItemT, ResultT](item, self.size_of(item), loop.create_future(), busy)
+            Pending[ItemT, ResultT](
+                item, self.size_of(item), loop.create_future(), busy, search, timing=timing
+            )
             for item in items
         ]
         self.pending.extend(entries)
         self.observer.set_queue_depth(self.depth)
         self.wake.set()
         futures = [entry.future for entry in entries]
+        timeout_s = self.limits.timeout_s if deadline is None else deadline - time.monotonic()
         try:
-            async with asyncio.timeout(self.limits.timeout_s):
+            async with asyncio.timeout(max(0.0, timeout_s)):
                 return list(await asyncio.gather(*futures))
         except TimeoutError:
             self.observer.count_batcher_event("timeout")
@@ -311,6 +397,10 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         assert self.executor is not None
         self.exclusive_waiting += 1
         self.observer.set_queue_depth(self.depth)
+        timing = request_timing.get()
+        if timing is not None:
+            timing.waiting(time.perf_counter())
+            job = timed(job, timing)
         try:
             async with asyncio.timeout(self.limits.timeout_s):
                 try:
@@ -346,7 +436,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         while True:
             self.prune()
             if not self.pending:
-                if self.closing:
+                if self.closing and not self.searches:
                     return
                 self.wake.clear()
                 await self.wake.wait()
@@ -358,18 +448,21 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                     await self.run(batch)
 
     async def wait_for_company(self) -> None:
-        """The window: only when the oldest item arrived while the engine was busy."""
+        """The window: only when the oldest item arrived while the engine was busy. Search rows
+        alone, while plain requests are about, wait up to ``PLAIN_COMPANY_S`` for plain items
+        to ride with (a closed-loop client's next request is a few ms away), so a plain request
+        rarely finds a search batch on the engine."""
         self.prune()
-        if (
-            self.limits.window_s <= 0
-            or self.closing
-            or not self.pending
-            or not self.pending[0].arrived_busy
-        ):
+        if self.closing or not self.pending:
             return
-        deadline = time.monotonic() + self.limits.window_s
+        started = time.monotonic()
+        window = self.limits.window_s if self.pending[0].arrived_busy else 0.0
+        if self.plain_recent() and not self.plain_waiting():
+            window = max(window, PLAIN_COMPANY_S)
         while not self.select()[1] and not self.closing:
-            remaining = deadline - time.monotonic()
+            if self.plain_waiting():  # company came: the usual window from here on
+                window = min(window, self.limits.window_s)
+            remaining = started + window - time.monotonic()
             if remaining <= 0:
                 return
             self.wake.clear()
@@ -379,18 +472,50 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 return
             self.prune()
 
+    def plain_recent(self) -> bool:
+        return time.monotonic() - self.last_plain_at < PLAIN_RECENT_S
+
+    def plain_waiting(self) -> bool:
+        return any(not entry.search for entry in self.pending)
+
     def select(self) -> tuple[list[Pending[ItemT, ResultT]], bool]:
         """The next batch (not yet removed) and whether it is full (a limit stopped it).
 
-        The oldest item anchors the batch; neighbours in length order join where each adds the
+        Plain items first (``pack``); search rows, oldest first, fill the room left, at most
+        ``search_rows`` of them while plain requests are about (a whole batch otherwise).
+        """
+        plain = [entry for entry in self.pending if not entry.search]
+        batch, full = self.pack(plain) if plain else ([], False)
+        share = self.limits.search_rows if self.plain_recent() else self.limits.max_size
+        room = min(self.limits.max_size - len(batch), share)
+        if full or room <= 0:
+            return batch, full or len(batch) >= self.limits.max_size
+        longest = max((entry.size for entry in batch), default=0)
+        added = 0
+        for entry in self.pending:
+            if not entry.search:
+                continue
+            grown = max(longest, entry.size)
+            if batch and (len(batch) + 1) * grown > self.limits.max_tokens:
+                return batch, True
+            batch.append(entry)
+            longest, added = grown, added + 1
+            if added >= room:
+                break
+        return batch, len(batch) >= self.limits.max_size
+
+    def pack(
+        self, entries: list[Pending[ItemT, ResultT]]
+    ) -> tuple[list[Pending[ItemT, ResultT]], bool]:
+        """A batch of ``entries`` (arrival order) and whether a limit stopped it.
+
+        The oldest entry anchors the batch; neighbours in length order join where each adds the
         least padding, while the batch stays within ``max_size`` items and ``max_tokens``.
         """
-        if not self.pending:
-            return [], False
-        anchor = self.pending[0]
-        by_length = sorted(self.pending, key=lambda entry: entry.size)
+        anchor = entries[0]
+        by_length = sorted(entries, key=lambda entry: entry.size)
         low = high = by_length.index(anchor)
-        count, longest, real = 1, anchor.size, anchor.size
+        count, longest = 1, anchor.size
         while count < self.limits.max_size:
             options: list[tuple[int, int, int]] = []  # (added padding, side, new longest)
             if low > 0:
@@ -410,10 +535,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             _, side, longest = min(fitting)
             if side < 0:
                 low -= 1
-                real += by_length[low].size
             else:
                 high += 1
-                real += by_length[high].size
             count += 1
         return by_length[low : high + 1], count >= self.limits.max_size
 
@@ -455,6 +578,10 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             return
         finally:
             self.running = []
+            ended = time.perf_counter()
+            for entry in batch:
+                if entry.timing is not None:
+                    entry.timing.ran(started, ended)
         longest = max(entry.size for entry in batch)
         self.observer.observe_batch(
             BatchStats(
@@ -475,6 +602,19 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 entry.future.set_exception(make_error())
         self.pending, self.running = [], []
         self.observer.set_queue_depth(self.depth)
+
+
+def timed(job: Callable[[], JobT], timing: RequestTiming) -> Callable[[], JobT]:
+    """``job``, noting its run in ``timing`` (on the engine thread; read after it ends)."""
+
+    def run() -> JobT:
+        started = time.perf_counter()
+        try:
+            return job()
+        finally:
+            timing.ran(started, time.perf_counter())
+
+    return run
 
 
 def shutting_down() -> ShuttingDownError:

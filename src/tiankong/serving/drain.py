@@ -1,7 +1,7 @@
 """Graceful drain's state: requests in flight, and whether the drain has begun.
 
 Plain state with no HTTP in it, so any server can count its work here: the standalone server's
-``DrainMiddleware`` (``server/middleware/drain.py``) and ``uvicorn_server`` use it.
+``RequestGuard`` (``server/middleware/guard.py``) and ``uvicorn_server`` use it.
 """
 
 from __future__ import annotations

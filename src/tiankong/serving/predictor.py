@@ -1,24 +1,33 @@
 """The one door between the HTTP routes and the engine.
 
 Every route turns its texts into prepared requests (``prepare_request``: validated, tokenized,
-path decided; bad input never reaches the engine) and runs them with ``run_request``: the plain
-path through ``run``, the search path (the multi-call modes) through ``run_search``.
+path decided; bad input never reaches the engine) and runs them with ``run_request`` (one text)
+or ``run_many`` (a batch): the plain path through ``run``, the search path (the multi-call
+modes) through ``run_search``.
 
+* **Cost.** Before anything runs, ``check_cost`` prices the request in forward rows (the sum
+  of ``PreparedRequest.forward_rows``) and refuses one over ``max_request_cost`` (400
+  ``bad_option``, naming the cap and the cost). The batcher's queue counts the same rows.
 * ``run`` looks each text up in the result cache and sends the misses through the dynamic
   batcher (``serving.batching``), one item per text, so concurrent /predict, /batch_predict and
   Hugging Face requests share engine calls. Each item carries its own top-k and allowed tokens:
   the batch shares the forward pass, decoding is per item.
-* ``run_search`` runs one whole multi-call job (whole-word, candidates, [BLANK], constraints)
-  as an exclusive turn on the batcher's engine thread: the batches and these jobs take turns
-  through one FIFO-fair lock, so neither starves the other, they never use the engine at the
-  same time, and a job never waits on the batcher while holding its turn (no deadlock).
+* ``run_search`` runs one multi-call search (whole-word, candidates, [BLANK], constraints) on
+  a search thread (``serving.search_steps``) that sends each step's rows through the same
+  batcher as search rows: its steps take turns with plain batches, and the request's deadline
+  and client are checked before every step.
+* **Deadlines.** A request's timeout covers all of its texts. ``run_many`` answers the texts
+  that finished and a ``timeout`` error for each of the rest, or raises ``RequestTimeoutError``
+  (504) when none finished.
 * ``prepare`` goes through the tokenization cache.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
@@ -30,13 +39,17 @@ from tiankong.core.request import PreparedRequest, prepare_request
 from tiankong.core.results import FillResult
 from tiankong.core.text import PreparedText
 from tiankong.errors import (
+    BadInputError,
+    BadOptionError,
     EngineError,
+    RequestTimeoutError,
     TiankongError,
     new_error_id,
 )
 from tiankong.service import FillMasker
 from tiankong.serving.batching import BatchLimits, BatchObserver, DynamicBatcher
 from tiankong.serving.caches import LRUCache, PlainKey, ResultKey
+from tiankong.serving.search_steps import RowJob, SearchRunner, timed_out
 
 logger = logging.getLogger("tiankong.server")
 WARMUP_TEXT = "春眠不觉晓，处处闻啼[MASK]。"
@@ -58,17 +71,38 @@ class PlainJob:
     allowed: np.ndarray | None = None
     use_index: bool = True  # mix in the corpus index at decoding, when the model has one
 
+    @property
+    def row(self) -> list[int]:
+        return self.prepared.input_ids
 
-def run_plain_batch(masker: FillMasker, jobs: list[PlainJob]) -> list[FillResult]:
-    """On the engine thread: one forward pass for every job, then each job's own decoding
+
+# A batcher item: a plain text (answered with its FillResult) or a search step's row (answered
+# with the probabilities at its asked indices).
+EngineJob = PlainJob | RowJob
+
+
+def run_jobs(masker: FillMasker, jobs: Sequence[EngineJob]) -> list[Any]:
+    """On the engine thread: one forward pass for every job, then each plain job's decoding
     (the corpus index, when on, is mixed in there; its lookups run during the forward pass)."""
-    prepared = [job.prepared for job in jobs]
-    found = masker.start_lookups(prepared, [job.use_index for job in jobs])
-    probabilities = masker.mask_probabilities(prepared)
+    plain = [job for job in jobs if isinstance(job, PlainJob)]
+    looked_up = masker.start_lookups(
+        [job.prepared for job in plain], [job.use_index for job in plain]
+    )
+    probabilities = masker.score_rows(
+        [job.row for job in jobs],
+        [job.prepared.mask_indices if isinstance(job, PlainJob) else job.asked for job in jobs],
+    )
+    found = iter(looked_up())
     return [
-        masker.decode(job.prepared, rows, job.top_k, job.allowed, job.use_index, lookups)
-        for job, rows, lookups in zip(jobs, probabilities, found(), strict=True)
+        masker.decode(job.prepared, rows, job.top_k, job.allowed, job.use_index, next(found))
+        if isinstance(job, PlainJob)
+        else rows
+        for job, rows in zip(jobs, probabilities, strict=True)
     ]
+
+
+def job_tokens(job: EngineJob) -> int:
+    return len(job.row)
 
 
 class EngineScheduler(Protocol):
@@ -79,8 +113,15 @@ class EngineScheduler(Protocol):
 
     async def close(self) -> None: ...
 
-    async def submit_many(self, items: Sequence[PlainJob]) -> list[FillResult]:
-        """Plain jobs, batched with other requests' jobs; results in order."""
+    async def submit_many(
+        self, items: Sequence[EngineJob], search: bool = False, deadline: float | None = None
+    ) -> list[Any]:
+        """Jobs batched with other requests' jobs; results in order. ``search``: one search
+        step's rows (after plain jobs); ``deadline``: the request's, in ``time.monotonic()``."""
+        ...
+
+    def search_admission(self, cost: int) -> AbstractContextManager[None]:
+        """Admit a search of ``cost`` forward rows (503 when the queue is full) for a block."""
         ...
 
     async def run_exclusive(self, job: Callable[[], JobT]) -> JobT:
@@ -122,13 +163,14 @@ class Predictor:
         self.batcher: EngineScheduler = (
             scheduler(masker, settings, metrics)
             if scheduler is not None
-            else DynamicBatcher[PlainJob, FillResult](
-                lambda jobs: run_plain_batch(masker, jobs),
-                size_of=lambda job: len(job.prepared.input_ids),
+            else DynamicBatcher[EngineJob, Any](
+                lambda jobs: run_jobs(masker, jobs),
+                size_of=job_tokens,
                 limits=self.limits,
                 observer=metrics,
             )
         )
+        self.searches = SearchRunner(masker, self.submit_rows, self.limits.timeout_s)
         self.token_cache: LRUCache[str, PreparedText] = LRUCache(
             "tokens", settings.token_cache_size, metrics.observe_cache
         )
@@ -141,6 +183,7 @@ class Predictor:
 
     async def close(self) -> None:
         await self.batcher.close()
+        self.searches.close()
 
     def check_top_k(self, top_k: int | None) -> int:
         return self.masker.check_top_k(self.settings.default_top_k if top_k is None else top_k)
@@ -168,6 +211,7 @@ class Predictor:
         k: int,
         allowed: np.ndarray | None = None,
         use_index: bool = True,
+        deadline: float | None = None,
     ) -> list[FillResult]:
         """Fill every mask of ``prepared`` (already validated), in input order; ``use_index``
         False gives the model's own numbers where the model has a corpus index."""
@@ -179,7 +223,8 @@ class Predictor:
         missing = [index for index, result in enumerate(results) if result is None]
         if missing:
             fresh = await self.batcher.submit_many(
-                [PlainJob(prepared[index], k, allowed, use_index) for index in missing]
+                [PlainJob(prepared[index], k, allowed, use_index) for index in missing],
+                deadline=deadline,
             )
             for index, result in zip(missing, fresh, strict=True):
                 results[index] = result
@@ -193,33 +238,96 @@ class Predictor:
         """Validate, tokenize (through the token cache) and decide the path; typed errors."""
         return prepare_request(text, options, self.prepare)
 
+    def check_cost(self, requests: Sequence[PreparedRequest]) -> int:
+        """The requests' cost in forward rows; a ``BadOptionError`` over ``max_request_cost``."""
+        cost = sum(request.forward_rows() for request in requests)
+        cap = self.settings.max_request_cost
+        if cost > cap:
+            raise BadOptionError(
+                f"This request would cost {cost:,} forward rows, over this server's limit of "
+                f"{cap:,} (max_request_cost); send fewer texts or masks, or a smaller "
+                "beam_width or max_blank_length."
+            )
+        return cost
+
+    def deadline(self) -> float:
+        return time.monotonic() + self.limits.timeout_s
+
     async def run_request(self, request: PreparedRequest) -> FillResult:
         """One prepared request by its path, finished (``FillMasker.finish``)."""
+        self.check_cost([request])
         if request.plain:
             options = request.options
             [result] = await self.run([request.prepared], options.top_k, None, options.index)
         else:
-            result = await self.run_search(request)
+            with self.batcher.search_admission(request.forward_rows()):
+                result = await self.run_search(request, self.deadline())
         return self.masker.finish(request, result)
 
-    async def run_options(self, text: str, options: PredictOptions) -> FillResult:
-        """``run_search`` for a text that isn't prepared yet."""
-        return await self.run_search(self.prepare_request(text, options))
+    async def run_many(
+        self, requests: Sequence[PreparedRequest]
+    ) -> list[FillResult | TiankongError]:
+        """Answers in input order under one deadline: the plain texts share engine calls, the
+        searches run one by one. A search that can't be filled, or isn't done by the deadline,
+        gets its typed error; when some timed out and no text at all was answered, the request
+        is a ``RequestTimeoutError`` (504). Engine faults still fail the request."""
+        self.check_cost(requests)
+        deadline = self.deadline()
+        answers: list[FillResult | TiankongError | None] = [None] * len(requests)
+        plain = [index for index, request in enumerate(requests) if request.plain]
+        searches = [index for index, request in enumerate(requests) if not request.plain]
+        # admitted before anything runs: a full queue refuses the request before engine work
+        with self.searching(sum(requests[index].forward_rows() for index in searches)):
+            if plain:
+                k = requests[plain[0]].options.top_k
+                prepared = [requests[index].prepared for index in plain]
+                use_index = requests[plain[0]].options.index
+                results = await self.run(prepared, k, None, use_index, deadline)
+                for index, result in zip(plain, results, strict=True):
+                    answers[index] = self.masker.finish(requests[index], result)
+            for index in searches:
+                try:
+                    result = await self.run_search(requests[index], deadline)
+                    answers[index] = self.masker.finish(requests[index], result)
+                except (BadInputError, RequestTimeoutError) as error:
+                    answers[index] = error
+        timeouts = [answer for answer in answers if isinstance(answer, RequestTimeoutError)]
+        if timeouts and not any(isinstance(answer, FillResult) for answer in answers):
+            raise timeouts[0]
+        finished = [answer for answer in answers if answer is not None]
+        assert len(finished) == len(requests)
+        return finished
 
-    async def run_search(self, request: PreparedRequest) -> FillResult:
-        """Whole-word, candidate, [BLANK] and constrained predictions for one text.
+    def searching(self, cost: int) -> AbstractContextManager[None]:
+        return self.batcher.search_admission(cost) if cost else nullcontext()
 
-        These modes make several engine calls per text (one per search step), so the whole job
-        runs as one exclusive turn on the engine thread rather than through the batches.
-        """
+    async def run_options(
+        self, text: str, options: PredictOptions, deadline: float | None = None
+    ) -> FillResult:
+        """``run_search`` for a text that isn't prepared yet (the Hugging Face route), by
+        ``deadline`` (default: the request timeout from now)."""
+        request = self.prepare_request(text, options)
+        self.check_cost([request])
+        with self.batcher.search_admission(request.forward_rows()):
+            return await self.run_search(request, deadline or self.deadline())
+
+    async def submit_rows(self, jobs: list[RowJob], deadline: float) -> list[np.ndarray]:
+        """One search step through the batcher (called on the loop by a search thread)."""
+        return await self.batcher.submit_many(jobs, search=True, deadline=deadline)
+
+    async def run_search(self, request: PreparedRequest, deadline: float) -> FillResult:
+        """Whole-word, candidate, [BLANK] and constrained predictions for one text, admitted
+        by the caller (``search_admission``); ``RequestTimeoutError`` past ``deadline``."""
         text, options = request.text, request.options
         # as in ``run``: without an index, "index": true and false are the same request
         key = self.result_key(text, options if self.masker.memory else replace(options, index=True))
         cached = self.result_cache.get(key)
         if cached is not None:
             return cached
+        if time.monotonic() >= deadline:
+            raise timed_out(self.limits.timeout_s)
         try:
-            result = await self.batcher.run_exclusive(lambda: self.masker.run_search(request))
+            result = await self.searches.run(request, deadline)
         except TiankongError:
             raise
         except Exception as error:  # an engine fault is ours, not the user's

@@ -1,1 +1,2 @@
-"""ASGI middleware: body limits, disconnects, drain, slow clients, keys and rate limits."""
+"""ASGI middleware: the request guard (metrics, drain, body limits, disconnects), slow clients' head
+deadline, keys and rate limits."""

@@ -1,4 +1,9 @@
-"""A token bucket per client: ``rate_limit_per_minute`` requests a minute, refilled smoothly.
+"""A token bucket per client: ``rate_limit_per_minute`` forward rows a minute, refilled smoothly.
+
+A request is let in while its client's bucket holds a token (``retry_after`` takes that one);
+once the route has priced it (``Predictor.check_cost``), ``debit`` takes the rest of its cost,
+which may leave the bucket in debt: a costly search is never refused for its size (the cost cap
+does that), but its client waits for the refill before its next request. A plain text costs 1.
 
 Each client (an API key's index, or the client address when keys are off) has a bucket that
 holds up to one minute's allowance and refills at ``per_minute / 60`` tokens a second, so a
@@ -57,3 +62,9 @@ class RateLimiter:
             bucket.tokens -= 1.0
             return 0.0
         return (1.0 - bucket.tokens) / self.refill_per_s
+
+    def debit(self, client: str, amount: float) -> None:
+        """Take ``amount`` more tokens from ``client``'s bucket, into debt if need be."""
+        bucket = self.buckets.get(client)
+        if bucket is not None and amount > 0:
+            bucket.tokens -= amount

@@ -15,7 +15,9 @@ runs the model or shows the server's state (``POST /``, ``/predict``, ``/batch_p
 ``/info``, ``/metrics``) and every unknown path needs a key.
 
 With ``rate_limit_per_minute`` set, each key (or each client address when keys are off) gets
-that many requests a minute on the non-public paths; past it, 429 with ``Retry-After``. A
+that many forward rows a minute on the non-public paths (a plain text is one; a request is let
+in while a token is left, and the route debits the rest of its cost: ``Allowance``); past it,
+429 with ``Retry-After``. A
 request without a valid key counts against its address, so keys can't be guessed at speed.
 """
 
@@ -24,10 +26,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 
-from fastapi import FastAPI
 from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -37,6 +39,8 @@ from tiankong.errors import BadOptionError, RateLimitedError, UnauthorizedError
 from tiankong.server.error_handlers import error_response
 from tiankong.server.middleware.rate_limit import RateLimiter
 
+Layer = Callable[[ASGIApp], ASGIApp]  # a middleware, given the app it wraps
+ALLOWANCE_KEY = "tiankong_allowance"  # the request's Allowance, in the ASGI scope's state
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/docs", "/openapi.json"})
 PUBLIC_PREFIXES = ("/static/", "/docs-assets/")
 PAGE_METHODS = frozenset({"GET", "HEAD"})  # POST / is the Hugging Face API, not the page
@@ -119,6 +123,7 @@ class SecurityMiddleware:
         # A request without a valid key spends its address's tokens: guessing keys is limited.
         if self.limiter is not None:
             wait_s = self.limiter.retry_after(client or address_of(scope))
+            scope.setdefault("state", {})[ALLOWANCE_KEY] = Allowance(self.limiter, client or "")
             if wait_s > 0:
                 error = RateLimitedError(
                     f"Too many requests: at most {self.per_minute} a minute; retry later."
@@ -143,28 +148,49 @@ class SecurityMiddleware:
         return None if index is None else f"key:{index}"
 
 
+class Allowance:
+    """A request's client's bucket: ``spend(cost)`` debits a priced request's cost beyond the
+    one token its admission took."""
+
+    def __init__(self, limiter: RateLimiter | None = None, client: str = "") -> None:
+        self.limiter = limiter
+        self.client = client
+
+    def spend(self, cost: int) -> None:
+        if self.limiter is not None and self.client:
+            self.limiter.debit(self.client, cost - 1)
+
+
+def allowance_of(scope: Scope) -> Allowance:
+    """The request's Allowance (one that spends nothing when the rate limit is off)."""
+    allowance = scope.get("state", {}).get(ALLOWANCE_KEY)
+    return allowance if isinstance(allowance, Allowance) else Allowance()
+
+
 def address_of(scope: Scope) -> str:
     address = scope.get("client")
     return f"address:{address[0]}" if address else "address:unknown"
 
 
-def add_security(app: FastAPI, settings: Settings) -> None:
-    """The API-key and rate-limit middleware (a no-op when both are off)."""
+def security_layer(settings: Settings) -> Layer | None:
+    """The API-key and rate-limit layer for ``RequestGuard``; None when both are off."""
     keys = load_api_keys(settings)
-    if keys or settings.rate_limit_per_minute > 0:
-        app.add_middleware(
-            SecurityMiddleware, keys=keys, rate_limit_per_minute=settings.rate_limit_per_minute
-        )
+    if not keys and settings.rate_limit_per_minute <= 0:
+        return None
+    return partial(
+        SecurityMiddleware, keys=keys, rate_limit_per_minute=settings.rate_limit_per_minute
+    )
 
 
-def add_cors(app: FastAPI, settings: Settings) -> None:
+def cors_layer(settings: Settings) -> Layer | None:
     """CORS only for the allow-listed origins; with none, no CORS headers at all (the browser's
-    same-origin rule applies). Preflights are answered before the API-key check."""
-    if settings.cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=list(settings.cors_origins),
-            allow_methods=["GET", "POST", "HEAD"],
-            allow_headers=["Authorization", "Content-Type", "X-API-Key"],
-            max_age=600,
-        )
+    same-origin rule applies). Preflights are answered before the drain and the API-key check."""
+    if not settings.cors_origins:
+        return None
+    return partial(
+        CORSMiddleware,
+        allow_origins=list(settings.cors_origins),
+        allow_methods=["GET", "POST", "HEAD"],
+        allow_headers=["Authorization", "Content-Type", "X-API-Key"],
+        max_age=600,
+    )

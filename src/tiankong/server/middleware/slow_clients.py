@@ -12,8 +12,8 @@ request head: one client could send gigabytes of headers into the server's memor
   closed (``head_timeout_protocol``, a subclass of uvicorn's httptools protocol, which also
   answers a request that isn't HTTP in the one error shape);
 * the body must be complete within the deadline of the handler starting to read it, else the
-  request ends with 408 ``client_timeout`` and the connection closes
-  (``BodyDeadlineMiddleware``).
+  request ends with 408 ``client_timeout`` and the connection closes (``RequestGuard``,
+  ``guard.py``).
 
 Neither blocks another request while it waits: the server is one event loop.
 """
@@ -25,12 +25,7 @@ import json
 import logging
 from http import HTTPStatus
 
-import anyio
-from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
 from tiankong.errors import BadInputError, HeadersTooLargeError, TiankongError, mapping_for
-from tiankong.server.middleware.disconnect import has_body
 
 logger = logging.getLogger("tiankong.server")
 MAX_HEAD_BYTES = 1_048_576  # far above real heads; httptools refuses URLs over 64 kB anyway
@@ -110,33 +105,3 @@ def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
                 self.transport.close()
 
     return HeadTimeoutProtocol
-
-
-class BodyDeadlineMiddleware:
-    def __init__(self, app: ASGIApp, timeout_s: float) -> None:
-        self.app = app
-        self.timeout_s = timeout_s
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not has_body(scope):
-            await self.app(scope, receive, send)
-            return
-        deadline: float | None = None
-        body_done = False
-
-        async def receive_in_time() -> Message:
-            nonlocal deadline, body_done
-            if body_done:
-                return await receive()
-            if deadline is None:  # counted from the first read, so queueing never counts
-                deadline = anyio.current_time() + self.timeout_s
-            with anyio.move_on_after(deadline - anyio.current_time()):
-                message = await receive()
-                if message["type"] != "http.request" or not message.get("more_body", False):
-                    body_done = True
-                return message
-            # FastAPI hands an HTTPException raised while reading the body to the handlers,
-            # which answer it from the error table (408 client_timeout).
-            raise HTTPException(408)
-
-        await self.app(scope, receive_in_time, send)

@@ -1,0 +1,224 @@
+"""One pure-ASGI layer for everything the server promises about an HTTP request.
+
+Each HTTP request passes these stages, outermost first; the optional CORS and API-key layers
+(``security.py``) sit between them where configured:
+
+1. **metrics**: times the request and records its route template and status
+   (``ServerMetrics``), 499 included; on the inference routes adds ``Server-Timing``
+   (queue, engine, total).
+2. *CORS* (only with ``cors_origins``): preflights are answered before the drain and the keys.
+3. **drain**: counts the request in flight; once the drain has begun (after SIGTERM), every
+   path but ``/health`` gets 503 ``shutting_down`` with ``Connection: close``.
+4. *API keys and rate limit* (only when configured): before any body is read.
+5. **body**: a declared Content-Length over ``max_body_bytes`` is 413 before the app runs, and a
+   streamed body is counted as it arrives (413 as soon as it passes the limit); the body must
+   arrive within ``client_timeout_s`` of the handler starting to read it (408
+   ``client_timeout``, ``Connection: close``); and once the body is read, a client that
+   disconnects cancels its handler, so its queued texts never run (recorded as 499, nothing is
+   sent: the client is gone).
+
+Neither Starlette nor uvicorn cancels a handler whose client has gone: the handler would wait
+for the engine and answer no one. So once the app has its body, a watcher task owns
+``receive`` and cancels the handler's task on ``http.disconnect``. The cancellation reaches
+``DynamicBatcher.submit_many``, which cancels the request's futures, and the batcher drops them.
+
+One layer instead of five: each layer wrapped ``receive`` and ``send`` in its own closures and
+the disconnect watcher ran in an anyio task group; here one ``Exchange`` per request holds the
+state and wraps each once, and the watcher is one plain asyncio task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tiankong.errors import ShuttingDownError
+from tiankong.server.error_handlers import body_too_large, error_response
+from tiankong.server.metrics import INFERENCE_ROUTES, ServerMetrics
+from tiankong.server.middleware.security import Layer
+from tiankong.serving.drain import Drain
+from tiankong.serving.timing import RequestTiming, request_timing
+
+CLIENT_CLOSED_REQUEST = 499  # nginx's "client closed request": recorded, never sent
+ALWAYS_ANSWERED = frozenset({"/health"})  # liveness: the process is still up while it drains
+EXCHANGE = "tiankong.exchange"  # the scope key of a request's Exchange
+
+
+class Exchange:
+    """One HTTP request's state across the stages: its status, body and client."""
+
+    def __init__(self, scope: Scope, receive: Receive, send: Send, started: float) -> None:
+        self.scope = scope
+        self.raw_receive = receive
+        self.raw_send = send
+        self.timing = RequestTiming(started)
+        self.declared = -1  # the Content-Length, if one was given
+        chunked = False
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                self.declared = int(value) if value.isdigit() else -1
+            elif name == b"transfer-encoding":
+                chunked = True
+        has_body = chunked or self.declared > 0
+        self.status = 500  # what the client gets if the app raises before responding
+        self.response_started = False
+        self.response_done = False
+        self.has_body = has_body
+        self.body_read = not has_body
+        self.empty_body_given = False
+        self.received = 0
+        self.deadline: float | None = None
+        self.client_gone = False
+        self.handler: asyncio.Task[None] | None = None
+        self.watcher: asyncio.Task[None] | None = None
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.response_started = True
+            route = getattr(self.scope.get("route"), "path", None)  # set once routed
+            if (self.scope["method"], route) in INFERENCE_ROUTES:
+                header = self.timing.header(time.perf_counter())
+                message = {**message, "headers": [*message.get("headers", ()), header]}
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.response_done = True
+        await self.raw_send(message)
+
+    def watch(self) -> None:
+        """From now on the watcher owns ``receive``: a disconnect cancels the handler."""
+        loop = asyncio.get_running_loop()
+        self.watcher = loop.create_task(self.wait_for_disconnect(), name="tiankong-disconnect")
+
+    async def wait_for_disconnect(self) -> None:
+        try:
+            while True:
+                message = await self.raw_receive()
+                if message["type"] == "http.disconnect":
+                    break
+        except Exception:  # the server could not read: nothing to watch any more
+            return
+        if not self.response_done and self.handler is not None:
+            self.client_gone = True
+            self.handler.cancel()
+
+
+class RequestGuard:
+    """Metrics, drain, body limit and deadline and disconnects, in one layer (module docstring).
+
+    ``cors`` and ``security`` are the optional layers (``security.cors_layer``,
+    ``security.security_layer``), placed between the stages as the docstring says.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        metrics: ServerMetrics,
+        drain: Drain,
+        max_body_bytes: int,
+        client_timeout_s: float,
+        cors: Layer | None = None,
+        security: Layer | None = None,
+    ) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.drain = drain
+        self.limit = max_body_bytes
+        self.timeout_s = client_timeout_s
+        error = ShuttingDownError("The server is shutting down; retry on another instance.")
+        self.refusal = error_response(error, {"Connection": "close"})  # one immutable answer
+        after_drain: ASGIApp = self.body_stage
+        self.after_drain = security(after_drain) if security else after_drain
+        after_metrics: ASGIApp = self.drain_stage
+        self.after_metrics = cors(after_metrics) if cors else after_metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        exchange = scope[EXCHANGE] = Exchange(scope, receive, send, started)
+        token = request_timing.set(exchange.timing)
+        self.metrics.in_flight.inc()
+        try:
+            await self.after_metrics(scope, receive, exchange.send)
+        finally:
+            request_timing.reset(token)
+            self.metrics.in_flight.dec()
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            self.metrics.observe_request(
+                route, scope["method"], exchange.status, time.perf_counter() - started
+            )
+
+    async def drain_stage(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.drain.draining and scope["path"] not in ALWAYS_ANSWERED:
+            await self.refusal(scope, receive, send)
+            return
+        self.drain.in_flight += 1
+        try:
+            await self.after_drain(scope, receive, send)
+        finally:
+            self.drain.in_flight -= 1
+
+    async def body_stage(self, scope: Scope, receive: Receive, send: Send) -> None:
+        exchange: Exchange = scope[EXCHANGE]
+        if exchange.declared > self.limit:
+            await error_response(body_too_large(self.limit))(scope, receive, send)
+            return
+        handler = asyncio.current_task()
+        exchange.handler = handler
+        if exchange.body_read:
+            exchange.watch()
+        try:
+            await self.app(scope, self.receiver(exchange), send)
+        except asyncio.CancelledError:
+            # Our own cancellation (the client went) ends here; any other goes on.
+            if not exchange.client_gone or handler is None or handler.uncancel() > 0:
+                raise
+        finally:
+            exchange.response_done = True  # the app is done: a disconnect now cancels nothing
+            if exchange.watcher is not None:
+                exchange.watcher.cancel()
+        if exchange.client_gone and not exchange.response_started:
+            # Nothing reaches the client; this lets the metrics record what happened.
+            await send({"type": "http.response.start", "status": CLIENT_CLOSED_REQUEST})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def receiver(self, exchange: Exchange) -> Receive:
+        """The app's ``receive``: the body within its limit and deadline, then the watcher's."""
+        receive = exchange.raw_receive
+
+        async def app_receive() -> Message:
+            if not exchange.body_read:
+                return await self.read_body(exchange)
+            if not exchange.empty_body_given and not exchange.has_body:
+                exchange.empty_body_given = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            if exchange.watcher is None:  # only after a disconnect during the body
+                return await receive()
+            await asyncio.shield(exchange.watcher)  # the watcher owns receive now
+            return {"type": "http.disconnect"}
+
+        return app_receive
+
+    async def read_body(self, exchange: Exchange) -> Message:
+        if exchange.deadline is None:  # counted from the first read, so queueing never counts
+            exchange.deadline = asyncio.get_running_loop().time() + self.timeout_s
+        try:
+            async with asyncio.timeout_at(exchange.deadline):
+                message = await exchange.raw_receive()
+        except TimeoutError:
+            # FastAPI hands an HTTPException raised while reading the body to the handlers,
+            # which answer it from the error table (408 client_timeout).
+            raise HTTPException(408) from None
+        if message["type"] != "http.request":
+            return message  # a disconnect while the body arrives
+        exchange.received += len(message.get("body", b""))
+        if exchange.received > self.limit:
+            raise HTTPException(413)  # answered from the error table as well
+        if not message.get("more_body", False):
+            exchange.body_read = True
+            exchange.watch()
+        return message

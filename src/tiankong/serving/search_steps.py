@@ -1,0 +1,137 @@
+"""A search (whole word, candidates, [BLANK], constraints) run step by step through the batcher.
+
+A search makes several engine calls, one per step. Each search runs on a thread of a small pool
+(``SEARCH_WORKERS``), and its ``StepScorer`` sends every step's rows to the event loop's
+``DynamicBatcher`` as search rows, so the steps take turns with plain batches instead of
+holding the engine for the whole search. Before each step the scorer checks the request's
+deadline and whether its client is still there: the one place a search stops, within one step.
+
+>>> runner = SearchRunner(masker, batcher)                          # doctest: +SKIP
+>>> await runner.run(request, deadline=time.monotonic() + 30)       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tiankong.core.request import PreparedRequest
+from tiankong.core.results import FillResult
+from tiankong.errors import RequestTimeoutError
+from tiankong.service import FillMasker
+
+# Searches running at once (more wait for a thread; each still stops at its deadline). A search
+# thread mostly waits for its steps, so a few keep the engine busy without crowding the CPU.
+SEARCH_WORKERS = 4
+
+
+@dataclass(frozen=True)
+class RowJob:
+    """One row of a search step: token ids, and the indices whose distribution is wanted."""
+
+    row: list[int]
+    asked: list[int]
+
+
+class SearchStopped(Exception):
+    """The search's request has gone (client disconnected or handler cancelled)."""
+
+
+def timed_out(timeout_s: float) -> RequestTimeoutError:
+    return RequestTimeoutError(
+        f"The request did not finish within {timeout_s:g} s; retry later, or ask for less "
+        "(fewer texts or masks, a smaller beam_width or max_blank_length)."
+    )
+
+
+class StepScorer:
+    """A ``RowScorer`` for a search thread: each call is one step, scored on the event loop's
+    batcher; before it, the deadline and the client are checked."""
+
+    def __init__(
+        self,
+        submit: Callable[[list[RowJob]], Coroutine[Any, Any, list[np.ndarray]]],
+        loop: asyncio.AbstractEventLoop,
+        deadline: float,
+        timeout_s: float,
+    ) -> None:
+        self.submit = submit
+        self.loop = loop
+        self.deadline = deadline  # time.monotonic()
+        self.timeout_s = timeout_s  # for the message
+        self.lock = threading.Lock()
+        self.stopped = False
+        self.step: concurrent.futures.Future[list[np.ndarray]] | None = None
+        self.steps = 0
+
+    def check(self) -> None:
+        if self.stopped:
+            raise SearchStopped
+        if time.monotonic() >= self.deadline:
+            raise timed_out(self.timeout_s)
+
+    def __call__(self, rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
+        jobs = [RowJob(list(row), list(indices)) for row, indices in zip(rows, asked, strict=True)]
+        with self.lock:  # stop() either sees this step and cancels it, or the check refuses it
+            self.check()
+            step: concurrent.futures.Future[list[np.ndarray]] = asyncio.run_coroutine_threadsafe(
+                self.submit(jobs), self.loop
+            )
+            self.step = step
+            self.steps += 1
+        try:
+            return step.result()
+        except concurrent.futures.CancelledError:
+            raise SearchStopped from None
+
+    def stop(self) -> None:
+        """From the event loop: no further step starts; the step waiting for the engine is
+        taken out of the queue (rows already on the engine finish, unread)."""
+        with self.lock:
+            self.stopped = True
+            if self.step is not None:
+                self.step.cancel()
+
+
+class SearchRunner:
+    """Runs searches on ``SEARCH_WORKERS`` threads, each step through ``submit_rows``."""
+
+    def __init__(
+        self,
+        masker: FillMasker,
+        submit_rows: Callable[[list[RowJob], float], Coroutine[Any, Any, list[np.ndarray]]],
+        timeout_s: float,
+    ) -> None:
+        self.masker = masker
+        self.submit_rows = submit_rows
+        self.timeout_s = timeout_s
+        self.pool = ThreadPoolExecutor(SEARCH_WORKERS, thread_name_prefix="tiankong-search")
+
+    async def run(self, request: PreparedRequest, deadline: float) -> FillResult:
+        """The search's result; ``RequestTimeoutError`` past ``deadline``. Cancelling the
+        caller (a client that left) stops the search before its next step."""
+        loop = asyncio.get_running_loop()
+
+        def submit(jobs: list[RowJob]) -> Coroutine[Any, Any, list[np.ndarray]]:
+            return self.submit_rows(jobs, deadline)
+
+        scorer = StepScorer(submit, loop, deadline, self.timeout_s)
+        running = loop.run_in_executor(self.pool, self.masker.run_search, request, scorer)
+        try:
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                return await running
+        except TimeoutError:  # waited for a thread, or between steps, past the deadline
+            raise timed_out(self.timeout_s) from None
+        finally:
+            scorer.stop()  # a no-op once the search has ended
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,42 @@
+"""top_indices against a plain sort: the same indices on every kind of row, ties by index."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tiankong.core.decoding import softmax, top_indices, top_k
+
+
+def reference(scores: np.ndarray, k: int) -> list[int]:
+    """Largest first, equal values by lower index: a full stable sort."""
+    order = sorted(range(len(scores)), key=lambda index: (-scores[index], index))
+    return order[: min(k, len(scores))]
+
+
+@pytest.mark.parametrize("size", [1, 5, 63, 64, 65, 127, 4096, 21128])
+@pytest.mark.parametrize("k", [1, 5, 50])
+def test_top_indices_equals_a_full_sort(size: int, k: int) -> None:
+    rng = np.random.default_rng(size * 100 + k)
+    rows = [
+        softmax(rng.normal(0.0, 3.0, size).astype(np.float32)),  # a model-like row
+        rng.integers(0, 4, size).astype(np.float64),  # few values: ties everywhere
+        np.zeros(size),  # all equal: the lowest indices win
+    ]
+    peaked = np.zeros(size)  # the fake engine's shape: three peaks on a flat floor
+    peaked[rng.integers(0, size, 3)] = [8.0, 6.0, 4.0]
+    rows.append(peaked)
+    for row in rows:
+        assert top_indices(row, k) == reference(row, k)
+
+
+def test_top_k_skips_banned_tokens_and_keeps_the_probabilities() -> None:
+    rng = np.random.default_rng(7)
+    row = softmax(rng.normal(0.0, 3.0, 21128).astype(np.float32))
+    banned = np.argsort(-row)[:3]  # the three most probable tokens are banned
+    candidates = top_k(row, 5, banned, str)
+    assert [c.token_id for c in candidates] == reference(
+        np.where(np.isin(np.arange(row.size), banned), -1.0, row), 5
+    )
+    assert all(c.score == row[c.token_id] for c in candidates)
+    assert not set(banned) & {c.token_id for c in candidates}

@@ -1,0 +1,49 @@
+"""Intra-op threads spin-wait only while the pool leaves a core free (engines/base.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiankong.engines import base
+from tiankong.engines.torch_engine import quiet_openmp
+
+
+@pytest.fixture
+def four_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(base.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+
+
+def test_spinning_pays_only_with_a_core_to_spare(four_cores: None) -> None:
+    assert base.spinning_pays(1) and base.spinning_pays(3)
+    assert not base.spinning_pays(4) and not base.spinning_pays(8)
+    assert not base.spinning_pays(0)  # the library's pick: every core
+
+
+def test_openmp_sleeps_only_before_torch_loads(
+    four_cores: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    quiet_openmp(2)
+    assert "OMP_WAIT_POLICY" not in os.environ  # two of four cores: spinning is fine
+    quiet_openmp(4)
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    quiet_openmp(4)
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"  # the user's value wins
+
+
+def test_onnx_session_spins_by_the_rule(four_cores: None, tiny_onnx_cache: Path) -> None:
+    from tiankong.engines.onnx_engine import build_session
+
+    onnx_file = next(tiny_onnx_cache.rglob("*.onnx"))
+    entry = "session.intra_op.allow_spinning"
+    spinning = build_session(onnx_file, "cpu", 2).get_session_options()
+    with pytest.raises(RuntimeError):  # never set: ORT's default, spinning on
+        spinning.get_session_config_entry(entry)
+    quiet = build_session(onnx_file, "cpu", 4).get_session_options()
+    assert quiet.get_session_config_entry(entry) == "0"
