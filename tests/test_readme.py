@@ -3,17 +3,21 @@ outputs they show or claim asserted. The examples are read from README.md, so an
 is what gets run.
 
 How the README marks what is checked:
-- A fenced block right after ``<!-- checked: NAME -->`` is run; NAME picks its runner below
-  (``RUNNERS``). Every ``tiankong predict``/``curl``/``fill_mask`` block must carry a marker.
+- A fenced block right after ``<!-- checked: NAME -->`` is run. A NAME starting with ``cli-``
+  runs each line as a shell command (``tiankong`` is this Python's ``-m tiankong``), one starting
+  with ``http-`` sends each ``curl`` to the app in-process; ``python-api`` and ``hf-client`` have
+  their own tests. Every ``tiankong predict``/``curl``/``fill_mask`` block must carry a marker.
 - A trailing ``  # comment`` on a line of a checked block is a claim about that line's output.
-  Each claim must match a pattern in ``CLI_CLAIMS``, ``HTTP_CLAIMS`` or ``PYTHON_CLAIMS``, whose
-  function asserts it; an unknown claim fails the test, so a new claim needs a checker.
+  Each claim must match a pattern in ``CLI_CLAIMS`` or ``HTTP_CLAIMS`` (or one the Python tests
+  know), whose function asserts it; an unknown claim fails the test, so a new claim needs a check.
 - Besides its claim, every answer is checked against what its request asks for
   (``check_answer``: the mode's lists, the candidates, the constraints, top-k).
-- Figures in prose are parsed where they stand (``POEM_CLAIM``) and compared with a fresh run.
+- Figures in prose are parsed where they stand and compared with a fresh run (``POEM_CLAIM``),
+  with the model card (``CARD_CLAIM``) or with the server's answer (``ERROR_CLAIM``).
 
-To add an example: put it in a checked block (or a new block with a new marker and a runner); if
-its comment says what comes out, add a pattern and its check to the claims table for its kind.
+To add an example: put it in a checked block, or in a new block marked ``cli-NAME`` or
+``http-NAME``; if its comment says what comes out, add a pattern and its check to the claims
+table for its kind (``CLI_CLAIMS``, ``HTTP_CLAIMS``).
 """
 
 from __future__ import annotations
@@ -239,8 +243,10 @@ def run_cli(command: str) -> subprocess.CompletedProcess[str]:
 
 def cli_cases() -> list[Any]:
     cases = []
-    for name in ("cli-examples", "cli-modes"):
-        for command, claim in run_lines(checked_blocks().get(name, "")):
+    for name, block in checked_blocks().items():
+        if not name.startswith("cli-"):
+            continue
+        for command, claim in run_lines(block):
             cases.append(pytest.param(command, claim or "", id=f"{name}: {command[:40]}"))
     return cases
 
@@ -311,8 +317,10 @@ def curl_request(command: str) -> tuple[str, str, dict[str, Any] | None, list[st
 
 def http_cases() -> list[Any]:
     cases = []
-    for name in ("http-examples", "http-modes"):
-        for line, claim in run_lines(checked_blocks().get(name, "")):
+    for name, block in checked_blocks().items():
+        if not name.startswith("http-"):
+            continue
+        for line, claim in run_lines(block):
             for command in line.split(";"):
                 cases.append(pytest.param(command.strip(), claim, id=f"{name}: {command[:50]}"))
     return cases
@@ -384,7 +392,9 @@ def test_every_output_block_is_checked() -> None:
 
 
 def test_every_marker_has_a_runner() -> None:
-    assert set(checked_blocks()) == set(RUNNERS)
+    for name in checked_blocks():
+        assert name.startswith(("cli-", "http-")) or name in PYTHON_BLOCKS, name
+    assert set(PYTHON_BLOCKS) <= set(checked_blocks())
 
 
 # ---- Python -------------------------------------------------------------------------------------
@@ -448,14 +458,18 @@ def test_python_api_example(monkeypatch: pytest.MonkeyPatch) -> None:
     assert first.startswith(names["result"].sequence)
 
 
-def test_hf_client_example(bundled_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hf_client_example(bundled_masker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import huggingface_hub.constants
     from server_helpers import serve_in_thread
+
+    from tiankong import Settings
+    from tiankong.server import create_app
 
     # The session forces HF_HUB_OFFLINE, which makes the client refuse even loopback.
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     block = checked_blocks()["hf-client"]
-    with serve_in_thread(bundled_app) as url:
+    # Its own app: a served app's shutdown drains it, and the in-process client shares none of it.
+    with serve_in_thread(create_app(Settings(), bundled_masker)) as url:
         done = run_python(block.replace("http://127.0.0.1:8000", url), {})
     for claim, value, statement in done:
         if not isinstance(statement, ast.Expr):
@@ -488,11 +502,34 @@ def test_intro_poem_figure(bundled_masker: Any) -> None:
     assert abs(best.score * 100 - percent) <= 0.1
 
 
-RUNNERS = {
-    "cli-examples": test_cli_example,
-    "cli-modes": test_cli_example,
-    "http-examples": test_http_example,
-    "http-modes": test_http_example,
-    "python-api": test_python_api_example,
-    "hf-client": test_hf_client_example,
-}
+# The intro's figures, quoted from the model card (which says how they were measured).
+CARD_CLAIM = re.compile(
+    r"gets (\d+\.\d)% held-out masked-token accuracy and\s+(\d+\.\d)% top-5 on the public cloze"
+    r" set \((\d+\.\d)% top-1\)"
+)
+# The error shape the README shows, as `{"error": ...}` in the Errors paragraph.
+ERROR_CLAIM = re.compile(r"\*\*Errors\*\* always have one shape, `(\{.*?\}\})`", re.S)
+
+
+def test_intro_figures_are_the_cards() -> None:
+    match = CARD_CLAIM.search(TEXT)
+    assert match is not None, "the intro no longer quotes the card's figures; update this test"
+    card = (BUNDLED_ROOT / DEFAULT_MODEL / "MODEL_CARD.md").read_text(encoding="utf-8")
+    held_out = re.search(r"held-out masked-token accuracy: \*\*(\d+\.\d)%\*\*", card)
+    overall = re.search(r"\| \*\*overall\*\* \| \d+ \| (\d+\.\d)% \| (\d+\.\d)% \|", card)
+    assert held_out is not None and overall is not None
+    assert match.group(1) == held_out.group(1)
+    assert (match.group(3), match.group(2)) == overall.groups()  # top-1, top-5
+
+
+def test_error_shape_example(bundled_client: Any) -> None:
+    match = ERROR_CLAIM.search(TEXT)
+    assert match is not None, "the README no longer shows the error shape; update this test"
+    shown = json.loads(match.group(1).replace("\n", " "))
+    response = bundled_client.post("/predict", json={"text": "没有空格。"})
+    assert response.status_code == 400
+    assert response.json() == shown
+
+
+# Python blocks, each run by its own test.
+PYTHON_BLOCKS = {"python-api": test_python_api_example, "hf-client": test_hf_client_example}
