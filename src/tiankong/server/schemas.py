@@ -16,6 +16,7 @@ from tiankong.core.modes import MAX_CANDIDATES, MAX_OPTION_CHARS, MODES, Predict
 IDIOM = "画龙点[MASK]"
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 COMMON_SENSE = "太阳从东[MASK]升起。"
+WEATHER = "今天天气很[MASK]。"  # targets 好/坏: two one-character answers that both fit
 WHOLE_WORD = "手机没电了，赶紧去[MASK][MASK]。"
 IDIOM_CLOZE = "他做事一向[MASK]，从来不出差错。"
 IDIOM_OPTIONS = ["一丝不苟", "马马虎虎", "半途而废", "画蛇添足"]
@@ -65,7 +66,7 @@ HF_EXAMPLES: dict[str, Any] = {
     "one_input": {"summary": "One input (the pipeline's shape)", "value": {"inputs": POEM}},
     "parameters": {
         "summary": "top_k and targets",
-        "value": {"inputs": COMMON_SENSE, "parameters": {"top_k": 2, "targets": ["东", "西"]}},
+        "value": {"inputs": WEATHER, "parameters": {"top_k": 2, "targets": ["好", "坏"]}},
     },
     "word_targets": {
         "summary": "Multi-character targets: scored as a chain, not cut to their first character",
