@@ -220,6 +220,22 @@ def claim_blank_length(match: re.Match[str], command: str, output: str) -> None:
     assert all(low <= len(f["fill"]) <= high for f in answer["sequences"])
 
 
+def claim_memory_first(match: re.Match[str], command: str, output: str) -> None:
+    """'X first, with its memory': the corpus index's evidence backs the top candidate."""
+    answer = json.loads(output)
+    check_answer(cli_request(command), answer)
+    best = answer["predictions"][0]
+    assert best["token"] == match.group(1) and best["memory"]["count"] >= 1
+    assert best["memory"]["match"] in best["memory"]["example"]
+
+
+def claim_no_memory(_match: re.Match[str], command: str, output: str) -> None:
+    """'the model alone: no memory': with --index none, no evidence and the model's scores."""
+    answer = json.loads(output)
+    check_answer(cli_request(command), answer)
+    assert all(c["memory"] is None and c["score"] == c["model_score"] for c in answer["masks"][0])
+
+
 # pattern -> (check, whether the line runs with --json added)
 CLI_CLAIMS: dict[str, tuple[Callable[[re.Match[str], str, str], None], bool]] = {
     r"ranked table, names the model": (claim_table, False),
@@ -229,6 +245,8 @@ CLI_CLAIMS: dict[str, tuple[Callable[[re.Match[str], str, str], None], bool]] = 
     r"joint fills, best first": (claim_json_answer, True),
     r"joint fills: (\S+) …": (claim_top_fill, True),
     r"(\d)–(\d) characters": (claim_blank_length, True),
+    r"(\S) first, with its memory": (claim_memory_first, True),
+    r"the model alone: no memory": (claim_no_memory, True),
     r"": (claim_json_answer, True),  # no claim: the answer still matches its options
 }
 
