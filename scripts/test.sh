@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fresh machine to test results: set up .venv (and Debian's chromium for the browser test),
-# then lint, type-check and run the whole pytest suite. Extra arguments go to pytest.
+# then lint, type-check and run the whole pytest suite (3 workers). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -21,4 +21,7 @@ fi
 # reported, not failed on (scripts/audit_deps.py says why; TIANKONG_AUDIT_STRICT=1 fails it).
 .venv/bin/python scripts/lock_deps.py --check || true
 .venv/bin/python scripts/audit_deps.py
-.venv/bin/python -m pytest --durations=15 "$@"
+# Three pytest-xdist workers, whole files each (pyproject's --dist loadfile, so a module's server
+# or Ray cluster starts once): on 2 cores most process-starting tests wait on a child, so a third
+# worker still pays. Later options win: `bash scripts/test.sh -n 0` runs in one process.
+.venv/bin/python -m pytest -n 3 --durations=15 "$@"
