@@ -22,6 +22,7 @@ fi
 .venv/bin/python scripts/lock_deps.py --check || true
 .venv/bin/python scripts/audit_deps.py
 # Three pytest-xdist workers, whole files each (pyproject's --dist loadfile, so a module's server
-# or Ray cluster starts once): on 2 cores most process-starting tests wait on a child, so a third
-# worker still pays. Later options win: `bash scripts/test.sh -n 0` runs in one process.
+# or Ray cluster starts once): on 2 cores most process-starting tests wait on a child, so more
+# workers than cores pay (2 cores: 17 min in one process, under 7 with three). Later options
+# win: `bash scripts/test.sh -n 0` runs in one process.
 .venv/bin/python -m pytest -n 3 --durations=15 "$@"
