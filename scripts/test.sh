@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fresh machine to test results: set up .venv (and Debian's chromium for the browser test),
-# then lint, type-check and run the whole pytest suite. Extra arguments go to pytest.
+# then lint, type-check and run the whole pytest suite (3 workers). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -22,5 +22,8 @@ fi
 # TIANKONG_AUDIT_STRICT=1 fails it).
 .venv/bin/python scripts/lock_deps.py --check
 .venv/bin/python scripts/audit_deps.py
-# The 15 slowest tests are listed at the end, so a slow newcomer shows.
-.venv/bin/python -m pytest --durations=15 "$@"
+# Three pytest-xdist workers, whole files each (pyproject's --dist loadfile, so a module's server
+# or Ray cluster starts once): on 2 cores most process-starting tests wait on a child, so more
+# workers than cores pay (2 cores: 17 min in one process, under 7 with three). Later options
+# win: `bash scripts/test.sh -n 0` runs in one process.
+.venv/bin/python -m pytest -n 3 --durations=15 "$@"

@@ -9,7 +9,8 @@ No test touches the network: HF_HUB_OFFLINE is forced on for the whole session.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,9 +63,33 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+def built_once(
+    tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], object]
+) -> Path:
+    """A folder that ``build`` fills once per test run, for session fixtures that cost seconds
+    (a model, its ONNX exports). Under pytest-xdist the workers share it: the first to ask
+    builds it under a file lock in the run's temporary folder, the others wait and reuse it.
+    Tests must not change it (copy it first)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        folder = tmp_path_factory.mktemp(name)
+        build(folder)
+        return folder
+    from filelock import FileLock
+
+    run_root = tmp_path_factory.getbasetemp().parent  # pytest-N/, above each popen-gwK/
+    folder, done = run_root / name, run_root / f"{name}.done"
+    with FileLock(str(run_root / f"{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a build that failed half-way
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+    return built_once(tmp_path_factory, "tiny-bert", build_tiny_bert)
 
 
 @pytest.fixture(scope="session")
@@ -83,17 +108,17 @@ def private_user_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 @pytest.fixture(scope="session")
 def tiny_onnx_cache(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An ONNX cache holding the tiny model's FP32 and INT8 exports, built once per session.
-    Tests that change a cache copy it first (``shutil.copytree``)."""
+    """An ONNX cache holding the tiny model's FP32 and INT8 exports, built once per run. Tests
+    that change a cache copy it first (``shutil.copytree``)."""
     from tiankong import Settings
     from tiankong.build.export_cache import ensure_export
     from tiankong.core.models import resolve_model
 
-    root = tmp_path_factory.mktemp("onnx-cache")
-    ensure_export(
-        resolve_model(str(tiny_model_dir)), "int8", Settings(threads=1, onnx_cache_dir=str(root))
-    )
-    return root
+    def export(root: Path) -> None:
+        settings = Settings(threads=1, onnx_cache_dir=str(root))
+        ensure_export(resolve_model(str(tiny_model_dir)), "int8", settings)
+
+    return built_once(tmp_path_factory, "onnx-cache", export)
 
 
 @pytest.fixture(scope="session")
