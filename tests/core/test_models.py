@@ -39,7 +39,7 @@ def test_invalid_hub_id(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_not_a_masked_lm(tmp_path: Path, tiny_model_dir: Path) -> None:
-    from conftest import build_tiny_bert
+    from tiny_bert import build_tiny_bert
 
     folder = build_tiny_bert(tmp_path / "cls", architecture="BertForSequenceClassification")
     with pytest.raises(ModelUnavailableError, match="not a masked language model"):

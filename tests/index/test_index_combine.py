@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ids
+from index_corpus import ids
 from tokenizers import Tokenizer
 
 from tiankong.index import (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import LINES, ids
+from index_corpus import LINES, ids
 from tokenizers import Tokenizer
 
 from tiankong.index import BlankLookup, open_index
