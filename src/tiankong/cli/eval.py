@@ -14,6 +14,7 @@ from rich.table import Table
 from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import Settings
+from tiankong.core.modes import PredictOptions
 from tiankong.errors import BadOptionError
 from tiankong.offline.evaluate import EvalReport, agreement, evaluate_items, read_items
 
@@ -30,8 +31,8 @@ def eval_command(
     threads: object = FLAG,
     order: Annotated[
         str, typer.Option("--order", help="Joint decoding: left_to_right or confident_first.")
-    ] = "left_to_right",
-    beam_width: Annotated[int, typer.Option("--beam-width")] = 8,
+    ] = PredictOptions.order,
+    beam_width: Annotated[int, typer.Option("--beam-width")] = PredictOptions.beam_width,
     blank: Annotated[
         bool, typer.Option("--blank", help="Turn each item's masks into one [BLANK].")
     ] = False,

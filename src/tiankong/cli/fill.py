@@ -31,6 +31,7 @@ from tiankong.cli.predict import (
 )
 from tiankong.cli.root import app
 from tiankong.config import Settings
+from tiankong.core.modes import PredictOptions
 
 
 @app.command("fill")
@@ -69,13 +70,13 @@ def fill_command(
     precision: object = FLAG,
     max_length: object = FLAG,
     whole_word: WholeWordOption = False,
-    beam_width: BeamOption = 8,
-    order: OrderOption = "left_to_right",
+    beam_width: BeamOption = PredictOptions.beam_width,
+    order: OrderOption = PredictOptions.order,
     candidates: CandidatesOption = None,
     allowed: AllowedOption = None,
     exclude: ExcludeOption = None,
     preset: PresetOption = None,
-    max_blank_length: BlankLengthOption = 4,
+    max_blank_length: BlankLengthOption = PredictOptions.max_blank_length,
     index: object = FLAG,
     settings: Settings = FROM_FLAGS,
 ) -> None:

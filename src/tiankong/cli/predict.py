@@ -14,6 +14,7 @@ from rich.table import Table
 from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import Settings
+from tiankong.core.modes import PredictOptions
 from tiankong.core.results import FillResult, Memory
 from tiankong.core.text import BLANK
 from tiankong.errors import BadOptionError, TiankongError, mapping_for
@@ -102,13 +103,13 @@ def predict_command(
     precision: object = FLAG,
     max_length: object = FLAG,
     whole_word: WholeWordOption = False,
-    beam_width: BeamOption = 8,
-    order: OrderOption = "left_to_right",
+    beam_width: BeamOption = PredictOptions.beam_width,
+    order: OrderOption = PredictOptions.order,
     candidates: CandidatesOption = None,
     allowed: AllowedOption = None,
     exclude: ExcludeOption = None,
     preset: PresetOption = None,
-    max_blank_length: BlankLengthOption = 4,
+    max_blank_length: BlankLengthOption = PredictOptions.max_blank_length,
     onnx_cache_dir: object = FLAG,
     index: object = FLAG,
     settings: Settings = FROM_FLAGS,
