@@ -8,7 +8,8 @@ Phases, on one server:
    (``whole_word``, ``beam_width`` 64, ``top_k`` 50, each text a little different, so no cache
    helps) and ``POST /predict`` with one such text. A refused flood request (4xx, 503) is
    retried after ``refused_pause_s``, as a client that reads the answer would.
-3. **deadline**: nothing else running, one ``/batch_predict`` of ``deadline_texts`` flood texts
+3. **deadline**: nothing else running, one ``/batch_predict`` of ``deadline_texts`` flood texts,
+   each lengthened by ``deadline_padding_chars`` characters in front
    (under the default cost cap, and more work than a CPU does in the request timeout) until
    its answer (200 with per-text timeouts, or 504); then ``GET /info`` every few ms until the
    engine is idle (no search admitted, nothing queued, no batch running): how long after the
@@ -50,6 +51,10 @@ class ExpensivePlan:
     top_k: int = 50
     refused_pause_s: float = 0.2
     deadline_texts: int = 15  # 15 x 1,025 forward rows: within the default cap of 16,384
+    # Each deadline text starts with this many more characters: the cap counts rows, not their
+    # length, so long rows make the same request outlast the deadline on a fast, quiet machine
+    # too (with short texts it took 23.5 s of a 30 s deadline on two idle cores).
+    deadline_padding_chars: int = 90
     disconnect_after_s: float = 1.0
     idle_limit_s: float = 1.0  # about one step of the flood's search on a CPU
     fairness_ratio: float = 2.0
@@ -145,7 +150,15 @@ async def seconds_until_idle(server: ServerUnderTest, since: float, limit_s: flo
 
 
 async def after_deadline(server: ServerUnderTest, plan: ExpensivePlan) -> dict[str, Any]:
-    texts = flood_texts(plan.deadline_texts + 10_000, plan.flood_masks)[-plan.deadline_texts :]
+    padding = "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。" * (
+        plan.deadline_padding_chars // 24 + 1
+    )
+    texts = [
+        padding[: plan.deadline_padding_chars] + text
+        for text in flood_texts(plan.deadline_texts + 10_000, plan.flood_masks)[
+            -plan.deadline_texts :
+        ]
+    ]
     options = {"mode": "whole_word", "beam_width": plan.beam_width, "top_k": plan.top_k}
     request = post("/batch_predict", {"texts": texts, **options}, server.host)
     connection = Connection(server.host, server.port)
