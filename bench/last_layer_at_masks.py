@@ -13,23 +13,18 @@ from __future__ import annotations
 
 import argparse
 import logging
-import statistics
 import tempfile
-import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.sentences import sentences
+from bench.int8_variants import timings
 from tiankong.build import export
 from tiankong.build.int8_recipe import recipe_chain
 from tiankong.core.text import TextEncoder, TextLimits
-from tiankong.engines.base import pad_batch
 from tiankong.engines.onnx_engine import OnnxEngine
-
-ROUNDS = {1: 40, 32: 6}
 
 
 def last_layer_at_masks_module(model: Any) -> Any:
@@ -121,7 +116,6 @@ def main() -> None:
     logging.disable(logging.WARNING)
     config = export.read_config(args.model)
     encoder = TextEncoder.from_folder(args.model, TextLimits())
-    prepared = [encoder.prepare(text) for text in sentences(0, 32 + max(ROUNDS.values()) + 1)]
     engines: dict[str, OnnxEngine] = {}
     with tempfile.TemporaryDirectory() as temp:
         for name, wrap in (
@@ -141,25 +135,8 @@ def main() -> None:
                 int8 = Path(temp) / f"{len(engines)}.onnx"
                 export.quantize_int8(fp32, int8, config["vocab_size"], config["hidden_size"], step)
                 engines[f"{name} {step.name}"] = OnnxEngine(int8, "cpu", "int8", args.threads)
-        runs: dict[str, dict[int, list[float]]] = {name: {1: [], 32: []} for name in engines}
-        for size, rounds in ROUNDS.items():
-            for index in range(rounds + 1):
-                chunk = prepared[index : index + size]
-                batch = pad_batch(
-                    [item.input_ids for item in chunk],
-                    [item.mask_indices for item in chunk],
-                    encoder.pad_id,
-                )
-                for name, engine in engines.items():
-                    started = time.perf_counter()
-                    engine.mask_logits(batch)
-                    if index:
-                        runs[name][size].append(1000 * (time.perf_counter() - started))
         print("ms per call, median (min), engines taking turns:")
-        for name, by_size in runs.items():
-            shown = {
-                size: f"{statistics.median(v):.2f} ({min(v):.2f})" for size, v in by_size.items()
-            }
+        for name, shown in timings(engines, encoder).items():
             print(f"{name}: batch 1 {shown[1]} ms, batch 32 {shown[32]} ms")
 
 
