@@ -433,17 +433,18 @@ def submit_search(batcher: DynamicBatcher[Item, str], names: list[str]) -> async
 async def test_plain_items_go_before_search_rows_which_get_a_small_share() -> None:
     recorder = Recorder()
     async with started(recorder, max_size=32) as batcher, engine_held(batcher):
-        search = submit_search(batcher, [f"s{index}" for index in range(6)])
-        await until(lambda: batcher.depth == 6)
+        search = submit_search(batcher, [f"s{index}" for index in range(12)])
+        await until(lambda: batcher.depth == 12)
         plain = submit_all(batcher, [Item("a"), Item("b"), Item("c")])
-        await until(lambda: batcher.depth == 9)
+        await until(lambda: batcher.depth == 15)
     assert await asyncio.gather(*plain) == ["A", "B", "C"]
-    assert await search == [f"S{index}" for index in range(6)]
-    assert BatchLimits(max_size=32).search_rows == 1
-    # the plain items first, with one search row beside them; then one row a batch while a
-    # plain request came in the last second
+    assert await search == [f"S{index}" for index in range(12)]
+    limits = BatchLimits(max_size=32)
+    assert (limits.search_rows_with_plain, limits.search_rows) == (1, 8)
+    # the plain items first, with one search row beside them; then, while a plain request came
+    # in the last second, search rows alone a quarter of a batch at a time
     assert recorder.batches[0] == ["a", "b", "c", "s0"]
-    assert recorder.batches[1:] == [[f"s{index}"] for index in range(1, 6)]
+    assert recorder.batches[1:] == [[f"s{index}" for index in range(1, 9)], ["s9", "s10", "s11"]]
 
 
 async def test_search_rows_fill_whole_batches_when_no_plain_request_came_lately() -> None:

@@ -27,11 +27,12 @@ Policy ("continuous" batching; the engine is the one scarce resource):
   step of a whole-word, candidate or [BLANK] search, sent by the search's own worker thread
   through ``submit_many(..., search=True)``). A batch is formed from the plain items first; a
   search's rows, oldest first, fill what room is left. While plain requests are about (one came
-  in the last ``PLAIN_RECENT_S``), at most ``search_rows`` search rows go in a batch (a
-  row per 32 of ``max_size``), and search rows alone wait up to ``PLAIN_COMPANY_S`` for plain
-  items to ride with; otherwise search rows fill whole batches at once. So a search's steps take
-  turns with plain batches, and a plain request waits at most for the batch on the engine (a
-  few search rows), never for a whole search.
+  in the last ``PLAIN_RECENT_S``), at most ``search_rows_with_plain`` search rows ride in a
+  batch with plain items (a row per 32 of ``max_size``), and a batch of search rows alone holds
+  at most ``search_rows`` (a quarter of ``max_size``: one step of the default beam of 8);
+  otherwise search rows fill whole batches. So a search's steps take turns with plain batches,
+  and a plain request waits at most for one small search batch on the engine, never for a
+  whole search.
 * **Backpressure, in forward rows.** The queue counts engine work in forward rows (a plain text
   is one; a search reserves its estimate, ``PreparedRequest.forward_rows``, from admission until
   it ends). A plain request counts the plain rows waiting (search rows never go before it); a
@@ -81,10 +82,8 @@ from tiankong.errors import (
 from tiankong.serving.timing import RequestTiming, request_timing
 
 logger = logging.getLogger("tiankong.serving.batching")
-# Search rows get the small share of a batch while plain requests came in this recently, and
-# wait this long for plain items to ride with.
+# Search rows get the small shares of a batch while plain requests came in this recently.
 PLAIN_RECENT_S = 1.0
-PLAIN_COMPANY_S = 0.010
 
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
@@ -131,9 +130,16 @@ class BatchLimits:
 
     @property
     def search_rows(self) -> int:
-        """Search rows per batch while plain requests are about: one per 32 rows of batch (1 at
-        the default 32). A forward row costs about as much as a plain text, so a plain batch
-        grows by a row or so, and a plain request never waits for a search batch of more."""
+        """Search rows per batch while plain requests are about: a quarter of a batch (8 at the
+        default 32, one step of the default beam of 8). A plain request waits at most for one
+        such batch on the engine, and a search step is one engine call, not one call a row (one
+        row a batch made a whole-word search 6x slower whenever plain traffic was about)."""
+        return max(1, self.max_size // 4)
+
+    @property
+    def search_rows_with_plain(self) -> int:
+        """Search rows that ride in a batch with plain items: one per 32 rows of batch (1 at the
+        default), so a plain batch grows by a row or so."""
         return max(1, self.max_size // 32)
 
 
@@ -285,6 +291,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             "max_queue": limits.max_queue,
             "request_timeout_s": limits.timeout_s,
             "search_rows_per_batch": limits.search_rows,
+            "search_rows_beside_plain": limits.search_rows_with_plain,
             "queue_depth": self.depth,
             "searches": self.searches,
             "search_rows_reserved": self.search_reserved,
@@ -448,21 +455,13 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                     await self.run(batch)
 
     async def wait_for_company(self) -> None:
-        """The window: only when the oldest item arrived while the engine was busy. Search rows
-        alone, while plain requests are about, wait up to ``PLAIN_COMPANY_S`` for plain items
-        to ride with (a closed-loop client's next request is a few ms away), so a plain request
-        rarely finds a search batch on the engine."""
+        """The window: only when the oldest item arrived while the engine was busy."""
         self.prune()
-        if self.closing or not self.pending:
+        if self.closing or not self.pending or not self.pending[0].arrived_busy:
             return
         started = time.monotonic()
-        window = self.limits.window_s if self.pending[0].arrived_busy else 0.0
-        if self.plain_recent() and not self.plain_waiting():
-            window = max(window, PLAIN_COMPANY_S)
         while not self.select()[1] and not self.closing:
-            if self.plain_waiting():  # company came: the usual window from here on
-                window = min(window, self.limits.window_s)
-            remaining = started + window - time.monotonic()
+            remaining = started + self.limits.window_s - time.monotonic()
             if remaining <= 0:
                 return
             self.wake.clear()
@@ -475,18 +474,21 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
     def plain_recent(self) -> bool:
         return time.monotonic() - self.last_plain_at < PLAIN_RECENT_S
 
-    def plain_waiting(self) -> bool:
-        return any(not entry.search for entry in self.pending)
-
     def select(self) -> tuple[list[Pending[ItemT, ResultT]], bool]:
         """The next batch (not yet removed) and whether it is full (a limit stopped it).
 
         Plain items first (``pack``); search rows, oldest first, fill the room left, at most
-        ``search_rows`` of them while plain requests are about (a whole batch otherwise).
+        ``search_rows_with_plain`` of them beside plain items and ``search_rows`` alone while
+        plain requests are about (a whole batch otherwise).
         """
         plain = [entry for entry in self.pending if not entry.search]
         batch, full = self.pack(plain) if plain else ([], False)
-        share = self.limits.search_rows if self.plain_recent() else self.limits.max_size
+        if not self.plain_recent():
+            share = self.limits.max_size
+        elif plain:
+            share = self.limits.search_rows_with_plain
+        else:
+            share = self.limits.search_rows
         room = min(self.limits.max_size - len(batch), share)
         if full or room <= 0:
             return batch, full or len(batch) >= self.limits.max_size
