@@ -40,7 +40,10 @@ def test_the_quick_suites_pass_end_to_end(tiny_model_dir: Path, tmp_path: Path) 
     )
     assert soak["requests"]["requests"] > 500 and soak["resources"]["samples_after_warmup"] >= 8
     assert (out / "rss.png").stat().st_size > 10_000
-    assert "--host" in report["server"]["command"] and "127.0.0.1" in report["server"]["command"]
+    for command in report["server"].values():
+        assert "--host" in command and "127.0.0.1" in command
+    assert report["server"]["load"][report["server"]["load"].index("--max-queue") + 1] == "64"
+    assert soak["mix"]["kinds"] == ["plain", "whole_word", "candidates", "blank"]
 
 
 def test_the_quick_expensive_suite_passes_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """`python -m tiankong.reliability load|soak|all|expensive [--quick]`: start a server, run,
 report. ``all`` is load and soak; ``expensive`` floods costly searches beside plain traffic.
 
-Writes ``report.json`` (every figure and check), ``rss.png`` (the soak) and ``server.log`` to
-``--out``, prints a summary, and exits 1 if any check failed.
+Each suite gets a server of its own. Writes ``report.json`` (every figure and check),
+``rss.png`` (the soak) and ``server-<suite>.log`` to ``--out``, prints a summary, and exits 1 if
+any check failed.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ from tiankong.reliability.suites import (
     run_soak,
 )
 
+# load and expensive: small, so that 200 clients overflow it and shedding is what's measured
+SHEDDING_QUEUE = 64
+# soak: far above 8 clients' largest requests (a [BLANK] search reserves 81 rows), so every
+# request is served and the soak measures leaks, not shedding
+SOAK_QUEUE = 4096
 GUARD_SENTENCES = Path(__file__).resolve().parent.parent / "resources" / "guard_sentences.txt"
 
 
@@ -44,7 +50,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model", help="model for the server (default: the bundled one)")
     parser.add_argument("--engine", default="auto", help="auto, onnx, torch or fake")
     parser.add_argument("--threads", type=int, help="the server's --threads")
-    parser.add_argument("--max-queue", type=int, default=64, help="server queue (default 64)")
+    parser.add_argument(
+        "--max-queue",
+        type=int,
+        help=f"server queue (default {SHEDDING_QUEUE} for load and expensive, so that they "
+        f"overflow it; {SOAK_QUEUE} for the soak)",
+    )
     parser.add_argument(
         "--request-timeout",
         type=float,
@@ -54,6 +65,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-request-cost", type=int, help="the server's --max-request-cost")
     parser.add_argument("--soak-requests", type=int, help="soak: stop after this many")
     parser.add_argument("--soak-minutes", type=float, help="soak: stop after this long")
+    parser.add_argument(
+        "--soak-rate", type=float, help="soak: requests a second (default: as fast as answered)"
+    )
     parser.add_argument("--out", default="reliability-results", help="report folder")
     return parser.parse_args(argv)
 
@@ -94,9 +108,10 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def serve_args(args: argparse.Namespace) -> list[str]:
+def serve_args(args: argparse.Namespace, suite: str) -> list[str]:
+    queue = args.max_queue or (SOAK_QUEUE if suite == "soak" else SHEDDING_QUEUE)
     values = ["--engine", args.engine, "--result-cache-size", "0", "--log-level", "warning"]
-    values += ["--max-queue", str(args.max_queue)]
+    values += ["--max-queue", str(queue)]
     values += ["--request-timeout", str(args.request_timeout)]
     if args.max_request_cost:
         values += ["--max-request-cost", str(args.max_request_cost)]
@@ -113,6 +128,8 @@ def soak_plan(args: argparse.Namespace) -> SoakPlan:
         plan = replace(plan, total_requests=args.soak_requests)
     if args.soak_minutes:
         plan = replace(plan, max_minutes=args.soak_minutes)
+    if args.soak_rate:
+        plan = replace(plan, rate_per_s=args.soak_rate)
     return plan
 
 
@@ -175,21 +192,24 @@ def print_summary(report: dict[str, Any]) -> bool:
 
 
 async def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    report: dict[str, Any] = {"environment": environment()}
-    with served(serve_args(args), out / "server.log") as server:
-        report["server"] = {"command": server.command}
-        texts = sentences()
-        if args.suite in ("load", "all"):
-            report["load"] = await run_load(server, QUICK_LOAD if args.quick else LoadPlan(), texts)
-        if args.suite in ("soak", "all"):
-            report["soak"] = await run_soak(server, soak_plan(args), texts)
-            plot = plot_rss(report["soak"], out / "rss.png")
-            report["soak"]["plot"] = str(plot) if plot else "matplotlib is not installed"
-        if args.suite == "expensive":
-            plan = QUICK_EXPENSIVE if args.quick else ExpensivePlan()
-            report["expensive"] = await run_expensive(
-                server, plan, texts, args.request_timeout, args.quick
-            )
+    report: dict[str, Any] = {"environment": environment(), "server": {}}
+    texts = sentences()
+    suites = ["load", "soak"] if args.suite == "all" else [args.suite]
+    for suite in suites:
+        with served(serve_args(args, suite), out / f"server-{suite}.log") as server:
+            report["server"][suite] = server.command
+            if suite == "load":
+                plan = QUICK_LOAD if args.quick else LoadPlan()
+                report["load"] = await run_load(server, plan, texts)
+            elif suite == "soak":
+                report["soak"] = await run_soak(server, soak_plan(args), texts)
+                plot = plot_rss(report["soak"], out / "rss.png")
+                report["soak"]["plot"] = str(plot) if plot else "matplotlib is not installed"
+            else:
+                expensive = QUICK_EXPENSIVE if args.quick else ExpensivePlan()
+                report["expensive"] = await run_expensive(
+                    server, expensive, texts, args.request_timeout, args.quick
+                )
     return report
 
 

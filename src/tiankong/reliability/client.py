@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 TRANSPORT_ERROR = 0  # the status recorded when no HTTP answer came back
@@ -33,17 +34,19 @@ def check_loopback(host: str) -> None:
         raise ValueError(f"load goes to loopback only (127.0.0.1, localhost, ::1), not {host!r}")
 
 
+def post(path: str, body: dict[str, Any], host: str) -> bytes:
+    """One ready-to-send HTTP/1.1 POST of ``body`` as JSON."""
+    payload = json.dumps(body, ensure_ascii=False).encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    ).encode()
+    return head + payload
+
+
 def predict_requests(texts: Sequence[str], host: str, top_k: int = 5) -> list[bytes]:
     """One ready-to-send POST /predict per text."""
-    requests = []
-    for text in texts:
-        body = json.dumps({"text": text, "top_k": top_k}, ensure_ascii=False).encode()
-        head = (
-            f"POST /predict HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        requests.append(head + body)
-    return requests
+    return [post("/predict", {"text": text, "top_k": top_k}, host) for text in texts]
 
 
 class Connection:
@@ -90,14 +93,20 @@ async def closed_loop(
     total: int | None = None,
     timeout_s: float = 60.0,
     on_outcome: Callable[[Outcome], None] | None = None,
+    rate_per_s: float | None = None,
 ) -> list[Outcome]:
     """Run ``concurrency`` workers until ``duration_s`` has passed or ``total`` requests were
     sent (whichever comes first; at least one must be given). Requests cycle through
-    ``requests``. A worker whose request fails reconnects for the next one."""
+    ``requests``. A worker whose request fails reconnects for the next one. With
+    ``rate_per_s``, the workers together start at most that many requests a second (the n-th
+    not before n / rate_per_s), so a long run can leave the machine room for other work."""
     check_loopback(host)
     if duration_s is None and total is None:
         raise ValueError("give duration_s or total")
-    deadline = time.monotonic() + duration_s if duration_s is not None else float("inf")
+    if rate_per_s is not None and rate_per_s <= 0:
+        raise ValueError(f"rate_per_s must be positive, not {rate_per_s}")
+    began = time.monotonic()
+    deadline = began + duration_s if duration_s is not None else float("inf")
     outcomes: list[Outcome] = []
     sent = 0
 
@@ -108,6 +117,8 @@ async def closed_loop(
             while time.monotonic() < deadline and (total is None or sent < total):
                 request = requests[(sent + offset) % len(requests)]
                 sent += 1
+                if rate_per_s is not None:
+                    await asyncio.sleep(max(0.0, began + sent / rate_per_s - time.monotonic()))
                 started = time.monotonic()
                 try:
                     status, headers = await asyncio.wait_for(

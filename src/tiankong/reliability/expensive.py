@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tiankong.reliability.client import Connection, closed_loop, predict_requests
+from tiankong.reliability.client import Connection, closed_loop, post, predict_requests
 from tiankong.reliability.server import ProcessSampler, ServerUnderTest
 from tiankong.reliability.stats import summarize
 from tiankong.reliability.suites import contention
@@ -66,15 +66,6 @@ QUICK_EXPENSIVE = ExpensivePlan(idle_s=4, flood_s=8, flood_texts=8, disconnect_a
 def flood_texts(count: int, masks: int) -> list[str]:
     """``count`` texts with ``masks`` adjacent [MASK]s, each a little different."""
     return [f"第{index + 1}回，他说{'[MASK]' * masks}，大家都笑了。" for index in range(count)]
-
-
-def post(path: str, body: dict[str, Any], host: str) -> bytes:
-    payload = json.dumps(body, ensure_ascii=False).encode()
-    head = (
-        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(payload)}\r\n\r\n"
-    ).encode()
-    return head + payload
 
 
 def flood_requests(plan: ExpensivePlan, host: str, round_: int) -> list[tuple[str, bytes]]:

@@ -7,8 +7,10 @@ from the moment the overload stops, ``normal_concurrency`` clients again for ``r
 the recovery time is when the served p50 is back within 1.5x the baseline p50 (+1 ms) for three
 windows in a row.
 
-Soak: ``concurrency`` clients until ``total_requests`` or ``max_minutes``, sampling the server's
-RSS, open file descriptors and threads. After the warm-up (the longer of ``min_warmup_s`` and
+Soak: ``concurrency`` clients (paced to ``rate_per_s`` when set) until ``total_requests`` or
+``max_minutes``, sending a mix of plain, whole-word, candidates and ``[BLANK]`` requests on
+texts that never repeat within ``mix_size`` requests, and sampling the server's RSS, open file
+descriptors and threads. After the warm-up (the longer of ``min_warmup_s`` and
 ``warmup_fraction`` of the run; the server's one-minute latency window fills during the first
 60 s) RSS may grow by at most ``rss_growth_limit`` (median of the last tenth of the samples
 against the first tenth), and the most fds and threads seen in the last quarter may not exceed
@@ -25,7 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tiankong.reliability.client import Outcome, closed_loop, predict_requests
+from tiankong.core.text import BLANK, MASK
+from tiankong.reliability.client import Outcome, closed_loop, post, predict_requests
 from tiankong.reliability.server import ProcessSampler, Sample, ServerUnderTest, ready
 from tiankong.reliability.stats import recovery_time_s, summarize, windows
 
@@ -50,13 +53,44 @@ class SoakPlan:
     sample_every_s: float = 2.0
     min_warmup_s: float = 60.0
     warmup_fraction: float = 0.1
-    rss_growth_limit: float = 0.05
+    rss_growth_limit: float = 0.02
+    rate_per_s: float | None = None  # None: a closed loop as fast as the server answers
+    mix_size: int = 20_000
 
 
 QUICK_LOAD = LoadPlan(normal_s=4, overload_s=4, recovery_s=8, window_s=0.5, warmup_s=1)
 QUICK_SOAK = SoakPlan(
-    total_requests=100_000, max_minutes=0.4, sample_every_s=0.25, min_warmup_s=6.0
+    total_requests=100_000,
+    max_minutes=0.4,
+    sample_every_s=0.25,
+    min_warmup_s=6.0,
+    rss_growth_limit=0.05,  # 18 s of samples: too short to hold a long run's 2%
+    mix_size=2_000,
 )
+SOAK_KINDS = ("plain", "whole_word", "candidates", "blank")
+SOAK_CANDIDATES = ("鸟", "花", "睛", "兔", "天空")
+
+
+def soak_requests(texts: Sequence[str], host: str, count: int) -> list[bytes]:
+    """``count`` requests that take turns through ``SOAK_KINDS``, each on a text made unique
+    by a numbered prefix, from the texts with exactly one [MASK]: plain top-5; whole word over
+    two masks; a candidate list; the mask as a ``[BLANK]`` of unknown length."""
+    single = [text for text in texts if text.count(MASK) == 1]
+    if not single:
+        raise ValueError("the soak needs texts with exactly one [MASK]")
+    requests = []
+    for index in range(count):
+        text = f"第{index}条：{single[index % len(single)]}"
+        kind = SOAK_KINDS[index % len(SOAK_KINDS)]
+        body: dict[str, Any] = {"text": text, "top_k": 5}
+        if kind == "whole_word":
+            body.update(text=text.replace(MASK, MASK * 2), mode="whole_word")
+        elif kind == "candidates":
+            body.update(candidates=list(SOAK_CANDIDATES))
+        elif kind == "blank":
+            body.update(text=text.replace(MASK, BLANK))
+        requests.append(post("/predict", body, host))
+    return requests
 
 
 async def timed_loop(
@@ -146,7 +180,7 @@ async def load_phases(
 
 
 async def run_soak(server: ServerUnderTest, plan: SoakPlan, texts: Sequence[str]) -> dict[str, Any]:
-    requests = predict_requests(texts, server.host)
+    requests = soak_requests(texts, server.host, plan.mix_size)
     sampler = ProcessSampler(server.pid, plan.sample_every_s)
     sampling = asyncio.create_task(sampler.run())
 
@@ -163,6 +197,7 @@ async def run_soak(server: ServerUnderTest, plan: SoakPlan, texts: Sequence[str]
             duration_s=plan.max_minutes * 60,
             total=plan.total_requests,
             on_outcome=count,
+            rate_per_s=plan.rate_per_s,
         )
     finally:
         sampling.cancel()
@@ -178,6 +213,7 @@ async def run_soak(server: ServerUnderTest, plan: SoakPlan, texts: Sequence[str]
     }
     return {
         "plan": asdict(plan),
+        "mix": {"kinds": list(SOAK_KINDS), "candidates": list(SOAK_CANDIDATES)},
         "requests": summary,
         "resources": trend,
         "contention": contention(sampler.samples),
