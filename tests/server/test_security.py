@@ -233,6 +233,27 @@ def test_the_rate_limit_spends_a_client_allowance_by_cost(
         assert codes == [200] * 10 + [429]
 
 
+def test_the_hugging_face_route_spends_the_allowance_by_cost_too(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    """POST / with 30 inputs costs 30 rows; with two-character targets, one text costs
+    1 + 2 + 2 = 5. Of 40 a minute that leaves 5 plain texts."""
+    with make_client(
+        tiny_masker, tiny_model_dir, api_keys=KEYS, rate_limit_per_minute=40
+    ) as client:
+        key = {"X-API-Key": KEYS[0]}
+        assert client.post("/", json={"inputs": [POEM] * 30}, headers=key).status_code == 200
+        targets = {"inputs": POEM, "parameters": {"targets": ["飞鸟", "小鸟"]}}
+        ranked = client.post("/", json=targets, headers=key)
+        assert ranked.status_code == 200, ranked.text
+        assert [entry["token_str"] for entry in ranked.json()] in (
+            ["飞鸟", "小鸟"],
+            ["小鸟", "飞鸟"],
+        )
+        codes = [client.post("/", json={"inputs": POEM}, headers=key).status_code for _ in range(6)]
+        assert codes == [200] * 5 + [429]
+
+
 def test_key_guessing_is_rate_limited_per_address(
     tiny_masker: FillMasker, tiny_model_dir: Path
 ) -> None:

@@ -23,11 +23,19 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import APIRouter, Body
 
-from tiankong.core.modes import PredictOptions, one_blank
+from tiankong.core.modes import PredictOptions
+from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
-from tiankong.core.text import PreparedText, fill_text
-from tiankong.errors import BadInputError, BadOptionError, BatchTooLargeError, EmptyTextError
-from tiankong.server.deps import PredictorDep
+from tiankong.core.text import fill_text
+from tiankong.errors import (
+    BadInputError,
+    BadOptionError,
+    BatchTooLargeError,
+    EmptyTextError,
+    TiankongError,
+)
+from tiankong.server.deps import AllowanceDep, PredictorDep
+from tiankong.server.middleware.security import Allowance
 from tiankong.server.responses import JSONBody
 from tiankong.server.schemas import (
     ERROR_RESPONSES,
@@ -49,7 +57,9 @@ PipelineOutput = list[dict[str, Any]] | list[list[dict[str, Any]]]
 
 @router.post("/", response_model=HFResponse, responses=ERROR_RESPONSES, tags=["hugging-face"])
 async def hf_fill_mask(
-    body: Annotated[HFRequest, Body(openapi_examples=HF_EXAMPLES)], predictor: PredictorDep
+    body: Annotated[HFRequest, Body(openapi_examples=HF_EXAMPLES)],
+    predictor: PredictorDep,
+    allowance: AllowanceDep,
 ) -> Any:
     """Hugging Face Inference API compatible fill-mask (`InferenceClient.fill_mask`)."""
     parameters = body.parameters or HFParameters()
@@ -62,7 +72,10 @@ async def hf_fill_mask(
     k = predictor.check_top_k(parameters.top_k)
     prepared = [plain_text(predictor, text, k) for text in texts]
     if parameters.targets is None:
-        results = await predictor.run(prepared, k, None, HF_USES_INDEX)
+        allowance.spend(predictor.check_cost(prepared))
+        results = await predictor.run(
+            [request.prepared for request in prepared], k, None, HF_USES_INDEX
+        )
         outputs = [pipeline_output(result) for result in results]
     else:
         targets = (
@@ -71,14 +84,16 @@ async def hf_fill_mask(
         target_ids = target_tokens(predictor, targets)
         if all(len(ids) == 1 for ids in target_ids.values()):
             allowed = allowed_targets(predictor, target_ids)
-            results = await predictor.run(prepared, k, allowed, HF_USES_INDEX)
+            allowance.spend(predictor.check_cost(prepared))
+            plain = [request.prepared for request in prepared]
+            results = await predictor.run(plain, k, allowed, HF_USES_INDEX)
             outputs = [pipeline_output(result) for result in results]
         else:
-            outputs = await ranked_targets(predictor, prepared, target_ids, k)
+            outputs = await ranked_targets(predictor, texts, target_ids, k, allowance)
     return JSONBody(outputs[0] if len(outputs) == 1 else outputs)  # as is: responses.py
 
 
-def plain_text(predictor: Predictor, text: str, k: int) -> PreparedText:
+def plain_text(predictor: Predictor, text: str, k: int) -> PreparedRequest:
     """The pipeline fills [MASK] tokens only. A [BLANK] (a blank of unknown length) has no
     answer in the pipeline's shape, so it is a 400 that points to POST /predict, which answers it,
     rather than a guess."""
@@ -88,7 +103,7 @@ def plain_text(predictor: Predictor, text: str, k: int) -> PreparedText:
             "The Hugging Face route fills [MASK] only; for a [BLANK] (a blank of unknown "
             "length) use POST /predict."
         )
-    return request.prepared
+    return request
 
 
 def target_tokens(predictor: Predictor, targets: Sequence[str]) -> dict[str, list[int]]:
@@ -121,9 +136,10 @@ def allowed_targets(predictor: Predictor, target_ids: dict[str, list[int]]) -> n
 
 async def ranked_targets(
     predictor: Predictor,
-    prepared: Sequence[PreparedText],
+    texts: Sequence[str],
     target_ids: dict[str, list[int]],
     k: int,
+    allowance: Allowance,
 ) -> list[PipelineOutput]:
     """Multi-token targets: candidate ranking of the one blank of each text.
 
@@ -131,16 +147,20 @@ async def ranked_targets(
     the model's softmax probability, as in the pipeline); the list is ordered by the
     length-normalised score (mean log-probability per token), so words of different lengths
     compare fairly. ``token`` is the first token's id; ``token_str`` is the whole target.
+    The request is priced, and spent from the client's allowance, like a ``/batch_predict`` in
+    candidates mode; one deadline covers every text, and the pipeline's shape has no place for
+    a per-text error, so the first text's error (a 504 past the deadline) answers the request.
     """
     options = predictor.masker.options(
         k, mode="candidates", candidates=tuple(target_ids), index=HF_USES_INDEX
     )
-    for item in prepared:  # every text has one blank, checked before any engine work
-        one_blank(item.text)
+    # every text has one blank, checked before any engine work
+    requests = [predictor.prepare_request(text, options) for text in texts]
+    allowance.spend(predictor.check_cost(requests))
     outputs: list[PipelineOutput] = []
-    deadline = predictor.deadline()  # the request timeout covers every text
-    for item in prepared:
-        result = await predictor.run_options(item.text, options, deadline)
+    for answer in await predictor.run_many(requests):
+        if isinstance(answer, TiankongError):
+            raise answer
         outputs.append(
             [
                 {
@@ -149,7 +169,7 @@ async def ranked_targets(
                     "token": target_ids[candidate.option][0],
                     "token_str": candidate.option,
                 }
-                for candidate in result.candidates[:k]
+                for candidate in answer.candidates[:k]
             ]
         )
     return outputs
