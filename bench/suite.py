@@ -344,7 +344,10 @@ def bench_model(
             target, model.path, plan.offline_sentences, plan.offline_chunk, threads
         )
         measured["other_load"] = foreign_load(before)
-        print(f"  {measured.get('sentences_per_s', measured.get('error'))}", flush=True)
+        rate = measured.get("sentences_per_s")
+        error = measured.get("error")
+        shown = f"{rate:.1f} sentences/s" if rate is not None else f"failed: {error}"
+        print(f"  offline {target}: {shown}", flush=True)
         entry["offline"].append(measured)
     return entry
 
