@@ -345,8 +345,8 @@ def bench_model(
         )
         measured["other_load"] = foreign_load(before)
         rate = measured.get("sentences_per_s")
-        error = measured.get("error")
-        shown = f"{rate:.1f} sentences/s" if rate is not None else f"failed: {error}"
+        failure = measured.get("error")
+        shown = f"{rate:.1f} sentences/s" if rate is not None else f"failed: {failure}"
         print(f"  offline {target}: {shown}", flush=True)
         entry["offline"].append(measured)
     return entry
