@@ -440,7 +440,8 @@ def markdown(results: dict[str, Any]) -> str:
         "after the load, cold start from process start to the first 200 on /ready (tiankong) or "
         "/health (the others, which answer only once loaded and warmed up). Peers (pipeline, "
         "TorchScript, optimum, the hand-written ORT recipe) run at 1, 2 and every core's intra-op "
-        'threads and keep their best setting per phase; tiankong runs its default. "best '
+        "threads and keep their best setting per phase; tiankong runs its default settings with "
+        'the corpus index off (--index none), since the peers look nothing up. "best '
         'peer": the fastest peer in that phase. "floor" (bare FastAPI, fixed answer) and '
         'tiankong-fake (no model) measure serving overhead and are never peers. "other load": '
         "CPU used by other programs on the machine while that contender was measured, as a "

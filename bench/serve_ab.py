@@ -56,7 +56,9 @@ def start_all(args: argparse.Namespace, log_dir: Path) -> dict[str, Server]:
         extra_env = dict(item.split("=", 1) for item in items if not item.startswith("--"))
         port = free_port()
         command = [python, "-m", "tiankong", "serve", "--model", model, "--port", str(port)]
-        command += ["--engine", args.engine, "--log-level", "warning", *args.serve_args.split()]
+        # without the corpus index, as in the bench (--serve-args "--index bundled" to add it)
+        command += ["--engine", args.engine, "--log-level", "warning", "--index", "none"]
+        command += args.serve_args.split()
         command += flags
         env = {**server_env(), "PYTHONPATH": str(Path(src).resolve()), **extra_env}
         servers[name] = start(command, port, log_dir / f"{name}.log", env, REPO_ROOT)

@@ -187,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     port = free_port()
     command = [sys.executable, "-m", "tiankong", "serve", "--model", str(args.model)]
     command += ["--port", str(port), "--engine", args.engine, "--precision", args.precision]
-    command += ["--log-level", "warning", *args.serve_args.split()]
+    # without the corpus index, as in the bench (--serve-args "--index bundled" to add it)
+    command += ["--log-level", "warning", "--index", "none", *args.serve_args.split()]
     server = start(command, port, args.out / f"{tag}.log", server_env(), REPO_ROOT)
     try:
         server.wait_ready("/ready", 600)

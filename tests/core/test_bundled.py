@@ -25,6 +25,20 @@ def test_bundled_model_is_the_default_and_loads() -> None:
     assert size <= 40 * 1024 * 1024
 
 
+def test_the_bundled_model_named_by_its_folder_is_still_bundled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """So ``--index auto`` grounds it however it was named (it once said "not a bundled model")."""
+    by_name = resolve_model(DEFAULT_MODEL)
+    monkeypatch.chdir(BUNDLED_ROOT)
+    by_folder = resolve_model(f"./{by_name.path.name}")
+    assert (by_folder.name, by_folder.kind, by_folder.path) == (
+        by_name.name,
+        "bundled",
+        by_name.path.resolve(),
+    )
+
+
 def test_bundled_model_answers_the_poem() -> None:
     masker = FillMasker.load(settings=Settings(engine="torch", threads=1))
     result = masker.predict("春眠不觉晓，处处闻啼[MASK]。", top_k=5)

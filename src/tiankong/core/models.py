@@ -98,6 +98,9 @@ def resolve_model(source: str | None) -> ResolvedModel:
                 f"one of the bundled models ({', '.join(bundled_names())})."
             )
         check_model_folder(path, source)
+        for entry in BUNDLED_MODELS:  # a bundled model named by its folder is still bundled
+            if path.resolve() == (BUNDLED_ROOT / entry.folder).resolve():
+                return ResolvedModel(entry.name, path.resolve(), "bundled", entry.summary)
         return ResolvedModel(path.name, path.resolve(), "local", read_summary(path))
     path = download_from_hub(source)
     check_model_folder(path, source)
