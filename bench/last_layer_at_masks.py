@@ -4,7 +4,8 @@
 
 The last layer's keys and values need every row, but its query, attention output and FFN are
 needed only where the MLM head looks: at the masks. This exports the model twice, as tiankong
-does (``export.mask_gather_module``) and with the last layer computed at the mask rows only,
+did before (``export.mask_gather_module``) and as it does now for BERT's own layers, with the
+last layer computed at the mask rows only (``export.masks_only_last_layer``),
 checks both against torch FP32 (1e-4), quantizes both with the VNNI chain's recipes and times
 them, taking turns, at batch 1 and batch 32.
 """
@@ -25,58 +26,6 @@ from tiankong.build import export
 from tiankong.build.int8_recipe import recipe_chain
 from tiankong.core.text import TextEncoder, TextLimits
 from tiankong.engines.onnx_engine import OnnxEngine
-
-
-def last_layer_at_masks_module(model: Any) -> Any:
-    """Encoder minus its last layer on every row; the last layer at the mask rows only."""
-    import torch
-
-    from tiankong.engines.torch_engine import mlm_head
-
-    head: Any = mlm_head(model)
-    if head is None:
-        raise SystemExit("the model has no MLM head (cls or lm_head)")
-    bert = model.base_model
-    layers = bert.encoder.layer
-    last = layers[-1]
-    bert.encoder.layer = torch.nn.ModuleList(list(layers)[:-1])
-    attention = last.attention.self
-    heads, size = attention.num_attention_heads, attention.attention_head_size
-
-    class LastLayerAtMasks(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-            self.last = last
-
-        def forward(
-            self,
-            input_ids: torch.Tensor,
-            attention_mask: torch.Tensor,
-            mask_positions: torch.Tensor,
-        ) -> torch.Tensor:
-            hidden = bert(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                token_type_ids=torch.zeros_like(input_ids),
-            ).last_hidden_state
-            batch, length, width = hidden.shape
-            rows = hidden.reshape(-1, width).index_select(0, mask_positions)
-            which = torch.div(mask_positions, length, rounding_mode="floor")
-            masks = rows.shape[0]
-            query = attention.query(rows).view(masks, heads, 1, size)
-            key = attention.key(hidden).view(batch, length, heads, size).transpose(1, 2)
-            value = attention.value(hidden).view(batch, length, heads, size).transpose(1, 2)
-            key, value = key.index_select(0, which), value.index_select(0, which)
-            scores = torch.matmul(query, key.transpose(-1, -2)) * (size**-0.5)
-            padding = 1.0 - attention_mask.index_select(0, which).to(scores.dtype)
-            scores = scores + padding[:, None, None, :] * torch.finfo(scores.dtype).min
-            context = torch.matmul(scores.softmax(-1), value).reshape(masks, width)
-            attended = self.last.attention.output(context, rows)
-            out = self.last.output(self.last.intermediate(attended), attended)
-            return head(out)
-
-    return LastLayerAtMasks().eval()
 
 
 def export_with(folder: Path, wrap: Any, out_file: Path) -> float:
@@ -101,7 +50,7 @@ def export_with(folder: Path, wrap: Any, out_file: Path) -> float:
             output_names=[export.OUTPUT_NAME],
             dynamic_axes=export.DYNAMIC_AXES,
         )
-    export.optimize_graph(raw, out_file, model.config)
+    export.optimize_graph(raw, out_file, model.config, int(wrap is export.masks_only_last_layer))
     check = export.sample_batch(batch=3, seq_len=11, masks=[2, 11, 20, 24], vocab=vocab)
     with torch.inference_mode():
         expected = reference(*(torch.from_numpy(array) for array in check)).numpy()
@@ -120,7 +69,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as temp:
         for name, wrap in (
             ("whole", export.mask_gather_module),
-            ("last layer at masks", last_layer_at_masks_module),
+            ("last layer at masks", export.masks_only_last_layer),
         ):
             fp32 = Path(temp) / f"{len(engines)}.onnx"
             diff = export_with(args.model, wrap, fp32)

@@ -12,8 +12,10 @@ DEST=src/tiankong/bundled/tiankong-mini-zh
 mkdir -p "$DEST"
 cp "$RUN/config.json" "$RUN/model.safetensors" "$RUN/tokenizer.json" \
   "$RUN/tokenizer_config.json" "$RUN/training.json" "$DEST/"
-.venv/bin/tiankong eval "$EVAL" --model "$DEST" --engine torch --json "$RUN/eval.json"
-.venv/bin/tiankong eval "$EVAL" --model "$DEST" --engine torch --blank --json "$RUN/eval-blank.json"
+# the model's own figures first: no corpus index
+.venv/bin/tiankong eval "$EVAL" --model "$DEST" --engine torch --index none --json "$RUN/eval.json"
+.venv/bin/tiankong eval "$EVAL" --model "$DEST" --engine torch --index none --blank \
+  --json "$RUN/eval-blank.json"
 .venv/bin/tiankong eval "$EVAL" --model "$DEST" --engine torch --index bundled --compare-index \
   --json "$RUN/eval-index.json"
 .venv/bin/python scripts/model_card.py "$DEST" "$RUN/eval.json" "$RUN/eval-blank.json" \

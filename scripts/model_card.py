@@ -3,7 +3,7 @@
     python scripts/model_card.py MODEL_DIR EVAL_JSON [BLANK_EVAL_JSON] [--index-report JSON]
 
 MODEL_DIR holds training.json (written by `tiankong train`); EVAL_JSON is the `--json` report of
-`tiankong eval data/eval/public_cloze.jsonl --model MODEL_DIR` (a folder: no corpus index);
+`tiankong eval data/eval/public_cloze.jsonl --model MODEL_DIR --index none` (the model alone);
 the index report is that of `tiankong eval data/eval/public_cloze.jsonl --compare-index --json`
 (the bundled model by name, with and without the bundled index).
 """
@@ -63,12 +63,12 @@ def example_and_int8(folder: Path) -> list[str]:
     """
     from tiankong import FillMasker, Settings
 
-    fp32 = FillMasker.load(str(folder), Settings(engine="torch", threads=1))
+    fp32 = FillMasker.load(str(folder), Settings(engine="torch", threads=1), index="none")
     top = fp32.predict("春眠不觉晓，处处闻啼[MASK]。", top_k=5).masks[0]
     shown = ", ".join(f"{c.token} {c.score:.1%}" for c in top)
     served = FillMasker.load(str(folder), Settings(threads=1))
     quality = getattr(served.engine, "quality", {})
-    lines = [f"「春眠不觉晓，处处闻啼[MASK]。」 → {shown} (torch FP32).", ""]
+    lines = [f"「春眠不觉晓，处处闻啼[MASK]。」 → {shown} (torch FP32, the model alone).", ""]
     decision = f"By default tiankong runs it on {served.engine.name} {served.engine.precision}"
     if not quality:
         return [*lines, decision + "."]

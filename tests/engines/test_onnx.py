@@ -18,6 +18,7 @@ import pytest
 from server_helpers import START_TIMEOUT_S, free_port, wait_until_ready
 
 from tiankong import FillMasker, Settings
+from tiankong.build import export
 from tiankong.build.export_cache import MANIFEST_FILE, ensure_export
 from tiankong.build.int8_recipe import cpu_kind
 from tiankong.core.models import resolve_model
@@ -95,13 +96,51 @@ def test_tied_weight_stored_once(tiny_onnx_cache: Path) -> None:
 
 
 def test_fused_ops_present(tiny_onnx_cache: Path) -> None:
+    """The first of the two layers fuses whole; the last runs at the mask rows only, written
+    out (its attention's one Softmax), and its weight MatMuls are quantized too."""
     fp32 = Counter(node.op_type for node in graph_of(tiny_onnx_cache, "fp32").node)
-    assert fp32["Attention"] == 2 and fp32["EmbedLayerNormalization"] == 1
-    assert fp32["SkipLayerNormalization"] == 4 and fp32["BiasGelu"] == 2
-    assert fp32["Softmax"] == 0 and fp32["Erf"] == 0  # nothing left unfused
+    assert fp32["Attention"] == 1 and fp32["EmbedLayerNormalization"] == 1
+    assert fp32["SkipLayerNormalization"] == 2 and fp32["BiasGelu"] == 1
+    assert fp32["Softmax"] == 1 and fp32["Erf"] == 0
     int8 = Counter(node.op_type for node in graph_of(tiny_onnx_cache, "int8").node)
-    assert int8["QAttention"] == 2 and int8["MatMulInteger"] == 6
-    assert int8["FusedMatMul"] == 2  # the head stays FP32
+    assert int8["QAttention"] == 1 and int8["MatMulInteger"] == 5
+    (folder,) = [path for path in tiny_onnx_cache.glob("*-fp32-*") if path.is_dir()]
+    manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    assert manifest["graph"]["last_layer"] == "at_masks"
+
+
+def test_a_decoder_layer_is_not_cut_at_the_masks(tiny_model_dir: Path) -> None:
+    model = export.load_masked_lm(tiny_model_dir)
+    assert export.masks_only_last_layer(model) is not None  # BERT's own layer
+    model = export.load_masked_lm(tiny_model_dir)
+    model.config.is_decoder = True
+    assert export.masks_only_last_layer(model) is None
+
+
+def test_a_last_layer_graph_that_differs_falls_back_to_the_whole_graph(
+    tiny_model_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """If the graph with the last layer at the masks ever disagrees with the model, the export
+    says so and writes the whole-sequence graph, which must agree."""
+    import torch
+
+    class Doubled(torch.nn.Module):
+        def __init__(self, model: object) -> None:
+            super().__init__()
+            self.inner = export.mask_gather_module(model)
+
+        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+            return self.inner(*inputs) * 2.0
+
+    monkeypatch.setattr(export, "masks_only_last_layer", Doubled)
+    with caplog.at_level(logging.WARNING, logger="tiankong.build.export"):
+        report = export.export_fp32(tiny_model_dir, tmp_path / "model.onnx", 1)["graph"]
+    assert "exporting the whole-sequence graph instead" in caplog.text
+    assert report["last_layer"] == "every_row" and report["max_abs_diff_vs_torch"] < 1e-4
+    assert report["fused_ops"]["Attention"] == 2
 
 
 def test_int8_records_agreement(tiny_model_dir: Path, tiny_onnx_cache: Path) -> None:
