@@ -411,6 +411,17 @@ def flags_text(env: dict[str, Any]) -> str:
     return f"CPU flags: {', '.join(have) or 'none of these'}; no {', '.join(lack) or '—'}."
 
 
+def peak_runs_text(results: dict[str, Any]) -> str:
+    """How the peaks were taken: the higher of the runs at the start and the end, when both."""
+    runs = [run for run in results.get("peak_runs", []) if "int8_gops" in run]
+    if len(runs) < 2:
+        return ""
+    shown = " and ".join(
+        f"FP32 {fmt(run.get('fp32_gflops'))} / INT8 {fmt(run.get('int8_gops'))}" for run in runs
+    )
+    return f", the higher of the runs at the start and the end of the bench ({shown})"
+
+
 def markdown(results: dict[str, Any]) -> str:
     bench = results["bench"]
     env = results["machine"]
@@ -430,8 +441,9 @@ def markdown(results: dict[str, Any]) -> str:
         f"FP32 {fmt(peaks.get('fp32_gflops'))} GFLOP/s "
         f"(numpy {fmt(peaks.get('fp32_numpy_gflops'))}, "
         f"ONNX Runtime {fmt(peaks.get('fp32_ort_gflops'))}), INT8 {fmt(peaks.get('int8_gops'))} "
-        'Gop/s (ONNX Runtime MatMulInteger). "% limit" is the roofline time over the measured '
-        "time (c=1) or the measured rate over the roofline rate (c=20, offline).",
+        f'Gop/s (ONNX Runtime MatMulInteger){peak_runs_text(results)}. "% limit" is the '
+        "roofline time over the measured time (c=1) or the measured rate over the roofline rate "
+        "(c=20, offline).",
         "",
         f"Each server on 127.0.0.1, driven by a closed-loop aiohttp client in the bench process "
         f"on the same cores, every request a unique ~17-character sentence with one [MASK], "

@@ -414,6 +414,21 @@ def git_commit() -> str:
     return commit + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
+def highest_peaks(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's highest over the runs (at the start and the end of the bench): a peak is a
+    ceiling, and a measurement taken while something else ran only reads low (one run on the
+    shared machine read 540 Gop/s INT8 where the ones before and after read 819-844)."""
+    usable = [run for run in runs if "error" not in run]
+    if not usable:
+        return runs[0]
+    merged = dict(usable[0])
+    for run in usable[1:]:
+        for key, value in run.items():
+            if key.endswith(("_gflops", "_gops")) and isinstance(value, (int, float)):
+                merged[key] = max(merged.get(key, 0.0), value)
+    return merged
+
+
 QUICK_GEMM_SIZE = 1024  # --quick: an eighth of the work of the full run's 2048³ matmuls
 
 
@@ -509,11 +524,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": machine(),
     }
     print("bench: measuring GEMM peaks", flush=True)
-    results["peaks"] = measure_peaks(plan.quick)
+    first_peaks = measure_peaks(plan.quick)
     results["models"] = [
         bench_model(resolve(key.strip(), plan.model_cache), contenders, plan, offline_targets)
         for key in model_keys
     ]
+    print("bench: measuring GEMM peaks again", flush=True)
+    results["peak_runs"] = [first_peaks, measure_peaks(plan.quick)]
+    results["peaks"] = highest_peaks(results["peak_runs"])
     results["bench"]["seconds"] = round(time.perf_counter() - started, 1)
     report.finish(results, plan.out_dir)
     print(report.markdown(results))

@@ -44,6 +44,10 @@ def test_bench_quick_smoke(tiny_model_dir: Path, tmp_path: Path) -> None:
     results = json.loads((out / "latest.json").read_text())
     assert results["bench"]["quick"] is True
     assert results["peaks"]["fp32_gflops"] > 0
+    # taken at the start and the end; the report's peaks are each figure's higher one
+    first, last = results["peak_runs"]
+    assert results["peaks"]["int8_gops"] == max(first["int8_gops"], last["int8_gops"])
+    assert "the higher of the runs at the start and the end" in (out / "latest.md").read_text()
     (model,) = results["models"]
     rows = {row["key"]: row for row in model["contenders"]}
     assert set(rows) == {contender.key for contender in CONTENDERS}
