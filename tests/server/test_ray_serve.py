@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -90,16 +91,21 @@ def ray_url(settings: Settings) -> Iterator[str]:
         httpx.get(f"{url}/health", timeout=5)
 
 
-def wait_for_both_replicas(url: str, limit_s: float = 60.0) -> None:
+def wait_for_both_replicas(url: str, limit_s: float = 120.0) -> None:
     """``serve.run`` returns once both replicas are healthy, but the proxy's router can learn of
-    the second one a moment later (CI saw a whole burst go to one replica). Wait until plain
-    sequential requests have reached both."""
+    the second one a moment later (CI saw a whole burst go to one replica). Wait until requests,
+    four at a time so that a busy replica makes the router pick the other, have reached both."""
     seen: set[str] = set()
     deadline = time.monotonic() + limit_s
-    while len(seen) < 2 and time.monotonic() < deadline:
+
+    def ask(_: int) -> str:
         response = httpx.post(f"{url}/predict", json={"text": POEM}, timeout=60)
         assert response.status_code == 200, response.text
-        seen.add(response.headers[REPLICA_HEADER])
+        return response.headers[REPLICA_HEADER]
+
+    with ThreadPoolExecutor(4) as pool:
+        while len(seen) < 2 and time.monotonic() < deadline:
+            seen.update(pool.map(ask, range(4)))
     assert len(seen) == 2, f"only {seen} answered in {limit_s} s"
 
 
