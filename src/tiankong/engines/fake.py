@@ -6,6 +6,8 @@ import numpy as np
 
 from tiankong.engines.base import EncodedBatch
 
+CALLS_KEPT = 10_000
+
 
 class FakeEngine:
     """Scores favour token ``(sum of the row's ids + mask index) % vocab``; can be told to fail.
@@ -20,10 +22,12 @@ class FakeEngine:
     def __init__(self, vocab_size: int, fail_token_id: int | None = None) -> None:
         self.vocab_size = vocab_size
         self.fail_token_id = fail_token_id
-        self.calls: list[int] = []  # batch sizes seen, for batching tests
+        self.calls: list[int] = []  # batch sizes seen (the latest CALLS_KEPT), for tests
 
     def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
         self.calls.append(int(batch.input_ids.shape[0]))
+        if len(self.calls) > 2 * CALLS_KEPT:  # a long-running fake server must not grow
+            del self.calls[:-CALLS_KEPT]
         if self.fail_token_id is not None and (batch.input_ids == self.fail_token_id).any():
             raise RuntimeError("fake engine failure")
         seq_len = batch.input_ids.shape[1]
