@@ -26,7 +26,7 @@ import json
 import logging
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -260,8 +260,7 @@ def mask_gather_module(model: Any) -> Any:
     from tiankong.engines.torch_engine import mlm_head
 
     head = mlm_head(model)
-    encoder = model.base_model
-    takes_segments = "token_type_ids" in inspect.signature(encoder.forward).parameters
+    hidden_states = hidden_states_of(model.base_model)
 
     class MaskGatherMLM(torch.nn.Module):
         def __init__(self) -> None:
@@ -277,13 +276,26 @@ def mask_gather_module(model: Any) -> Any:
             if head is None:  # unfamiliar head: full logits, then gather (slower, still right)
                 logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
                 return logits.reshape(-1, logits.shape[-1]).index_select(0, mask_positions)
-            segments = {"token_type_ids": torch.zeros_like(input_ids)} if takes_segments else {}
-            hidden = encoder(
-                input_ids=input_ids, attention_mask=attention_mask, **segments
-            ).last_hidden_state
+            hidden = hidden_states(input_ids, attention_mask)
             return head(hidden.reshape(-1, hidden.shape[-1]).index_select(0, mask_positions))
 
     return MaskGatherMLM().eval()
+
+
+def hidden_states_of(encoder: Any) -> Callable[[Any, Any], Any]:
+    """The encoder's last hidden states for one segment: zeros for ``token_type_ids`` when it
+    takes them, exactly what transformers does when the argument is left out."""
+    import torch
+
+    takes_segments = "token_type_ids" in inspect.signature(encoder.forward).parameters
+
+    def run(input_ids: Any, attention_mask: Any) -> Any:
+        segments = {"token_type_ids": torch.zeros_like(input_ids)} if takes_segments else {}
+        return encoder(
+            input_ids=input_ids, attention_mask=attention_mask, **segments
+        ).last_hidden_state
+
+    return run
 
 
 def masks_only_last_layer(model: Any) -> Any | None:
@@ -317,7 +329,7 @@ def masks_only_last_layer(model: Any) -> Any | None:
     ):
         return None
     heads, size = attention.num_attention_heads, attention.attention_head_size
-    takes_segments = "token_type_ids" in inspect.signature(bert.forward).parameters
+    hidden_states = hidden_states_of(bert)
     bert.encoder.layer = torch.nn.ModuleList(list(layers)[:-1])
 
     class LastLayerAtMasks(torch.nn.Module):
@@ -332,10 +344,7 @@ def masks_only_last_layer(model: Any) -> Any | None:
             attention_mask: torch.Tensor,
             mask_positions: torch.Tensor,
         ) -> torch.Tensor:
-            segments = {"token_type_ids": torch.zeros_like(input_ids)} if takes_segments else {}
-            hidden = bert(
-                input_ids=input_ids, attention_mask=attention_mask, **segments
-            ).last_hidden_state
+            hidden = hidden_states(input_ids, attention_mask)
             batch, length, width = hidden.shape
             rows = hidden.reshape(-1, width).index_select(0, mask_positions)
             which = torch.div(mask_positions, length, rounding_mode="floor")  # each mask's text

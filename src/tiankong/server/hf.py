@@ -70,7 +70,7 @@ async def hf_fill_mask(
     if len(texts) > limit:
         raise BatchTooLargeError(f"{len(texts)} inputs is over the limit of {limit}.")
     k = predictor.check_top_k(parameters.top_k)
-    prepared = [plain_text(predictor, text, k) for text in texts]
+    prepared = [plain_request(predictor, text, k) for text in texts]
     if parameters.targets is None:
         allowance.spend(predictor.check_cost(prepared))
         results = await predictor.run(
@@ -93,7 +93,7 @@ async def hf_fill_mask(
     return JSONBody(outputs[0] if len(outputs) == 1 else outputs)  # as is: responses.py
 
 
-def plain_text(predictor: Predictor, text: str, k: int) -> PreparedRequest:
+def plain_request(predictor: Predictor, text: str, k: int) -> PreparedRequest:
     """The pipeline fills [MASK] tokens only. A [BLANK] (a blank of unknown length) has no
     answer in the pipeline's shape, so it is a 400 that points to POST /predict, which answers it,
     rather than a guess."""
