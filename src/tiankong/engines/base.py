@@ -54,15 +54,15 @@ class Engine(Protocol):
 
 
 def spinning_pays(threads: int) -> bool:
-    """Whether an engine's intra-op threads may spin-wait for work after each run, as ONNX
-    Runtime and GNU OpenMP (torch's pool) do by default.
+    """Whether the torch engine's OpenMP threads may spin-wait for work after each run, as GNU
+    OpenMP does by default.
 
     Spinning saves a thread wake-up per run, but the spinning threads hold their cores. When
     the pool takes every core the process may use (``threads`` 0 means the library's pick:
     every core), they take them from the event loop that parses requests and fills the next
-    batch, and from each other. On 2 busy cores, turning it off took the ONNX engine from 25 to
-    11 ms at c=1 and from 81 to 122 requests/s at c=20, and the torch engine from 0.68 s to
-    18 ms at c=1 (docs/PERFORMANCE.md, "The request path").
+    batch, and from each other. On 2 busy cores, turning it off took the torch engine from
+    0.68 s to 18 ms at c=1 (docs/PERFORMANCE.md, "The request path"). ONNX Runtime needs no
+    such rule: it can spin within a run and stop when the run ends (``build_session``).
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return 0 < threads < (cores or 1)

@@ -21,7 +21,7 @@ import numpy as np
 
 from tiankong.config import Settings
 from tiankong.core.models import ResolvedModel
-from tiankong.engines.base import EncodedBatch, spinning_pays
+from tiankong.engines.base import EncodedBatch
 from tiankong.errors import BadOptionError, ModelUnavailableError
 
 log = logging.getLogger(__name__)
@@ -51,8 +51,11 @@ def build_session(onnx_file: Path, device: str, threads: int, cpu_fallback: bool
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only; ORT's warnings are about its own internals
-    if not spinning_pays(threads):
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # Spin between the ops of one run, where a sleeping thread's wake-up would cost each op,
+    # and stop spinning when the run ends, where a spinning thread would hold a core that the
+    # event loop needs to parse the next requests (docs/PERFORMANCE.md, "Spinning").
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    options.add_session_config_entry("session.force_spinning_stop", "1")
     providers = [CUDA_PROVIDER, CPU_PROVIDER] if device == "cuda" else [CPU_PROVIDER]
     try:
         session = ort.InferenceSession(str(onnx_file), sess_options=options, providers=providers)
