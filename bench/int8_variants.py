@@ -26,6 +26,7 @@ from tiankong.build.export import quantize_int8, read_config
 from tiankong.build.int8_recipe import (
     ALL_OP_TYPES,
     FFN_OUTPUT,
+    HEAD,
     Int8Recipe,
     cpu_kind,
     recipe_chain,
@@ -43,6 +44,9 @@ def variants() -> list[Int8Recipe]:
     found: list[Int8Recipe] = []
     for kind in ("vnni", "avx2"):
         found += [step for step in recipe_chain(kind) if step not in found]
+    found += [  # the head in FP32 instead of INT8 with its best columns rescored
+        Int8Recipe("s8", False, True, ALL_OP_TYPES, (FFN_OUTPUT, HEAD)),
+    ]
     found += [  # 7-bit weights, the docs' other way out of saturation
         Int8Recipe("s8", True, True, ALL_OP_TYPES),
         Int8Recipe("s8", True, True, ALL_OP_TYPES, (FFN_OUTPUT,)),

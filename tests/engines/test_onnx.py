@@ -20,7 +20,7 @@ from server_helpers import START_TIMEOUT_S, free_port, wait_until_ready
 from tiankong import FillMasker, Settings
 from tiankong.build import export
 from tiankong.build.export_cache import MANIFEST_FILE, ensure_export
-from tiankong.build.int8_recipe import cpu_kind
+from tiankong.build.int8_recipe import ALL_OP_TYPES, HEAD, RESCORED, Int8Recipe, cpu_kind
 from tiankong.core.models import resolve_model
 from tiankong.engines.base import EncodedBatch, pad_batch
 from tiankong.engines.onnx_engine import OnnxEngine
@@ -88,22 +88,61 @@ def test_dynamic_axes(
 
 
 def test_tied_weight_stored_once(tiny_onnx_cache: Path) -> None:
+    """One FP32 ``[vocab, hidden]`` matrix feeds both the embedding and an FP32 head; an INT8
+    head adds its own 8-bit copy, and nothing else does."""
+    (folder,) = [path for path in tiny_onnx_cache.glob("*-int8-*") if path.is_dir()]
+    manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    head_in_int8 = "head" not in manifest["quality"]["recipe"]["fp32_parts"]
     for precision in ("fp32", "int8"):
-        shapes = [
-            sorted(tensor.dims) for tensor in graph_of(tiny_onnx_cache, precision).initializer
+        vocab_sized = [  # either orientation counts
+            tensor.data_type
+            for tensor in graph_of(tiny_onnx_cache, precision).initializer
+            if sorted(tensor.dims) == [32, 21128]
         ]
-        assert shapes.count([32, 21128]) == 1, precision  # either orientation counts
+        assert vocab_sized.count(onnx.TensorProto.FLOAT) == 1, precision
+        eight_bit = len(vocab_sized) - 1
+        assert eight_bit == (1 if precision == "int8" and head_in_int8 else 0), precision
+
+
+def test_int8_head_rescores_its_best_columns_in_fp32(tiny_onnx_cache: Path, tmp_path: Path) -> None:
+    """The same recipe with the head kept in FP32 and with the head in INT8 and rescored: the
+    encoder is quantized alike, so the rescored columns equal the FP32 head's scores there, and
+    the columns outside each mask's best RESCORED keep 8-bit scores that differ."""
+    (folder,) = [path for path in tiny_onnx_cache.glob("*-fp32-*") if path.is_dir()]
+    rescored = Int8Recipe("s8", False, True, ALL_OP_TYPES)
+    kept = Int8Recipe("s8", False, True, ALL_OP_TYPES, fp32_parts=(HEAD,))
+    engines = {}
+    for name, step in (("rescored", rescored), ("kept", kept)):
+        out = tmp_path / f"{name}.onnx"
+        report = export.quantize_int8(folder / "model.onnx", out, 21128, 32, step)
+        assert report["vocab_matrices"] == 1
+        assert report["vocab_matrices_int8"] == (1 if name == "rescored" else 0)
+        engines[name] = OnnxEngine(out, "cpu", "int8", 1)
+    rows = [[101, 5 + row, 103, 300 + 7 * row, 103, 102] for row in range(3)]
+    batch = pad_batch(rows, [[2, 4]] * 3, pad_id=0)
+    exact = engines["kept"].mask_logits(batch)
+    got = engines["rescored"].mask_logits(batch)
+    assert got.shape == exact.shape == (6, 21128)
+    for mask in range(6):
+        best = np.argsort(-got[mask], kind="stable")[:RESCORED]
+        assert np.abs(got[mask, best] - exact[mask, best]).max() < 1e-4
+        assert set(best[:5].tolist()) == set(np.argsort(-exact[mask])[:5].tolist())
+        others = np.setdiff1d(np.arange(21128), best)
+        assert np.abs(got[mask, others] - exact[mask, others]).max() > 1e-4  # 8-bit there
 
 
 def test_fused_ops_present(tiny_onnx_cache: Path) -> None:
     """The first of the two layers fuses whole; the last runs at the mask rows only, written
-    out (its attention's one Softmax), and its weight MatMuls are quantized too."""
+    out (its attention's one Softmax). The tiny model passes the chain's first recipe, so every
+    weight matrix is quantized: the first layer's three outside its attention, and the last
+    layer's key and value (every row) and query, attention output, FFN in and out, the head's
+    transform and the vocabulary projection (the mask rows)."""
     fp32 = Counter(node.op_type for node in graph_of(tiny_onnx_cache, "fp32").node)
     assert fp32["Attention"] == 1 and fp32["EmbedLayerNormalization"] == 1
     assert fp32["SkipLayerNormalization"] == 2 and fp32["BiasGelu"] == 1
     assert fp32["Softmax"] == 1 and fp32["Erf"] == 0
     int8 = Counter(node.op_type for node in graph_of(tiny_onnx_cache, "int8").node)
-    assert int8["QAttention"] == 1 and int8["MatMulInteger"] == 5
+    assert int8["QAttention"] == 1 and int8["MatMulInteger"] == 3 + 2 + 6
     (folder,) = [path for path in tiny_onnx_cache.glob("*-fp32-*") if path.is_dir()]
     manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
     assert manifest["graph"]["last_layer"] == "at_masks"
@@ -156,7 +195,9 @@ def test_int8_records_agreement(tiny_model_dir: Path, tiny_onnx_cache: Path) -> 
     manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
     # The engine reads the figures the export stored; nothing is measured again.
     assert {**manifest["quality"], "int8_accepted": True} == quality
-    assert manifest["graph"]["vocab_matrices"] == 1
+    assert manifest["graph"]["vocab_matrices"] == 1  # the tied FP32 matrix, stored once
+    head_in_int8 = "head" not in quality["recipe"]["fp32_parts"]
+    assert manifest["graph"]["vocab_matrices_int8"] == int(head_in_int8)
 
 
 def test_auto_falls_back_to_fp32_below_threshold(

@@ -393,41 +393,123 @@ def quantize_int8(
     fp32_file: Path, out_file: Path, vocab_size: int, hidden: int, step: Int8Recipe
 ) -> dict[str, Any]:
     """Dynamic INT8 quantization of an optimised FP32 export by ``step``; returns its graph
-    report. ``python -m bench.int8_variants`` calls it with recipes outside the chains too."""
+    report. ``python -m bench.int8_variants`` calls it with recipes outside the chains too.
+
+    The parts ``step`` keeps in FP32 are found by their weights' shapes, not their names (the
+    last encoder layer, exported at the mask rows only, names its linears ``/output/dense_1``
+    and the like): the FFN output maps another width to ``hidden``; the head maps ``hidden`` to
+    ``vocab_size``."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from tiankong.build.int8_recipe import FFN_OUTPUT
+    from tiankong.build.int8_recipe import FFN_OUTPUT, HEAD
 
     graph = onnx.load(str(fp32_file))
-    keep_head_in_fp32(graph)
-    excluded = ffn_output_matmuls(graph) if FFN_OUTPUT in step.fp32_parts else []
+    heads = linears_mapping(graph, lambda rows, cols: (rows, cols) == (hidden, vocab_size))
+    kept: set[str] = set()
+    if FFN_OUTPUT in step.fp32_parts:
+        kept |= set(linears_mapping(graph, lambda rows, cols: rows != hidden and cols == hidden))
+    if HEAD in step.fp32_parts:
+        kept |= set(heads)
+    head_nodes = [  # the heads to rescore: Gemms on the ``[vocab, hidden]`` matrix as it is
+        onnx.NodeProto.FromString(node.SerializeToString())
+        for node in graph.graph.node
+        if node.name in heads and node.name not in kept and node.op_type == "Gemm"
+    ]
+    gemms_to_fused_matmul(graph, kept)
     with without_preprocessing_hint():
         quantize_dynamic(
             graph,
             out_file,
             op_types_to_quantize=list(step.op_types),
-            nodes_to_exclude=excluded,
+            nodes_to_exclude=sorted(kept),
             per_channel=step.per_channel,
             reduce_range=step.reduce_range,
             weight_type=QuantType.QInt8 if step.weights == "s8" else QuantType.QUInt8,
             # Shape inference can't see through ORT's fused contrib ops; their outputs are float.
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
+    if head_nodes and step.head_rescored:
+        quantized = onnx.load(str(out_file))
+        for head in head_nodes:
+            rescore_head_in_fp32(quantized, head, onnx.load(str(fp32_file)), step.head_rescored)
+        onnx.save(quantized, str(out_file))
     return graph_report(out_file, vocab_size, hidden)
 
 
-def ffn_output_matmuls(model: Any) -> list[str]:
-    """Each layer's FFN output projection (``.../output/dense/MatMul``, intermediate -> hidden),
-    named as torch's exporter names BERT's modules; the attention output's ``dense`` sits under
-    ``/attention/`` and is not one of them."""
-    return [
-        node.name
-        for node in model.graph.node
-        if node.op_type == "MatMul"
-        and "/attention/" not in node.name
-        and "/output/dense/" in node.name
+def rescore_head_in_fp32(model: Any, head: Any, fp32_model: Any, top: int) -> None:
+    """Score the ``top`` best columns per mask of a quantized head again in FP32, in the graph.
+
+    ``head`` is the head's node as the FP32 graph had it: a Gemm ``y = x @ E^T + b`` on the
+    tied ``[vocab, hidden]`` matrix E. The quantized graph still computes ``y`` (8-bit); after
+    it, TopK picks each row's best ``top`` columns, Gather takes their rows of the FP32 E and
+    their biases, a batched MatMul with ``x`` scores them exactly, and ScatterElements writes
+    those scores over the 8-bit ones. E is read ``top`` rows at a time, not whole. If the
+    quantizer dropped E (a head not tied to the embedding), it is put back from ``fp32_model``.
+    """
+    from onnx import helper, numpy_helper
+
+    x, weight, bias = head.input[0], head.input[1], head.input[2] if len(head.input) > 2 else ""
+    (y,) = head.output
+    graph = model.graph
+    approximate = f"{y}_int8"
+    for node in graph.node:  # the quantized head's last node now writes the approximate scores
+        node.output[:] = [approximate if name == y else name for name in node.output]
+    present = {tensor.name for tensor in graph.initializer}
+    for tensor in fp32_model.graph.initializer:
+        if tensor.name in (weight, bias) and tensor.name and tensor.name not in present:
+            graph.initializer.append(tensor)
+    name = head.name or y
+    k = f"{name}_rescore_k"
+    graph.initializer.append(numpy_helper.from_array(np.array([top], dtype=np.int64), k))
+    axes = f"{name}_rescore_axes"
+    graph.initializer.append(numpy_helper.from_array(np.array([-1], dtype=np.int64), axes))
+
+    def out(suffix: str) -> str:
+        return f"{name}_rescore_{suffix}"
+
+    nodes = [
+        # min(top, vocab) is not needed: vocab >> top for any masked LM this serves
+        helper.make_node("TopK", [approximate, k], [out("values"), out("columns")], axis=-1),
+        helper.make_node("Gather", [weight, out("columns")], [out("rows")], axis=0),
+        helper.make_node("Unsqueeze", [x, axes], [out("x")]),  # [masks, hidden, 1]
+        helper.make_node("MatMul", [out("rows"), out("x")], [out("products")]),
+        helper.make_node("Squeeze", [out("products"), axes], [out("exact_no_bias")]),
     ]
+    exact = out("exact_no_bias")
+    if bias:
+        nodes += [
+            helper.make_node("Gather", [bias, out("columns")], [out("biases")], axis=0),
+            helper.make_node("Add", [exact, out("biases")], [out("exact")]),
+        ]
+        exact = out("exact")
+    nodes.append(
+        helper.make_node("ScatterElements", [approximate, out("columns"), exact], [y], axis=1)
+    )
+    for node, suffix in zip(nodes, range(len(nodes)), strict=True):
+        node.name = f"{name}_rescore_{suffix}"
+    graph.node.extend(nodes)
+
+
+def linears_mapping(model: Any, wanted: Callable[[int, int], bool]) -> list[str]:
+    """The MatMul and Gemm nodes whose constant weight maps ``rows`` inputs to ``cols`` outputs
+    with ``wanted(rows, cols)`` true (a Gemm with ``transB`` stores its weight ``[cols, rows]``)."""
+    from onnx import helper
+
+    dims = {tensor.name: list(tensor.dims) for tensor in model.graph.initializer}
+    found = []
+    for node in model.graph.node:
+        shape = dims.get(node.input[1]) if node.op_type in ("MatMul", "Gemm") else None
+        if shape is None or len(shape) != 2:
+            continue
+        transposed = node.op_type == "Gemm" and any(
+            attribute.name == "transB" and helper.get_attribute_value(attribute)
+            for attribute in node.attribute
+        )
+        rows, cols = reversed(shape) if transposed else shape
+        if wanted(rows, cols):
+            found.append(node.name)
+    return found
 
 
 @contextmanager
@@ -452,13 +534,15 @@ def without_preprocessing_hint() -> Iterator[None]:
             root.removeHandler(placeholder)
 
 
-def keep_head_in_fp32(model: Any) -> None:
-    """Turn the head's Gemms (the only Gemms: encoder linears export as MatMul) into ORT's
-    FusedMatMul with ``transB=1`` plus an Add.
+def gemms_to_fused_matmul(model: Any, names: set[str]) -> None:
+    """Turn the Gemms among ``names`` (the linears at the mask rows, which export as Gemm where
+    the encoder's export as MatMul) into ORT's FusedMatMul with ``transB=1`` plus an Add, so
+    they stay in FP32.
 
-    quantize_dynamic rewrites every Gemm into a MatMul on a transposed *copy* of its weight; for
-    the decoder that copy would be a second ``[vocab, hidden]`` matrix next to the tied embedding.
-    FusedMatMul reads the tied matrix as it is, and the quantizer leaves it (and the Add) alone.
+    quantize_dynamic rewrites every Gemm into a MatMul on a transposed *copy* of its weight and
+    quantizes that; a Gemm kept in FP32 would keep the FP32 copy, and for the head that would be
+    a second FP32 ``[vocab, hidden]`` matrix next to the tied embedding. FusedMatMul reads the
+    matrix as it is, and the quantizer leaves it (and the Add) alone.
     """
     from onnx import helper
 
@@ -468,7 +552,8 @@ def keep_head_in_fp32(model: Any) -> None:
             attribute.name: helper.get_attribute_value(attribute) for attribute in node.attribute
         }
         plain = attributes.get("alpha", 1.0) == 1.0 and attributes.get("beta", 1.0) == 1.0
-        if node.op_type != "Gemm" or not plain or attributes.get("transA", 0):
+        chosen = node.op_type == "Gemm" and node.name in names
+        if not chosen or not plain or attributes.get("transA", 0):
             nodes.append(node)
             continue
         product = f"{node.output[0]}_matmul" if len(node.input) > 2 else node.output[0]
@@ -493,18 +578,19 @@ def keep_head_in_fp32(model: Any) -> None:
 
 
 def graph_report(onnx_file: Path, vocab_size: int, hidden: int) -> dict[str, Any]:
-    """Node counts by op type, and how many ``[vocab, hidden]`` matrices the file stores."""
+    """Node counts by op type, and how many ``[vocab, hidden]`` matrices the file stores: in
+    FP32 (the tied embedding, stored once) and in 8 bits (an INT8 head's own copy)."""
     import onnx
 
     graph = onnx.load(str(onnx_file)).graph
     op_counts = Counter(node.op_type for node in graph.node)
-    vocab_matrices = sum(
-        1 for tensor in graph.initializer if sorted(tensor.dims) == sorted([vocab_size, hidden])
-    )
+    eight_bit = (onnx.TensorProto.INT8, onnx.TensorProto.UINT8)
+    shaped = [t for t in graph.initializer if sorted(t.dims) == sorted([vocab_size, hidden])]
     return {
         "op_counts": dict(sorted(op_counts.items())),
         "fused_ops": {op: op_counts.get(op, 0) for op in FUSED_OP_TYPES},
-        "vocab_matrices": vocab_matrices,
+        "vocab_matrices": sum(1 for tensor in shaped if tensor.data_type not in eight_bit),
+        "vocab_matrices_int8": sum(1 for tensor in shaped if tensor.data_type in eight_bit),
         "nodes": sum(op_counts.values()),
     }
 

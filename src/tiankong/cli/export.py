@@ -39,7 +39,10 @@ def export_command(
     typer.echo(f"built in {manifest['export_seconds']} s on {manifest['created']}")
     fused = ", ".join(f"{op} {count}" for op, count in graph["fused_ops"].items() if count)
     typer.echo(f"fused ops: {fused}")
-    typer.echo(f"[vocab, hidden] matrices stored: {graph['vocab_matrices']}")
+    typer.echo(
+        f"[vocab, hidden] matrices stored: {graph['vocab_matrices']} in FP32, "
+        f"{graph.get('vocab_matrices_int8', 0)} in 8 bits (an INT8 head's own copy)"
+    )
     if "max_abs_diff_vs_torch" in graph:
         typer.echo(f"max |ONNX - torch| on a check batch: {graph['max_abs_diff_vs_torch']:.2e}")
     quality = export.quality
