@@ -44,8 +44,9 @@ def variants() -> list[Int8Recipe]:
     found: list[Int8Recipe] = []
     for kind in ("vnni", "avx2"):
         found += [step for step in recipe_chain(kind) if step not in found]
-    found += [  # the head in FP32 instead of INT8 with its best columns rescored
+    found += [  # the head in FP32, and in INT8 without rescoring, against the rescored INT8 head
         Int8Recipe("s8", False, True, ALL_OP_TYPES, (FFN_OUTPUT, HEAD)),
+        Int8Recipe("s8", False, True, ALL_OP_TYPES, (FFN_OUTPUT,), head_rescored=0),
     ]
     found += [  # 7-bit weights, the docs' other way out of saturation
         Int8Recipe("s8", True, True, ALL_OP_TYPES),

@@ -25,14 +25,14 @@ The head (the vocabulary projection at the mask rows) is INT8 in every recipe, a
 ``RESCORED`` columns per mask are scored again in FP32 (``build/export.py``
 ``rescore_head_in_fp32``). At one sentence the head is one row times a ``[hidden, vocab]``
 matrix, so its time is the time to read that matrix: in FP32 that is 21.6 MB for the bundled
-model and 65 MB for bert-base, 43% and 17% of a whole INT8 forward pass (ORT's profiler,
-docs/PERFORMANCE.md); in INT8 a quarter of that. But 8-bit activations flip close runners-up on
-a sharp model (the bundled model: 96.8% top-1 agreement with an INT8 head, 99.0% with an FP32
-one, the rest of the recipe alike). Rescoring the INT8 head's best 64 in FP32 makes them, and
-so the answer's order and its top scores, those of an FP32 head; only the softmax's sum over the
-rest of the vocabulary keeps INT8 error. The price is a second copy of the tied matrix, in
-int8: +5.4 MB bundled, +16 MB bert-base. ``HEAD`` in ``fp32_parts`` keeps the head in FP32
-instead (``python -m bench.int8_variants`` measures it against the chain).
+model and 65 MB for bert-base, 39% and 17% of a whole INT8 forward pass's kernel time (ORT's
+profiler, docs/PERFORMANCE.md); in INT8 a quarter of that. But 8-bit activations flip close
+runners-up on a sharp model (the bundled model: 96.8% top-1 agreement with an INT8 head, 99.0%
+with an FP32 one, the rest of the recipe alike). Rescoring the INT8 head's best 64 in FP32 makes
+them, and so the answer's order and its top scores, those of an FP32 head; only the softmax's
+sum over the rest of the vocabulary keeps INT8 error. The price is a second copy of the tied
+matrix, in int8: +5.4 MB bundled, +16 MB bert-base. ``HEAD`` in ``fp32_parts`` keeps the head in
+FP32 instead (``python -m bench.int8_variants`` measures it against the chain).
 """
 
 from __future__ import annotations
@@ -107,6 +107,8 @@ class Int8Recipe:
             described += ", MatMul only"
         if HEAD in self.fp32_parts:
             described += ", head FP32"
+        elif not self.head_rescored:
+            described += ", head INT8 not rescored"
         return described
 
     def describe(self) -> dict[str, Any]:
