@@ -416,6 +416,12 @@ def quantize_int8(
         for node in graph.graph.node
         if node.name in heads and node.name not in kept and node.op_type == "Gemm"
     ]
+    head_inputs = {name for node in head_nodes for name in node.input[1:]}
+    fp32_weights = [  # the FP32 matrices and biases the rescoring reads, copied before quantizing
+        onnx.TensorProto.FromString(tensor.SerializeToString())
+        for tensor in graph.graph.initializer
+        if tensor.name in head_inputs
+    ]
     gemms_to_fused_matmul(graph, kept)
     with without_preprocessing_hint():
         quantize_dynamic(
@@ -432,12 +438,12 @@ def quantize_int8(
     if head_nodes and step.head_rescored:
         quantized = onnx.load(str(out_file))
         for head in head_nodes:
-            rescore_head_in_fp32(quantized, head, onnx.load(str(fp32_file)), step.head_rescored)
+            rescore_head_in_fp32(quantized, head, fp32_weights, step.head_rescored)
         onnx.save(quantized, str(out_file))
     return graph_report(out_file, vocab_size, hidden)
 
 
-def rescore_head_in_fp32(model: Any, head: Any, fp32_model: Any, top: int) -> None:
+def rescore_head_in_fp32(model: Any, head: Any, fp32_weights: list[Any], top: int) -> None:
     """Score the ``top`` best columns per mask of a quantized head again in FP32, in the graph.
 
     ``head`` is the head's node as the FP32 graph had it: a Gemm ``y = x @ E^T + b`` on the
@@ -445,7 +451,8 @@ def rescore_head_in_fp32(model: Any, head: Any, fp32_model: Any, top: int) -> No
     it, TopK picks each row's best ``top`` columns, Gather takes their rows of the FP32 E and
     their biases, a batched MatMul with ``x`` scores them exactly, and ScatterElements writes
     those scores over the 8-bit ones. E is read ``top`` rows at a time, not whole. If the
-    quantizer dropped E (a head not tied to the embedding), it is put back from ``fp32_model``.
+    quantizer dropped E (a head not tied to the embedding), it is put back from
+    ``fp32_weights`` (the FP32 graph's initializers, taken before quantizing).
     """
     from onnx import helper, numpy_helper
 
@@ -456,8 +463,8 @@ def rescore_head_in_fp32(model: Any, head: Any, fp32_model: Any, top: int) -> No
     for node in graph.node:  # the quantized head's last node now writes the approximate scores
         node.output[:] = [approximate if name == y else name for name in node.output]
     present = {tensor.name for tensor in graph.initializer}
-    for tensor in fp32_model.graph.initializer:
-        if tensor.name in (weight, bias) and tensor.name and tensor.name not in present:
+    for tensor in fp32_weights:
+        if tensor.name in (weight, bias) and tensor.name not in present:
             graph.initializer.append(tensor)
     name = head.name or y
     k = f"{name}_rescore_k"
@@ -486,8 +493,8 @@ def rescore_head_in_fp32(model: Any, head: Any, fp32_model: Any, top: int) -> No
     nodes.append(
         helper.make_node("ScatterElements", [approximate, out("columns"), exact], [y], axis=1)
     )
-    for node, suffix in zip(nodes, range(len(nodes)), strict=True):
-        node.name = f"{name}_rescore_{suffix}"
+    for index, node in enumerate(nodes):
+        node.name = f"{name}_rescore_{index}"
     graph.node.extend(nodes)
 
 

@@ -41,7 +41,7 @@ def export_command(
     typer.echo(f"fused ops: {fused}")
     typer.echo(
         f"[vocab, hidden] matrices stored: {graph['vocab_matrices']} in FP32, "
-        f"{graph.get('vocab_matrices_int8', 0)} in 8 bits (an INT8 head's own copy)"
+        f"{graph['vocab_matrices_int8']} in 8 bits (an INT8 head's own copy)"
     )
     if "max_abs_diff_vs_torch" in graph:
         typer.echo(f"max |ONNX - torch| on a check batch: {graph['max_abs_diff_vs_torch']:.2e}")
