@@ -302,3 +302,21 @@ def test_precision_auto_follows_the_hardware(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(int8_recipe, "cpu_flags", lambda: frozenset({"avx2"}))
     assert not trains_in_bf16("auto", "cpu", pretraining=True)
     assert trains_in_bf16("bf16", "cpu", pretraining=True)
+
+
+def test_init_from_float16_weights_trains_in_fp32(corpus: Path, tmp_path: Path) -> None:
+    """The bundled model is stored in float16: --init from it trains FP32 master weights (under
+    bf16 autocast too, which failed on mixed dtypes when the weights stayed float16)."""
+    from safetensors.torch import load_file
+
+    start = train(tiny_options(corpus, tmp_path / "start", max_steps=5, save_fp16=True))
+    assert start.steps == 5
+    weights = load_file(tmp_path / "start" / "model.safetensors")
+    assert {str(tensor.dtype) for tensor in weights.values()} == {"torch.float16"}
+    options = tiny_options(corpus, tmp_path / "next", max_steps=20, precision="bf16")
+    summary = train(
+        TrainOptions(**{**options.__dict__, "config": None, "init": str(tmp_path / "start")})
+    )
+    assert summary.steps == 20 and summary.final_train_loss == summary.final_train_loss  # no NaN
+    weights = load_file(tmp_path / "next" / "model.safetensors")
+    assert {str(tensor.dtype) for tensor in weights.values()} == {"torch.float32"}

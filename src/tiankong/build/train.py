@@ -63,16 +63,20 @@ class TrainSummary:
 
 def load_starting_point(options: TrainOptions) -> tuple[Any, Any]:
     """Model and tokenizer from --init (folder or hub id) or a named --config."""
+    import torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer, BertConfig, BertForMaskedLM
 
     from tiankong.core.models import VOCAB_FILE, resolve_model
 
     if options.resume and (options.out / CHECKPOINT_DIR / "config.json").is_file():
         folder = options.out / CHECKPOINT_DIR
-        return AutoModelForMaskedLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForMaskedLM.from_pretrained(folder, dtype=torch.float32)
+        return model, AutoTokenizer.from_pretrained(folder)
     if options.init:
         resolved = resolve_model(options.init)
-        model = AutoModelForMaskedLM.from_pretrained(resolved.path)
+        # FP32 master weights whatever the file holds: the bundled model is stored in float16,
+        # and training float16 weights under bf16 autocast fails on mixed dtypes.
+        model = AutoModelForMaskedLM.from_pretrained(resolved.path, dtype=torch.float32)
         return model, AutoTokenizer.from_pretrained(resolved.path)
     name = options.config or "mini"
     if name not in MODEL_CONFIGS:
