@@ -284,3 +284,39 @@ def test_training_on_cuda(corpus: Path, tmp_path: Path) -> None:
     assert summary.history[-1]["heldout_loss"] < summary.history[0]["heldout_loss"] - 0.5
     masker = FillMasker.load(str(tmp_path / "run"), Settings(engine="torch", device="cpu"))
     assert len(masker.predict("处处闻啼[MASK]。").masks[0]) == 5
+
+
+def test_precision_auto_follows_the_hardware(monkeypatch: pytest.MonkeyPatch) -> None:
+    """auto: bf16 on CUDA, and for pretraining on a CPU with bf16 units; FP32 otherwise."""
+    from tiankong.build import int8_recipe
+    from tiankong.build.train import trains_in_bf16
+
+    assert int8_recipe.cpu_has_bf16({"avx512f", "avx512_bf16"})
+    assert int8_recipe.cpu_has_bf16({"amx_bf16", "amx_int8"})
+    assert not int8_recipe.cpu_has_bf16({"avx2", "avx512_vnni"})
+    monkeypatch.setattr(int8_recipe, "cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
+    assert trains_in_bf16("auto", "cpu", pretraining=True)
+    assert not trains_in_bf16("auto", "cpu", pretraining=False)
+    assert trains_in_bf16("auto", "cuda", pretraining=False)
+    assert not trains_in_bf16("fp32", "cuda", pretraining=True)
+    monkeypatch.setattr(int8_recipe, "cpu_flags", lambda: frozenset({"avx2"}))
+    assert not trains_in_bf16("auto", "cpu", pretraining=True)
+    assert trains_in_bf16("bf16", "cpu", pretraining=True)
+
+
+def test_init_from_float16_weights_trains_in_fp32(corpus: Path, tmp_path: Path) -> None:
+    """The bundled model is stored in float16: --init from it trains FP32 master weights (under
+    bf16 autocast too, which failed on mixed dtypes when the weights stayed float16)."""
+    from safetensors.torch import load_file
+
+    start = train(tiny_options(corpus, tmp_path / "start", max_steps=5, save_fp16=True))
+    assert start.steps == 5
+    weights = load_file(tmp_path / "start" / "model.safetensors")
+    assert {str(tensor.dtype) for tensor in weights.values()} == {"torch.float16"}
+    options = tiny_options(corpus, tmp_path / "next", max_steps=20, precision="bf16")
+    summary = train(
+        TrainOptions(**{**options.__dict__, "config": None, "init": str(tmp_path / "start")})
+    )
+    assert summary.steps == 20 and summary.final_train_loss == summary.final_train_loss  # no NaN
+    weights = load_file(tmp_path / "next" / "model.safetensors")
+    assert {str(tensor.dtype) for tensor in weights.values()} == {"torch.float32"}

@@ -86,6 +86,12 @@ def cpu_kind(flags: Iterable[str] | None = None, machine: str | None = None) -> 
     return "x86"  # SSE-only, or a system without /proc/cpuinfo: assume the worst case
 
 
+def cpu_has_bf16(flags: Iterable[str] | None = None) -> bool:
+    """Whether this CPU has bfloat16 matrix units (AVX512-BF16 or AMX-BF16)."""
+    found = set(cpu_flags() if flags is None else flags)
+    return bool(found & {"avx512_bf16", "amx_bf16"})
+
+
 @dataclass(frozen=True)
 class Int8Recipe:
     """One way to quantize an export (``onnxruntime.quantization.quantize_dynamic`` settings)."""

@@ -16,64 +16,27 @@ import json
 import math
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tiankong.build.train_data import (
-    ClozeRow,
-    TextSource,
-    mixed_lines,
-    packed_sequences,
-    read_cloze_csv,
-    read_lines,
-    shuffled,
+from tiankong.build.train_batches import (
+    cloze_batches,
+    heldout_batches,
+    prefetched_batches,
+    pretraining_batches,
 )
-from tiankong.errors import BadDataFileError, BadOptionError
+from tiankong.build.train_data import ClozeRow, read_cloze_csv
+from tiankong.build.train_options import (
+    CHECKPOINT_DIR,
+    MODEL_CONFIGS,
+    TrainOptions,
+    validate_options,
+)
+from tiankong.errors import BadOptionError
 
-# Named starting configs (vocabulary size comes from the tokenizer).
-MODEL_CONFIGS: dict[str, dict[str, Any]] = {
-    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128),
-    "mini": dict(
-        hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024
-    ),
-    "small": dict(
-        hidden_size=384, num_hidden_layers=6, num_attention_heads=6, intermediate_size=1536
-    ),
-}
-CHECKPOINT_DIR = "checkpoint"
-
-
-@dataclass(frozen=True)
-class TrainOptions:
-    out: Path
-    data: tuple[str, ...]
-    heldout: tuple[str, ...] = ()
-    init: str | None = None
-    config: str | None = None
-    max_steps: int = 1000
-    max_time_s: float | None = None
-    seed: int = 42
-    batch_size: int = 64
-    seq_len: int = 64
-    lr: float = 5e-4
-    warmup_steps: int = 100
-    weight_decay: float = 0.01
-    mask_rate: float = 0.15
-    eval_every: int = 200
-    eval_lines: int = 2000
-    save_every: int = 500
-    shuffle_buffer: int = 100_000
-    threads: int | None = None
-    resume: bool = False
-    skip_bad_rows: bool = False
-    save_fp16: bool = False
-    position_init: str = "random"  # random | sinusoidal (only when starting from --config)
-    stop_after_steps: int | None = None  # end early without changing the LR schedule
-    device: str = "auto"  # auto (CUDA when there is one) | cpu | cuda
-    data_workers: int = 0  # processes preparing batches; 0 prepares them in the training loop
-    precision: str = "auto"  # auto (bf16 autocast on CUDA, fp32 on CPU) | fp32 | bf16
+__all__ = ["CHECKPOINT_DIR", "MODEL_CONFIGS", "TrainOptions", "TrainSummary", "train"]
 
 
 @dataclass
@@ -100,16 +63,20 @@ class TrainSummary:
 
 def load_starting_point(options: TrainOptions) -> tuple[Any, Any]:
     """Model and tokenizer from --init (folder or hub id) or a named --config."""
+    import torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer, BertConfig, BertForMaskedLM
 
     from tiankong.core.models import VOCAB_FILE, resolve_model
 
     if options.resume and (options.out / CHECKPOINT_DIR / "config.json").is_file():
         folder = options.out / CHECKPOINT_DIR
-        return AutoModelForMaskedLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForMaskedLM.from_pretrained(folder, dtype=torch.float32)
+        return model, AutoTokenizer.from_pretrained(folder)
     if options.init:
         resolved = resolve_model(options.init)
-        model = AutoModelForMaskedLM.from_pretrained(resolved.path)
+        # FP32 master weights whatever the file holds: the bundled model is stored in float16,
+        # and training float16 weights under bf16 autocast fails on mixed dtypes.
+        model = AutoModelForMaskedLM.from_pretrained(resolved.path, dtype=torch.float32)
         return model, AutoTokenizer.from_pretrained(resolved.path)
     name = options.config or "mini"
     if name not in MODEL_CONFIGS:
@@ -183,126 +150,22 @@ def training_device(options: TrainOptions) -> Any:
     return torch.device("cuda" if use_cuda else "cpu")
 
 
+def trains_in_bf16(precision: str, device_type: str, pretraining: bool) -> bool:
+    """bf16 autocast: asked for, or ``auto`` on CUDA, or ``auto`` when pretraining on a CPU with
+    bf16 units (AVX512-BF16 or AMX), where it is 1.6x the tokens/s of FP32 (docs/TRAINING.md).
+
+    CSV fine-tuning on a CPU stays FP32 under ``auto``: it is short, so speed matters less than
+    the rounding, which kept a tiny model from memorising three masks at a high LR (the CSV test).
+    """
+    from tiankong.build.int8_recipe import cpu_has_bf16
+
+    if precision != "auto":
+        return precision == "bf16"
+    return device_type == "cuda" or (pretraining and cpu_has_bf16())
+
+
 def to_device(batch: dict[str, Any], device: Any) -> dict[str, Any]:
     return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
-
-
-def prefetched_batches(
-    options: TrainOptions, tokenizer: Any, collator: Any, device: Any
-) -> Iterator[dict[str, Any]]:
-    """Pretraining batches prepared by ``options.data_workers`` processes (a torch DataLoader).
-
-    Worker ``n`` runs its own stream seeded with ``seed + n``, and the loader takes batches from
-    the workers in turn, so a run is repeatable for a given worker count.
-    """
-    import torch
-    from torch.utils.data import DataLoader, IterableDataset, get_worker_info
-
-    class BatchStream(IterableDataset):
-        def __iter__(self) -> Iterator[dict[str, Any]]:
-            worker = get_worker_info()
-            offset = worker.id if worker is not None else 0
-            torch.manual_seed(options.seed + offset)
-            rng = random.Random(options.seed + offset)
-            return pretraining_batches(options, tokenizer, collator, rng)
-
-    loader = DataLoader(
-        BatchStream(),
-        batch_size=None,
-        num_workers=options.data_workers,
-        pin_memory=device.type == "cuda",
-        prefetch_factor=4,
-        persistent_workers=True,
-    )
-    return iter(loader)
-
-
-def pretraining_batches(
-    options: TrainOptions, tokenizer: Any, collator: Any, rng: random.Random
-) -> Iterator[dict[str, Any]]:
-    sources = [TextSource.parse(spec) for spec in options.data]
-    lines = shuffled(mixed_lines(sources, rng), options.shuffle_buffer, rng)
-
-    def token_lists() -> Iterator[list[int]]:
-        chunk: list[str] = []
-        for line in lines:
-            chunk.append(line)
-            if len(chunk) == 256:
-                encoded = tokenizer(chunk, add_special_tokens=False)["input_ids"]
-                yield from encoded
-                chunk = []
-
-    sequences = packed_sequences(
-        token_lists(), options.seq_len, tokenizer.cls_token_id, tokenizer.sep_token_id, rng
-    )
-    while True:
-        group = [next(sequences) for _ in range(options.batch_size)]
-        yield collator([{"input_ids": ids} for ids in group])
-
-
-def cloze_batches(
-    rows: list[ClozeRow], tokenizer: Any, batch_size: int, rng: random.Random
-) -> Iterator[dict[str, Any]]:
-    """Fine-tuning batches: labels only at the [MASK]s, in order, padded per batch."""
-    import torch
-
-    order = list(range(len(rows)))
-    while True:
-        rng.shuffle(order)
-        for start in range(0, len(order), batch_size):
-            chunk = [rows[index] for index in order[start : start + batch_size]]
-            yield encode_cloze_rows(chunk, tokenizer, torch)
-
-
-def encode_cloze_rows(rows: list[ClozeRow], tokenizer: Any, torch: Any) -> dict[str, Any]:
-    encoded = tokenizer(
-        [row.text for row in rows], padding=True, truncation=True, return_tensors="pt"
-    )
-    labels = torch.full_like(encoded["input_ids"], -100)
-    for index, row in enumerate(rows):
-        positions = (encoded["input_ids"][index] == tokenizer.mask_token_id).nonzero().flatten()
-        count = min(len(positions), len(row.label_ids))
-        labels[index, positions[:count]] = torch.tensor(row.label_ids[:count])
-    return {
-        "input_ids": encoded["input_ids"],
-        "attention_mask": encoded["attention_mask"],
-        "labels": labels,
-    }
-
-
-def heldout_batches(options: TrainOptions, tokenizer: Any, collator: Any) -> list[dict[str, Any]]:
-    """A fixed evaluation set: the same masks every time, without touching the training RNG."""
-    import torch
-
-    if not options.heldout:
-        return []
-    if all(spec.endswith(".csv") for spec in options.heldout):
-        vocab = tokenizer.get_vocab()
-        rows = [
-            row
-            for spec in options.heldout
-            for row in read_cloze_csv(Path(spec), vocab, skip_bad_rows=True)[0]
-        ]
-        return [
-            encode_cloze_rows(rows[start : start + 64], tokenizer, torch)
-            for start in range(0, len(rows), 64)
-        ]
-    lines: list[str] = []
-    for spec in options.heldout:
-        source = TextSource.parse(spec)
-        for count, line in enumerate(read_lines(source.path)):
-            if count >= options.eval_lines:
-                break
-            lines.append(line)
-    encoded = tokenizer(
-        lines, add_special_tokens=True, truncation=True, max_length=options.seq_len
-    )["input_ids"]
-    batches = []
-    with torch.random.fork_rng():
-        torch.manual_seed(1234)
-        for start in range(0, len(encoded), 64):
-            batches.append(collator([{"input_ids": ids} for ids in encoded[start : start + 64]]))
-    return batches
 
 
 def evaluate(model: Any, batches: list[dict[str, Any]], bf16: bool = False) -> tuple[float, float]:
@@ -362,7 +225,8 @@ def train(
 
     validate_options(options)
     device = training_device(options)
-    bf16 = options.precision == "bf16" or (options.precision == "auto" and device.type == "cuda")
+    is_csv = all(spec.endswith(".csv") for spec in options.data)
+    bf16 = trains_in_bf16(options.precision, device.type, pretraining=not is_csv)
     if options.threads:
         torch.set_num_threads(options.threads)
     torch.manual_seed(options.seed)
@@ -371,7 +235,6 @@ def train(
     collator = DataCollatorForLanguageModeling(
         tokenizer, mlm_probability=options.mask_rate, return_tensors="pt"
     )
-    is_csv = all(spec.endswith(".csv") for spec in options.data)
     if is_csv:
         rows: list[ClozeRow] = []
         for spec in options.data:
@@ -497,29 +360,3 @@ def train(
     }
     (options.out / "training.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
     return summary
-
-
-def validate_options(options: TrainOptions) -> None:
-    if not options.data:
-        raise BadOptionError("Give at least one training file with --data.")
-    kinds = {spec.endswith(".csv") for spec in options.data}
-    if len(kinds) > 1:
-        raise BadOptionError("Mix of CSV and raw-text --data files; train on one kind at a time.")
-    for spec in options.data:
-        TextSource.parse(spec)  # raises a clear error for a missing file
-    if not 0.0 < options.mask_rate < 1.0:
-        raise BadOptionError("--mask-rate must be between 0 and 1.")
-    if options.seq_len < 8 or options.seq_len > 512:
-        raise BadOptionError("--seq-len must be between 8 and 512.")
-    if options.max_steps < 1 or options.batch_size < 1:
-        raise BadOptionError("--max-steps and --batch-size must be at least 1.")
-    if options.init and options.config:
-        raise BadOptionError("Pass either --init or --config, not both.")
-    if options.device not in ("auto", "cpu", "cuda"):
-        raise BadOptionError(f"--device '{options.device}' is not one of auto, cpu or cuda.")
-    if options.precision not in ("auto", "fp32", "bf16"):
-        raise BadOptionError(f"--precision '{options.precision}' is not one of auto, fp32 or bf16.")
-    if options.data_workers < 0:
-        raise BadOptionError("--data-workers must be 0 or more.")
-    if options.resume and not (options.out / CHECKPOINT_DIR).is_dir():
-        raise BadDataFileError(f"--resume was given but '{options.out}' has no checkpoint yet.")

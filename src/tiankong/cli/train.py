@@ -91,10 +91,18 @@ def train_command(
         str,
         typer.Option(
             "--precision",
-            help="auto (bfloat16 autocast on CUDA, fp32 on CPU), fp32, or bf16 (also on a CPU "
-            "with AVX512-BF16 or AMX).",
+            help="auto (bfloat16 autocast on CUDA and on a CPU with AVX512-BF16 or AMX, fp32 "
+            "elsewhere), fp32, or bf16.",
         ),
     ] = "auto",
+    masking: Annotated[
+        str,
+        typer.Option(
+            "--masking",
+            help="token (each character alone), word (jieba's whole words) or ngram (runs of "
+            "1-4 whole words, as MacBERT).",
+        ),
+    ] = "token",
 ) -> None:
     """Train or fine-tune a BERT-family masked LM: pretraining on text, cloze tuning on CSV."""
     from tiankong.build.train import TrainOptions, train
@@ -126,6 +134,7 @@ def train_command(
         device=device,
         data_workers=data_workers,
         precision=precision,
+        masking=masking,
     )
     console = Console(stderr=True)
     if not console.is_terminal:  # logs: wide plain lines instead of a cut-off live display

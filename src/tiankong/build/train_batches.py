@@ -1,0 +1,150 @@
+"""Training batches: streamed pretraining text, CSV cloze rows, and the fixed held-out set."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tiankong.build.masking import MaskingPlan, word_masked_batches
+from tiankong.build.train_data import (
+    ClozeRow,
+    TextSource,
+    mixed_lines,
+    packed_sequences,
+    read_cloze_csv,
+    read_lines,
+    shuffled,
+)
+from tiankong.build.train_options import TrainOptions
+
+
+def prefetched_batches(
+    options: TrainOptions, tokenizer: Any, collator: Any, device: Any
+) -> Iterator[dict[str, Any]]:
+    """Pretraining batches prepared by ``options.data_workers`` processes (a torch DataLoader).
+
+    Worker ``n`` runs its own stream seeded with ``seed + n``, and the loader takes batches from
+    the workers in turn, so a run is repeatable for a given worker count.
+    """
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+    class BatchStream(IterableDataset):
+        def __iter__(self) -> Iterator[dict[str, Any]]:
+            worker = get_worker_info()
+            offset = worker.id if worker is not None else 0
+            torch.manual_seed(options.seed + offset)
+            rng = random.Random(options.seed + offset)
+            return pretraining_batches(options, tokenizer, collator, rng)
+
+    loader = DataLoader(
+        BatchStream(),
+        batch_size=None,
+        num_workers=options.data_workers,
+        pin_memory=device.type == "cuda",
+        prefetch_factor=4,
+        persistent_workers=True,
+    )
+    return iter(loader)
+
+
+def pretraining_batches(
+    options: TrainOptions, tokenizer: Any, collator: Any, rng: random.Random
+) -> Iterator[dict[str, Any]]:
+    sources = [TextSource.parse(spec) for spec in options.data]
+    lines = shuffled(mixed_lines(sources, rng), options.shuffle_buffer, rng)
+    if options.masking != "token":
+        plan = MaskingPlan(
+            rate=options.mask_rate,
+            kind=options.masking,
+            mask_id=tokenizer.mask_token_id,
+            vocab_size=len(tokenizer),
+            special_ids=frozenset(tokenizer.all_special_ids),
+        )
+        yield from word_masked_batches(
+            lines, tokenizer, options.seq_len, options.batch_size, plan, rng
+        )
+        return
+
+    def token_lists() -> Iterator[list[int]]:
+        chunk: list[str] = []
+        for line in lines:
+            chunk.append(line)
+            if len(chunk) == 256:
+                encoded = tokenizer(chunk, add_special_tokens=False)["input_ids"]
+                yield from encoded
+                chunk = []
+
+    sequences = packed_sequences(
+        token_lists(), options.seq_len, tokenizer.cls_token_id, tokenizer.sep_token_id, rng
+    )
+    while True:
+        group = [next(sequences) for _ in range(options.batch_size)]
+        yield collator([{"input_ids": ids} for ids in group])
+
+
+def cloze_batches(
+    rows: list[ClozeRow], tokenizer: Any, batch_size: int, rng: random.Random
+) -> Iterator[dict[str, Any]]:
+    """Fine-tuning batches: labels only at the [MASK]s, in order, padded per batch."""
+    import torch
+
+    order = list(range(len(rows)))
+    while True:
+        rng.shuffle(order)
+        for start in range(0, len(order), batch_size):
+            chunk = [rows[index] for index in order[start : start + batch_size]]
+            yield encode_cloze_rows(chunk, tokenizer, torch)
+
+
+def encode_cloze_rows(rows: list[ClozeRow], tokenizer: Any, torch: Any) -> dict[str, Any]:
+    encoded = tokenizer(
+        [row.text for row in rows], padding=True, truncation=True, return_tensors="pt"
+    )
+    labels = torch.full_like(encoded["input_ids"], -100)
+    for index, row in enumerate(rows):
+        positions = (encoded["input_ids"][index] == tokenizer.mask_token_id).nonzero().flatten()
+        count = min(len(positions), len(row.label_ids))
+        labels[index, positions[:count]] = torch.tensor(row.label_ids[:count])
+    return {
+        "input_ids": encoded["input_ids"],
+        "attention_mask": encoded["attention_mask"],
+        "labels": labels,
+    }
+
+
+def heldout_batches(options: TrainOptions, tokenizer: Any, collator: Any) -> list[dict[str, Any]]:
+    """A fixed evaluation set: the same masks every time, without touching the training RNG."""
+    import torch
+
+    if not options.heldout:
+        return []
+    if all(spec.endswith(".csv") for spec in options.heldout):
+        vocab = tokenizer.get_vocab()
+        rows = [
+            row
+            for spec in options.heldout
+            for row in read_cloze_csv(Path(spec), vocab, skip_bad_rows=True)[0]
+        ]
+        return [
+            encode_cloze_rows(rows[start : start + 64], tokenizer, torch)
+            for start in range(0, len(rows), 64)
+        ]
+    lines: list[str] = []
+    for spec in options.heldout:
+        source = TextSource.parse(spec)
+        for count, line in enumerate(read_lines(source.path)):
+            if count >= options.eval_lines:
+                break
+            lines.append(line)
+    encoded = tokenizer(
+        lines, add_special_tokens=True, truncation=True, max_length=options.seq_len
+    )["input_ids"]
+    batches = []
+    with torch.random.fork_rng():
+        torch.manual_seed(1234)
+        for start in range(0, len(encoded), 64):
+            batches.append(collator([{"input_ids": ids} for ids in encoded[start : start + 64]]))
+    return batches
