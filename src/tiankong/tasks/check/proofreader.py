@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -50,9 +51,9 @@ ALTERNATIVES = 3  # other characters listed with an edit
 class CheckMethod:
     """The proofreader's knobs; the defaults are the ones measured in docs/PROOFREADING.md."""
 
-    detect: str = "masked"  # "masked": a masked row per position; "unmasked": one row picks
-    suspects: int = 8  # most masked rows per window
-    suspect_ratio: float = 0.01
+    detect: str = "unmasked"  # "unmasked": one row picks the suspects; "masked": every one
+    suspects: int = 4  # most masked rows per window (besides idiom positions)
+    suspect_ratio: float = 1e-3
     min_ratio: float = 100.0
     min_probability: float = 0.05
     use_index: bool = True
@@ -109,12 +110,17 @@ class Proofreader:
         return self.confusion.token_candidates(self.masker.encoder.vocab)
 
     def prepare(self, text: object) -> CheckRequest:
-        return prepare_check(text, self.masker.encoder)
+        return prepare_check(text, self.masker.encoder, self.masker.settings.max_check_chars)
 
     def forward_rows(self, request: CheckRequest) -> int:
+        """The engine work ``run`` does for ``request`` at most, in forward rows: one unmasked
+        row per window and a masked row per suspect (the server's cost cap counts it)."""
         if self.method.detect == "masked":
             return request.positions
-        return request.forward_rows(self.method.suspects)
+        return sum(
+            1 + min(len(window.positions), self.method.suspects + len(self.near_idioms(window)))
+            for window in request.windows
+        )
 
     def check(self, text: str) -> CheckResult:
         return self.run([self.prepare(text)])[0]
@@ -241,13 +247,36 @@ class Proofreader:
                 ids = window.input_ids
                 matches = {}
                 for slot, position in enumerate(window.positions):
+                    if not self.may_match(memory, ids, position):
+                        continue
                     match = memory.lookup.lookup(ids[:position], ids[position + 1 :], 1)
                     if match is not None and match.context_length >= self.shortest_context:
                         matches[slot] = match
                 found.append(matches)
             return found
 
-        return self.masker.lookup_thread.submit(find_all).result
+        return self.lookup_thread.submit(find_all).result
+
+    def may_match(self, memory: CorpusMemory, ids: list[int], position: int) -> bool:
+        """A cheap filter before a lookup (a few binary searches instead of one lookup's
+        enumeration): a context of ``index_context`` tokens or more around ``position`` has at
+        least ``index_context - 1`` of them on one side (but for a split down the middle), so
+        when neither side's ``index_context - 1`` tokens occur in the index, the lookup can't
+        give an edit. (The split case, two and two, is left out: measured in PROOFREADING.md.)"""
+        side = max(1, self.shortest_context - 1)
+        left = ids[max(1, position - side) : position]
+        right = ids[position + 1 : position + 1 + side]
+        index = memory.index
+        return (len(left) == side and index.count(left) > 0) or (
+            len(right) == side
+            and right[-1] != self.masker.encoder.sep_id
+            and index.count(right) > 0
+        )
+
+    @cached_property
+    def lookup_thread(self) -> ThreadPoolExecutor:
+        """The check's own lookup thread: a long text's lookups never hold up /predict's."""
+        return ThreadPoolExecutor(1, thread_name_prefix="tiankong-check-index")
 
     @property
     def shortest_context(self) -> int:

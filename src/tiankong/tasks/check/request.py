@@ -2,8 +2,8 @@
 into windows the model can take, with the positions that may be checked.
 
 A window is at most ``max_length`` tokens ([CLS] and [SEP] included), cut after a sentence's
-end (。！？；!?;) where one falls inside, so a 10,000-character text is checked window by window
-(the text limit, ``max_text_chars``, is named when it is over). A position is checked when its
+end (。！？；!?;) where one falls inside, so a long text is checked window by window, up to
+``max_check_chars`` characters (a longer one is refused with the limit named). A position is checked when its
 token is one Han character (letters, digits and punctuation are never edited).
 """
 
@@ -48,26 +48,22 @@ class CheckRequest:
     text: str
     windows: list[Window]
 
-    def forward_rows(self, suspects_per_window: int) -> int:
-        """An upper bound of the engine work in forward rows: one unmasked row per window and
-        at most ``suspects_per_window`` masked rows each (the server's cost cap counts it)."""
-        return sum(1 + min(suspects_per_window, len(w.positions)) for w in self.windows)
-
     @property
     def positions(self) -> int:
         return sum(len(window.positions) for window in self.windows)
 
 
-def prepare_check(text: object, encoder: TextEncoder) -> CheckRequest:
-    """Validate and tokenize ``text``; typed ``BadInputError``s (400 / exit 2) for bad input."""
+def prepare_check(text: object, encoder: TextEncoder, max_chars: int) -> CheckRequest:
+    """Validate and tokenize ``text``; typed ``BadInputError``s (400 / exit 2) for bad input:
+    not a string, empty, over ``max_chars`` (``Settings.max_check_chars``), not Unicode."""
     if not isinstance(text, str):
         raise EmptyTextError(f"The text must be a string, not {type(text).__name__}.")
     if not text.strip():
         raise EmptyTextError("The text is empty; send a sentence to check.")
-    limit = encoder.limits.max_text_chars
-    if len(text) > limit:
+    if len(text) > max_chars:
         raise TextTooLongError(
-            f"The text has {len(text):,} characters; the limit is {limit:,} (max_text_chars)."
+            f"The text has {len(text):,} characters; proofreading takes at most {max_chars:,} "
+            "per text (max_check_chars): split it into parts."
         )
     if LONE_SURROGATE.search(text):
         raise BadInputError("The text is not valid Unicode (a lone surrogate); send UTF-8.")
