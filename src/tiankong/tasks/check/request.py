@@ -3,8 +3,8 @@ into windows the model can take, with the positions that may be checked.
 
 A window is at most ``max_length`` tokens ([CLS] and [SEP] included), cut after a sentence's
 end (。！？；!?;) where one falls inside, so a long text is checked window by window, up to
-``max_check_chars`` characters (a longer one is refused with the limit named). A position is checked when its
-token is one Han character (letters, digits and punctuation are never edited).
+``max_check_chars`` characters (a longer one is refused with the limit named). A position is
+checked when its token is one Han character (letters, digits and punctuation are never edited).
 """
 
 from __future__ import annotations
