@@ -63,8 +63,11 @@ class CheckServing:
         """The results in order; ``RequestTimeoutError`` (504) past the request timeout."""
         if not requests:
             return []
+        return await self.execute(requests, self.check_cost(requests))
+
+    async def execute(self, requests: Sequence[CheckRequest], cost: int) -> list[CheckResult]:
+        """``run`` once the cost is checked: admitted by the batcher's queue for ``cost``."""
         predictor = self.predictor
-        cost = self.check_cost(requests)
         deadline = predictor.deadline()
         loop = asyncio.get_running_loop()
 
@@ -94,7 +97,8 @@ class CheckServing:
 
     async def warm_up(self) -> None:
         """Load the confusion table and the idiom lexicon, and run the two steps once."""
-        await self.run([self.prepare(WARMUP_TEXT)])
+        request = self.prepare(WARMUP_TEXT)
+        await self.execute([request], self.checker.forward_rows(request))
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
