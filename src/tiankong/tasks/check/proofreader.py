@@ -8,17 +8,21 @@ The task's three steps, over the masker's shared parts (tokenizer, engine, corpu
    given (the library's scores on the calling thread, the server's through its batcher):
    * one *unmasked* row per window, read at every checkable position. A character is a
      *suspect* when the model gives one of its confusion-set characters (same sound or shape)
-     at least ``suspect_ratio`` times its own probability there;
-   * one *masked* row per suspect (at most ``suspects`` per window): the model's distribution
-     for that position with the character hidden.
-   Meanwhile, on the lookup thread, the corpus index looks every position up with the
-   character as a blank (``BlankLookup.lookup``).
-3. **decode**: a position gets an edit when
+     at least ``suspect_ratio`` times its own probability there; the ``suspects`` likeliest
+     per window are kept, and every position where a four-character window is one character
+     off an idiom (``idioms.IdiomLexicon``) is added;
+   * one *masked* row per suspect: the model's distribution with the character hidden.
+   Meanwhile, on the check's lookup thread, the corpus index looks each position up with its
+   character as a blank (``BlankLookup.lookup``; ``may_match`` skips the hopeless ones).
+3. **decode**: a position gets at most one edit, the first rule that gives one:
    * *index*: the index matched at least ``index_context`` tokens around it, the written
-     character never occurs in that context and another one does (a memorised line or idiom
-     with one character off), the other character being in the confusion set, or any
-     character once the context is ``index_any_context`` tokens long; its evidence is the
-     edit's ``memory`` (出处);
+     character occurs there at most 1/``index_ratio`` as often as another one (never, for a
+     memorised line with one character off), the other character being in the confusion set,
+     or any character once the context is ``index_any_context`` tokens long; a context of
+     ``index_short_context`` counts when the masked model agrees (``index_model_ratio``). The
+     index's evidence is the edit's ``memory`` (出处);
+   * *idioms*: a known misspelling of an idiom (画龙点晴), or a window one character off an
+     idiom when the masked model prefers the idiom's character (``idiom_model_ratio``);
    * *model*: the masked model gives a confusion-set character at least ``min_ratio`` times
      the written one's probability, and at least ``min_probability``.
    The thresholds were chosen for precision on the dev split (docs/PROOFREADING.md).
