@@ -104,3 +104,10 @@ def test_eval_task_check_refuses_a_bad_file(tiny_model_dir: Path, tmp_path: Path
     items.write_text('{"text": "画龙点晴", "correct": "画龙点"}\n', encoding="utf-8")
     done = run_cli("eval", "--task", "check", str(items), *model_flags(tiny_model_dir))
     assert done.returncode == 2 and "as many characters" in done.stderr
+
+
+def test_check_a_file_without_output_says_how(tiny_model_dir: Path, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("画龙点晴\n", encoding="utf-8")
+    done = run_cli("check", str(source), *model_flags(tiny_model_dir))
+    assert done.returncode == 2 and "-o" in done.stderr and "Traceback" not in done.stderr

@@ -71,6 +71,10 @@ def check_command(
             raise BadOptionError("-o needs an input file: tiankong check FILE -o OUT.jsonl.")
         check_file(Path(text), output, field, chunk_size, restart, settings)
         return
+    if text is not None and len(text) < 4096 and "\n" not in text and Path(text).is_file():
+        raise BadOptionError(
+            f"'{text}' is a file; check it with -o: tiankong check {text} -o OUT.jsonl."
+        )
     checker = load_checker(settings)
     console = Console()
     if text is not None:
