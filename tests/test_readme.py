@@ -236,6 +236,24 @@ def claim_no_memory(_match: re.Match[str], command: str, output: str) -> None:
     assert all(c["memory"] is None and c["score"] == c["model_score"] for c in answer["masks"][0])
 
 
+def claim_corrected(match: re.Match[str], command: str, output: str) -> None:
+    """'corrected: X': `tiankong check --json` fixes the sentence to X, each edit with its span."""
+    answer = json.loads(output)
+    assert answer["corrected"] == match.group(1) and answer["edits"]
+    for edit in answer["edits"]:
+        assert answer["text"][edit["start"] : edit["end"]] == edit["original"]
+
+
+def claim_fixed_with_source(match: re.Match[str], command: str, output: str) -> None:
+    """'X, with its 出处': the table's first line is the fixed sentence, an edit shows 出处."""
+    assert output.splitlines()[0] == match.group(1) and "出处: " in output
+
+
+def claim_clean_line(_match: re.Match[str], command: str, output: str) -> None:
+    [answer] = [json.loads(line) for line in output.splitlines()]
+    assert answer["edits"] == [] and answer["corrected"] == answer["text"]
+
+
 # pattern -> (check, whether the line runs with --json added)
 CLI_CLAIMS: dict[str, tuple[Callable[[re.Match[str], str, str], None], bool]] = {
     r"ranked table, names the model": (claim_table, False),
@@ -247,6 +265,9 @@ CLI_CLAIMS: dict[str, tuple[Callable[[re.Match[str], str, str], None], bool]] = 
     r"(\d)–(\d) characters": (claim_blank_length, True),
     r"(\S) first, with its memory": (claim_memory_first, True),
     r"the model alone: no memory": (claim_no_memory, True),
+    r"corrected: (\S+)": (claim_corrected, False),
+    r"(\S+), with its 出处": (claim_fixed_with_source, False),
+    r"a clean line: no edits": (claim_clean_line, False),
     r"": (claim_json_answer, True),  # no claim: the answer still matches its options
 }
 
@@ -316,7 +337,12 @@ def claim_decodes_to(match: re.Match[str], request: Any, answer: Any) -> None:
     assert request["text"] == match.group(1)
 
 
+def claim_http_corrected(match: re.Match[str], request: Any, answer: Any) -> None:
+    assert answer["corrected"] == match.group(1) and answer["edits"][0]["memory"] is not None
+
+
 HTTP_CLAIMS: dict[str, Callable[[re.Match[str], Any, Any], None]] = {
+    r"corrected: (\S+)": claim_http_corrected,
     r"(\S) first, then (\S)": claim_first_then,
     r"(\S*\[MASK\]\S*)": claim_decodes_to,  # the text a percent-encoded URL carries
 }

@@ -205,6 +205,8 @@ class Settings:
     # No flag: set in code, or by the env twin where Ray Serve builds the app.
     max_masks: int = setting(16)
     max_text_chars: int = setting(10_000)
+    # proofreading looks every character up in the corpus index: a longer text is refused
+    max_check_chars: int = setting(2_000)
     default_top_k: int = setting(5)
     max_top_k: int = setting(50)
     int8_min_agreement: float = setting(0.98)  # the INT8 guard: least top-1 agreement with FP32

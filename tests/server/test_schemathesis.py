@@ -24,6 +24,7 @@ from tiankong.server import create_app
 
 MAX_EXAMPLES = 50
 WITH_INPUT = ["POST /predict", "GET /predict", "POST /batch_predict", "POST /"]
+WITH_INPUT += ["POST /check", "POST /batch_check"]  # proofreading (server/check_routes.py)
 WITHOUT_INPUT = ["GET /health", "GET /ready", "GET /info", "GET /metrics"]
 OPERATIONS = WITH_INPUT + WITHOUT_INPUT
 CASES = [(label, GenerationMode.POSITIVE) for label in OPERATIONS] + [

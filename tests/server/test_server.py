@@ -376,7 +376,9 @@ def test_warm_up_runs_before_ready(settings: Settings, tiny_masker: FillMasker) 
     engine = FakeEngine(len(tiny_masker.encoder.vocab))
     masker = FillMasker(tiny_masker.model, tiny_masker.encoder, engine, settings)
     with TestClient(create_app(settings, masker)) as warm:
-        assert engine.calls == [1]  # the warm-up inference, before any request
+        # before any request: the warm-up inference, then the check task's two steps
+        # (serving/checking.py: one unmasked row, then its suspects' rows)
+        assert engine.calls[0] == 1 and len(engine.calls) == 3
         assert warm.get("/ready").json() == {"status": "ready"}
 
 

@@ -23,6 +23,7 @@ def register_commands() -> None:
     """Importing a command module registers its commands on ``app``."""
     from tiankong.cli import (  # noqa: F401
         bench,
+        check,
         eval,
         export,
         fill,

@@ -23,6 +23,13 @@ from tiankong.offline.evaluate import EvalReport, agreement, evaluate_items, rea
 @settings_flags
 def eval_command(
     file: Annotated[Path, typer.Argument(help="JSONL cloze items, or ChID JSON lines.")],
+    task: Annotated[
+        str,
+        typer.Option(
+            "--task",
+            help='fill (cloze items) or check (proofreading: {"text", "correct"} JSONL).',
+        ),
+    ] = "fill",
     model: object = FLAG,
     onnx_cache_dir: object = FLAG,
     engine: object = FLAG,
@@ -56,9 +63,18 @@ def eval_command(
     ] = None,
     settings: Settings = FROM_FLAGS,
 ) -> None:
-    """Top-1 / top-5 accuracy, MRR and latency per category for a cloze file."""
+    """Top-1 / top-5 accuracy, MRR and latency per category for a cloze file (--task check:
+    sentence-level detection and correction P/R/F1 and false alarms for a proofreading file)."""
     from tiankong.core.modes import PredictOptions
     from tiankong.service import FillMasker
+
+    if task == "check":
+        from tiankong.cli.check import eval_check
+
+        eval_check(file, settings, json_out, verbose)
+        return
+    if task != "fill":
+        raise BadOptionError(f"--task takes fill or check, not '{task}'.")
 
     items = read_items(file)
     options = PredictOptions(

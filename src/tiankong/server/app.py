@@ -27,19 +27,21 @@ from fastapi.staticfiles import StaticFiles
 
 from tiankong import __version__
 from tiankong.config import Settings
-from tiankong.server import hf, routes
+from tiankong.server import check_routes, hf, routes
 from tiankong.server.error_handlers import install_error_handlers
 from tiankong.server.metrics import ServerMetrics
 from tiankong.server.middleware.guard import RequestGuard
 from tiankong.server.middleware.security import cors_layer, security_layer
 from tiankong.server.state import ServerState
 from tiankong.service import FillMasker
+from tiankong.serving.checking import CheckServing
 from tiankong.serving.predictor import Predictor, SchedulerFactory, check_serving_settings
 
 logger = logging.getLogger("tiankong.server")
 DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked language models.
 
 * `POST /predict`, `GET /predict`, `POST /batch_predict`: tiankong's own API.
+* `POST /check`, `POST /batch_check`: proofreading (校对): wrong characters and their fixes.
 * `POST /`: Hugging Face Inference API compatible fill-mask (`InferenceClient.fill_mask`).
 * Errors always look like `{"error": {"code": "no_mask", "message": "..."}}`.
 """
@@ -62,14 +64,18 @@ def create_app(
         logger.info("corpus index: %s (--index %s: %s)", index.used, index.setting, index.reason)
         predictor = Predictor(masker, settings, state.metrics, scheduler)
         await predictor.start()
+        checking = CheckServing(predictor)
         try:
             if settings.warmup:
                 await predictor.warm_up()
+                await checking.warm_up()
+            state.checking = checking
             state.predictor = predictor
             yield
         finally:
             await predictor.close()  # new requests get 503 shutting_down; queued ones finish
-            state.predictor = None
+            checking.close()
+            state.predictor = state.checking = None
 
     app = FastAPI(
         title="tiankong (填空)",
@@ -91,6 +97,7 @@ def create_app(
     )
     app.include_router(routes.router)
     app.include_router(hf.router)
+    app.include_router(check_routes.router)
     app.mount("/static", StaticFiles(directory=routes.STATIC_DIR), name="static")
     add_docs(app)
     return app

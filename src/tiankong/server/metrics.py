@@ -29,6 +29,7 @@ from tiankong.serving.batching import BatchStats
 # Routes that run the model: their latency feeds the rolling window shown by /info.
 INFERENCE_ROUTES = frozenset(
     {("POST", "/predict"), ("GET", "/predict"), ("POST", "/batch_predict"), ("POST", "/")}
+    | {("POST", "/check"), ("POST", "/batch_check")}  # proofreading (server/check_routes.py)
 )
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)

@@ -13,6 +13,7 @@ from tiankong.config import Settings
 from tiankong.errors import ModelUnavailableError
 from tiankong.server.metrics import ServerMetrics
 from tiankong.service import FillMasker
+from tiankong.serving.checking import CheckServing
 from tiankong.serving.drain import Drain
 from tiankong.serving.predictor import Predictor
 
@@ -26,6 +27,7 @@ class ServerState:
     masker: FillMasker | None = None  # given by the caller, else loaded in lifespan
     predictor: Predictor | None = None  # set once the model is loaded and warmed up
     drain: Drain = field(default_factory=Drain)  # requests in flight; draining after SIGTERM
+    checking: CheckServing | None = None  # the check task (proofreading), with the predictor
 
     @property
     def ready(self) -> bool:

@@ -5,6 +5,7 @@ import {
   BLANK, MASK, fillsIn, make, renderMaskLists, renderOptions, renderSentence, renderSequences,
   splitBlanks,
 } from "./render.js";
+import { acceptEdit, renderCheck } from "./check.js";
 
 const EXAMPLES = {
   idiom: { text: "画龙点[MASK]", mode: "single" },
@@ -16,11 +17,13 @@ const EXAMPLES = {
     candidates: "一丝不苟、马马虎虎、半途而废、画蛇添足",
   },
   blank: { text: "今天天气很[BLANK]，我们去公园吧。", mode: "single" },
+  check: { text: "欲穷千里目，更上一层搂。画龙点晴。", mode: "check" },
 };
 
 // data: the last answer; segments/fills: the sentence around its blanks and what fills them.
 const state = {
   lang: "zh", data: null, segments: [], fills: [], busy: false, lastError: null, apiKey: "",
+  checked: null, // the last /check answer (校对 mode), with the fixes accepted so far
 };
 const $ = (id) => document.getElementById(id);
 const API_KEY_STORAGE = "tiankong-api-key";
@@ -56,6 +59,7 @@ function applyLanguage() {
   showModeHint();
   if (state.lastError) showError(state.lastError);
   if (state.data) renderLists();
+  if (state.checked && !$("check-output").hidden) renderChecked(state.checked);
 }
 
 function setLanguage(lang) {
@@ -137,11 +141,12 @@ async function predict() {
   if (state.busy) return;
   hideError();
   setBusy(true);
+  const checking = currentMode() === "check";
   try {
-    const response = await fetch("predict", {
+    const response = await fetch(checking ? "check" : "predict", {
       method: "POST",
       headers: { "Content-Type": "application/json", ...authHeaders() },
-      body: JSON.stringify(requestBody()),
+      body: JSON.stringify(checking ? { text: $("text").value } : requestBody()),
     });
     const data = await response.json().catch(() => null);
     if (!response.ok) {
@@ -149,7 +154,8 @@ async function predict() {
       if (response.status === 401) $("api-key").focus();
       return;
     }
-    render(data);
+    if (checking) renderChecked(data);
+    else render(data);
   } catch (error) {
     showError({ code: "network", message: String(error) });
   } finally {
@@ -168,6 +174,7 @@ function showError(error) {
   if (error.message && error.message !== headline) box.append(make("span", "detail", error.message));
   box.hidden = false;
   $("output").hidden = true;
+  $("check-output").hidden = true;
 }
 
 function hideError() {
@@ -177,7 +184,20 @@ function hideError() {
 
 // --- the answer ----------------------------------------------------------------------------
 
+// 校对: the checked sentence; accepting a fix changes the input box too.
+function renderChecked(data) {
+  state.checked = data;
+  $("check-latency").textContent = `${data.latency_ms.toFixed(1)} ms`;
+  renderCheck($("check-result"), data, t, (edit) => {
+    renderChecked(acceptEdit(state.checked, edit));
+    $("text").value = state.checked.text;
+  });
+  $("output").hidden = true;
+  $("check-output").hidden = false;
+}
+
 function render(data) {
+  $("check-output").hidden = true;
   state.data = data;
   state.segments = splitBlanks(data);
   // the best whole answer when there is one, else each mask's top token

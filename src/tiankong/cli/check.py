@@ -1,0 +1,215 @@
+"""`tiankong check`: proofread a sentence, stdin lines or a file; and `tiankong eval --task
+check`'s report. Option parsing and output only (the task is ``tiankong.tasks.check``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
+from tiankong.cli.root import app
+from tiankong.config import Settings
+from tiankong.errors import BadOptionError, TiankongError, mapping_for
+
+if TYPE_CHECKING:
+    from tiankong.offline.check_eval import CheckReport
+    from tiankong.tasks.check import CheckResult, Proofreader
+
+
+def load_checker(settings: Settings) -> Proofreader:
+    from tiankong.service import FillMasker
+    from tiankong.tasks.check import Proofreader
+
+    return Proofreader(FillMasker.load(settings=settings))
+
+
+@app.command("check")
+@settings_flags
+def check_command(
+    text: Annotated[
+        str | None,
+        typer.Argument(
+            help="A sentence to check, or with -o a file (TXT, JSONL, CSV); omit to "
+            "read sentences from stdin, one a line."
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Check the file TEXT into this JSONL file (resumable)."
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object per sentence.")
+    ] = False,
+    field: Annotated[
+        str, typer.Option("--field", help="JSON field or CSV column holding the text (-o).")
+    ] = "text",
+    chunk_size: Annotated[int, typer.Option("--chunk-size", help="Lines per checkpoint.")] = 256,
+    restart: Annotated[
+        bool, typer.Option("--restart", help="Ignore a checkpoint and overwrite OUTPUT.")
+    ] = False,
+    model: object = FLAG,
+    device: object = FLAG,
+    threads: object = FLAG,
+    engine: object = FLAG,
+    precision: object = FLAG,
+    max_length: object = FLAG,
+    onnx_cache_dir: object = FLAG,
+    index: object = FLAG,
+    settings: Settings = FROM_FLAGS,
+) -> None:
+    """Find wrong characters (错别字) in TEXT and propose fixes, with 出处 for idioms and poems."""
+    if output is not None:
+        if text is None:
+            raise BadOptionError("-o needs an input file: tiankong check FILE -o OUT.jsonl.")
+        check_file(Path(text), output, field, chunk_size, restart, settings)
+        return
+    if text is not None and len(text) < 4096 and "\n" not in text and Path(text).is_file():
+        raise BadOptionError(
+            f"'{text}' is a file; check it with -o: tiankong check {text} -o OUT.jsonl."
+        )
+    checker = load_checker(settings)
+    console = Console()
+    if text is not None:
+        print_check(checker.check(text), as_json, console)
+        return
+    failures, exit_code = 0, 0
+    for line in sys.stdin:
+        line = line.rstrip("\n")
+        if not line.strip():
+            continue
+        try:
+            print_check(checker.check(line), as_json, console)
+        except TiankongError as error:  # one bad line doesn't stop the rest
+            failures += 1
+            exit_code = mapping_for(error).exit_code
+            if as_json:
+                payload = {"text": line, "error": {"code": error.code, "message": error.message}}
+                print(json.dumps(payload, ensure_ascii=False))
+            else:
+                console.print(f"[red]error:[/red] {error.message}", highlight=False)
+    if failures:
+        raise typer.Exit(exit_code)
+
+
+def print_check(result: CheckResult, as_json: bool, console: Console) -> None:
+    if as_json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False))
+        return
+    if not result.edits:
+        console.print(f"{result.text}  [green]no errors found[/green]", highlight=False)
+        return
+    console.print(result.corrected, highlight=False)
+    for edit in result.edits:
+        line = (
+            f"  {edit.start}: {edit.original} → {edit.suggestion}  score {edit.score:.2f}"
+            f"  ({edit.source})"
+        )
+        if edit.memory is not None:
+            line += f"  出处: {edit.memory['example']}"
+        console.print(line, highlight=False)
+
+
+def check_file(
+    source: Path, output: Path, field: str, chunk_size: int, restart: bool, settings: Settings
+) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from tiankong.offline.check_file import run_check_file
+    from tiankong.offline.fill import Checkpoint, FillJob, count_records, format_of
+
+    job = FillJob(
+        input=source, output=output, text_field=field, chunk_size=chunk_size, resume=not restart
+    )
+    checker = load_checker(settings)
+    console = Console(stderr=True)
+    total = count_records(source, format_of(source, "auto")) if source.is_file() else None
+    progress = Progress(
+        TextColumn("[bold]check"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[failed]} bad"),
+        console=console,
+    )
+    start = Checkpoint("")
+    with progress:
+        task = progress.add_task("check", total=total, failed=0)
+
+        def on_start(resumed: Checkpoint) -> None:
+            nonlocal start
+            start = resumed
+            progress.reset(task, total=total, completed=resumed.lines_done, failed=resumed.failed)
+
+        def on_progress(done: int, checked: int, failed: int) -> None:
+            progress.update(task, advance=done, failed=failed)
+
+        state = run_check_file(job, checker, on_progress, on_start)
+    console.print(
+        f"checked {state.filled - start.filled:,} lines now, {state.failed - start.failed:,} bad "
+        f"(see {job.error_file.name}); output: {output}"
+    )
+
+
+def eval_check(file: Path, settings: Settings, json_out: Path | None, verbose: bool) -> None:
+    """`tiankong eval --task check FILE`: the SIGHAN-style table, per category."""
+    from tiankong.offline.check_eval import evaluate_check, read_check_items
+
+    items = read_check_items(file)
+    report = evaluate_check(load_checker(settings), items, str(file))
+    console = Console()
+    print_check_report(console, report)
+    if verbose:
+        for miss in report.misses:
+            console.print(
+                f"  line {miss['line']} [{miss['category']}] {miss['text']} → "
+                f"{miss['corrected']}  (correct: {miss['correct']})",
+                highlight=False,
+            )
+    if json_out:
+        json_out.write_text(
+            json.dumps(report.to_dict(), ensure_ascii=False, indent=1), encoding="utf-8"
+        )
+        console.print(f"report written to {json_out}")
+
+
+def print_check_report(console: Console, report: CheckReport) -> None:
+    table = Table(
+        title=f"{report.model} · {report.engine} {report.precision} · check · index {report.index}",
+        title_justify="left",
+    )
+    columns = (
+        "category",
+        "sentences",
+        "det P",
+        "det R",
+        "det F1",
+        "cor P",
+        "cor R",
+        "cor F1",
+        "false alarms",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column == "category" else "right")
+    for scores in [*report.categories, report.overall]:
+        figures = scores.figures()
+        clean = scores.sentences - scores.with_errors
+        table.add_row(
+            scores.category,
+            str(scores.sentences),
+            *(
+                f"{figures[f'{kind}_{name}']:.3f}"
+                for kind in ("detection", "correction")
+                for name in ("precision", "recall", "f1")
+            ),
+            f"{figures['false_alarm_rate']:.1%} of {clean}",
+            style="bold" if scores.category == "overall" else None,
+        )
+    console.print(table)
+    console.print(f"{report.sentences_per_s:.1f} sentences/s", highlight=False)

@@ -1,0 +1,172 @@
+"""`tiankong eval --task check`: SIGHAN-style sentence-level scores for a proofreader.
+
+The file is JSONL, one ``{"text", "correct"}`` object a line (``category`` optional), where
+``correct`` is ``text`` with its wrong characters fixed (the same length: one character for
+one). Per sentence, as in the SIGHAN bake-offs:
+
+* **detection** is right when the positions the checker edits are exactly the wrong ones;
+* **correction** is right when the corrected sentence equals ``correct``;
+* precision counts over the sentences the checker edited, recall over the sentences with an
+  error; the **false-alarm rate** is the share of correct sentences that got any edit.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tiankong.errors import BadDataFileError
+from tiankong.tasks.check import CheckResult, Proofreader
+
+BATCH = 16  # sentences per run: two engine calls each
+
+
+@dataclass(frozen=True)
+class CheckItem:
+    line: int
+    text: str
+    correct: str
+    category: str = "all"
+
+    @property
+    def wrong_positions(self) -> set[int]:
+        return {i for i, (a, b) in enumerate(zip(self.text, self.correct, strict=True)) if a != b}
+
+
+@dataclass
+class Scores:
+    """Counts and the figures of one group of sentences."""
+
+    category: str
+    sentences: int = 0
+    with_errors: int = 0
+    edited: int = 0
+    detected: int = 0  # edited positions == wrong positions, on a sentence with errors
+    corrected: int = 0  # corrected == correct, on a sentence with errors
+    false_alarms: int = 0  # a correct sentence that got an edit
+
+    def add(self, item: CheckItem, result: CheckResult) -> None:
+        self.sentences += 1
+        wrong = item.wrong_positions
+        edited = {edit.start for edit in result.edits}
+        self.with_errors += bool(wrong)
+        self.edited += bool(edited)
+        if wrong:
+            self.detected += edited == wrong
+            self.corrected += result.corrected == item.correct
+        else:
+            self.false_alarms += bool(edited)
+
+    @staticmethod
+    def f1(precision: float, recall: float) -> float:
+        return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+
+    def figures(self) -> dict[str, float]:
+        clean = self.sentences - self.with_errors
+        out: dict[str, float] = {}
+        for name, hits in (("detection", self.detected), ("correction", self.corrected)):
+            precision = hits / self.edited if self.edited else 0.0
+            recall = hits / self.with_errors if self.with_errors else 0.0
+            out[f"{name}_precision"] = precision
+            out[f"{name}_recall"] = recall
+            out[f"{name}_f1"] = self.f1(precision, recall)
+        out["false_alarm_rate"] = self.false_alarms / clean if clean else 0.0
+        return out
+
+
+@dataclass
+class CheckReport:
+    file: str
+    model: str
+    engine: str
+    precision: str
+    index: str
+    overall: Scores
+    categories: list[Scores]
+    sentences_per_s: float
+    misses: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        def row(scores: Scores) -> dict[str, Any]:
+            return {**asdict(scores), **scores.figures()}
+
+        return {
+            "file": self.file,
+            "model": self.model,
+            "engine": self.engine,
+            "precision": self.precision,
+            "index": self.index,
+            "overall": row(self.overall),
+            "categories": [row(scores) for scores in self.categories],
+            "sentences_per_s": self.sentences_per_s,
+        }
+
+
+def read_check_items(path: Path) -> list[CheckItem]:
+    """The file's items; a ``BadDataFileError`` (exit 2) naming the first bad line."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise BadDataFileError(f"Can't read '{path}': {type(error).__name__}.") from None
+    items = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            text, correct = record["text"], record["correct"]
+            assert isinstance(text, str) and isinstance(correct, str)
+        except (ValueError, KeyError, TypeError, AssertionError):
+            raise BadDataFileError(
+                f"Line {number} of '{path.name}' is not a JSON object with string fields "
+                '"text" and "correct".'
+            ) from None
+        if len(text) != len(correct):
+            raise BadDataFileError(
+                f"Line {number} of '{path.name}': \"correct\" must have as many characters as "
+                '"text" (one character fixed for one).'
+            )
+        items.append(CheckItem(number, text, correct, str(record.get("category", "all"))))
+    if not items:
+        raise BadDataFileError(f"'{path.name}' holds no items.")
+    return items
+
+
+def evaluate_check(checker: Proofreader, items: Sequence[CheckItem], file: str = "") -> CheckReport:
+    overall = Scores("overall")
+    by_category: dict[str, Scores] = {}
+    misses: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    for first in range(0, len(items), BATCH):
+        chunk = items[first : first + BATCH]
+        results = checker.check_batch([item.text for item in chunk])
+        for item, result in zip(chunk, results, strict=True):
+            overall.add(item, result)
+            by_category.setdefault(item.category, Scores(item.category)).add(item, result)
+            if result.corrected != item.correct:
+                misses.append(
+                    {
+                        "line": item.line,
+                        "category": item.category,
+                        "text": item.text,
+                        "correct": item.correct,
+                        "corrected": result.corrected,
+                    }
+                )
+    elapsed = time.perf_counter() - started
+    masker = checker.masker
+    return CheckReport(
+        file=file,
+        model=masker.model.name,
+        engine=masker.engine.name,
+        precision=masker.engine.precision,
+        index=checker.memory.name if checker.memory is not None else "none",
+        overall=overall,
+        categories=[by_category[name] for name in sorted(by_category)],
+        sentences_per_s=len(items) / elapsed if elapsed else 0.0,
+        misses=misses,
+    )

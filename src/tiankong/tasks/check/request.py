@@ -1,0 +1,101 @@
+"""The check request, decided once: a text validated, tokenized with character offsets and cut
+into windows the model can take, with the positions that may be checked.
+
+A window is at most ``max_length`` tokens ([CLS] and [SEP] included), cut after a sentence's
+end (。！？；!?;) where one falls inside, so a long text is checked window by window, up to
+``max_check_chars`` characters (a longer one is refused with the limit named). A position is
+checked when its token is one Han character (letters, digits and punctuation are never edited).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tiankong.core.text import LONE_SURROGATE, TextEncoder
+from tiankong.errors import BadInputError, EmptyTextError, TextTooLongError
+
+HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+SENTENCE_END = frozenset("。！？；!?;\n")
+
+
+@dataclass(frozen=True)
+class Window:
+    """One model row: ``[CLS] tokens [SEP]`` and where each checked position sits."""
+
+    input_ids: list[int]
+    positions: list[int]  # indices into input_ids of the checkable tokens
+    spans: list[tuple[int, int]]  # each position's characters in the input text
+    chars: str  # the checkable characters, one per position
+
+    def runs(self, length: int) -> list[int]:
+        """The first slot of every ``length`` positions in a row that are adjacent in the
+        text (a four-character window for the idiom lexicon)."""
+        return [
+            first
+            for first in range(len(self.spans) - length + 1)
+            if all(
+                self.spans[k][1] == self.spans[k + 1][0] for k in range(first, first + length - 1)
+            )
+        ]
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """One text to proofread, prepared: its windows and its cost."""
+
+    text: str
+    windows: list[Window]
+
+    @property
+    def positions(self) -> int:
+        return sum(len(window.positions) for window in self.windows)
+
+
+def prepare_check(text: object, encoder: TextEncoder, max_chars: int) -> CheckRequest:
+    """Validate and tokenize ``text``; typed ``BadInputError``s (400 / exit 2) for bad input:
+    not a string, empty, over ``max_chars`` (``Settings.max_check_chars``), not Unicode."""
+    if not isinstance(text, str):
+        raise EmptyTextError(f"The text must be a string, not {type(text).__name__}.")
+    if not text.strip():
+        raise EmptyTextError("The text is empty; send a sentence to check.")
+    if len(text) > max_chars:
+        raise TextTooLongError(
+            f"The text has {len(text):,} characters; proofreading takes at most {max_chars:,} "
+            "per text (max_check_chars): split it into parts."
+        )
+    if LONE_SURROGATE.search(text):
+        raise BadInputError("The text is not valid Unicode (a lone surrogate); send UTF-8.")
+    encoding = encoder.tokenizer.encode(text, add_special_tokens=False)
+    return CheckRequest(text, windows_of(text, encoding.ids, encoding.offsets, encoder))
+
+
+def windows_of(
+    text: str,
+    ids: Sequence[int],
+    offsets: Sequence[tuple[int, int]],
+    encoder: TextEncoder,
+) -> list[Window]:
+    room = max(2, encoder.limits.max_length - 2)
+    unknown = encoder.vocab.get("[UNK]", -1)
+    windows: list[Window] = []
+    start = 0
+    while start < len(ids):
+        end = min(len(ids), start + room)
+        if end < len(ids):  # cut after the last sentence end inside the window, if any
+            for cut in range(end - 1, start, -1):
+                if text[offsets[cut][0] : offsets[cut][1]] in SENTENCE_END:
+                    end = cut + 1
+                    break
+        positions, spans = [], []
+        for index in range(start, end):
+            first, last = offsets[index]
+            if last - first == 1 and HAN.match(text[first]) and ids[index] != unknown:
+                positions.append(index - start + 1)  # +1: [CLS]
+                spans.append((first, last))
+        body = list(ids[start:end])
+        chars = "".join(text[first] for first, _ in spans)
+        windows.append(Window([encoder.cls_id, *body, encoder.sep_id], positions, spans, chars))
+        start = end
+    return windows

@@ -1,0 +1,113 @@
+"""`tiankong check` (a sentence, stdin lines, a resumable file) and `tiankong eval --task check`:
+output shapes and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.processes
+
+CLI = [sys.executable, "-m", "tiankong"]
+
+
+def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+
+
+def model_flags(tiny_model_dir: Path) -> list[str]:
+    return ["--model", str(tiny_model_dir), "--engine", "torch", "--threads", "1"]
+
+
+def test_check_json_for_a_sentence(tiny_model_dir: Path) -> None:
+    done = run_cli("check", "画龙点晴", "--json", *model_flags(tiny_model_dir))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert set(data) == {"text", "corrected", "edits", "model", "latency_ms"}
+    assert data["corrected"] == "画龙点睛"
+    [edit] = data["edits"]
+    assert {k: edit[k] for k in ("start", "end", "original", "suggestion")} == {
+        "start": 3,
+        "end": 4,
+        "original": "晴",
+        "suggestion": "睛",
+    }
+    assert edit["memory"]["match"] == "画龙点睛" and isinstance(edit["alternatives"], list)
+
+
+def test_check_stdin_lines_answers_each_and_exits_2_for_a_bad_one(tiny_model_dir: Path) -> None:
+    lines = "画龙点晴\n\nhello\n" + "好" * 2001 + "\n"
+    done = run_cli("check", "--json", *model_flags(tiny_model_dir), stdin=lines)
+    assert done.returncode == 2, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a.get("corrected") for a in answers[:2]] == ["画龙点睛", "hello"]
+    assert answers[2]["error"]["code"] == "text_too_long"
+    assert "Traceback" not in done.stderr
+
+
+def test_check_table_output(tiny_model_dir: Path) -> None:
+    done = run_cli("check", "画龙点晴", *model_flags(tiny_model_dir))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "画龙点睛"
+    assert "晴 → 睛" in done.stdout and "出处: 画龙点睛" in done.stdout
+
+
+def test_check_file_is_resumable(tiny_model_dir: Path, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("画龙点晴\n\n白日依山尽。\n守株待免\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    flags = [*model_flags(tiny_model_dir), "--chunk-size", "2"]
+    done = run_cli("check", str(source), "-o", str(out), *flags)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [row["line"] for row in rows] == [1, 3, 4]
+    assert rows[0]["corrected"] == "画龙点睛" and rows[2]["corrected"] == "守株待兔"
+    errors = (tmp_path / "out.jsonl.errors.jsonl").read_text(encoding="utf-8")
+    assert json.loads(errors)["line"] == 2
+    again = run_cli("check", str(source), "-o", str(out), *flags)
+    assert again.returncode == 0 and "checked 0 lines now" in again.stderr
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 3
+
+
+def test_eval_task_check(tiny_model_dir: Path, tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    rows = [
+        {"text": "画龙点晴", "correct": "画龙点睛", "category": "idiom"},
+        {"text": "白日依山尽", "correct": "白日依山尽", "category": "poem"},
+    ]
+    items.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    report = tmp_path / "report.json"
+    done = run_cli(
+        "eval", "--task", "check", str(items), "--json", str(report), *model_flags(tiny_model_dir)
+    )
+    assert done.returncode == 0, done.stderr
+    overall = json.loads(report.read_text(encoding="utf-8"))["overall"]
+    assert overall["sentences"] == 2 and overall["with_errors"] == 1
+    assert overall["correction_recall"] == 1.0
+    assert "cor F1" in done.stdout
+
+
+def test_eval_task_check_refuses_a_bad_file(tiny_model_dir: Path, tmp_path: Path) -> None:
+    items = tmp_path / "bad.jsonl"
+    items.write_text('{"text": "画龙点晴", "correct": "画龙点"}\n', encoding="utf-8")
+    done = run_cli("eval", "--task", "check", str(items), *model_flags(tiny_model_dir))
+    assert done.returncode == 2 and "as many characters" in done.stderr
+
+
+def test_check_a_file_without_output_says_how(tiny_model_dir: Path, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("画龙点晴\n", encoding="utf-8")
+    done = run_cli("check", str(source), *model_flags(tiny_model_dir))
+    assert done.returncode == 2 and "-o" in done.stderr and "Traceback" not in done.stderr

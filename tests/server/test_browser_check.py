@@ -1,0 +1,98 @@
+"""The page's 校对 mode in a real browser (Debian's chromium, as tests/server/test_browser.py):
+suspects underlined with their suggestion and score, one click accepts a fix, 出处 shown."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+TEXT = "她说画龙点晴，守株待免。"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.is_file():
+        pytest.fail("Debian's chromium is missing (/usr/bin/chromium): apt-get install chromium.")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1000, "height": 1000}, locale="zh-CN")
+    opened = context.new_page()
+    problems: list[str] = []
+    opened.on("pageerror", lambda error: problems.append(str(error)))
+    opened.on(
+        "console",
+        lambda m: (
+            problems.append(m.text)
+            if m.type == "error" and "status of 400" not in m.text  # the empty-text test
+            else None
+        ),
+    )
+    yield opened
+    context.close()
+    assert problems == [], f"the page logged errors: {problems}"
+
+
+def test_check_mode_underlines_and_accepts_fixes(page: Page, base_url: str) -> None:
+    expected = httpx.post(f"{base_url}/check", json={"text": TEXT}, timeout=30).json()
+    fixes = [(e["original"], e["suggestion"]) for e in expected["edits"]]
+    assert ("晴", "睛") in fixes and ("免", "兔") in fixes  # the idiom lexicon's, any model
+
+    page.goto(base_url)
+    page.locator("label.mode", has=page.get_by_test_id("mode-check")).click()
+    expect(page.get_by_test_id("mode-hint")).to_contain_text("错别字")
+    page.get_by_test_id("input").fill(TEXT)
+    page.get_by_test_id("predict").click()
+
+    output = page.get_by_test_id("check-output")
+    expect(output).to_be_visible()
+    expect(page.get_by_test_id("output")).to_be_hidden()
+    suspects = page.get_by_test_id("suspect")
+    expect(suspects).to_have_count(len(fixes))
+    assert suspects.all_text_contents() == [original for original, _ in fixes]
+    expect(page.get_by_test_id("check-sentence")).to_have_text(TEXT)
+    buttons = page.get_by_test_id("accept-fix")
+    assert [b.locator(".token").text_content() for b in buttons.all()] == [
+        f"{original} → {suggestion}" for original, suggestion in fixes
+    ]
+    expect(buttons.first.locator(".main-score")).to_have_text(re.compile(r"%$"))
+    expect(page.get_by_test_id("source").first).to_contain_text("画龙点睛")
+    expect(page.get_by_test_id("check-latency")).to_have_text(re.compile(r"^\d+\.\d ms$"))
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-check.png"), full_page=True)
+
+    # one click accepts a fix: the sentence and the input change, the other suspect stays
+    page.get_by_test_id("accept-fix").filter(has_text="晴 → 睛").click()
+    expect(page.get_by_test_id("input")).to_have_value(TEXT.replace("晴", "睛"))
+    expect(page.get_by_test_id("check-sentence")).to_have_text(TEXT.replace("晴", "睛"))
+    expect(page.get_by_test_id("suspect")).to_have_count(len(fixes) - 1)
+
+    # a clean sentence says so
+    page.get_by_test_id("input").fill("白日依山尽，黄河入海流。")
+    page.get_by_test_id("predict").click()
+    clean = httpx.post(f"{base_url}/check", json={"text": "白日依山尽，黄河入海流。"}).json()
+    if not clean["edits"]:
+        expect(page.get_by_test_id("check-clean")).to_be_visible()
+    expect(page.get_by_test_id("suspect")).to_have_count(len(clean["edits"]))
+
+
+def test_check_mode_shows_the_error_for_empty_text(page: Page, base_url: str) -> None:
+    page.goto(base_url)
+    page.locator("label.mode", has=page.get_by_test_id("mode-check")).click()
+    page.get_by_test_id("input").fill("   ")
+    page.get_by_test_id("predict").click()
+    expect(page.get_by_test_id("error")).to_contain_text("请先输入一句话")
+    expect(page.get_by_test_id("check-output")).to_be_hidden()

@@ -1,0 +1,204 @@
+"""The proofreading task (tiankong.tasks.check) on the tiny random BERT: the decoding rules
+with a scorer whose numbers the test sets, the corpus index and the idiom lexicon, bad input,
+offsets, windows, and the torch and ONNX engines giving the same answers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tiankong import FillMasker, Settings
+from tiankong.errors import EmptyTextError, TextTooLongError
+from tiankong.index import build_index
+from tiankong.offline.check_eval import CheckItem, Scores
+from tiankong.tasks.check import CheckMethod, CheckResult, Edit, Proofreader
+from tiankong.tasks.check.confusion import ConfusionSets
+from tiankong.tasks.check.idioms import IdiomLexicon
+
+POEM = "欲穷千里目，更上一层楼。"
+CORPUS = [f"白日依山尽，黄河入海流。{POEM}", "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。"]
+
+
+@pytest.fixture(scope="module")
+def checker(tiny_masker: FillMasker) -> Proofreader:
+    return Proofreader(tiny_masker)
+
+
+@pytest.fixture(scope="module")
+def indexed(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Proofreader:
+    folder = tmp_path_factory.mktemp("check-index")
+    (folder / "poems.txt").write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    build_index([folder / "poems.txt"], folder / "index", progress=False)
+    settings = Settings(engine="torch", threads=1)
+    return Proofreader(FillMasker.load(str(tiny_model_dir), settings, index=str(folder / "index")))
+
+
+class SetScorer:
+    """A RowScorer whose masked rows put ``probability`` on ``favourite``; the unmasked row
+    gives the written characters 0.5 and ``favourite`` 0.4 everywhere."""
+
+    def __init__(self, vocab_size: int, mask_id: int, favourite: int, probability: float) -> None:
+        self.vocab_size, self.mask_id = vocab_size, mask_id
+        self.favourite, self.probability = favourite, probability
+        self.calls: list[int] = []
+
+    def __call__(self, rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
+        self.calls.append(len(rows))
+        out = []
+        for row, indices in zip(rows, asked, strict=True):
+            probabilities = np.full((len(indices), self.vocab_size), 1e-9, dtype=np.float32)
+            for number, index in enumerate(indices):
+                if row[index] == self.mask_id:
+                    probabilities[number, self.favourite] = self.probability
+                else:
+                    probabilities[number, row[index]] = 0.5
+                    probabilities[number, self.favourite] = 0.4
+            out.append(probabilities)
+        return out
+
+
+def scorer_for(checker: Proofreader, char: str, probability: float) -> SetScorer:
+    encoder = checker.masker.encoder
+    return SetScorer(len(encoder.vocab), encoder.mask_id, encoder.vocab[char], probability)
+
+
+def test_the_model_rule_fixes_a_confusable_character_at_the_right_offset(
+    checker: Proofreader,
+) -> None:
+    text = "我门看电影。"
+    scorer = scorer_for(checker, "们", 0.9)
+    [result] = checker.run([checker.prepare(text)], scorer)
+    # one unmasked row; then one masked row, for the one suspect (门: its candidate 们 is
+    # the only character the unmasked row likes besides the written ones)
+    assert scorer.calls == [1, 1]
+    [edit] = result.edits
+    assert (edit.start, edit.end, edit.original, edit.suggestion) == (1, 2, "门", "们")
+    assert edit.source == "model" and 0.99 < edit.score <= 1.0 and edit.memory is None
+    assert result.corrected == "我们看电影。"
+
+
+def test_the_model_rule_needs_the_ratio_and_the_probability(checker: Proofreader) -> None:
+    """The same text with the favourite too unlikely: no edit, the text unchanged."""
+    weak = scorer_for(checker, "们", CheckMethod().min_probability / 2)
+    [result] = checker.run([checker.prepare("我门看电影。")], weak)
+    assert result.edits == [] and result.corrected == result.text
+
+
+def test_only_confusion_set_characters_are_suggested(checker: Proofreader) -> None:
+    """电 is in no confusion set of 门, so a model that wants it changes nothing."""
+    assert "电" not in ConfusionSets.shipped().of("门")
+    [result] = checker.run([checker.prepare("我门看")], scorer_for(checker, "电", 0.9))
+    assert all(edit.original != "门" for edit in result.edits)
+
+
+def test_a_known_idiom_misspelling_is_fixed_with_its_source(checker: Proofreader) -> None:
+    result = checker.check("画龙点晴")
+    [edit] = result.edits
+    assert result.corrected == "画龙点睛" and edit.source == "idioms"
+    assert edit.memory is not None and edit.memory["match"] == "画龙点睛"
+
+
+def test_the_idiom_lexicon() -> None:
+    lexicon = IdiomLexicon.bundled()
+    assert lexicon.near("守株待免") == [(3, "兔", "守株待兔")]
+    assert lexicon.near("守株待兔") == []  # an idiom is never near another
+    assert lexicon.known_misspelling("画龙点晴") == (3, "睛", "画龙点睛")
+    assert "画龙点晴" not in lexicon.idioms
+
+
+def test_the_index_fixes_a_memorised_line_and_leaves_the_right_one(indexed: Proofreader) -> None:
+    result = indexed.check("欲穷千里目，更上一层搂。")
+    index_edits = [edit for edit in result.edits if edit.source == "index"]
+    assert [(e.start, e.original, e.suggestion) for e in index_edits] == [(10, "搂", "楼")]
+    memory = index_edits[0].memory
+    assert memory is not None and memory["count"] == 1 and "更上一层楼" in memory["match"]
+    assert [e for e in indexed.check(POEM).edits if e.source == "index"] == []
+
+
+def test_without_the_index_there_is_no_index_edit(indexed: Proofreader) -> None:
+    alone = Proofreader(indexed.masker, CheckMethod(use_index=False))
+    assert alone.memory is None
+    assert all(e.source != "index" for e in alone.check("欲穷千里目，更上一层搂。").edits)
+
+
+@pytest.mark.parametrize(
+    "text", ["！？。，", "hello world", "Python 3.12 and GPT-4", "   。 ", "😀😀", "ㄅㄆㄇ"]
+)
+def test_text_with_nothing_to_check_comes_back_clean(checker: Proofreader, text: str) -> None:
+    result = checker.check(text)
+    assert result.edits == [] and result.corrected == text
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n"])
+def test_empty_text_is_a_typed_error(checker: Proofreader, text: str) -> None:
+    with pytest.raises(EmptyTextError, match="empty"):
+        checker.check(text)
+
+
+def test_a_text_over_the_limit_is_refused_with_the_limit_named(checker: Proofreader) -> None:
+    limit = checker.masker.settings.max_check_chars
+    with pytest.raises(TextTooLongError, match=f"{limit:,}.*max_check_chars"):
+        checker.prepare("好" * (limit + 1))
+
+
+def test_a_long_text_is_checked_in_windows_with_offsets_into_the_input(
+    checker: Proofreader,
+) -> None:
+    """Mixed scripts, a text several windows long: every edit's span is its original."""
+    text = "我用iPhone给妈妈打电话，她说画龙点晴。" * 20
+    request = checker.prepare(text)
+    room = checker.masker.settings.max_length
+    assert len(request.windows) > 1 and all(len(w.input_ids) <= room for w in request.windows)
+    result = checker.run([request])[0]
+    fixes = [edit for edit in result.edits if edit.source == "idioms"]
+    assert len(fixes) == 20
+    for edit in result.edits:
+        assert text[edit.start : edit.end] == edit.original
+    assert result.corrected.count("画龙点睛") == 20
+
+
+def test_forward_rows_bound_the_engine_rows(checker: Proofreader) -> None:
+    texts = ["我门看电影。", "画龙点晴，守株待免。", "今天天气很好。" * 30]
+    requests = [checker.prepare(text) for text in texts]
+    scorer = scorer_for(checker, "们", 0.9)
+    checker.run(requests, scorer)
+    assert sum(scorer.calls) <= sum(checker.forward_rows(r) for r in requests)
+
+
+def test_the_onnx_engine_gives_the_same_edits(
+    checker: Proofreader, tiny_model_dir: Path, tiny_onnx_cache: Path
+) -> None:
+    settings = Settings(engine="onnx", threads=1, onnx_cache_dir=str(tiny_onnx_cache))
+    onnx = Proofreader(
+        FillMasker.load(str(tiny_model_dir), settings.with_overrides(precision="fp32"))
+    )
+    texts = ["我门看美国电影，我觉得很有意事。", "画龙点晴", "他每天都去公圆散步。"]
+
+    def shape(results: list[CheckResult]) -> list[list[tuple[int, str]]]:
+        return [[(e.start, e.suggestion) for e in r.edits] for r in results]
+
+    assert shape(onnx.check_batch(texts)) == shape(checker.check_batch(texts))
+
+
+def test_sentence_scores_follow_sighan() -> None:
+    """Detection counts the right positions, correction the right sentence; a clean sentence
+    with an edit is a false alarm."""
+
+    def result(text: str, corrected: str, starts: list[int]) -> CheckResult:
+        edits = [Edit(s, s + 1, text[s], corrected[s], 0.9) for s in starts]
+        return CheckResult(text, corrected, edits)
+
+    scores = Scores("all")
+    scores.add(CheckItem(1, "我门", "我们"), result("我门", "我们", [1]))  # both right
+    scores.add(CheckItem(2, "我门", "我们"), result("我门", "我扪", [1]))  # detected only
+    scores.add(CheckItem(3, "你好", "你好"), result("你好", "你号", [1]))  # a false alarm
+    scores.add(CheckItem(4, "你好", "你好"), result("你好", "你好", []))
+    figures = scores.figures()
+    assert figures["detection_precision"] == pytest.approx(2 / 3)
+    assert figures["detection_recall"] == 1.0
+    assert figures["correction_precision"] == pytest.approx(1 / 3)
+    assert figures["correction_recall"] == 0.5
+    assert figures["false_alarm_rate"] == 0.5

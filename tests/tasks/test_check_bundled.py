@@ -1,0 +1,47 @@
+"""The default install (the bundled model, its engine and the bundled index) on the issue's
+examples: idioms and a poem line one character off are fixed with their 出处, right text is
+left alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiankong import FillMasker
+from tiankong.tasks.check import Proofreader
+
+
+@pytest.fixture(scope="module")
+def checker() -> Proofreader:
+    return Proofreader(FillMasker.load())
+
+
+@pytest.mark.parametrize(
+    ("text", "corrected", "source"),
+    [
+        ("画龙点晴", "画龙点睛", "画龙点睛"),
+        ("守株待免", "守株待兔", "守株待兔"),
+        ("欲穷千里目，更上一层搂。", "欲穷千里目，更上一层楼。", "更上一层楼"),
+    ],
+)
+def test_fixes_with_their_source(
+    checker: Proofreader, text: str, corrected: str, source: str
+) -> None:
+    result = checker.check(text)
+    assert result.corrected == corrected
+    assert len(result.edits) == 1
+    memory = result.edits[0].memory
+    assert memory is not None and source in memory["match"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。",
+        "春眠不觉晓，处处闻啼鸟。",
+        "画龙点睛",
+        "守株待兔",
+    ],
+)
+def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:
+    result = checker.check(text)
+    assert result.edits == [] and result.corrected == text
