@@ -57,8 +57,9 @@ def test_weight_grows_with_match_length_and_count() -> None:
     class Match:
         def __init__(self, length: int, total: int) -> None:
             self.context_length, self.total = length, total
+            self.context_han, self.whole = length, False  # the evidence rule holds from 3
 
-    short, long = weight.of(Match(1, 5)), weight.of(Match(6, 5))  # type: ignore[arg-type]
+    short, long = weight.of(Match(3, 5)), weight.of(Match(6, 5))  # type: ignore[arg-type]
     rare, frequent = weight.of(Match(3, 1)), weight.of(Match(3, 100))  # type: ignore[arg-type]
     assert short < long and rare < frequent
 

@@ -47,6 +47,11 @@ class BlankMatch:
     # n'(f) in the context one token shorter (its outer token on the longer side dropped), for
     # the fills of ``fills``: breaks ties between fills that the best context counts equally.
     backoff: dict[tuple[int, ...], int] | None = None
+    # Han characters among the matched context tokens (left + right), and whether the match
+    # holds the query's whole context (both sides up to the text's ends or another blank):
+    # what the evidence rule (tiankong.index.combine.holds_evidence) reads.
+    context_han: int = 0
+    whole: bool = False
 
     @cached_property
     def backoff_total(self) -> int:
@@ -86,6 +91,11 @@ class BlankLookup:
         self.stop_ids = frozenset(
             [SEPARATOR, *(i for t, i in vocab.items() if t.startswith("[") and t.endswith("]"))]
         )
+        self.han_ids = frozenset(i for t, i in vocab.items() if len(t) == 1 and is_han(t))
+
+    def han_in(self, *parts: Sequence[int]) -> int:
+        """How many of the tokens in ``parts`` are Han characters."""
+        return sum(int(token) in self.han_ids for part in parts for token in part)
 
     def side_occurrences(
         self, context: Sequence[int], from_end: bool
@@ -174,13 +184,16 @@ class BlankLookup:
         for fill in map(tuple, fills[wider].tolist()):
             if fill in counts:
                 backoff[fill] += 1
+        matched_left = tuple(left[len(left) - a :]) if a else ()
         return BlankMatch(
-            left=tuple(left[len(left) - a :]) if a else (),
+            left=matched_left,
             right=tuple(right[:b]),
             fills=dict(counts),
             positions=positions,
             exact=bool(exact),
             backoff=dict(backoff),
+            context_han=self.han_in(matched_left, right[:b]),
+            whole=a == len(left) and b == len(right),
         )
 
     def match_lengths(self, begin: np.ndarray, context: Sequence[int], step: int) -> np.ndarray:
@@ -227,6 +240,11 @@ class BlankLookup:
             if len(settled) >= needed:
                 return settled
         return list(self.tokenizer.encode(line, add_special_tokens=False).offsets)
+
+
+def is_han(char: str) -> bool:
+    """A CJK unified ideograph (the basic block and extension A; the vocabulary has no others)."""
+    return "\u4e00" <= char <= "\u9fff" or "\u3400" <= char <= "\u4dbf"
 
 
 def trim(line: str, start: int, end: int, width: int = EXAMPLE_CHARS) -> str:

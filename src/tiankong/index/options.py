@@ -55,6 +55,8 @@ def option_match(
         positions={tuple(option): position},
         exact=exact,
         context_count=max(total, found.count),
+        context_han=lookup.han_in(matched_left, matched_right),
+        whole=a == len(left) and b == len(right),
     )
 
 
