@@ -98,7 +98,7 @@ def combine_distribution(
     mask at ``position`` gets the index's marginal there. The share of implausible fills stays
     with the model, so the row sums to 1."""
     w = weight.of(match)
-    if match is None or w == 0.0:
+    if match is None or w == 0.0 or not spans_blank(match, len(next(iter(match.fills), ()))):
         return model
     index = index_row(model, match, position)
     kept = float(index.sum())
@@ -124,8 +124,27 @@ def combine_score(
     return (1.0 - w) * model_score + w * match.probability(fill)
 
 
+def spans_blank(match: BlankMatch, length: int) -> bool:
+    """A fill of several tokens (a whole word, a [BLANK] fill) must be a span of the user's
+    text: the match holds context on each side where the query has some (punctuation counts;
+    a passage that ends where the user's text has only punctuation does too). A fill that only
+    continues the left context (我不 + 问那里逃, where the user wrote 。) says nothing about
+    this blank. One character is judged by the evidence rule alone."""
+    return length < 2 or all(match.sides)
+
+
 def supports(
-    match: BlankMatch | None, model_score: float, best_model_score: float | None, length: int = 1
+    match: BlankMatch | None,
+    model_score: float,
+    best_model_score: float | None,
+    length: int = 1,
+    tokens: int | None = None,
 ) -> bool:
-    """Whether the index may move (and show evidence for) a fill: both rules hold."""
-    return holds_evidence(match) and plausible(model_score, best_model_score, length)
+    """Whether the index may move (and show evidence for) a fill of ``tokens`` tokens (default
+    ``length``) whose scores are joint over ``length`` tokens: the rules all hold."""
+    return (
+        match is not None
+        and holds_evidence(match)
+        and spans_blank(match, length if tokens is None else tokens)
+        and plausible(model_score, best_model_score, length)
+    )

@@ -149,9 +149,10 @@ class CorpusMemory:
         right = list(input_ids[first + len(fill_ids) :])
         match = option_match(self.lookup, left, right, fill_ids)
         length = len(fill_ids) if joint_over is None else joint_over
-        if match is None or not supports(match, model_score, best_model_score, length):
+        if not supports(match, model_score, best_model_score, length, len(fill_ids)):
             return model_score, None
-        score = combine_score(model_score, match, fill_ids)  # both rules held above
+        assert match is not None
+        score = combine_score(model_score, match, fill_ids)  # the rules held above
         return score, self.lookup.evidence(match, fill_ids)
 
     def propose(self, input_ids: Sequence[int], first: int, length: int) -> list[list[int]]:
