@@ -6,7 +6,8 @@
 Items: one Han character masked in a random line, half from lines IN the index (memorised
 text: by default the bundled index and its shipped text) and half from --new files (text the
 index has not seen). Never an evaluation set. The model is the bundled one (FillMasker.load()).
-Method: maximise the mean log-probability of the masked character under
+Matches that fail the evidence rule (tiankong.index.combine.holds_evidence) count as no match,
+as in the product. Method: maximise the mean log-probability of the masked character under
 (1 - w) p_model + w p_index over w = sigmoid(bias + per_token * tokens + per_log_count * ln n),
 by gradient ascent, on even-numbered items; the odd-numbered items report the held-out figures.
 """
@@ -25,7 +26,7 @@ import numpy as np
 from tiankong import FillMasker
 from tiankong.core.text import MASK
 from tiankong.index.bundled import bundled_sources, open_bundled_index
-from tiankong.index.combine import CONTEXT_CAP, FITTED_WEIGHT, IndexWeight
+from tiankong.index.combine import CONTEXT_CAP, FITTED_WEIGHT, IndexWeight, holds_evidence
 from tiankong.index.lookup import BlankLookup, blanks_of
 from tiankong.index.store import CorpusIndex
 
@@ -71,6 +72,8 @@ def collect(fm: FillMasker, lookup: BlankLookup, items: list[tuple[str, str]]) -
         row[fm.banned] = -1.0
         blank = blanks_of(item.input_ids, item.mask_indices)[0]
         match = lookup.lookup(blank.left, blank.right, 1)
+        if not holds_evidence(match):
+            match = None  # the evidence rule: the product never mixes such a match in
         record: dict[str, Any] = {
             "answer": answer_id,
             "model_answer": float(probs[0][answer_id]),

@@ -25,10 +25,13 @@ def table(report: dict) -> list[str]:
     return lines
 
 
-def index_table(without: dict, grounded: dict) -> list[str]:
+def index_table(without: dict, grounded: dict, changes: dict | None = None) -> list[str]:
+    """The side-by-side table; with ``changes`` (the report's ``index_changes``), the items the
+    index turned right -> wrong and wrong -> right."""
+    extra = " right→wrong | wrong→right |" if changes else ""
     lines = [
-        "| category | items | top-1 | +index top-1 | top-5 | +index top-5 |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| category | items | top-1 | +index top-1 | top-5 | +index top-5 |" + extra,
+        "|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if changes else ""),
     ]
     for alone, mixed in zip(
         [*without["categories"], without["overall"]],
@@ -36,10 +39,14 @@ def index_table(without: dict, grounded: dict) -> list[str]:
         strict=True,
     ):
         name = f"**{alone['category']}**" if alone["category"] == "overall" else alone["category"]
-        lines.append(
+        row = (
             f"| {name} | {alone['items']} | {alone['top1']:.1%} | {mixed['top1']:.1%} | "
             f"{alone['top5']:.1%} | {mixed['top5']:.1%} |"
         )
+        if changes:
+            moved = changes[alone["category"]]
+            row += f" {moved['right_to_wrong']} | {moved['wrong_to_right']} |"
+        lines.append(row)
     return lines
 
 
@@ -171,7 +178,8 @@ def main() -> None:
         ]
         lines += table(blank)
     if args.index_report:
-        without, grounded = json.loads(args.index_report.read_text(encoding="utf-8"))["reports"]
+        report = json.loads(args.index_report.read_text(encoding="utf-8"))
+        without, grounded = report["reports"]
         lines += [
             "",
             "## With the bundled corpus index (the default)",
@@ -180,7 +188,7 @@ def main() -> None:
             "data/eval/public_cloze.jsonl --compare-index`, engine "
             f"{grounded['engine']} {grounded['precision']}:",
             "",
-            *index_table(without, grounded),
+            *index_table(without, grounded, report.get("index_changes")),
             "",
             grounded_example(),
         ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from functools import cached_property, partial
 from typing import Any
 
@@ -36,6 +37,7 @@ from tiankong.core.request import (
     prepare_request,
 )
 from tiankong.core.results import FillResult
+from tiankong.core.script import NO_HAN_WARNING, has_han, written_in
 from tiankong.core.text import (
     MASK,
     PreparedText,
@@ -118,7 +120,13 @@ class FillMasker:
     def prepare_request(self, text: str, options: PredictOptions) -> PreparedRequest:
         """Validate, tokenize and decide the path (``core/request.py``); typed errors."""
         self.check_top_k(options.top_k)
-        return prepare_request(text, options, self.prepare)
+        return prepare_request(text, options, self.prepare, self.converts_script(options))
+
+    def converts_script(self, options: PredictOptions) -> bool:
+        """Traditional input is converted (and answered back in its script) where the request
+        uses the corpus index, whose text is simplified; with the index off, the model sees the
+        text as typed (transformers' pipeline's numbers)."""
+        return self.memory is not None and options.index
 
     def predict(
         self,
@@ -181,9 +189,14 @@ class FillMasker:
         return SearchModes(ScheduledScorer(self, score_rows)).predict(request.text, request.options)
 
     def finish(self, request: PreparedRequest, result: FillResult) -> FillResult:
-        """The steps after the model's softmax, in order (none by default: ``ResultStep``)."""
+        """The steps after the model's softmax, in order (none by default: ``ResultStep``),
+        then the answer in the user's script and the text's warnings."""
         for step in self.result_steps:
             result = step(request, result)
+        if request.script is not None:
+            result = written_in(result, request.script, request.typed_options)
+        if not has_han(request.raw_text):
+            result = replace(result, warnings=[*result.warnings, NO_HAN_WARNING])
         return result
 
     def score_rows(self, rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:

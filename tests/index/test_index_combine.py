@@ -17,6 +17,7 @@ from tiankong.index import (
     combine_score,
     open_index,
 )
+from tiankong.index.combine import MIN_MODEL_RATIO, holds_evidence
 
 
 def model_row(size: int, seed: int = 0) -> np.ndarray:
@@ -57,8 +58,9 @@ def test_weight_grows_with_match_length_and_count() -> None:
     class Match:
         def __init__(self, length: int, total: int) -> None:
             self.context_length, self.total = length, total
+            self.context_han, self.whole = length, False  # the evidence rule holds from 3
 
-    short, long = weight.of(Match(1, 5)), weight.of(Match(6, 5))  # type: ignore[arg-type]
+    short, long = weight.of(Match(3, 5)), weight.of(Match(6, 5))  # type: ignore[arg-type]
     rare, frequent = weight.of(Match(3, 1)), weight.of(Match(3, 100))  # type: ignore[arg-type]
     assert short < long and rare < frequent
 
@@ -71,3 +73,31 @@ def test_candidates_get_their_index_share(small_index: Path, tokenizer: Tokenize
         0.9 * 0.1 * 0 + (1 - w) * 0.1 + w
     )
     assert combine_score(0.1, match, ids(tokenizer, "关机")) == pytest.approx((1 - w) * 0.1)
+
+
+def test_the_index_never_lifts_a_fill_the_model_finds_implausible(
+    small_index: Path, tokenizer: Tokenizer
+) -> None:
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    match = lookup.lookup(ids(tokenizer, "没电了，赶紧去"), ids(tokenizer, "。"), 2)
+    assert holds_evidence(match)
+    fill = ids(tokenizer, "充电")
+    best = 0.1
+    plausible_score = best * MIN_MODEL_RATIO**2  # per token, just the floor
+    assert combine_score(plausible_score, match, fill, best_model_score=best) > plausible_score
+    absurd = plausible_score / 2
+    assert combine_score(absurd, match, fill, best_model_score=best) == absurd
+
+
+def test_a_match_of_one_or_two_han_characters_is_no_evidence(
+    small_index: Path, tokenizer: Tokenizer
+) -> None:
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    # 鲸鲨 never occur: only 去 + fill + 。 matches, one Han character of the context
+    short = lookup.lookup(ids(tokenizer, "鲸鲨去"), ids(tokenizer, "。"), 2)
+    assert short is not None and short.context_han == 1 and not short.whole
+    assert not holds_evidence(short) and FITTED_WEIGHT.of(short) == 0.0
+    assert combine_score(0.3, short, ids(tokenizer, "充电")) == 0.3
+    # the whole query is evidence however short: 去 + fill + 。 is all there is
+    whole = lookup.lookup(ids(tokenizer, "去"), ids(tokenizer, "。"), 2)
+    assert whole is not None and whole.whole and holds_evidence(whole)

@@ -22,6 +22,7 @@ from tokenizers.implementations import BertWordPieceTokenizer
 from tiankong import FillMasker, Settings
 from tiankong.core.models import VOCAB_FILE, resolve_model
 from tiankong.errors import IndexTokenizerMismatchError, IndexUnavailableError
+from tiankong.index import combine
 from tiankong.index.grounding import choose_memory
 from tiankong.server import create_app
 
@@ -30,6 +31,16 @@ UNKNOWN = "鲸鲨[MASK]鳄鳌"  # no character of it is in the fixture corpus
 WHOLE_WORD = "手机没电了，赶紧去[MASK][MASK]。"
 IDIOM_CLOZE = "这一笔真是[BLANK]之笔。"
 SETTINGS = Settings(engine="torch", threads=1)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_plausibility_floor() -> Iterator[None]:
+    """A tiny random model finds every real word absurd (its fills are peaked at random), so
+    the plausibility rule would keep the index out of all of this module: these tests are about
+    the surfaces, and the rule has its own tests (test_index_combine.py, test_index_evidence.py)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(combine, "MIN_MODEL_RATIO", 0.0)
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from server_helpers import serve_in_thread
 from tiankong import FillMasker, Settings
 from tiankong.core.text import TextEncoder
 from tiankong.engines.fake import FakeEngine
+from tiankong.index import combine
 from tiankong.server import create_app
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -380,8 +381,11 @@ def grounded_url(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory)
     build_index([notes], folder / "index", progress=False)
     settings = Settings(engine="torch", threads=1, model=str(tiny_model_dir))
     masker = FillMasker.load(settings=settings, index=str(folder / "index"))
-    with serve_in_thread(create_app(settings, masker)) as url:
-        yield url
+    # a tiny random model finds every real word absurd; the plausibility rule has its own tests
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(combine, "MIN_MODEL_RATIO", 0.0)
+        with serve_in_thread(create_app(settings, masker)) as url:
+            yield url
 
 
 def test_source_line_under_a_grounded_candidate(page: Page, grounded_url: str) -> None:
@@ -396,6 +400,8 @@ def test_source_line_under_a_grounded_candidate(page: Page, grounded_url: str) -
     expect(source).to_have_count(1)  # only the candidate the index supports has one
     expect(source).to_contain_text("出处 ×1")
     expect(source).to_contain_text(f"今天天气很好，我们去公园散步。{HTML_TOKEN}")
+    # the part of the line that matches the user's text is highlighted
+    expect(source.get_by_test_id("source-match")).to_have_text("今天天气很好，我们去公园散步。")
     row = page.locator("li", has=source)
     expect(row.locator(".token")).to_have_text("好")
     expect(row.get_by_test_id("model-score")).to_contain_text("模型")
@@ -403,3 +409,9 @@ def test_source_line_under_a_grounded_candidate(page: Page, grounded_url: str) -
     expect(page.get_by_test_id("sentence")).to_have_text("今天天气很好，我们去公园散步。")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page-source.png"), full_page=True)
+    tiny = page.evaluate("import('./static/render.js').then((m) => m.formatPercent(2.1e-6))")
+    assert tiny == "<0.01%"
+    expect(page.get_by_test_id("warnings")).to_be_hidden()
+    box.fill("The weather is [MASK].")
+    box.press("Enter")
+    expect(page.get_by_test_id("warnings")).to_contain_text("no Chinese (Han) character")

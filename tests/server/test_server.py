@@ -51,8 +51,9 @@ def test_predict_post_shape_and_values(client: TestClient, tiny_masker: FillMask
     assert response.status_code == 200
     data = response.json()
     expected = {"text", "predictions", "masks", "sequence", "truncated", "model", "latency_ms"}
-    assert set(data) == expected | {"sequences", "candidates"}
+    assert set(data) == expected | {"sequences", "candidates", "warnings"}
     assert data["sequences"] == [] and data["candidates"] == []  # only the other modes fill them
+    assert data["warnings"] == []  # a Chinese text has none
     assert data["predictions"] == data["masks"][0] and len(data["predictions"]) == 3
     assert set(data["predictions"][0]) == {"token", "token_id", "score", "model_score", "memory"}
     direct = tiny_masker.predict(POEM, top_k=3)

@@ -16,7 +16,13 @@ from tiankong.cli.root import app
 from tiankong.config import Settings
 from tiankong.core.modes import PredictOptions
 from tiankong.errors import BadOptionError
-from tiankong.offline.evaluate import EvalReport, agreement, evaluate_items, read_items
+from tiankong.offline.evaluate import (
+    EvalReport,
+    agreement,
+    evaluate_items,
+    index_changes,
+    read_items,
+)
 
 
 @app.command("eval")
@@ -106,7 +112,9 @@ def eval_command(
         print_report(console, report, verbose)
     payload: dict[str, object] = {"file": str(file), "reports": [r.to_dict() for r in reports]}
     if compare_index:
-        print_index_comparison(console, reports[0], reports[1])
+        changes = index_changes(outcomes[0], outcomes[1])
+        payload["index_changes"] = changes
+        print_index_comparison(console, reports[0], reports[1], changes)
     elif len(outcomes) == 2:
         figures = agreement(outcomes[0], outcomes[1])
         payload["agreement"] = figures
@@ -120,12 +128,21 @@ def eval_command(
         console.print(f"report written to {json_out}")
 
 
-def print_index_comparison(console: Console, without: EvalReport, grounded: EvalReport) -> None:
-    """Per category, side by side: the model alone and with the corpus index."""
+def print_index_comparison(
+    console: Console,
+    without: EvalReport,
+    grounded: EvalReport,
+    changes: dict[str, dict[str, int]],
+) -> None:
+    """Per category, side by side: the model alone and with the corpus index, and how many
+    items the index turned from right to wrong and from wrong to right (top-1)."""
     table = Table(
         title=f"{grounded.model}: without the index vs with {grounded.index}", title_justify="left"
     )
-    columns = ("category", "items", "top-1", "+index top-1", "top-5", "+index top-5")
+    columns = (
+        "category", "items", "top-1", "+index top-1", "top-5", "+index top-5",
+        "right→wrong", "wrong→right",
+    )  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column == "category" else "right")
     alone_rows = [*without.categories, without.overall]
@@ -137,6 +154,8 @@ def print_index_comparison(console: Console, without: EvalReport, grounded: Eval
             f"{mixed.top1:.1%}",
             f"{alone.top5:.1%}",
             f"{mixed.top5:.1%}",
+            str(changes[alone.category]["right_to_wrong"]),
+            str(changes[alone.category]["wrong_to_right"]),
             style="bold" if alone.category == "overall" else None,
         )
     console.print(table)

@@ -58,10 +58,19 @@ class FillMemory(Protocol):
     ) -> MixedRows: ...
 
     def ground(
-        self, input_ids: Sequence[int], first: int, fill_ids: Sequence[int], model_score: float
+        self,
+        input_ids: Sequence[int],
+        first: int,
+        fill_ids: Sequence[int],
+        model_score: float,
+        best_model_score: float | None = None,
+        joint_over: int | None = None,
     ) -> tuple[float, Memory]:
         """The combined score and evidence of ``fill_ids`` in the blank at ``first`` of
-        ``input_ids`` (the blank's masks are ``len(fill_ids)`` tokens from ``first``)."""
+        ``input_ids`` (the blank's masks are ``len(fill_ids)`` tokens from ``first``);
+        ``best_model_score``: the model's score of its best fill of that blank, so the index
+        never lifts a fill the model finds implausible; ``joint_over``: how many tokens the
+        scores are joint over (None: all of ``fill_ids``; 1 for length-normalised scores)."""
         ...
 
     def propose(self, input_ids: Sequence[int], first: int, length: int) -> list[list[int]]:

@@ -208,10 +208,11 @@ class SearchModes:
                 for ids, chain in zip(proposals, chains, strict=True)
             ]
         grounded = []
+        best = math.exp(max(h.log_prob for h in hypotheses)) if hypotheses else None
         for hypothesis in hypotheses:
             ids = [int(token or 0) for token in hypothesis.token_ids]
             score, evidence = memory.ground(
-                prepared.input_ids, first, ids, math.exp(hypothesis.log_prob)
+                prepared.input_ids, first, ids, math.exp(hypothesis.log_prob), best
             )
             combined = Hypothesis(hypothesis.token_ids, math.log(max(score, 1e-300)))
             grounded.append(Grounded(combined, hypothesis.log_prob, evidence))
@@ -256,13 +257,16 @@ class SearchModes:
         chains = score_chains(items, self.masker.score_rows)
         memory = self.masker.memory if options.index else None
         scored_options = []
+        best = max((math.exp(chain.normalised) for chain in chains), default=None)
         for option, chain, in_vocabulary, (input_ids, mask_indices, ids) in zip(
             options.candidates, chains, known, items, strict=True
         ):
             model_score = math.exp(chain.normalised)
             score, evidence = model_score, None
             if memory is not None and in_vocabulary:
-                score, evidence = memory.ground(input_ids, mask_indices[0], ids, model_score)
+                score, evidence = memory.ground(
+                    input_ids, mask_indices[0], ids, model_score, best, joint_over=1
+                )
             scored_options.append(
                 CandidateScore(
                     option=option.strip(),

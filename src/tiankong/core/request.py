@@ -25,7 +25,7 @@ Two seams are left for later stages, with no-op defaults:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 import numpy as np
@@ -35,6 +35,7 @@ from tiankong.core.decoding import Constraints
 from tiankong.core.memory import FillMemory
 from tiankong.core.modes import PredictOptions, Scorer, check_blank, one_blank
 from tiankong.core.results import FillResult
+from tiankong.core.script import TO_SIMPLIFIED, Script, convert, script_of
 from tiankong.core.text import BLANK, MASK, PreparedText, TextEncoder, normalize_masks
 
 Path = Literal["plain", "search"]
@@ -56,6 +57,10 @@ class PreparedRequest:
     # limits are checked before any engine work
     prepared: PreparedText
     path: Path
+    # traditional input converted to simplified for the model and the index (core/script.py):
+    # the answer is written back in the user's script; None: the text is used as typed
+    script: Script | None = None
+    typed_options: tuple[str, ...] = ()  # the candidates as typed, when converted
 
     @property
     def plain(self) -> bool:
@@ -80,22 +85,51 @@ class PreparedRequest:
 
 
 def prepare_request(
-    text: str, options: PredictOptions, prepare: Callable[[str], PreparedText]
+    text: str,
+    options: PredictOptions,
+    prepare: Callable[[str], PreparedText],
+    convert_script: bool = False,
 ) -> PreparedRequest:
     """Validate ``text`` and ``options`` and decide the path; typed errors (400 / exit 2) for bad
-    input, before anything is queued. ``prepare`` tokenizes (the server passes its cached one)."""
+    input, before anything is queued. ``prepare`` tokenizes (the server passes its cached one).
+    ``convert_script``: traditional input is converted to simplified (the request uses the
+    corpus index, which holds simplified text; ``core/script.py``)."""
     options = options.validated()
     if not isinstance(text, str):
         prepare(text)  # raises the typed error for a non-string
     normalised = normalize_masks(text)
+    script, typed_options = None, options.candidates
+    if convert_script:
+        found = script_of(normalised)
+        if found.converted:
+            script, text, normalised = found, found.simplified, found.simplified
+            options = in_simplified(options)
     if not needs_search(normalised, options):
-        return PreparedRequest(text, normalised, options, prepare(text), "plain")
+        return PreparedRequest(
+            text, normalised, options, prepare(text), "plain", script, typed_options
+        )
     prepared = prepare(normalised.replace(BLANK, MASK))
     if BLANK in normalised:
         check_blank(normalised)
     if options.mode == "candidates":
         one_blank(normalised)
-    return PreparedRequest(text, normalised, options, prepared, "search")
+    return PreparedRequest(text, normalised, options, prepared, "search", script, typed_options)
+
+
+def in_simplified(options: PredictOptions) -> PredictOptions:
+    """The options of a converted text, with its candidates and constraints converted too."""
+
+    def simplified(words: Sequence[str]) -> tuple[str, ...]:
+        return tuple(convert(word, TO_SIMPLIFIED) for word in words)
+
+    constraints = options.constraints
+    if constraints is not None:
+        constraints = replace(
+            constraints,
+            allowed=simplified(constraints.allowed),
+            exclude=simplified(constraints.exclude),
+        )
+    return replace(options, candidates=simplified(options.candidates), constraints=constraints)
 
 
 class ResultStep(Protocol):

@@ -64,6 +64,7 @@ class FillResult:
     model: str = ""
     sequences: list[SequenceFill] = field(default_factory=list)  # joint fills, best first
     candidates: list[CandidateScore] = field(default_factory=list)  # ranked options, best first
+    warnings: list[str] = field(default_factory=list)  # e.g. a text with no Han character
 
     @property
     def predictions(self) -> list[TokenScore]:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
+from tiankong.core.script import normaliser_key, standard
 from tiankong.errors import IndexInputError
 from tiankong.index.sources import file_sha256, read_passages
 from tiankong.index.store import (
@@ -76,7 +77,7 @@ def build_index(
                     "characters": sum(map(len, read)),
                 }
             )
-            passages += read
+            passages += map(standard, read)  # the index's one text normaliser (core/script.py)
             bar.advance(task)
         ids, starts = encode_all(passages, tokenizer, bar)
         bar.add_task("suffix array", total=None)
@@ -126,6 +127,7 @@ def build_index(
                 "separator_token": SEPARATOR,
                 "token_dtype": TOKEN_DTYPE.str,
                 "suffix_array": "pydivsufsort.divsufsort over the big-endian token bytes",
+                "normaliser": normaliser_key(),
             },
             "versions": versions(),
             "build_seconds": round(time.perf_counter() - started, 2),

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from platformdirs import user_cache_dir
 
+from tiankong.core.script import normaliser_key
 from tiankong.index.build import build_index
 from tiankong.index.sources import file_sha256
 from tiankong.index.store import FORMAT_VERSION, MANIFEST, CorpusIndex
@@ -35,6 +36,7 @@ def bundled_index_dir(cache_dir: Path | None = None) -> Path:
     """Where the bundled index for this release's text and tokenizer lives."""
     digest = hashlib.sha256(f"format {FORMAT_VERSION}\n".encode())
     digest.update(tokenizer_fingerprint(default_tokenizer()).encode())
+    digest.update(normaliser_key().encode())  # the text normaliser applied at build
     for path in bundled_sources():
         digest.update(f"\n{path.name} {file_sha256(path)}".encode())
     root = cache_dir or Path(user_cache_dir("tiankong")) / "index"

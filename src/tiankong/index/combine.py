@@ -1,11 +1,26 @@
-"""Mixing the index with the model: one probability per candidate.
+"""Mixing the index with the model: one probability per candidate, moved only by real evidence.
+
+Two rules decide whether the index may touch a fill at all (docs/INDEX.md, "Evidence" and
+"Plausibility", with the measurements behind the numbers):
+
+* **evidence** (``holds_evidence``): the match holds at least MIN_CONTEXT_HAN Han characters of
+  the query's own context beside the fill (left and right together), or the query's whole
+  context. A match of one or two characters (``紧去，慢``) is a coincidence, not a source: the
+  index then says nothing, ``memory`` is null and the score is the model's;
+* **plausibility** (``plausible``): the model gives the fill, per token, at least
+  MIN_MODEL_RATIO of what it gives its own best fill of that blank (same length: a fill of L
+  tokens needs MIN_MODEL_RATIO ** L of the best joint score). The index lifts fills the model
+  finds merely unlikely (画龙点睛: 1e-3 of its best), never ones it finds absurd.
+
+Where both hold, the fill's probability is
 
     p(f) = (1 - w) * p_model(f) + w * n(f) / n(context)
     w    = sigmoid(bias + per_token * min(a + b, CONTEXT_CAP) + per_log_count * ln n(context))
 
 where a + b is the matched context length in tokens and n(context) the occurrences of the
-context with any fill. With no match, w = 0 and the model's numbers come back unchanged (the
-same array object). The constants are fitted by scripts/fit_index_weight.py (docs/INDEX.md).
+context with any fill. In a vocabulary row, the share of index fills that fail the
+plausibility rule goes back to the model, so the row still sums to 1. With no match, or no
+evidence, the model's numbers come back unchanged (the same array object).
 """
 
 from __future__ import annotations
@@ -19,6 +34,24 @@ import numpy as np
 from tiankong.index.lookup import BlankMatch
 
 CONTEXT_CAP = 16  # matches longer than this count as this long: they are all near-certain
+# The evidence rule: Han characters of the query's context that the match must hold.
+MIN_CONTEXT_HAN = 3
+# The plausibility rule: the least p_model(fill) / p_model(best fill of the blank).
+MIN_MODEL_RATIO = 1e-4
+
+
+def holds_evidence(match: BlankMatch | None) -> bool:
+    """THE evidence rule: at least MIN_CONTEXT_HAN Han characters of the query's own context
+    beside the fill, or the query's whole context. Nothing else shows ``memory``."""
+    return match is not None and (match.context_han >= MIN_CONTEXT_HAN or match.whole)
+
+
+def plausible(model_score: float, best_model_score: float | None, length: int = 1) -> bool:
+    """Whether the model finds a fill of ``length`` tokens plausible enough for the index to
+    move it: per token, at least MIN_MODEL_RATIO of its best fill of that blank."""
+    if best_model_score is None:
+        return True
+    return model_score >= best_model_score * MIN_MODEL_RATIO ** max(1, length)
 
 
 @dataclass(frozen=True)
@@ -31,8 +64,8 @@ class IndexWeight:
         return float(min(match.context_length, CONTEXT_CAP)), math.log(match.total)
 
     def of(self, match: BlankMatch | None) -> float:
-        """The index's weight w for this match (0 when nothing matched)."""
-        if match is None:
+        """The index's weight w for this match (0 when nothing matched or it isn't evidence)."""
+        if match is None or not holds_evidence(match):
             return 0.0
         tokens, log_count = self.features(match)
         z = self.bias + self.per_token * tokens + self.per_log_count * log_count
@@ -43,6 +76,18 @@ class IndexWeight:
 FITTED_WEIGHT = IndexWeight(bias=-2.543, per_token=0.521, per_log_count=-0.127)
 
 
+def index_row(model: np.ndarray, match: BlankMatch, position: int = 0) -> np.ndarray:
+    """The index's distribution at one mask, over the fills the model finds plausible there
+    (the fills' token at ``position``); it sums to at most 1."""
+    index = np.zeros_like(model)
+    floor = MIN_MODEL_RATIO * float(model.max())
+    for fill in match.fills:
+        token = fill[position]
+        if model[token] >= floor:
+            index[token] += match.probability(fill)
+    return index
+
+
 def combine_distribution(
     model: np.ndarray,
     match: BlankMatch | None,
@@ -50,14 +95,16 @@ def combine_distribution(
     position: int = 0,
 ) -> np.ndarray:
     """Mix one mask's vocabulary distribution with a match: for a blank of several masks, the
-    mask at ``position`` gets the index's marginal there (the fills' token at that place)."""
+    mask at ``position`` gets the index's marginal there. The share of implausible fills stays
+    with the model, so the row sums to 1."""
     w = weight.of(match)
-    if match is None or w == 0.0:
+    if match is None or w == 0.0 or not spans_blank(match, len(next(iter(match.fills), ()))):
         return model
-    index = np.zeros_like(model)
-    for fill in match.fills:
-        index[fill[position]] += match.probability(fill)
-    return (1.0 - w) * model + w * index
+    index = index_row(model, match, position)
+    kept = float(index.sum())
+    if kept == 0.0:
+        return model
+    return (1.0 - w * kept) * model + w * index
 
 
 def combine_score(
@@ -65,9 +112,39 @@ def combine_score(
     match: BlankMatch | None,
     fill: Sequence[int],
     weight: IndexWeight = FITTED_WEIGHT,
+    best_model_score: float | None = None,
 ) -> float:
-    """Mix the model's probability of a whole fill (several tokens, an option) with the index."""
-    if match is None:
+    """Mix the model's probability of a whole fill (several tokens, an option) with the index;
+    ``best_model_score``: the model's score of its best fill of that blank (the plausibility
+    rule's reference; None: no reference, e.g. a single option)."""
+    if not supports(match, model_score, best_model_score, len(fill)):
         return model_score
+    assert match is not None
     w = weight.of(match)
     return (1.0 - w) * model_score + w * match.probability(fill)
+
+
+def spans_blank(match: BlankMatch, length: int) -> bool:
+    """A fill of several tokens (a whole word, a [BLANK] fill) must be a span of the user's
+    text: the match holds context on each side where the query has some (punctuation counts;
+    a passage that ends where the user's text has only punctuation does too). A fill that only
+    continues the left context (我不 + 问那里逃, where the user wrote 。) says nothing about
+    this blank. One character is judged by the evidence rule alone."""
+    return length < 2 or all(match.sides)
+
+
+def supports(
+    match: BlankMatch | None,
+    model_score: float,
+    best_model_score: float | None,
+    length: int = 1,
+    tokens: int | None = None,
+) -> bool:
+    """Whether the index may move (and show evidence for) a fill of ``tokens`` tokens (default
+    ``length``) whose scores are joint over ``length`` tokens: the rules all hold."""
+    return (
+        match is not None
+        and holds_evidence(match)
+        and spans_blank(match, length if tokens is None else tokens)
+        and plausible(model_score, best_model_score, length)
+    )

@@ -14,6 +14,7 @@ refuses to start), never a silent fallback.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,13 +27,25 @@ from tiankong.core.memory import MixedRows
 from tiankong.core.models import ResolvedModel
 from tiankong.core.results import Memory
 from tiankong.errors import BadOptionError
-from tiankong.index.combine import FITTED_WEIGHT, combine_distribution, combine_score
+from tiankong.index.combine import (
+    FITTED_WEIGHT,
+    combine_distribution,
+    combine_score,
+    plausible,
+    supports,
+)
 from tiankong.index.lookup import Blank, BlankLookup, BlankMatch, blanks_of
 from tiankong.index.options import option_match
 from tiankong.index.store import CorpusIndex
 from tiankong.index.tokens import tokenizer_fingerprint
 
 INDEX_KEYWORDS = ("auto", "bundled", "none")
+
+
+def is_punctuation(char: str) -> bool:
+    return unicodedata.category(char).startswith("P")
+
+
 Found = list[tuple[Blank, BlankMatch]]  # CorpusMemory.find: the blanks that matched
 PROPOSALS = 10  # the index's own fills offered for a whole-word or [BLANK] blank
 
@@ -44,6 +57,11 @@ class CorpusMemory:
         self.index = index
         self.name = name  # "bundled" or the folder, for /info and the result cache key
         self.lookup = BlankLookup(index, tokenizer)
+        vocab = self.lookup.tokenizer.get_vocab()
+        self.punctuation = np.array(
+            sorted(i for t, i in vocab.items() if len(t) == 1 and is_punctuation(t)), dtype=np.int64
+        )
+        self.mask_id = vocab.get("[MASK]")
 
     @property
     def key(self) -> str:
@@ -76,10 +94,13 @@ class CorpusMemory:
         for blank, match in found:
             for position in range(blank.length):
                 number = number_of[blank.first + position]
-                mixed = combine_distribution(rows[number], match, FITTED_WEIGHT, position)
-                if mixed is not rows[number]:
+                row = rows[number]  # (a new view object on every indexing: compare this one)
+                mixed = combine_distribution(row, match, FITTED_WEIGHT, position)
+                if mixed is not row:
                     if rows is probabilities:
                         rows = probabilities.copy()  # never write into the model's array
+                    if blank.length == 1 and self.ends_text(blank):
+                        mixed = self.without_punctuation(mixed)
                     rows[number] = mixed
                     matches[number] = (match, position)
         if not matches:
@@ -90,6 +111,9 @@ class CorpusMemory:
             if found is None:
                 return None
             match, position = found
+            model_row = probabilities[number]
+            if not plausible(float(model_row[token_id]), float(model_row.max())):
+                return None  # the index did not move it: no evidence shown
             counts = {fill: n for fill, n in match.fills.items() if fill[position] == token_id}
             if not counts:
                 return None
@@ -98,15 +122,38 @@ class CorpusMemory:
 
         return MixedRows(rows, evidence)
 
+    def ends_text(self, blank: Blank) -> bool:
+        """A blank with nothing but the text's end after it (special tokens, no other mask)."""
+        return all(t in self.lookup.stop_ids and t != self.mask_id for t in blank.right)
+
+    def without_punctuation(self, row: np.ndarray) -> np.ndarray:
+        """A text-final blank that the index holds evidence for: the user wants a character
+        there, so punctuation is no fill; the rest is renormalised (docs/INDEX.md)."""
+        rest = 1.0 - float(row[self.punctuation].sum())
+        if rest <= 0.0:
+            return row
+        row = row / rest
+        row[self.punctuation] = 0.0
+        return row
+
     def ground(
-        self, input_ids: Sequence[int], first: int, fill_ids: Sequence[int], model_score: float
+        self,
+        input_ids: Sequence[int],
+        first: int,
+        fill_ids: Sequence[int],
+        model_score: float,
+        best_model_score: float | None = None,
+        joint_over: int | None = None,
     ) -> tuple[float, Memory]:
         left = list(input_ids[:first])
         right = list(input_ids[first + len(fill_ids) :])
         match = option_match(self.lookup, left, right, fill_ids)
-        if match is None:
+        length = len(fill_ids) if joint_over is None else joint_over
+        if not supports(match, model_score, best_model_score, length, len(fill_ids)):
             return model_score, None
-        return combine_score(model_score, match, fill_ids), self.lookup.evidence(match, fill_ids)
+        assert match is not None
+        score = combine_score(model_score, match, fill_ids)  # the rules held above
+        return score, self.lookup.evidence(match, fill_ids)
 
     def propose(self, input_ids: Sequence[int], first: int, length: int) -> list[list[int]]:
         left = list(input_ids[:first])

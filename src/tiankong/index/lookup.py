@@ -47,6 +47,15 @@ class BlankMatch:
     # n'(f) in the context one token shorter (its outer token on the longer side dropped), for
     # the fills of ``fills``: breaks ties between fills that the best context counts equally.
     backoff: dict[tuple[int, ...], int] | None = None
+    # Han characters among the matched context tokens (left + right), and whether the match
+    # holds the query's whole context (both sides up to the text's ends or another blank):
+    # what the evidence rule (tiankong.index.combine.holds_evidence) reads.
+    context_han: int = 0
+    whole: bool = False
+    # per side (left, right): whether the match holds a Han character of the query's context
+    # there, or all of it, or the query has no Han character there; whole fills need both
+    # (tiankong.index.combine.spans_blank)
+    sides: tuple[bool, bool] = (True, True)
 
     @cached_property
     def backoff_total(self) -> int:
@@ -86,6 +95,11 @@ class BlankLookup:
         self.stop_ids = frozenset(
             [SEPARATOR, *(i for t, i in vocab.items() if t.startswith("[") and t.endswith("]"))]
         )
+        self.han_ids = frozenset(i for t, i in vocab.items() if len(t) == 1 and is_han(t))
+
+    def han_in(self, *parts: Sequence[int]) -> int:
+        """How many of the tokens in ``parts`` are Han characters."""
+        return sum(int(token) in self.han_ids for part in parts for token in part)
 
     def side_occurrences(
         self, context: Sequence[int], from_end: bool
@@ -159,7 +173,16 @@ class BlankLookup:
             for a, b, t in zip(left_match, right_match, total, strict=True)
             if t == best
         )
-        a, b = max(candidates, key=lambda pair: (covering(left_match, right_match, pair), pair))
+        # Ties go to the context with more Han characters (what the evidence rule counts: a
+        # punctuation mark is weak context), then to more occurrences.
+        a, b = max(
+            candidates,
+            key=lambda pair: (
+                self.han_in(left[len(left) - pair[0] :] if pair[0] else (), right[: pair[1]]),
+                covering(left_match, right_match, pair),
+                pair,
+            ),
+        )
         chosen = (left_match >= a) & (right_match >= b)
         counts: Counter[tuple[int, ...]] = Counter()
         positions: dict[tuple[int, ...], int] = {}
@@ -174,14 +197,36 @@ class BlankLookup:
         for fill in map(tuple, fills[wider].tolist()):
             if fill in counts:
                 backoff[fill] += 1
+        matched_left = tuple(left[len(left) - a :]) if a else ()
         return BlankMatch(
-            left=tuple(left[len(left) - a :]) if a else (),
+            left=matched_left,
             right=tuple(right[:b]),
             fills=dict(counts),
             positions=positions,
             exact=bool(exact),
             backoff=dict(backoff),
+            context_han=self.han_in(matched_left, right[:b]),
+            whole=a == len(left) and b == len(right),
+            sides=self.sides(left, right, a, b),
         )
+
+    def sides(
+        self,
+        left: Sequence[int],
+        right: Sequence[int],
+        a: int,
+        b: int,
+        passage_ends: tuple[bool, bool] = (False, False),
+    ) -> tuple[bool, bool]:
+        """Per side: does the match (a tokens of ``left``, b of ``right``) hold the query's
+        context there? It does when the query has none there, when the match holds some of it,
+        or when the query has only punctuation there and the corpus passage ends there (an
+        idiom-list line, 哭笑不得, for the user's 哭笑不得。)."""
+
+        def held(context: Sequence[int], matched: int, passage_end: bool) -> bool:
+            return not context or matched > 0 or (passage_end and self.han_in(context) == 0)
+
+        return held(left, a, passage_ends[0]), held(right, b, passage_ends[1])
 
     def match_lengths(self, begin: np.ndarray, context: Sequence[int], step: int) -> np.ndarray:
         """How many tokens of ``context`` the corpus repeats from ``begin`` on, going ``step``."""
@@ -227,6 +272,11 @@ class BlankLookup:
             if len(settled) >= needed:
                 return settled
         return list(self.tokenizer.encode(line, add_special_tokens=False).offsets)
+
+
+def is_han(char: str) -> bool:
+    """A CJK unified ideograph (the basic block and extension A; the vocabulary has no others)."""
+    return "\u4e00" <= char <= "\u9fff" or "\u3400" <= char <= "\u4dbf"
 
 
 def trim(line: str, start: int, end: int, width: int = EXAMPLE_CHARS) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from tiankong.index.lookup import OCCURRENCE_LIMIT, BlankLookup, BlankMatch, clean_context
+from tiankong.index.tokens import SEPARATOR
 
 
 def option_match(
@@ -55,6 +56,22 @@ def option_match(
         positions={tuple(option): position},
         exact=exact,
         context_count=max(total, found.count),
+        context_han=lookup.han_in(matched_left, matched_right),
+        whole=a == len(left) and b == len(right),
+        sides=lookup.sides(left, right, a, b, passage_ends(lookup, position, len(option), a, b)),
+    )
+
+
+def passage_ends(
+    lookup: BlankLookup, position: int, length: int, a: int, b: int
+) -> tuple[bool, bool]:
+    """Whether the passage of one occurrence ends right before its matched left context, and
+    right after its matched right context."""
+    tokens = lookup.tokens
+    before, after = position - a - 1, position + length + b
+    return (
+        before < 0 or int(tokens[before]) == SEPARATOR,
+        after >= len(tokens) or int(tokens[after]) == SEPARATOR,
     )
 
 

@@ -145,7 +145,7 @@ def predicted_fills(
             item.text, options=PredictOptions(candidates=item.candidates, index=options.index)
         )
         return [candidate.option for candidate in result.candidates]
-    if blank:
+    if blank or BLANK in normalize_masks(item.text):
         text = MASK_RUN.sub(BLANK, normalize_masks(item.text))
         result = masker.predict(
             text, options=replace(options, top_k=10, length_alpha=options.length_alpha)
@@ -232,3 +232,15 @@ def agreement(first: list[ItemOutcome], second: list[ItemOutcome]) -> dict[str, 
         for a, b in pairs
     ) / len(pairs)
     return {"items": len(pairs), "top1_agreement": top1, "top5_overlap": overlap}
+
+
+def index_changes(without: list[ItemOutcome], grounded: list[ItemOutcome]) -> dict[str, dict]:
+    """Per category (and overall): how many items the index turned from right to wrong and from
+    wrong to right at top-1, over the same items run without and with it."""
+    changes: dict[str, dict[str, int]] = {}
+    for alone, mixed in zip(without, grounded, strict=True):
+        for name in (alone.item.category, "overall"):
+            row = changes.setdefault(name, {"right_to_wrong": 0, "wrong_to_right": 0})
+            row["right_to_wrong"] += alone.rank == 1 and mixed.rank != 1
+            row["wrong_to_right"] += alone.rank != 1 and mixed.rank == 1
+    return changes

@@ -97,7 +97,7 @@ def plain_request(predictor: Predictor, text: str, k: int) -> PreparedRequest:
     """The pipeline fills [MASK] tokens only. A [BLANK] (a blank of unknown length) has no
     answer in the pipeline's shape, so it is a 400 that points to POST /predict, which answers it,
     rather than a guess."""
-    request = predictor.prepare_request(text, PredictOptions(top_k=k))
+    request = predictor.prepare_request(text, PredictOptions(top_k=k, index=HF_USES_INDEX))
     if not request.plain:
         raise BadInputError(
             "The Hugging Face route fills [MASK] only; for a [BLANK] (a blank of unknown "

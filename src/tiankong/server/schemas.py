@@ -271,6 +271,10 @@ class Fill(BaseModel):
     candidates: list[CandidateOut] = Field(
         default_factory=list, description="Candidates mode: the options, best first (else empty)."
     )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Readable notes on the text, e.g. that it has no Chinese character.",
+    )
 
 
 class PredictResponse(Fill):

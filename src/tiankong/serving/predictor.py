@@ -236,7 +236,7 @@ class Predictor:
 
     def prepare_request(self, text: str, options: PredictOptions) -> PreparedRequest:
         """Validate, tokenize (through the token cache) and decide the path; typed errors."""
-        return prepare_request(text, options, self.prepare)
+        return prepare_request(text, options, self.prepare, self.masker.converts_script(options))
 
     def check_cost(self, requests: Sequence[PreparedRequest]) -> int:
         """The requests' cost in forward rows; a ``BadOptionError`` over ``max_request_cost``."""

@@ -207,6 +207,9 @@ function render(data) {
   $("latency").textContent = `${data.latency_ms.toFixed(1)} ms`;
   $("latency").title = t("serverTime");
   $("truncated").hidden = !data.truncated;
+  const warnings = data.warnings ?? [];
+  $("warnings").hidden = !warnings.length;
+  $("warnings").textContent = warnings.join(" ");
   renderSentence($("sentence"), state.segments, state.fills);
   renderLists();
   $("output").hidden = false;

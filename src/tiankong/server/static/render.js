@@ -12,10 +12,12 @@ export function make(tag, className, text) {
   return element;
 }
 
+// Scores below a hundredth of a percent are noise to a reader: "<0.01%", not "2.1e-8%".
 export function formatPercent(percent) {
   if (percent >= 10) return `${percent.toFixed(1)}%`;
   if (percent >= 0.1) return `${percent.toFixed(2)}%`;
-  return `${percent.toPrecision(2)}%`;
+  if (percent >= 0.01) return `${percent.toPrecision(2)}%`;
+  return "<0.01%";
 }
 
 // The text around the blanks. Candidates fill one blank (a run of [MASK]s counts as one), a
@@ -51,11 +53,26 @@ export function renderSentence(sentence, segments, fills) {
 
 // The corpus index's evidence under a row: 出处 (the source line) and how often it occurs.
 // The example is corpus text, so it enters the page through textContent like everything else.
+// The server sends memory only under real evidence (docs/INDEX.md, the evidence rule), and the
+// part of the line that matches the user's text is highlighted.
 function sourceLine(memory, t) {
   const line = make("p", "source");
   line.dataset.testid = "source";
   line.append(make("span", "source-label", `${t("source")} ×${memory.count}`));
-  line.append(make("span", "source-text", memory.example));
+  const text = make("span", "source-text");
+  const at = memory.match ? memory.example.indexOf(memory.match) : -1;
+  if (at < 0) {
+    text.textContent = memory.example;
+  } else {
+    const matched = make("mark", "source-match", memory.match);
+    matched.dataset.testid = "source-match";
+    text.append(
+      document.createTextNode(memory.example.slice(0, at)),
+      matched,
+      document.createTextNode(memory.example.slice(at + memory.match.length)),
+    );
+  }
+  line.append(text);
   return line;
 }
 

@@ -1,0 +1,144 @@
+"""The user's own script: traditional input is predicted and looked up in simplified form and
+answered in traditional characters (OpenCC, the ``opencc`` package's own data).
+
+``script_of(text)`` decides once per request:
+
+* **traditional**: converting the text to simplified changes it, and one of OpenCC's
+  simplified -> traditional conversions (``s2t``, Taiwan ``s2tw``, Hong Kong ``s2hk``) gives
+  the typed text back exactly. The answer is written with that same conversion;
+* anything else (simplified text, text with no Han characters, or a mix that no conversion
+  reproduces) stays **as typed**: nothing is converted.
+
+A text with no Han character at all gets a warning: the models are Chinese models.
+
+``standard(text)`` is the one text normaliser of the corpus index, applied to every passage
+when an index is built and to every request that uses the index: OpenCC's t2s, then the
+variant characters of ``resources/variants.tsv`` (隣 -> 邻; made from OpenCC's tables by
+``scripts/clean_sources.py variants``) folded to their standard simplified form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cache
+from typing import Any
+
+from tiankong.core.models import PACKAGE_ROOT
+from tiankong.core.results import FillResult, Memory
+
+VARIANTS_FILE = PACKAGE_ROOT / "resources" / "variants.tsv"
+TO_SIMPLIFIED = "t2s"
+TO_TRADITIONAL = ("s2t", "s2tw", "s2hk")  # tried in this order: the first that round-trips
+NO_HAN_WARNING = (
+    "The text has no Chinese (Han) character: this model is for Chinese, so its answers here "
+    "mean little."
+)
+
+
+@cache
+def converter(config: str) -> Any:
+    import opencc  # the official OpenCC package (Apache-2.0)
+
+    return opencc.OpenCC(config)
+
+
+def convert(text: str, config: str) -> str:
+    return str(converter(config).convert(text))
+
+
+@cache
+def variant_table() -> dict[int, str]:
+    table = {}
+    for line in VARIANTS_FILE.read_text("utf-8").splitlines():
+        if line and not line.startswith("#"):
+            variant, standard_form = line.split("\t")
+            table[ord(variant)] = standard_form
+    return table
+
+
+def standard(text: str) -> str:
+    """``text`` in standard simplified characters: OpenCC t2s, then the variant table."""
+    return convert(text, TO_SIMPLIFIED).translate(variant_table())
+
+
+@cache
+def normaliser_key() -> str:
+    """What ``standard`` does, for index manifests and the bundled index's cache key."""
+    import hashlib
+    from importlib.metadata import version
+
+    digest = hashlib.sha256(VARIANTS_FILE.read_bytes()).hexdigest()[:16]
+    return f"opencc {version('opencc')} t2s + variants.tsv {digest}"
+
+
+def has_han(text: str) -> bool:
+    return any("\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" for c in text)
+
+
+@dataclass(frozen=True)
+class Script:
+    """How a request's text is written: ``to_typed`` is the OpenCC conversion that writes an
+    answer in the user's script (None: the text is used as typed)."""
+
+    typed: str  # the text as typed (masks normalised)
+    simplified: str  # what the model and the index see
+    to_typed: str | None = None
+
+    @property
+    def converted(self) -> bool:
+        """Whether the model and the index see another text than the typed one."""
+        return self.simplified != self.typed
+
+    def back(self, text: str) -> str:
+        """``text`` (simplified, from the model or the index) in the user's script."""
+        return convert(text, self.to_typed) if self.to_typed else text
+
+
+def script_of(text: str) -> Script:
+    """Traditional (converted) or as typed; see the module docstring."""
+    if not has_han(text):
+        return Script(text, text)
+    simplified = convert(text, TO_SIMPLIFIED)
+    folded = simplified.translate(variant_table())
+    if simplified == text:
+        return Script(text, folded)  # simplified already (its variants folded)
+    for config in TO_TRADITIONAL:
+        if convert(simplified, config) == text:
+            return Script(text, folded, config)
+    return Script(text, text)  # mixed or unclear: as typed
+
+
+def written_in(result: FillResult, script: Script, typed_options: Sequence[str] = ()) -> FillResult:
+    """``result`` (of the simplified text) with every string the user reads in their script:
+    the text as typed, candidates, sequences, options (as typed) and the evidence."""
+    back = script.back
+    typed_of = {convert(option.strip(), TO_SIMPLIFIED): option.strip() for option in typed_options}
+
+    def memory(found: Memory) -> Memory:
+        if found is None:
+            return None
+        return {**found, "match": back(found["match"]), "example": back(found["example"])}
+
+    return replace(
+        result,
+        text=script.typed,
+        sequence=back(result.sequence),
+        masks=[
+            [replace(c, token=back(c.token), memory=memory(c.memory)) for c in candidates]
+            for candidates in result.masks
+        ],
+        sequences=[
+            replace(s, fill=back(s.fill), text=back(s.text), memory=memory(s.memory))
+            for s in result.sequences
+        ],
+        candidates=[
+            replace(
+                c,
+                option=typed_of.get(c.option, back(c.option)),
+                text=back(c.text),
+                memory=memory(c.memory),
+            )
+            for c in result.candidates
+        ],
+    )

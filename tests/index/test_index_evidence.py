@@ -1,0 +1,89 @@
+"""The evidence rule over whole public sets, and the issue's examples, on the default install
+(the bundled model with the bundled index).
+
+Every ``memory`` shown must hold at least three Han characters of the query's own context
+beside the fill (its match minus the fill), or the whole query. Checked on the output alone, so
+it fails whatever inside the index let a weaker match through."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiankong import FillMasker
+from tiankong.core.script import NO_HAN_WARNING, has_han
+from tiankong.core.text import BLANK, MASK, normalize_masks
+
+SETS = Path(__file__).resolve().parents[2] / "data" / "eval"
+MIN_HAN = 3
+
+
+def han(text: str) -> int:
+    return sum(has_han(char) for char in text)
+
+
+def holds(memory: Any, fill: str, filled: str) -> bool:
+    """The rule, read from the output: Han characters of the match beside the fill, or the
+    match is the whole filled query."""
+    return han(memory["match"]) - han(fill) >= MIN_HAN or memory["match"] == filled.strip()
+
+
+@pytest.fixture(scope="module")
+def masker() -> FillMasker:
+    masker = FillMasker.load()
+    assert masker.index.used == "bundled"
+    return masker
+
+
+def shown(masker: FillMasker, item: dict[str, Any]) -> list[tuple[Any, str, str]]:
+    """(memory, fill, filled text) for every candidate, sequence and option the item shows."""
+    text = normalize_masks(item["text"])
+    if item.get("candidates"):
+        result = masker.predict(text, candidates=tuple(item["candidates"]))
+    elif BLANK in text:
+        result = masker.predict(text, top_k=10)
+    elif text.count(MASK) > 1:
+        result = masker.predict(text, top_k=10, mode="whole_word")
+    else:
+        result = masker.predict(text, top_k=10)
+    found = [(s.memory, s.fill, s.text) for s in result.sequences]
+    found += [(c.memory, c.option, c.text) for c in result.candidates]
+    if text.count(MASK) == 1 and BLANK not in text:
+        found += [(c.memory, c.token, result.text.replace(MASK, c.token)) for c in result.masks[0]]
+    return found
+
+
+@pytest.mark.parametrize("name", ["public_cloze", "modern_words", "traditional"])
+def test_every_memory_in_the_public_sets_is_evidence(masker: FillMasker, name: str) -> None:
+    items = [json.loads(line) for line in (SETS / f"{name}.jsonl").read_text("utf-8").splitlines()]
+    memories = 0
+    for item in items:
+        for memory, fill, filled in shown(masker, item):
+            if memory is None:
+                continue
+            memories += 1
+            assert holds(memory, fill, filled), (item["text"], fill, memory)
+    if name != "modern_words":  # memorised text: the index shows evidence there
+        assert memories >= len(items) // 2
+
+
+def test_the_issues_examples(masker: FillMasker) -> None:
+    bird = masker.predict("處處聞啼[MASK]。").masks[0][0]
+    assert bird.token == "鳥" and bird.memory is not None and "處處聞啼鳥" in bird.memory["match"]
+    assert masker.predict("天涯若比[MASK]").masks[0][0].token == "邻"
+    dragon = masker.predict("画龙点[MASK]", top_k=10).masks[0]
+    assert dragon[0].token == "睛" and dragon[0].score > 5 * dragon[1].score
+    assert all(c.memory is None for c in dragon if c.token != "睛")  # no 出处 for a typo
+    weather = masker.predict("今天天气很[BLANK]，我们去公园吧。").sequences[0]
+    assert weather.fill == "好" and weather.memory is None
+    assert masker.predict("The weather is [MASK].").warnings == [NO_HAN_WARNING]
+    assert masker.predict("今天天气很[MASK]。").warnings == []
+
+
+def test_with_the_index_off_traditional_text_is_used_as_typed(masker: FillMasker) -> None:
+    off = masker.predict("處處聞啼[MASK]。", index=False)
+    assert off.text == "處處聞啼[MASK]。"
+    assert all(c.memory is None and c.score == c.model_score for c in off.masks[0])
