@@ -204,9 +204,9 @@ def pack_rows(rows: np.ndarray, bits: int) -> np.ndarray:
     for first in range(0, len(rows), PACK_CHUNK):
         values = np.asarray(rows[first : first + PACK_CHUNK], dtype=np.uint64)
         groups = -(-len(values) // 8)
-        grouped = np.zeros(groups * 8, dtype=np.uint64)
-        grouped[: len(values)] = values
-        grouped = grouped.reshape(groups, 8)
+        flat = np.zeros(groups * 8, dtype=np.uint64)
+        flat[: len(values)] = values
+        grouped = flat.reshape(groups, 8)
         words = np.zeros((groups, words_per_group + 1), dtype="<u8")
         for j in range(8):
             word, shift = divmod(j * bits, 64)
