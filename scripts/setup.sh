@@ -61,9 +61,10 @@ pip_install() {
     count=0
     while IFS= read -r line; do
       case $line in
-        Collecting* | Processing* | "Obtaining "*)
+        Collecting* | Processing* | "Obtaining "* | "Requirement already satisfied: "*)
           count=$((count + 1))
-          name=${line#* }
+          name=${line#Requirement already satisfied: }
+          [ "$name" = "$line" ] && name=${line#* }
           name=${name%% *}
           name=${name##*/}
           name=${name%%-[0-9]*.whl}
@@ -75,11 +76,10 @@ pip_install() {
           ;;
         "Installing collected packages"*)
           [ -t 2 ] && printf '\r\033[K' >&2
-          say "$label: all $total fetched; installing them into .venv"
+          say "$label: $count/$total found; installing the new ones into .venv"
           ;;
-        *"is ignored: it is neither a file nor a directory"* | "  "* | Requirement\ already* \
-          | Successfully* | Downloading* | Using\ cached* | "Looking in"* | Building* \
-          | Created* | Stored* | "Preparing "* | "Getting requirements"* | Attempting* \
+        *"is ignored: it is neither a file nor a directory"* | "  "* | Successfully* \
+          | Downloading* | Using\ cached* | "Looking in"* | Building* | Created* | Stored* | "Preparing "* | "Getting requirements"* | Attempting* \
           | "Found existing"* | "Uninstalling"* | "Checking if build"* | "Installing build"* \
           | "Installing backend"* | "Saved "* | "") ;;
         *) printf '%s\n' "$line" >&2 ;;
