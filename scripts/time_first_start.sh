@@ -14,7 +14,7 @@ git clone --quiet "$repo" "$work/clone"
 export XDG_CACHE_HOME=$work/cache
 unset PYTHONPATH
 
-serve_until_ready() { # seconds from start to /ready; leaves the server's pid in $server
+serve_until_ready() { # sets $seconds (start to /ready) and $server (the server's pid)
   local log=$1 begun
   begun=$(date +%s.%N)
   (cd "$work/clone" && exec bash scripts/serve.sh --port "$port") >"$log" 2>&1 &
@@ -23,13 +23,16 @@ serve_until_ready() { # seconds from start to /ready; leaves the server's pid in
     kill -0 "$server" 2>/dev/null || { cat "$log" >&2; echo "serve.sh stopped" >&2; exit 1; }
     sleep 0.25
   done
-  echo "$(date +%s.%N) - $begun" | bc
+  seconds=$(echo "$(date +%s.%N) - $begun" | bc)
 }
 
-first=$(serve_until_ready "$work/first.log")
+serve_until_ready "$work/first.log"
+first=$seconds
 kill "$server" && wait "$server" 2>/dev/null || true
-again=$(serve_until_ready "$work/restart.log")
+serve_until_ready "$work/restart.log"
 kill "$server" && wait "$server" 2>/dev/null || true
 grep "^setup: ready in" "$work/first.log"
-echo "first start to /ready: ${first} s; restart: ${again} s (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
-echo ".venv $(du -sh "$work/clone/.venv" | cut -f1); cache: $(du -sh "$XDG_CACHE_HOME"/tiankong/* | tr '\t\n' ' ')"
+echo "first start to /ready: $first s; restart: $seconds s" \
+  "(load average: $(cut -d' ' -f1-3 /proc/loadavg))"
+echo ".venv $(du -sh "$work/clone/.venv" | cut -f1); cache:" \
+  "$(du -sh "$XDG_CACHE_HOME"/tiankong/* | tr '\t\n' '  ')"
