@@ -5,11 +5,15 @@
 # pip's own cache lives under XDG_CACHE_HOME too, so it starts empty as well; wheels may still
 # come from a local wheel folder or mirror that the machine's pip config names.
 #
-#   bash scripts/time_first_start.sh [WORK_DIR] [PORT]     # default: a new temp dir, port 8725
+#   bash scripts/time_first_start.sh [WORK_DIR] [PORT]     # default: a new temp dir, a free port
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-$(mktemp -d)}
-port=${2:-8725}
+port=${2:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+if curl -s "http://127.0.0.1:$port/" >/dev/null 2>&1; then
+  echo "port $port already answers; give a free one" >&2
+  exit 1
+fi
 git clone --quiet "$repo" "$work/clone"
 export XDG_CACHE_HOME=$work/cache
 unset PYTHONPATH
