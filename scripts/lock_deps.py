@@ -1,17 +1,21 @@
-"""Write (or check) requirements-lock.txt: the exact versions of everything `tiankong[dev]` needs,
-as installed in this environment. scripts/setup.sh installs exactly these (torch first, from the
-CPU wheel index), then tiankong itself with --no-deps.
+"""Write (or check) the locks: requirements-lock.txt, the exact versions of everything
+`tiankong[dev]` needs, as installed in this environment, and requirements-serve-lock.txt, the part
+of it that `tiankong[serving]` needs (the server on ONNX Runtime: no torch, Ray or test tools).
+scripts/setup.sh installs exactly one of them (`--full`: the whole lock, torch first from the CPU
+wheel index; `--serve`: the serving lock), then tiankong itself with --no-deps.
 
-    .venv/bin/python scripts/lock_deps.py --check    # exit 1 if the lock and .venv disagree
+    .venv/bin/python scripts/lock_deps.py --check    # exit 1 if a lock and .venv disagree
     .venv/bin/python scripts/lock_deps.py --update   # after editing pyproject.toml's dependencies:
                                                      # pip-install them here, rewrite the lock
-    .venv/bin/python scripts/lock_deps.py            # rewrite the lock from what is installed
+    .venv/bin/python scripts/lock_deps.py            # rewrite the locks from what is installed
 
 The requirements are read from pyproject.toml itself (its `dependencies` and the `dev` extra,
 with the self-references such as `tiankong[torch,serve]` expanded), not from the installed
 tiankong's metadata, so a dependency just added to pyproject.toml counts before any reinstall.
 Their closure is then walked over the installed packages. Packages installed by hand that
-tiankong doesn't need are left out; tiankong itself too.
+tiankong doesn't need are left out; tiankong itself too. The serving lock is the same walk from
+the `serving` extra, over the same environment, so it is a subset of the full lock with the same
+versions; --check checks both (run it in the full environment).
 """
 
 from __future__ import annotations
@@ -28,12 +32,19 @@ from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parent.parent
 LOCK = REPO / "requirements-lock.txt"
+SERVE_LOCK = REPO / "requirements-serve-lock.txt"
 PYPROJECT = REPO / "pyproject.toml"
 EXTRA = "dev"
+SERVE_EXTRA = "serving"
 HEADER = (
     "# The dependency versions of tiankong[dev] that scripts/setup.sh installs (torch first, from\n"
     "# the CPU wheel index; everything else from PyPI), audited by scripts/audit_deps.py.\n"
     "# Regenerate: .venv/bin/python scripts/lock_deps.py --update (see its docstring).\n"
+)
+SERVE_HEADER = (
+    "# The part of requirements-lock.txt that tiankong[serving] needs (the server on ONNX\n"
+    "# Runtime, no torch): what `bash scripts/serve.sh` installs (scripts/setup.sh --serve).\n"
+    "# Written with requirements-lock.txt by scripts/lock_deps.py; never by hand.\n"
 )
 
 
@@ -97,8 +108,8 @@ def applies(requirement: Requirement, extras: set[str]) -> bool:
     return any(requirement.marker.evaluate(env) for env in environments)
 
 
-def render(pins: dict[str, str]) -> str:
-    return HEADER + "".join(f"{name}=={version}\n" for name, version in sorted(pins.items()))
+def render(pins: dict[str, str], header: str = HEADER) -> str:
+    return header + "".join(f"{name}=={version}\n" for name, version in sorted(pins.items()))
 
 
 def pins_of(text: str) -> dict[str, str]:
@@ -106,15 +117,15 @@ def pins_of(text: str) -> dict[str, str]:
     return {name: version for name, version in pairs}
 
 
-def check(pins: dict[str, str], missing: list[str]) -> int:
+def check(pins: dict[str, str], missing: list[str], lock: Path = LOCK, header: str = HEADER) -> int:
     if missing:
         print(
             f"not installed but required by pyproject.toml: {', '.join(missing)}; "
             "run scripts/lock_deps.py --update"
         )
         return 1
-    locked = pins_of(LOCK.read_text()) if LOCK.is_file() else {}
-    if render(pins) == (LOCK.read_text() if LOCK.is_file() else ""):
+    locked = pins_of(lock.read_text()) if lock.is_file() else {}
+    if render(pins, header) == (lock.read_text() if lock.is_file() else ""):
         return 0
     differences = [
         f"{name} {locked.get(name, '(not locked)')} locked, {pins.get(name, '(not needed)')} here"
@@ -123,7 +134,7 @@ def check(pins: dict[str, str], missing: list[str]) -> int:
     ]
     shown = "; ".join(differences[:10]) + (" …" if len(differences) > 10 else "")
     print(
-        f"{LOCK.name} does not match this environment: {shown or 'header differs'}. "
+        f"{lock.name} does not match this environment: {shown or 'header differs'}. "
         "Bring .venv back to the lock with `bash scripts/setup.sh --force`, or after a "
         "dependency change run scripts/lock_deps.py --update"
     )
@@ -147,14 +158,15 @@ def main() -> int:
     if args.update:
         update(roots)
     pins, missing = closure(roots)
+    serve_pins, serve_missing = closure(requirements(extra=SERVE_EXTRA))
     if args.check:
-        return check(pins, missing)
+        return check(pins, missing) or check(serve_pins, serve_missing, SERVE_LOCK, SERVE_HEADER)
     if missing:
         print(f"not installed: {', '.join(missing)}; run scripts/lock_deps.py --update")
         return 1
-    text = render(pins)
-    LOCK.write_text(text)
-    print(f"wrote {LOCK.name}: {len(pins)} packages")
+    LOCK.write_text(render(pins))
+    SERVE_LOCK.write_text(render(serve_pins, SERVE_HEADER))
+    print(f"wrote {LOCK.name}: {len(pins)} packages; {SERVE_LOCK.name}: {len(serve_pins)}")
     return 0
 
 

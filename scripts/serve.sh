@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Fresh machine to running service: set up .venv, then serve the bundled model on 127.0.0.1:8000.
+# Fresh machine to running service: set up .venv with the serving set (requirements-serve-lock.txt:
+# ONNX Runtime and the server, no torch) and the bundled model's INT8 export and corpus index,
+# then serve the bundled model on 127.0.0.1:8000. Extra arguments go to `tiankong serve`.
+# A model of your own needs torch for its export: bash scripts/setup.sh --full once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --serve
 exec .venv/bin/tiankong serve "$@"

@@ -1,29 +1,57 @@
 #!/usr/bin/env bash
-# Fresh machine to test results: set up .venv (and Debian's chromium for the browser test),
-# then lint, type-check and run the whole pytest suite (3 workers). Extra arguments go to pytest.
+# Fresh machine to test results: set up .venv with everything (scripts/setup.sh --full: the whole
+# requirements-lock.txt, torch included), install Debian's chromium and a CJK font for the browser
+# test when they are missing (apt-get, as root; it says so first), then lint, type-check and run
+# the whole pytest suite (3 workers). Extra arguments go to pytest. Each step says what it runs,
+# and the last line gives each step's time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-if ! command -v chromium >/dev/null 2>&1; then
+begun=$SECONDS step_begun=$SECONDS timings=()
+say() { echo "test: $*" >&2; }
+done_step() {
+  timings+=("$1 $((SECONDS - step_begun)) s")
+  step_begun=$SECONDS
+}
+bash scripts/setup.sh --full
+done_step setup
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+dpkg-query -W -f='${Status}' fonts-wqy-zenhei 2>/dev/null | grep -q "ok installed" \
+  || missing+=(fonts-wqy-zenhei)
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing Debian's chromium (and a CJK font for its screenshots) for the browser test"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-zenhei >/dev/null
+    say "installing Debian's ${missing[*]} with apt-get (the browser test drives chromium; the" \
+      "font draws the Chinese in its screenshots)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    done_step apt
   else
-    echo "chromium is missing: install Debian's chromium package (sudo apt-get install chromium)" >&2
+    say "missing Debian packages for the browser test: ${missing[*]};" \
+      "install them (sudo apt-get install ${missing[*]}) and rerun"
     exit 1
   fi
 fi
+say "ruff, ruff format, mypy, import contracts (pyproject.toml, docs/ARCHITECTURE.md)"
 .venv/bin/ruff check src tests bench scripts
 .venv/bin/ruff format --check src tests bench scripts
 .venv/bin/mypy src bench
-.venv/bin/lint-imports  # the stages import one way only (pyproject.toml, docs/ARCHITECTURE.md)
-# .venv holds exactly the locked versions; then known vulnerabilities in them (an unreachable
-# advisory database is reported, not failed on: scripts/audit_deps.py says why;
+.venv/bin/lint-imports  # the stages import one way only
+done_step lint
+# .venv holds exactly the locked versions (both locks); then known vulnerabilities in them (an
+# unreachable advisory database is reported, not failed on: scripts/audit_deps.py says why;
 # TIANKONG_AUDIT_STRICT=1 fails it).
+say "the locks against .venv, then the audit of known vulnerabilities"
 .venv/bin/python scripts/lock_deps.py --check
 .venv/bin/python scripts/audit_deps.py
+done_step locks
 # Three pytest-xdist workers, whole files each (pyproject's --dist loadfile, so a module's server
 # or Ray cluster starts once): on 2 cores most process-starting tests wait on a child, so more
 # workers than cores pay (2 cores: 17 min in one process, under 7 with three). Later options
 # win: `bash scripts/test.sh -n 0` runs in one process.
-.venv/bin/python -m pytest -n 3 --durations=15 "$@"
+say "pytest, 3 workers (the 15 slowest tests are listed at the end)"
+status=0
+.venv/bin/python -m pytest -n 3 --durations=15 "$@" || status=$?
+done_step pytest
+printf -v joined '%s; ' "${timings[@]}"
+say "done in $((SECONDS - begun)) s (${joined%; })"
+exit "$status"

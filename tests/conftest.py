@@ -73,8 +73,15 @@ def tiny_masker(tiny_model_dir: Path):
 @pytest.fixture(scope="session", autouse=True)
 def private_user_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """ONNX exports made by any test (engine auto picks onnx) never land in the real user cache;
-    platformdirs reads XDG_CACHE_HOME, and CLI subprocesses inherit it."""
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    platformdirs reads XDG_CACHE_HOME, and CLI subprocesses inherit it. Under pytest-xdist the
+    workers share one for the run, so the bundled model's INT8 export and corpus index are made
+    once, not once per worker (the export cache and the index build lock across processes)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+        return
+    shared = tmp_path_factory.getbasetemp().parent / "xdg-cache"  # pytest-N/, above popen-gwK/
+    shared.mkdir(exist_ok=True)
+    os.environ["XDG_CACHE_HOME"] = str(shared)
 
 
 @pytest.fixture(scope="session")

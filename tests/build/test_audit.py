@@ -76,3 +76,19 @@ def test_the_lock_pins_every_requirement_of_pyproject() -> None:
             version = pins.get(lock_deps.canonicalize_name(root.name))
             assert version is not None, f"{root} is not in requirements-lock.txt"
             assert root.specifier.contains(version, prereleases=True), f"{root} vs {version}"
+
+
+def test_the_serving_lock_is_the_full_locks_serving_part() -> None:
+    """scripts/serve.sh installs requirements-serve-lock.txt: every pin as in the full lock, every
+    requirement of tiankong[serving] pinned, and nothing only tests, training or Ray need."""
+    lock_deps = load("lock_deps")
+    full = lock_deps.pins_of(lock_deps.LOCK.read_text())
+    serving = lock_deps.pins_of(lock_deps.SERVE_LOCK.read_text())
+    assert serving.items() <= full.items()
+    roots = lock_deps.requirements(extra=lock_deps.SERVE_EXTRA)
+    names = {lock_deps.canonicalize_name(root.name) for root in roots}
+    assert {"fastapi", "onnxruntime", "onnx", "filelock", "tokenizers"} <= names
+    for root in roots:
+        if lock_deps.applies(root, set()):
+            assert lock_deps.canonicalize_name(root.name) in serving, root
+    assert not {"torch", "transformers", "ray", "pytest", "playwright", "mypy"} & set(serving)

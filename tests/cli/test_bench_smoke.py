@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,18 +23,21 @@ pytest.importorskip("matplotlib")
 
 
 @pytest.mark.timeout(300)
-def test_bench_quick_smoke(tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_bench_quick_smoke(tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path) -> None:
     from bench.contenders.registry import CONTENDERS
     from bench.suite import OFFLINE_TARGETS
 
     out = tmp_path / "results"
+    # tiankong's own contenders serve the tiny model's exports that the session already made
+    # (a copy: the bench may add to it), instead of exporting it again in each server
+    onnx_cache = Path(shutil.copytree(tiny_onnx_cache, tmp_path / "onnx"))
     done = subprocess.run(
         [
             *(sys.executable, "-m", "bench", "--quick", "--models", str(tiny_model_dir)),
             *("--out-dir", str(out), "--model-cache", str(tmp_path / "models")),
         ],
         cwd=REPO_ROOT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TIANKONG_ONNX_CACHE_DIR": str(onnx_cache)},
         capture_output=True,
         text=True,
         timeout=280,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,3 +34,25 @@ def test_built_once_and_keyed_by_content(
     source.write_text("换了内容的一行。\n", encoding="utf-8")
     second = ensure_bundled_index(progress=False, cache_dir=tmp_path / "cache")
     assert second != first and (second / "manifest.json").is_file()
+
+
+def test_two_starting_at_once_build_it_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, corpus_file: Path
+) -> None:
+    """Two servers (or test workers) on a fresh cache: one builds, the other waits for it."""
+    monkeypatch.setattr(bundled, "bundled_sources", lambda: [corpus_file])
+    builds: list[Path] = []
+    real_build = bundled.build_index
+
+    def slow_build(*args: Any, **kwargs: Any) -> Any:
+        builds.append(Path(args[1]))
+        time.sleep(0.5)  # long enough for the second to arrive while the first builds
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(bundled, "build_index", slow_build)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        folders = list(
+            pool.map(lambda _: ensure_bundled_index(False, tmp_path / "cache"), range(2))
+        )
+    assert folders[0] == folders[1] and len(builds) == 1
+    assert (folders[0] / "manifest.json").is_file()

@@ -22,6 +22,7 @@ from tiankong.errors import (
     mapping_for,
 )
 from tiankong.index import build_index, open_index, tokenizer_fingerprint
+from tiankong.index.build import pack_rows
 from tiankong.index.tokens import VOCAB_FILE
 
 
@@ -61,7 +62,7 @@ def test_foreign_manifest(copy_of: Path) -> None:
         open_index(copy_of)
 
 
-@pytest.mark.parametrize("name", ["tokens.bin", "suffix_array.bin", "passages.txt"])
+@pytest.mark.parametrize("name", ["tokens.bin", "suffix_array.bin", "characters.bin"])
 def test_truncated_file(copy_of: Path, name: str) -> None:
     data = (copy_of / name).read_bytes()
     (copy_of / name).write_bytes(data[: len(data) // 2])
@@ -77,10 +78,11 @@ def test_missing_file(copy_of: Path) -> None:
 
 
 def test_scrambled_suffix_array_of_the_right_size(copy_of: Path) -> None:
-    path = copy_of / "suffix_array.bin"
-    array = np.fromfile(path, dtype="<i4")
-    np.random.default_rng(0).shuffle(array)
-    array.tofile(path)
+    index = open_index(copy_of)
+    rows, bits = index.suffix_array, index.bits
+    del index
+    np.random.default_rng(0).shuffle(rows)
+    pack_rows(rows, bits).tofile(copy_of / "suffix_array.bin")
     with pytest.raises(IndexCorruptError, match="out of order"):
         open_index(copy_of)
 
@@ -153,6 +155,27 @@ def test_jsonl_and_csv_fields(tmp_path: Path) -> None:
     index = open_index(tmp_path / "out")
     assert index.passage_at(int(index.passage_tokens[1]))[0] == "多行 文本"
     assert index.passage_at(int(index.passage_tokens[3]))[0] == "有,逗号"
+
+
+def test_every_passage_reads_back_as_it_was(tmp_path: Path) -> None:
+    """The text is spelled from the tokens: rare characters ([UNK]), letters, digits and folded
+    spaces come back exactly, and nothing is stored twice."""
+    lines = [
+        "春眠不觉晓，处处闻啼鸟。",
+        "𠀀字与龘字是生僻字。",  # [UNK] twice: spelled from the exception table
+        "iPhone 15 的电池",  # letters, digits, a space: kept verbatim
+        "纯中文一行",
+        "Ａ全角，ß",
+    ]
+    source = tmp_path / "lines.txt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    manifest = build_index([source], tmp_path / "out", progress=False)
+    index = open_index(tmp_path / "out")
+    read = [index.passage_at(int(start))[0] for start in index.passage_tokens]
+    assert read == lines
+    assert manifest["files"]["passages.txt"]["bytes"] < len(source.read_bytes()) // 2
+    assert len(index.spelling_positions) >= 2 and len(index.verbatim_passages) >= 1
+    assert index.manifest["files"]["suffix_array.bin"]["bits"] == (index.size - 1).bit_length()
 
 
 def test_rebuild_replaces_an_index_but_not_other_folders(corpus_file: Path, tmp_path: Path) -> None:

@@ -11,6 +11,13 @@ Finding a cached export hashes the model files and checks the export's manifest 
 ``export_worker`` in a child process, which writes into a temporary folder and renames it into
 place: a reader sees a whole export or none, two processes starting at once export once, and a
 corrupt or half-written export is rebuilt.
+
+A model folder may ship its FP32 export (``SHIPPED_GRAPH``, xz, with ``SHIPPED_MANIFEST``: the
+bundled model does, written by ``python -m tiankong.build.ship_graph``). When its manifest names
+the folder's model files, the FP32 entry is unpacked from it instead of exported, so the bundled
+model's first start needs no torch: INT8 is then quantized from it with ONNX Runtime's own tools,
+guard included, in the worker as before. tests/build/test_shipped_graph.py re-exports with torch
+and checks the shipped graph is byte for byte what the exporter makes.
 """
 
 from __future__ import annotations
@@ -20,10 +27,12 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
+import lzma
 import os
 import re
 import shutil
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +54,8 @@ MANIFEST_FILE = "tiankong-export.json"
 EXPORT_PRECISIONS = ("fp32", "int8")
 EXPORT_LIBRARIES = ("torch", "transformers", "onnx", "onnxruntime")
 LOCK_TIMEOUT_S = 3600.0
+SHIPPED_GRAPH = "model-fp32.onnx.xz"
+SHIPPED_MANIFEST = "model-fp32.json"
 
 
 @dataclass(frozen=True)
@@ -134,7 +145,8 @@ def ensure_export(model: ResolvedModel, precision: str, settings: Settings) -> O
     found = open_export(entry, key)
     if found is not None:
         return found
-    if not can_export():
+    shipped = shipped_manifest(model, fingerprint)
+    if not can_export(shipped is not None):
         return find_compatible(root, fingerprint, precision, versions, model, described)
     # INT8 is quantized from, and checked against, the FP32 export.
     fp32 = ensure_export(model, "fp32", settings) if precision == "int8" else None
@@ -154,6 +166,9 @@ def ensure_export(model: ResolvedModel, precision: str, settings: Settings) -> O
             if found is not None:
                 return found
             discard_leftovers(entry)
+            if precision == "fp32" and shipped is not None:
+                unpack_shipped(model, shipped, entry, key)
+                return checked(entry, key, model)
             log.info("Exporting %s to ONNX (%s); this happens once.", model.name, precision)
             build_in_worker(
                 BuildRequest(
@@ -173,17 +188,78 @@ def ensure_export(model: ResolvedModel, precision: str, settings: Settings) -> O
         raise EngineError(
             f"Waited {LOCK_TIMEOUT_S:.0f} s for another process exporting '{model.name}'."
         ) from None
-    found = open_export(entry, key)
-    if found is None:
-        raise EngineError(f"The ONNX export of '{model.name}' failed its own check.")
+    found = checked(entry, key, model)
     log.info("Exported %s (%s) in %.1f s.", model.name, precision, found.manifest["export_seconds"])
     return found
 
 
-def can_export() -> bool:
-    return all(
-        importlib.util.find_spec(name) is not None for name in ("torch", "transformers", "onnx")
-    )
+def checked(entry: Path, key: str, model: ResolvedModel) -> OnnxExport:
+    found = open_export(entry, key)
+    if found is None:
+        raise EngineError(f"The ONNX export of '{model.name}' failed its own check.")
+    return found
+
+
+def can_export(fp32_shipped: bool = False) -> bool:
+    """Whether this install can make the exports: INT8 from an FP32 graph needs onnx (ONNX
+    Runtime's quantizer) and filelock; an FP32 graph the model folder doesn't ship needs torch
+    and transformers too."""
+    needed: tuple[str, ...] = ("onnx", "onnxruntime", "filelock")
+    if not fp32_shipped:
+        needed += ("torch", "transformers")
+    return all(importlib.util.find_spec(name) is not None for name in needed)
+
+
+def shipped_manifest(model: ResolvedModel, fingerprint: str) -> dict[str, Any] | None:
+    """The manifest of the FP32 export the model folder ships, when it is for these model files
+    and this cache format; else None (then the FP32 graph is exported, which needs torch)."""
+    path = model.path / SHIPPED_MANIFEST
+    if not (path.is_file() and (model.path / SHIPPED_GRAPH).is_file()):
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        usable = (
+            manifest["cache_format"] == CACHE_FORMAT
+            and manifest["model"]["fingerprint"] == fingerprint
+            and manifest["precision"] == "fp32"
+            and isinstance(manifest["files"][ONNX_FILE]["sha256"], str)
+        )
+    except (OSError, ValueError, TypeError, KeyError):
+        usable = False
+    if not usable:
+        log.warning(
+            "The FP32 graph shipped in '%s' is not for these model files or this tiankong; "
+            "exporting instead (python -m tiankong.build.ship_graph rewrites it).",
+            model.path.name,
+        )
+        return None
+    return dict(manifest)
+
+
+def unpack_shipped(model: ResolvedModel, shipped: dict[str, Any], entry: Path, key: str) -> None:
+    """Under the lock: the shipped FP32 graph into a cache entry, checked against the sha256 its
+    manifest records, keyed as an export made here would be (its manifest keeps the libraries
+    that made it and says it was shipped)."""
+    started = time.perf_counter()
+    temp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
+    try:
+        out = temp / ONNX_FILE
+        with lzma.open(model.path / SHIPPED_GRAPH) as packed, out.open("wb") as unpacked:
+            shutil.copyfileobj(packed, unpacked, 1 << 20)
+        expected = shipped["files"][ONNX_FILE]
+        if out.stat().st_size != expected["bytes"] or file_sha256(out) != expected["sha256"]:
+            raise EngineError(
+                f"The FP32 graph shipped with '{model.name}' does not match its checksum; "
+                "reinstall tiankong."
+            )
+        seconds = round(time.perf_counter() - started, 2)
+        manifest = {**shipped, "key": key, "shipped": True, "export_seconds": seconds}
+        (temp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
+        os.rename(temp, entry)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    log.info("Unpacked the FP32 graph shipped with %s in %.1f s.", model.name, seconds)
 
 
 def open_export(folder: Path, key: str | None) -> OnnxExport | None:
@@ -276,8 +352,10 @@ def find_compatible(
             return found
     raise ModelUnavailableError(
         f"No {precision} ONNX export of '{model.name}' is cached for onnxruntime "
-        f"{versions['onnxruntime']}, and exporting needs torch, transformers and onnx: "
-        "install tiankong[export] once, or use --engine torch."
+        f"{versions['onnxruntime']}, and exporting it needs torch, transformers and onnx, which "
+        "this install lacks (scripts/serve.sh installs the serving set only): run "
+        "`bash scripts/setup.sh --full` once, or pip install torch==2.13.0 'tiankong[export]' "
+        "with torch from https://download.pytorch.org/whl/cpu."
     )
 
 

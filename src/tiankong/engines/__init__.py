@@ -42,8 +42,9 @@ def create_engine(
         return OnnxEngine.create(model, settings, find_export)
     if not has_module("torch"):
         raise BadOptionError(
-            "The torch engine needs PyTorch: pip install torch==2.13.0 'tiankong[torch]', "
-            "or use --engine onnx."
+            "The torch engine needs PyTorch, which scripts/serve.sh's serving install leaves "
+            "out: run `bash scripts/setup.sh --full` once (or pip install torch==2.13.0 "
+            "'tiankong[torch]'), or use --engine onnx."
         )
     from tiankong.engines.torch_engine import TorchEngine
 

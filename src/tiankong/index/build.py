@@ -1,5 +1,8 @@
 """Building an index: inputs -> passages -> token ids -> suffix array -> files + manifest.
 
+The suffix array is packed to as many bits a row as the corpus needs, and the passage text is
+spelled from the token ids with a table of exceptions (store.py lists the files).
+
 >>> from tiankong.index.build import build_index
 >>> build_index(["notes.txt"], "notes-index")  # doctest: +SKIP
 """
@@ -13,6 +16,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -28,6 +32,7 @@ from tiankong.index.store import (
     FORMAT,
     FORMAT_VERSION,
     MANIFEST,
+    ROW_PADDING,
     TEXT_FILE,
 )
 from tiankong.index.tokens import (
@@ -80,26 +85,33 @@ def build_index(
             passages += map(standard, read)  # the index's one text normaliser (core/script.py)
             bar.advance(task)
         ids, starts = encode_all(passages, tokenizer, bar)
-        bar.add_task("suffix array", total=None)
+        task = bar.add_task("suffix array", total=2)
         suffix_array = build_suffix_array(ids)
+        bar.advance(task)
+        bits = row_bits(len(ids))
+        packed = pack_rows(suffix_array, bits)
+        bar.advance(task)
+        task = bar.add_task("spelling", total=1)
+        spelling = spelling_arrays(passages, ids, starts, tokenizer)
+        bar.advance(task)
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".building-", dir=out.parent))
     try:
-        texts = "\n".join(passages).encode("utf-8") + b"\n"
-        line_lengths = np.fromiter((len(p.encode("utf-8")) + 1 for p in passages), np.int64)
-        byte_starts = np.concatenate([[0], np.cumsum(line_lengths)[:-1]]).astype(np.int64)
+        position = position_dtype(len(ids))
         arrays = {
             "tokens.bin": ids,
-            "suffix_array.bin": suffix_array,
-            "passage_tokens.bin": starts.astype("<i8"),
-            "passage_bytes.bin": byte_starts.astype("<i8"),
+            "suffix_array.bin": packed,
+            "buckets.bin": first_token_rows(ids, tokenizer.get_vocab_size()),
+            "passage_tokens.bin": starts.astype(position),
+            **spelling.arrays(position),
         }
         files: dict[str, Any] = {}
         for name in ARRAY_FILES:
             arrays[name].tofile(work / name)
             files[name] = {"dtype": arrays[name].dtype.str, "bytes": arrays[name].nbytes}
-        (work / TEXT_FILE).write_bytes(texts)
-        files[TEXT_FILE] = {"dtype": "utf-8", "bytes": len(texts)}
+        files["suffix_array.bin"] = {"dtype": "packed", "bits": bits, "bytes": packed.nbytes}
+        (work / TEXT_FILE).write_bytes(spelling.text)
+        files[TEXT_FILE] = {"dtype": "utf-8", "bytes": len(spelling.text)}
         lengths = np.diff(np.append(starts, len(ids))) - 1  # tokens per passage
         first = 0
         for source in sources:
@@ -128,6 +140,7 @@ def build_index(
                 "token_dtype": TOKEN_DTYPE.str,
                 "suffix_array": "pydivsufsort.divsufsort over the big-endian token bytes",
                 "normaliser": normaliser_key(),
+                "text": "spelled from the tokens; passages not one token a character verbatim",
             },
             "versions": versions(),
             "build_seconds": round(time.perf_counter() - started, 2),
@@ -169,6 +182,116 @@ def build_suffix_array(ids: np.ndarray) -> np.ndarray:
     suffix_array = divsufsort(np.ascontiguousarray(ids.astype(np.uint16)))
     dtype = np.dtype("<i4") if len(ids) < 2**31 else np.dtype("<i8")
     return np.asarray(suffix_array).astype(dtype, copy=False)
+
+
+def row_bits(tokens: int) -> int:
+    """Bits per suffix-array row: enough for every token position."""
+    return max(1, (tokens - 1).bit_length())
+
+
+def position_dtype(tokens: int) -> np.dtype:
+    return np.dtype("<i4") if tokens < 2**31 else np.dtype("<i8")
+
+
+PACK_CHUNK = 1 << 20  # rows packed at a time (a multiple of 8, so chunks meet at a byte)
+
+
+def pack_rows(rows: np.ndarray, bits: int) -> np.ndarray:
+    """``rows`` as ``bits`` little-endian bits each, back to back, then ROW_PADDING zero bytes.
+
+    Eight rows make ``bits`` whole bytes: each group of eight is assembled in 64-bit words, one
+    vectorised shift-and-or per row of the group."""
+    words_per_group = -(-8 * bits // 64)
+    pieces = []
+    for first in range(0, len(rows), PACK_CHUNK):
+        values = np.asarray(rows[first : first + PACK_CHUNK], dtype=np.uint64)
+        groups = -(-len(values) // 8)
+        flat = np.zeros(groups * 8, dtype=np.uint64)
+        flat[: len(values)] = values
+        grouped = flat.reshape(groups, 8)
+        words = np.zeros((groups, words_per_group + 1), dtype="<u8")
+        for j in range(8):
+            word, shift = divmod(j * bits, 64)
+            words[:, word] |= grouped[:, j] << np.uint64(shift)
+            if shift + bits > 64:
+                words[:, word + 1] |= grouped[:, j] >> np.uint64(64 - shift)
+        packed = words.view(np.uint8).reshape(groups, -1)[:, :bits].ravel()
+        pieces.append(packed[: -(-len(values) * bits // 8)])
+    pieces.append(np.zeros(ROW_PADDING, dtype=np.uint8))
+    return np.concatenate(pieces)
+
+
+def first_token_rows(ids: np.ndarray, vocab_size: int) -> np.ndarray:
+    """The first suffix-array row of each first token (and the end): every position is a row."""
+    counts = np.bincount(ids.astype(np.int64), minlength=vocab_size)
+    return np.concatenate([[0], np.cumsum(counts)]).astype("<i8")
+
+
+@dataclass
+class Spelling:
+    """How the passage text is stored: spelled from the tokens, with exceptions."""
+
+    characters: np.ndarray  # [vocab] the character each token spells, 0 for none
+    positions: np.ndarray  # token positions whose token doesn't spell the passage's character
+    chars: np.ndarray  # the character at each of those
+    verbatim: np.ndarray  # passages kept as text: not one token per character
+    text: bytes  # those passages, one a line
+    line_starts: np.ndarray  # where each starts in ``text``
+
+    def arrays(self, position: np.dtype) -> dict[str, np.ndarray]:
+        return {
+            "characters.bin": self.characters.astype("<u4"),
+            "spelling_positions.bin": self.positions.astype(position),
+            "spelling_chars.bin": self.chars.astype("<u4"),
+            "verbatim_passages.bin": self.verbatim.astype("<i4"),
+            "verbatim_bytes.bin": self.line_starts.astype("<i8"),
+        }
+
+
+SPELL_CHUNK = 50_000  # passages compared at a time: bounds the temporary arrays
+
+
+def spelling_arrays(
+    passages: list[str], ids: np.ndarray, starts: np.ndarray, tokenizer: Tokenizer
+) -> Spelling:
+    """Compare every passage with what its tokens spell (a token of one character spells it):
+    a passage with one token per character is stored as the characters its tokens get wrong
+    (a rare one read as [UNK]); any other is kept verbatim."""
+    characters = np.zeros(tokenizer.get_vocab_size(), dtype=np.int64)
+    for token, number in tokenizer.get_vocab().items():
+        if len(token) == 1:
+            characters[number] = ord(token)
+    token_lengths = np.diff(np.append(starts, len(ids))) - 1
+    positions, chars, verbatim = [], [], []
+    for first in range(0, len(passages), SPELL_CHUNK):
+        chunk = passages[first : first + SPELL_CHUNK]
+        points = np.frombuffer("\n".join(chunk).encode("utf-32-le"), dtype="<u4")
+        char_starts = np.concatenate([[0], np.flatnonzero(points == 10) + 1])
+        char_lengths = np.diff(np.append(char_starts, len(points) + 1)) - 1
+        lengths = token_lengths[first : first + len(chunk)]
+        aligned = char_lengths == lengths
+        verbatim.append(first + np.flatnonzero(~aligned))
+        counts = lengths[aligned]
+        runs = np.cumsum(counts) - counts  # where each passage's run begins
+        token_at = np.arange(counts.sum()) + np.repeat(
+            starts[first : first + len(chunk)][aligned] - runs, counts
+        )
+        char_at = np.arange(counts.sum()) + np.repeat(char_starts[aligned] - runs, counts)
+        wanted = points[char_at].astype(np.int64)
+        wrong = characters[ids[token_at].astype(np.int64)] != wanted
+        positions.append(token_at[wrong])
+        chars.append(wanted[wrong])
+    kept = np.concatenate(verbatim).astype(np.int64)
+    lines = [passages[number].encode("utf-8") + b"\n" for number in kept]
+    line_lengths = np.fromiter(map(len, lines), dtype=np.int64, count=len(lines))
+    return Spelling(
+        characters=characters,
+        positions=np.concatenate(positions),
+        chars=np.concatenate(chars),
+        verbatim=kept,
+        text=b"".join(lines),
+        line_starts=np.concatenate([[0], np.cumsum(line_lengths)[:-1]]).astype(np.int64),
+    )
 
 
 def versions() -> dict[str, str]:

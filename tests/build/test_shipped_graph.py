@@ -1,0 +1,90 @@
+"""The bundled model's shipped FP32 ONNX graph: byte for byte what the exporter makes, used in
+place of an export, and enough for a first start without torch (INT8 from ONNX Runtime's own
+quantizer, guard included)."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiankong.build.export_cache import (
+    MANIFEST_FILE,
+    ONNX_FILE,
+    SHIPPED_GRAPH,
+    SHIPPED_MANIFEST,
+    file_sha256,
+    model_fingerprint,
+)
+from tiankong.build.ship_graph import export_fp32
+from tiankong.core.models import resolve_model
+
+pytestmark = pytest.mark.processes  # an export worker, a subprocess without torch
+
+BUNDLED = resolve_model(None).path
+
+
+def shipped() -> dict:
+    return json.loads((BUNDLED / SHIPPED_MANIFEST).read_text(encoding="utf-8"))
+
+
+def test_shipped_graph_is_what_the_exporter_makes(tmp_path: Path) -> None:
+    """Re-exported with torch, the graph has the shipped sha256, and so does the unpacked xz.
+    A retrained bundled model fails here until `python -m tiankong.build.ship_graph` runs."""
+    manifest = shipped()
+    assert manifest["model"]["fingerprint"] == model_fingerprint(BUNDLED)
+    made = export_fp32(BUNDLED, tmp_path / "entry")
+    assert made["files"][ONNX_FILE] == manifest["files"][ONNX_FILE]
+    assert made["graph"] == manifest["graph"]
+    assert made["libraries"] == manifest["libraries"]  # the locked versions made it
+    unpacked = tmp_path / "unpacked.onnx"
+    unpacked.write_bytes(lzma.decompress((BUNDLED / SHIPPED_GRAPH).read_bytes()))
+    assert file_sha256(unpacked) == manifest["files"][ONNX_FILE]["sha256"]
+
+
+NO_TORCH = """
+import json, sys
+for name in ("torch", "transformers"):
+    sys.modules[name] = None  # importlib.util.find_spec now says they are not installed
+from tiankong import FillMasker, Settings
+from tiankong.errors import ModelUnavailableError
+settings = Settings(engine="auto", threads=1, onnx_cache_dir=sys.argv[1])
+masker = FillMasker.load(settings=settings, index="none")
+result = masker.predict("春眠不觉晓，处处闻啼[MASK]。")
+try:
+    FillMasker.load(sys.argv[2], settings)
+    own = "loaded"
+except ModelUnavailableError as error:
+    own = str(error)
+print(json.dumps({"engine": masker.engine.name, "precision": masker.engine.precision,
+                  "token": result.masks[0][0].token, "own": own}))
+"""
+
+
+def test_bundled_first_start_without_torch(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """torch and transformers unimportable: the bundled model serves INT8 (the shipped FP32
+    graph unpacked, quantized and guarded), and a model of one's own gets one clear sentence."""
+    cache = tmp_path / "onnx"
+    done = subprocess.run(
+        [sys.executable, "-c", NO_TORCH, str(cache), str(tiny_model_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (report["engine"], report["precision"]) == ("onnx", "int8")
+    assert report["token"]
+    assert "bash scripts/setup.sh --full" in report["own"] and "torch" in report["own"]
+    entries = {path.name.split("-")[-2]: path for path in cache.iterdir() if path.is_dir()}
+    assert sorted(entries) == ["fp32", "int8"]
+    fp32 = json.loads((entries["fp32"] / MANIFEST_FILE).read_text(encoding="utf-8"))
+    assert fp32["shipped"] is True
+    assert fp32["files"][ONNX_FILE]["sha256"] == shipped()["files"][ONNX_FILE]["sha256"]
+    int8 = json.loads((entries["int8"] / MANIFEST_FILE).read_text(encoding="utf-8"))
+    assert int8["quality"]["passed"] is True  # the guard ran, as on any export
