@@ -82,6 +82,9 @@ trap 'exit 130' INT TERM
 
 # --- 1. the daemon -----------------------------------------------------------------------
 step "1. Docker daemon"
+for tool in curl python3 sha256sum; do
+    command -v "$tool" >/dev/null || fail "$tool is missing (the checks need it)."
+done
 if docker info >/dev/null 2>&1; then
     say "using the running daemon (server $(docker version --format '{{.Server.Version}}'))"
 else
@@ -213,7 +216,9 @@ fi
 step "4. docker build -f docker/Dockerfile.cpu -t $IMAGE"
 build_start=$SECONDS
 say "  docker build --force-rm ${build_args[*]} -f docker/Dockerfile.cpu -t $IMAGE ."
-if ! docker build --force-rm "${build_args[@]}" -f docker/Dockerfile.cpu -t "$IMAGE" . >"$WORK/build.log" 2>&1; then
+# each line of the build's output stamped with the script's clock, for the steps' times below
+if ! docker build --force-rm "${build_args[@]}" -f docker/Dockerfile.cpu -t "$IMAGE" . 2>&1 \
+    | while IFS= read -r line; do echo "$SECONDS $line"; done >"$WORK/build.log"; then
     tail -30 "$WORK/build.log" >&2
     fail "docker build failed (the build log's last lines are above)."
 fi
@@ -221,6 +226,12 @@ BUILD_S=$((SECONDS - build_start))
 if [[ -n "$INDEX_SERVER" ]]; then kill "$INDEX_SERVER"; INDEX_SERVER=""; fi
 SIZE_MB=$(($(docker image inspect -f '{{.Size}}' "$IMAGE") / 1000000))
 say "built $IMAGE in $BUILD_S s on $BASE_IMAGE: $SIZE_MB MB"
+say "  the build's steps that took 2 s or more (those docker's layer cache kept say so):"
+awk -v end="$SECONDS" '
+    function flush() { if (name != "" && (end_of - start) >= 2) printf "docker_test:    %5d s  %s%s\n", end_of - start, substr(name, 1, 90), cached }
+    / Step [0-9]+\/[0-9]+ : / { end_of = $1; flush(); start = $1; name = substr($0, index($0, "Step ")); cached = ""; next }
+    / ---> Using cache/ { cached = " (cached)" }
+    END { end_of = end; flush() }' "$WORK/build.log"
 say "  layers (docker history):"
 docker history --no-trunc --format '{{.Size}}\t{{.CreatedBy}}' "$IMAGE" \
     | sed -e 's|/bin/sh -c #(nop) *||' -e 's|/bin/sh -c |RUN |' \
