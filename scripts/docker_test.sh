@@ -7,7 +7,7 @@
 #    with apt first if missing; root only) and stopped again at the end.
 # 2. The base: python:3.11.14-slim-bookworm when a registry serves it; otherwise a local stand-in
 #    (mmdebstrap, Debian bookworm from the mirror apt already uses, with Python 3.11 and this
-#    machine's CA certificates), made once and cached by its recipe in $CACHE.
+#    machine's CA certificates), made once and cached by its recipe in the cache folder.
 # 3. torch's CPU wheel for the builder stage: from TORCH_INDEX_URL when it answers; otherwise
 #    the wheel this machine's pip finds (its configured find-links/indexes) is served to the
 #    build from 127.0.0.1 as a one-package index (the build then runs with --network host).
@@ -23,18 +23,19 @@
 # removes them, and stops the dockerd it started). Prints the time of each step. Any failure is
 # one line starting with "docker_test: FAIL" and exit code 1; nothing is skipped silently.
 #
-# Environment: CACHE (default /var/cache/tiankong-docker, or ~/.cache/tiankong-docker when that
-# can't be written), BASE_IMAGE (use this base, no probing), TORCH_INDEX_URL, IMAGE (tiankong:cpu).
+# Environment: DOCKER_TEST_CACHE, the cache folder (default /var/cache/tiankong-docker, or
+# $XDG_CACHE_HOME/tiankong-docker when that can't be written); BASE_IMAGE (use this base, no
+# probing); TORCH_INDEX_URL; TORCH_INDEX_PORT (38124); DOCKER_TEST_IMAGE (tiankong:cpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-IMAGE="${IMAGE:-tiankong:cpu}"
+IMAGE="${DOCKER_TEST_IMAGE:-tiankong:cpu}"
 REAL_BASE="python:3.11.14-slim-bookworm"
 TORCH_INDEX_URL="${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
 POEM="春眠不觉晓，处处闻啼[MASK]。"
 DRAIN_S=5  # TIANKONG_DRAIN_TIMEOUT for the run check: SIGTERM must stop it within this
 READY_S=15
-CACHE="${CACHE:-/var/cache/tiankong-docker}"
+CACHE="${DOCKER_TEST_CACHE:-/var/cache/tiankong-docker}"
 if ! mkdir -p "$CACHE" 2>/dev/null || [[ ! -w "$CACHE" ]]; then
     CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/tiankong-docker"
     mkdir -p "$CACHE"
@@ -67,7 +68,7 @@ cleanup() {
         TIANKONG_PORT=0 docker-compose -p "$RUN_ID" -f docker/compose.yaml down -v \
             >/dev/null 2>&1
     fi
-    docker ps -aq --filter "label=tiankong-test=$RUN_ID" | xargs -r docker rm -f -v >/dev/null
+    docker ps -aq --filter "label=tiankong-test=$RUN_ID" 2>/dev/null | xargs -r docker rm -f -v >/dev/null
     if [[ -n "$INDEX_SERVER" ]]; then kill "$INDEX_SERVER" 2>/dev/null; fi
     if [[ -n "$STARTED_DOCKERD" ]]; then
         say "stopping the dockerd started here (pid $STARTED_DOCKERD)"
@@ -104,7 +105,7 @@ else
         sleep 0.5
     done
     docker info >/dev/null 2>&1 \
-        || fail "the Docker daemon did not start within 30 s: $(grep -iE 'error|fail' "$WORK/dockerd.log" | tail -1)"
+        || fail "the Docker daemon did not start: $(grep -iE 'error|fail' "$WORK/dockerd.log" | tail -1)"
     say "started dockerd (pid $STARTED_DOCKERD, server $(docker version --format '{{.Server.Version}}')); it is stopped at the end"
 fi
 
