@@ -216,6 +216,7 @@ fi
 # --- 4. the build -------------------------------------------------------------------------
 step "4. docker build -f docker/Dockerfile.cpu -t $IMAGE"
 build_start=$SECONDS
+previous="$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
 say "  docker build --force-rm ${build_args[*]} -f docker/Dockerfile.cpu -t $IMAGE ."
 # each line of the build's output stamped with the script's clock, for the steps' times below
 if ! docker build --force-rm "${build_args[@]}" -f docker/Dockerfile.cpu -t "$IMAGE" . 2>&1 \
@@ -226,6 +227,11 @@ fi
 BUILD_S=$((SECONDS - build_start))
 if [[ -n "$INDEX_SERVER" ]]; then kill "$INDEX_SERVER"; INDEX_SERVER=""; fi
 SIZE_MB=$(($(docker image inspect -f '{{.Size}}' "$IMAGE") / 1000000))
+if [[ -n $previous && $previous != "$(docker image inspect -f '{{.Id}}' "$IMAGE")" ]]; then
+    # the image this build replaced, so reruns don't pile up old images (the builder stage's
+    # layers stay: they are docker's build cache; `docker image prune` drops them)
+    docker rmi "$previous" >/dev/null 2>&1 || say "  (the replaced image $previous is still in use)"
+fi
 say "built $IMAGE in $BUILD_S s on $BASE_IMAGE: $SIZE_MB MB"
 say "  the build's steps that took 2 s or more (those docker's layer cache kept say so):"
 awk -v end="$SECONDS" '
