@@ -224,6 +224,17 @@ def test_session_is_built_as_configured(tiny_onnx_cache: Path) -> None:
     assert str(options.execution_mode).endswith("ORT_SEQUENTIAL")
     assert engine.providers == ["CPUExecutionProvider"] and engine.device == "cpu"
     assert engine.input_names == ["input_ids", "attention_mask", "mask_positions"]
+    assert engine.device_reason is None  # the CPU was asked for
+
+
+def test_device_auto_on_the_cpu_says_why(tiny_onnx_cache: Path) -> None:
+    """--device auto that ends on the CPU says why (shown in /info): no CUDA provider in this
+    onnxruntime, or one that did not load (the GPU image on a machine without a GPU)."""
+    (folder,) = [path for path in tiny_onnx_cache.glob("*-fp32-*") if path.is_dir()]
+    plain = OnnxEngine(folder / "model.onnx", "cpu", "fp32", 1, cpu_fallback=True)
+    assert plain.device == "cpu" and plain.device_reason == "this onnxruntime has no CUDA provider"
+    unloaded = OnnxEngine(folder / "model.onnx", "cuda", "fp32", 1, cpu_fallback=True)
+    assert unloaded.device == "cpu" and "CUDA provider did not load" in str(unloaded.device_reason)
 
 
 @pytest.mark.parametrize(

@@ -399,6 +399,7 @@ def test_info(client: TestClient, tiny_masker: FillMasker) -> None:
     assert info["model"]["name"] == tiny_masker.model.name
     assert {"name", "kind", "summary"} <= set(info["model"])
     assert (info["engine"], info["device"], info["precision"]) == ("torch", "cpu", "fp32")
+    assert info["device_reason"] == tiny_masker.engine.device_reason
     assert info["threads"] == 1 and info["ready"] is True
     assert info["memory_rss_bytes"] > 10_000_000 and info["uptime_s"] > 0
     assert info["requests_served"] >= 1

@@ -49,6 +49,7 @@ class Engine(Protocol):
     name: str  # "torch", "onnx", "fake"
     device: str  # "cpu", "cuda"
     precision: str  # "fp32", "int8", "fp16"
+    device_reason: str | None  # why ``--device auto`` serves on the CPU; None when it wasn't asked
 
     def mask_logits(self, batch: EncodedBatch) -> np.ndarray: ...
 

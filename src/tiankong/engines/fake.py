@@ -18,6 +18,7 @@ class FakeEngine:
     name = "fake"
     device = "cpu"
     precision = "fp32"
+    device_reason: str | None = None
 
     def __init__(self, vocab_size: int, fail_token_id: int | None = None) -> None:
         self.vocab_size = vocab_size

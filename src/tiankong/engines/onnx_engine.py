@@ -118,6 +118,14 @@ class OnnxEngine:
         self.session = build_session(onnx_file, device, threads, cpu_fallback)
         self.providers: list[str] = self.session.get_providers()
         self.device = "cuda" if self.providers[0] == CUDA_PROVIDER else "cpu"
+        self.device_reason: str | None = None  # why --device auto serves on the CPU
+        if cpu_fallback and self.device == "cpu":
+            self.device_reason = (
+                "ONNX Runtime's CUDA provider did not load (no GPU, or CUDA/cuDNN libraries "
+                "missing)"
+                if device == "cuda"
+                else "this onnxruntime has no CUDA provider"
+            )
         self.precision = precision
         self.onnx_file = onnx_file
         self.quality: dict[str, Any] = quality or {}

@@ -66,6 +66,9 @@ class TorchEngine:
                 f"Unknown precision '{precision}'; use {', '.join(TORCH_PRECISIONS)}."
             )
         self.device = pick_device(device)
+        self.device_reason = (
+            "torch sees no CUDA GPU" if device == "auto" and self.device == "cpu" else None
+        )
         if precision == "auto":
             precision = "fp16" if self.device == "cuda" else "fp32"
         if precision == "fp16" and self.device != "cuda":

@@ -141,6 +141,7 @@ async def info(state: StateDep) -> dict[str, Any]:
         },
         "engine": masker.engine.name if masker else settings.engine,
         "device": masker.engine.device if masker else settings.device,
+        "device_reason": masker.engine.device_reason if masker else None,
         "precision": masker.engine.precision if masker else settings.precision,
         "threads": settings.threads,
         "memory_rss_bytes": process.memory_info().rss,
