@@ -41,8 +41,8 @@ def training_modules() -> tuple[Any, Any]:
 
 # The recipe for the next bundled model: same shape as tiankong-mini-zh (so the same speed per
 # sentence), per-character masking (the ablation in docs/TRAINING.md), the modern text (reviews,
-# news, Wikipedia and dialogue) weighted up against the 17.8 M classical characters. On a GPU the batch is larger
-# and the sequences longer; the LR decays over the time budget.
+# news, Wikipedia and dialogue) weighted up against the 17.8 M classical characters. On a GPU
+# the batch is larger and the sequences longer; the LR decays over the time budget.
 SOURCES = {
     "classical.txt.xz": 0.30,
     "modern.txt.xz": 0.25,
