@@ -334,6 +334,7 @@ class LeakyEngine:
     """Fails with a message full of internals, as a real engine's exception might be."""
 
     name, device, precision = "fake", "cpu", "fp32"
+    device_reason = None
 
     def mask_logits(self, batch: object) -> Any:
         raise RuntimeError(

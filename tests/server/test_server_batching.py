@@ -31,6 +31,11 @@ GATE_TIMEOUT_S = 30.0
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 
 
+# Before any request: the fill warm-up's one call, then the check task's two steps (one unmasked
+# row, then its suspects' rows; serving/checking.py).
+WARM_UP_CALLS = [1, 1, 4]
+
+
 class GatedEngine(FakeEngine):
     """FakeEngine whose calls wait at ``gate`` (open unless a test closes it) and which records
     every batch's rows and how many calls ever ran at once."""
@@ -166,7 +171,7 @@ async def test_concurrent_routes_share_one_engine_call(
     for text, response in zip(texts[:8], responses, strict=False):
         assert response.json()["text"] == text  # each answer belongs to its own request
     assert [item["text"] for item in responses[8].json()["results"]] == texts[8:12]
-    assert engine.calls == [1, 1, 14]  # warm-up, the holder, then everyone else at once
+    assert engine.calls == [*WARM_UP_CALLS, 1, 14]  # the holder, then everyone else at once
     assert metric(metrics_text, "tiankong_batch_size_count") == 2
     assert metric(metrics_text, "tiankong_batch_size_bucket", le="16.0") == 2
     assert metric(metrics_text, "tiankong_batch_size_bucket", le="8.0") == 1
@@ -331,7 +336,7 @@ async def test_a_disconnected_client_is_dropped_before_it_runs(
                 assert predictor_of(state).batcher.depth == 0
             assert (await holder).status_code == 200
             metrics_text = (await client.get("/metrics")).text
-    assert engine.calls == [1, 1]  # warm-up and the holder: the gone request never ran
+    assert engine.calls == [*WARM_UP_CALLS, 1]  # the holder: the gone request never ran
     assert [message["status"] for message in sent if "status" in message] == [499]
     assert metric(metrics_text, "tiankong_batcher_events_total", event="skipped") == 1
     assert metric(metrics_text, "tiankong_requests_total", route="/predict", status="499") == 1
@@ -371,7 +376,7 @@ def test_a_client_that_hangs_up_over_tcp_is_dropped(
         holder.join(GATE_TIMEOUT_S)
         metrics_text = httpx.get(f"{base_url}/metrics").text
     assert holder_result == [200]
-    assert engine.calls == [1, 1]
+    assert engine.calls == [*WARM_UP_CALLS, 1]
     assert metric(metrics_text, "tiankong_batcher_events_total", event="skipped") == 1
 
 
@@ -409,7 +414,7 @@ async def test_shutdown_drains_queued_requests_and_refuses_new_ones(
         assert [r.status_code for r in await queued] == [200, 200, 200]
         assert (await holder).status_code == 200
         await asyncio.wait_for(stopping, 10)
-    assert engine.calls == [1, 1, 3] and state.predictor is None
+    assert engine.calls == [*WARM_UP_CALLS, 1, 3] and state.predictor is None
 
 
 # --- exclusive modes next to batches -----------------------------------------------------
@@ -451,7 +456,7 @@ async def test_a_repeated_request_is_a_cache_hit_with_its_own_latency(
     assert first.json()["masks"] == second.json()["masks"]
     assert second.json()["latency_ms"] > 0  # the hit's own server time, not the first's
     assert len(other_k.json()["predictions"]) == 4 and hf.status_code == 200
-    assert engine.calls == [1, 1, 1]  # warm-up, POEM top 3, POEM top 4; the rest were hits
+    assert engine.calls == [*WARM_UP_CALLS, 1, 1]  # POEM top 3, POEM top 4; the rest were hits
     assert metric(metrics_text, "tiankong_cache_hits_total", cache="results") == 2
     assert metric(metrics_text, "tiankong_cache_misses_total", cache="results") == 2
     assert metric(metrics_text, "tiankong_cache_hits_total", cache="tokens") == 3
@@ -464,6 +469,7 @@ async def test_metrics_show_batches_tokens_padding_and_queue(
     masker, engine = gated_masker(tiny_masker)
     texts = ["点[MASK]", "画龙点[MASK]"]  # 4 and 6 tokens with [CLS] and [SEP]
     async with http_client(server_settings(tiny_model_dir), masker) as (client, state):
+        before = (await client.get("/metrics")).text  # the warm-ups' batches are counted too
         async with engine_held(client, engine):
             requests = asyncio.gather(*(client.post("/predict", json={"text": t}) for t in texts))
             await until(lambda: predictor_of(state).batcher.depth == 2)
@@ -473,14 +479,19 @@ async def test_metrics_show_batches_tokens_padding_and_queue(
     assert (
         metric(during, "tiankong_queue_depth") == 2 and metric(after, "tiankong_queue_depth") == 0
     )
+
+    def added(name: str) -> float:
+        return metric(after, name) - metric(before, name)
+
+    # the holder ("占[MASK]位", engine_held's) in a batch of its own, then the two texts together
     real = sum(len(masker.prepare(t).input_ids) for t in (*texts, "占[MASK]位"))
     padded = 2 * len(masker.prepare(texts[1]).input_ids) + len(
         masker.prepare("占[MASK]位").input_ids
     )
-    assert metric(after, "tiankong_batch_real_tokens_total") == real
-    assert metric(after, "tiankong_batch_padded_tokens_total") == padded
-    assert metric(after, "tiankong_batch_tokens_sum") == padded
-    assert metric(after, "tiankong_batch_padding_ratio_count") == 2
+    assert added("tiankong_batch_real_tokens_total") == real
+    assert added("tiankong_batch_padded_tokens_total") == padded
+    assert added("tiankong_batch_tokens_sum") == padded
+    assert added("tiankong_batch_padding_ratio_count") == 2
 
 
 async def test_info_shows_batching_caches_and_the_int8_guard(

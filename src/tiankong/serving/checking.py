@@ -96,9 +96,10 @@ class CheckServing:
                 scorer.stop()
 
     async def warm_up(self) -> None:
-        """Load the confusion table and the idiom lexicon, and run the two steps once."""
+        """Load the confusion table and the idiom lexicon, and run the two steps once, as the
+        fill warm-up does: an exclusive turn on the engine thread, outside the batch metrics."""
         request = self.prepare(WARMUP_TEXT)
-        await self.execute([request], self.checker.forward_rows(request))
+        await self.predictor.batcher.run_exclusive(lambda: self.checker.run([request]))
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
