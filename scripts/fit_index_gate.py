@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
 import random
 from pathlib import Path
 from typing import Any
@@ -25,18 +24,15 @@ import numpy as np
 
 import tiankong.index.combine as combine
 from tiankong import FillMasker
+from tiankong.build import train_data
 from tiankong.core.text import BLANK, MASK
 from tiankong.index.bundled import bundled_sources
 from tiankong.index.lookup import is_han
 
 
 def read_lines(paths: list[Path]) -> list[str]:
-    lines: list[str] = []
-    for path in paths:
-        opener = lzma.open if path.name.endswith(".xz") else open
-        with opener(path, "rt", encoding="utf-8") as handle:
-            lines += [line.strip() for line in handle if line.strip()]
-    return lines
+    """Every non-empty, stripped line of ``paths`` (.txt or .txt.xz), in order."""
+    return [line for path in paths for line in train_data.read_lines(path)]
 
 
 def cut(lines: list[str], count: int, rng: random.Random) -> list[dict[str, Any]]:
