@@ -18,11 +18,10 @@ from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
 from tiankong.offline.fill import (
     Checkpoint,
     FillJob,
-    durable,
+    commit_chunk,
     format_of,
     open_append,
     read_records,
-    save_checkpoint,
     start_state,
     take,
 )
@@ -67,12 +66,7 @@ def run_check_file(
                     failed += 1
             state.filled += checked
             state.failed += failed
-            state.lines_done += len(chunk)
-            state.output_bytes = durable(output)
-            state.error_bytes = durable(errors)
-            save_checkpoint(job.checkpoint, state)
-            if on_progress:
-                on_progress(len(chunk), state.filled, state.failed)
+            commit_chunk(job.checkpoint, state, output, errors, len(chunk), on_progress)
     return state
 
 

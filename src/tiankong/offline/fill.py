@@ -277,12 +277,7 @@ def run_fill(
                 else:
                     errors.write(json.dumps({"line": line, **payload}, ensure_ascii=False) + "\n")
                     state.failed += 1
-            state.lines_done += len(results)
-            state.output_bytes = durable(output)
-            state.error_bytes = durable(errors)
-            save_checkpoint(job.checkpoint, state)
-            if on_progress:
-                on_progress(len(results), state.filled, state.failed)
+            commit_chunk(job.checkpoint, state, output, errors, len(results), on_progress)
     return state
 
 
@@ -388,6 +383,24 @@ def durable(handle: TextIO) -> int:
     handle.flush()
     os.fsync(handle.fileno())
     return handle.tell()
+
+
+def commit_chunk(
+    checkpoint: Path,
+    state: Checkpoint,
+    output: TextIO,
+    errors: TextIO,
+    lines: int,
+    on_progress: Callable[[int, int, int], None] | None,
+) -> None:
+    """After a chunk is written: both files on disk first, then the checkpoint that says where
+    they end (the point a rerun resumes from), then the progress report."""
+    state.lines_done += lines
+    state.output_bytes = durable(output)
+    state.error_bytes = durable(errors)
+    save_checkpoint(checkpoint, state)
+    if on_progress:
+        on_progress(lines, state.filled, state.failed)
 
 
 def save_checkpoint(path: Path, state: Checkpoint) -> None:
