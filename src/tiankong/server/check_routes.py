@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import Response
 
-from tiankong.errors import BatchTooLargeError, TiankongError
+from tiankong.errors import TiankongError
 from tiankong.server.check_schemas import (
     BATCH_CHECK_EXAMPLES,
     CHECK_EXAMPLES,
@@ -18,6 +18,7 @@ from tiankong.server.check_schemas import (
     CheckOut,
 )
 from tiankong.server.deps import AllowanceDep
+from tiankong.server.dispatch import check_batch_size
 from tiankong.server.responses import JSONBody, error_payload
 from tiankong.server.schemas import ERROR_RESPONSES
 from tiankong.server.state import server_state
@@ -66,9 +67,7 @@ async def batch_check(
 ) -> Response:
     """Proofread many texts in one run; a text that can't be checked gets its own error entry."""
     started = time.perf_counter()
-    limit = checking.predictor.settings.max_batch_texts
-    if len(body.texts) > limit:
-        raise BatchTooLargeError(f"{len(body.texts)} texts is over the limit of {limit}.")
+    check_batch_size(checking.predictor.settings, len(body.texts))
     answers: list[Any] = [None] * len(body.texts)
     ready: list[tuple[int, CheckRequest]] = []
     for number, text in enumerate(body.texts):

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tiankong.config import Settings
 from tiankong.core.decoding import Constraints
 from tiankong.core.modes import PredictOptions
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
-from tiankong.errors import BadOptionError, TiankongError
+from tiankong.errors import BadOptionError, BatchTooLargeError, TiankongError
 from tiankong.server.middleware.security import Allowance
 from tiankong.server.schemas import OptionFields
 from tiankong.serving.predictor import Predictor
@@ -76,3 +77,10 @@ async def fill_many(
     finished = [answer for answer in answers if answer is not None]
     assert len(finished) == len(texts)
     return finished
+
+
+def check_batch_size(settings: Settings, count: int, what: str = "texts") -> None:
+    """The one limit on texts per request (``max_batch_texts``), before any text is prepared."""
+    limit = settings.max_batch_texts
+    if count > limit:
+        raise BatchTooLargeError(f"{count} {what} is over the limit of {limit}.")

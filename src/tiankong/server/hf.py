@@ -30,11 +30,11 @@ from tiankong.core.text import fill_text
 from tiankong.errors import (
     BadInputError,
     BadOptionError,
-    BatchTooLargeError,
     EmptyTextError,
     TiankongError,
 )
 from tiankong.server.deps import AllowanceDep, PredictorDep
+from tiankong.server.dispatch import check_batch_size
 from tiankong.server.middleware.security import Allowance
 from tiankong.server.responses import JSONBody
 from tiankong.server.schemas import (
@@ -66,9 +66,7 @@ async def hf_fill_mask(
     texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
     if not texts:
         raise EmptyTextError("inputs is an empty list; send a text or a list of texts.")
-    limit = predictor.settings.max_batch_texts
-    if len(texts) > limit:
-        raise BatchTooLargeError(f"{len(texts)} inputs is over the limit of {limit}.")
+    check_batch_size(predictor.settings, len(texts), "inputs")
     k = predictor.check_top_k(parameters.top_k)
     prepared = [plain_request(predictor, text, k) for text in texts]
     if parameters.targets is None:

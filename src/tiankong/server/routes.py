@@ -13,9 +13,8 @@ from fastapi.responses import FileResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from tiankong import __version__
-from tiankong.errors import BatchTooLargeError
 from tiankong.server.deps import AllowanceDep, PredictorDep, StateDep
-from tiankong.server.dispatch import fill_many, fill_one, options_from_fields
+from tiankong.server.dispatch import check_batch_size, fill_many, fill_one, options_from_fields
 from tiankong.server.middleware.security import Allowance
 from tiankong.server.responses import JSONBody, batch_payload, fill_payload
 from tiankong.server.schemas import (
@@ -99,9 +98,7 @@ async def batch_predict(
     """Many texts, the same options for each; a text that can't be filled gets its own error
     entry. Plain texts share one engine run."""
     started = time.perf_counter()
-    limit = predictor.settings.max_batch_texts
-    if len(body.texts) > limit:
-        raise BatchTooLargeError(f"{len(body.texts)} texts is over the limit of {limit}.")
+    check_batch_size(predictor.settings, len(body.texts))
     options = options_from_fields(predictor, body.top_k, body)
     answers = await fill_many(predictor, body.texts, options, allowance)
     latency_ms = (time.perf_counter() - started) * 1000
