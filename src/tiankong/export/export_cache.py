@@ -1,7 +1,7 @@
 """The ONNX export cache: one immutable folder per model files, precision, recipe and libraries.
 
 >>> from tiankong import Settings
->>> from tiankong.core.models import resolve_model
+>>> from tiankong.model_sources import resolve_model
 >>> export = ensure_export(resolve_model(None), "int8", Settings())  # doctest: +SKIP
 >>> export.onnx_file.name, export.quality["top1_agreement"]  # doctest: +SKIP
 ('model.onnx', 1.0)
