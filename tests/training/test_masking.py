@@ -1,4 +1,4 @@
-"""Whole-word and n-gram masking for pretraining (build/masking.py)."""
+"""Whole-word and n-gram masking for pretraining (training/masking.py)."""
 
 from __future__ import annotations
 
