@@ -28,14 +28,14 @@ from typing import Any
 from bench.models import BUNDLED_FOLDER, resolve
 from bench.sentences import sentence
 from tiankong import Settings
-from tiankong.build.export_cache import ensure_export
-from tiankong.build.int8_recipe import cpu_flags, cpu_has_bf16, cpu_kind
-from tiankong.build.quality_guard import GuardReference
 from tiankong.core.models import resolve_model
 from tiankong.core.text import TextEncoder, TextLimits
 from tiankong.engines.base import EncodedBatch, Engine, pad_batch
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.engines.openvino_engine import HINTS, OpenVinoEngine, has_openvino
+from tiankong.export.export_cache import ensure_export
+from tiankong.export.int8_recipe import cpu_flags, cpu_has_bf16, cpu_kind
+from tiankong.export.quality_guard import GuardReference
 
 ROUNDS = {1: 30, 16: 5}  # timed rounds per batch size, after one warm-up call each
 CALIBRATION_TEXTS = 128
@@ -148,9 +148,7 @@ def make_engines(
     }
     if nncf:
         calibration = batches(encoder, calibration_texts(CALIBRATION_TEXTS), 8)
-        attempts["OpenVINO INT8 (NNCF)"] = lambda: NncfEngine(
-            fp32.onnx_file, threads, calibration
-        )
+        attempts["OpenVINO INT8 (NNCF)"] = lambda: NncfEngine(fp32.onnx_file, threads, calibration)
     for label, build in attempts.items():
         if not has_openvino():
             missing[label] = "openvino is not installed"
@@ -159,7 +157,7 @@ def make_engines(
             engines[label] = build()
         except ImportError as error:
             missing[label] = f"{error.name} is not installed"
-        except Exception as error:  # noqa: BLE001 - a row that says why, not a stopped table
+        except Exception as error:
             missing[label] = str(getattr(error, "message", error))
     return engines, missing, model.path, encoder
 
@@ -169,8 +167,10 @@ def measure(model_key: str, threads: int, nncf: bool) -> dict[str, Any]:
     guard = GuardReference(engines["ORT FP32"], folder)
     agreement = {name: guard.compare(engine) for name, engine in engines.items()}
     texts = [sentence(index) for index in range(16)]
-    speed = {size: time_engines(engines, batches(encoder, texts[:size], size)[0], ROUNDS[size])
-             for size in ROUNDS}
+    speed = {
+        size: time_engines(engines, batches(encoder, texts[:size], size)[0], ROUNDS[size])
+        for size in ROUNDS
+    }
     rows = [
         {
             "engine": name,
@@ -222,8 +222,11 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{int8['b16_ms'] / row['b16_ms']:.2f}x | "
                 f"{100 * row['top1_agreement']:.1f}% of {row['masks']} |"
             )
-        lines += [f"| {row['engine']} | - | - | - | {row['missing']} |"
-                  for row in model["rows"] if "missing" in row]
+        lines += [
+            f"| {row['engine']} | - | - | - | {row['missing']} |"
+            for row in model["rows"]
+            if "missing" in row
+        ]
         lines.append("")
     return "\n".join(lines)
 

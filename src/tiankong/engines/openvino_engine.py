@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tiankong.config import Settings
+from tiankong.core.models import ResolvedModel
 from tiankong.engines.base import EncodedBatch
 from tiankong.errors import BadOptionError, ModelUnavailableError
+
+if TYPE_CHECKING:
+    from tiankong.engines.onnx_engine import FindExport
 
 OPENVINO_PRECISIONS = ("fp32", "bf16")
 HINTS = {"fp32": "f32", "bf16": "bf16"}  # tiankong's names -> OpenVINO's element types
@@ -100,6 +105,25 @@ class OpenVinoEngine:
         self.quality: dict[str, Any] = quality or {}
         self.input_names = [port.get_any_name() for port in compiled.inputs]
         self.request = compiled.create_infer_request()
+
+    @classmethod
+    def create(
+        cls, model: ResolvedModel, settings: Settings, find_export: FindExport
+    ) -> OpenVinoEngine:
+        """``--engine openvino``: the FP32 export from the cache, at ``settings.precision``
+        (``auto`` is FP32, which runs on every CPU; bf16 is asked for by name, or chosen by
+        ``--engine auto --precision auto`` where it measures fastest)."""
+        if settings.device == "cuda":
+            raise BadOptionError("The openvino engine runs on the CPU; use --device cpu or auto.")
+        precision = "fp32" if settings.precision == "auto" else settings.precision
+        if precision not in OPENVINO_PRECISIONS:
+            raise BadOptionError(
+                f"The openvino engine runs {' or '.join(OPENVINO_PRECISIONS)}, not '{precision}'."
+            )
+        if not has_openvino():  # before an export is made for an engine that can't start
+            raise BadOptionError(f"The openvino engine needs OpenVINO: {INSTALL_HINT}.")
+        export = find_export(model, "fp32", settings)
+        return cls(export.onnx_file, precision, settings.threads)
 
     def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
         arrays = {

@@ -68,15 +68,22 @@ MAX_EXPORT_DIFF = 1e-3
 
 
 def recipe(
-    precision: str, cpu: str | None = None, min_agreement: float | None = None
+    precision: str,
+    cpu: str | None = None,
+    min_agreement: float | None = None,
+    threads: int | None = None,
 ) -> dict[str, Any]:
     """The export settings that shape the graph, as JSON-ready data (part of the cache key).
 
     For INT8 that is the recipe chain for the ``cpu`` kind and the guard's threshold, which
     together decide the recipe kept (``int8_recipe``); both default to this machine and Settings.
+    ``auto`` (``precision_choice``: the measured choice, no graph of its own) adds what its
+    timings depend on: the threads, OpenVINO's version and whether the CPU has bf16 units.
     """
     from tiankong.config import Settings
-    from tiankong.export.int8_recipe import cpu_kind, recipe_chain
+    from tiankong.engines.openvino_engine import openvino_version
+    from tiankong.export import precision_choice
+    from tiankong.export.int8_recipe import cpu_has_bf16, cpu_kind, recipe_chain
     from tiankong.export.quality_guard import guard_file_sha256
 
     described: dict[str, Any] = {
@@ -86,7 +93,7 @@ def recipe(
         "last_layer": "at the mask rows for BERT's own layer, else every row",
         "optimizer": "onnxruntime.transformers bert, python fusions only",
     }
-    if precision == "int8":
+    if precision in ("int8", "auto"):
         kind = cpu or cpu_kind()
         threshold = Settings.int8_min_agreement if min_agreement is None else min_agreement
         described["int8"] = {
@@ -94,6 +101,14 @@ def recipe(
             "chain": [step.describe() for step in recipe_chain(kind)],
             "min_agreement": threshold,
             "guard_sentences_sha256": guard_file_sha256(),
+        }
+    if precision == "auto":
+        described["auto"] = {
+            "threads": threads,
+            "openvino": openvino_version(),
+            "bf16_units": cpu_has_bf16(),
+            "full_batch": precision_choice.FULL_BATCH,
+            "rounds": {str(size): rounds for size, rounds in precision_choice.ROUNDS.items()},
         }
     return described
 
