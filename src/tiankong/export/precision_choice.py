@@ -19,7 +19,7 @@ engine serves both: a second for the other batch size would hold a second copy o
 
 >>> fp32 = Candidate("onnx", "fp32", b1_ms=2.0, batch_ms=27.0, top1_agreement=1.0)
 >>> int8 = Candidate("onnx", "int8", b1_ms=1.9, batch_ms=18.0, top1_agreement=0.99)
->>> bf16 = Candidate("openvino", "bf16", b1_ms=4.5, batch_ms=9.4, top1_agreement=0.99)
+>>> bf16 = Candidate("openvino", "bf16", b1_ms=2.5, batch_ms=9.4, top1_agreement=0.99)
 >>> choose([fp32, int8, bf16], 0.98).chosen.key
 'openvino bf16'
 """
