@@ -454,10 +454,11 @@ def markdown(results: dict[str, Any]) -> str:
         f"c={bench['concurrency']} for {bench['c20_duration_s']:.0f} s, RSS (server and children) "
         "after the load, cold start from process start to the first 200 on /ready (tiankong) or "
         "/health (the others, which answer only once loaded and warmed up). Peers (pipeline, "
-        "TorchScript, optimum, the hand-written ORT recipe) run at 1, 2 and every core's intra-op "
-        "threads and keep their best setting per phase; tiankong runs its default settings with "
-        'the corpus index off (--index none), since the peers look nothing up. "best '
-        'peer": the fastest peer in that phase. "floor" (bare FastAPI, fixed answer) and '
+        "TorchScript, optimum, the hand-written ORT and OpenVINO recipes) run at 1, 2 and every "
+        "core's intra-op threads and keep their best setting per phase; tiankong runs its "
+        "default settings (tiankong-auto) and each engine forced, with the corpus index off "
+        '(--index none), since the peers look nothing up. "best peer": the fastest peer in '
+        'that phase among those with no failed request. "floor" (bare FastAPI, fixed answer) and '
         'tiankong-fake (no model) measure serving overhead and are never peers. "other load": '
         "CPU used by other programs on the machine while that contender was measured, as a "
         "share of all cores (0% is a clean measurement); its niced part mostly fills cycles the "
