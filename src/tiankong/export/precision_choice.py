@@ -163,9 +163,9 @@ def measure(
     # The reference agrees with itself, and INT8's figure is its export's guard's, on the same
     # sentences: only OpenVINO's are measured here.
     agreed = {"onnx fp32": 1.0, "onnx int8": float(int8_quality.get("top1_agreement", 0.0))}
-    for key, engine in engines.items():
+    for key, openvino in engines.items():
         if key.startswith("openvino"):
-            agreed[key] = float(guard.compare(engine)["top1_agreement"])
+            agreed[key] = float(guard.compare(openvino)["top1_agreement"])
     encoder = TextEncoder.from_folder(folder, TextLimits())
     prepared = [encoder.prepare(text) for text in guard_sentences()[:FULL_BATCH]]
 
