@@ -218,6 +218,31 @@ def test_auto_serves_the_measured_choice(tiny_model_dir: Path, tiny_onnx_cache: 
     assert [p for p in tiny_onnx_cache.glob("*-auto-*") if p.is_dir()] == [folder]
 
 
+def test_auto_where_the_cache_is_read_only_says_the_guard_alone_decided(
+    tiny_model_dir: Path, tiny_onnx_cache: Path
+) -> None:
+    """A read-only export cache (docker run --read-only) can't keep the measured choice: the
+    guard alone decides, as before, and the line says why; nothing fails."""
+    import errno
+
+    from tiankong.engines import create_engine
+
+    settings = onnx_settings(tiny_onnx_cache)
+
+    def read_only(model: object, precision: str, given: Settings) -> object:
+        if precision == "auto":
+            raise OSError(errno.EROFS, "Read-only file system")
+        return ensure_export(resolve_model(str(tiny_model_dir)), precision, given)
+
+    engine = create_engine(resolve_model(str(tiny_model_dir)), settings, 0, read_only)
+    assert isinstance(engine, OnnxEngine) and engine.precision == "int8"  # the guard passed
+    assert engine.quality["int8_accepted"] is True
+    assert engine.quality["choice"]["line"] == (
+        "int8 (onnx) by the INT8 guard alone; the engines were not measured, as the export "
+        "cache could not keep the choice (Read-only file system)"
+    )
+
+
 def test_auto_falls_back_to_fp32_below_threshold(
     tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

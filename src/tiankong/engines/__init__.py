@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from tiankong.config import Settings
 from tiankong.core.models import ResolvedModel
 from tiankong.engines.base import EncodedBatch, Engine, pad_batch
-from tiankong.errors import BadOptionError
+from tiankong.errors import BadOptionError, ModelUnavailableError
 
 if TYPE_CHECKING:
     from tiankong.engines.onnx_engine import FindExport
@@ -70,7 +70,10 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
     to the server's startup line (``choice_line``)."""
     from tiankong.engines.onnx_engine import OnnxEngine
 
-    choice: dict[str, Any] = find_export(model, "auto", settings).choice
+    try:
+        choice: dict[str, Any] = find_export(model, "auto", settings).choice
+    except (OSError, ModelUnavailableError) as error:  # e.g. a read-only container's cache
+        choice = guard_only_choice(model, settings, find_export, error)
     engine: Engine
     if choice["engine"] == "openvino":
         from tiankong.engines.openvino_engine import OpenVinoEngine
@@ -84,6 +87,22 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
         engine = onnx
     log.info("%s", choice_line(model.name, choice))
     return engine
+
+
+def guard_only_choice(
+    model: ResolvedModel, settings: Settings, find_export: FindExport, error: Exception
+) -> dict[str, Any]:
+    """When the choice can't be measured and kept (a read-only export cache, as in
+    ``docker run --read-only``), the INT8 guard alone decides, as before measurement existed:
+    INT8 when its export passed, else FP32; the line says so and why."""
+    why = error.strerror if isinstance(error, OSError) else getattr(error, "message", "")
+    precision = "int8" if find_export(model, "int8", settings).quality.get("passed") else "fp32"
+    return {
+        "engine": "onnx",
+        "precision": precision,
+        "line": f"{precision} (onnx) by the INT8 guard alone; the engines were not measured, "
+        f"as the export cache could not keep the choice ({why or type(error).__name__})",
+    }
 
 
 def choice_line(model_name: str, choice: dict[str, Any]) -> str:
