@@ -46,9 +46,11 @@ def role(row: dict[str, Any]) -> str:
 
 
 def best_peers(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The peer with the lowest c=1 p50, and the one with the highest c=20 rate without errors
-    (any peer if every one had errors)."""
-    peers = [row for row in rows if role(row) == "peer"]
+    """The error-free peer (no failed request at c=1 or c=20) with the lowest c=1 p50, and the
+    one with the highest c=20 rate; any peer where none was error-free."""
+    every = [row for row in rows if role(row) == "peer"]
+    clean = [row for row in every if row["c1"].get("errors", 0) == 0 == row["c20"]["errors"]]
+    peers = clean or every
     best_c1 = min(peers, key=lambda row: row["c1"]["p50_ms"], default=None)
     best_c20 = max(
         peers,
@@ -404,11 +406,12 @@ def goals_section(results: dict[str, Any]) -> list[str]:
 
 def flags_text(env: dict[str, Any]) -> str:
     flags = env.get("cpu_flags")
+    kind = f"CPU kind `{env['cpu_kind']}`. " if env.get("cpu_kind") else ""
     if not flags:
-        return "CPU flags: not read (no /proc/cpuinfo)."
+        return f"{kind}CPU flags: not read (no /proc/cpuinfo)."
     have = [name for name, present in flags.items() if present]
     lack = [name for name, present in flags.items() if not present]
-    return f"CPU flags: {', '.join(have) or 'none of these'}; no {', '.join(lack) or '—'}."
+    return f"{kind}CPU flags: {', '.join(have) or 'none of these'}; no {', '.join(lack) or '—'}."
 
 
 def peak_runs_text(results: dict[str, Any]) -> str:
@@ -451,10 +454,11 @@ def markdown(results: dict[str, Any]) -> str:
         f"c={bench['concurrency']} for {bench['c20_duration_s']:.0f} s, RSS (server and children) "
         "after the load, cold start from process start to the first 200 on /ready (tiankong) or "
         "/health (the others, which answer only once loaded and warmed up). Peers (pipeline, "
-        "TorchScript, optimum, the hand-written ORT recipe) run at 1, 2 and every core's intra-op "
-        "threads and keep their best setting per phase; tiankong runs its default settings with "
-        'the corpus index off (--index none), since the peers look nothing up. "best '
-        'peer": the fastest peer in that phase. "floor" (bare FastAPI, fixed answer) and '
+        "TorchScript, optimum, the hand-written ORT and OpenVINO recipes) run at 1, 2 and every "
+        "core's intra-op threads and keep their best setting per phase; tiankong runs its "
+        "default settings (tiankong-auto) and each engine forced, with the corpus index off "
+        '(--index none), since the peers look nothing up. "best peer": the fastest peer in '
+        'that phase among those with no failed request. "floor" (bare FastAPI, fixed answer) and '
         'tiankong-fake (no model) measure serving overhead and are never peers. "other load": '
         "CPU used by other programs on the machine while that contender was measured, as a "
         "share of all cores (0% is a clean measurement); its niced part mostly fills cycles the "
@@ -511,7 +515,8 @@ def chart(results: dict[str, Any], path: Path) -> None:
         axis.legend(fontsize=7)
     figure.suptitle(
         f"tiankong bench, {results['machine']['cpu_model']}, "
-        f"{results['machine']['physical_cores']} cores, commit {results['bench']['commit']}"
+        f"{results['machine']['physical_cores']} cores "
+        f"(kind {results['machine'].get('cpu_kind', '?')}), commit {results['bench']['commit']}"
     )
     figure.tight_layout()
     figure.savefig(path, dpi=110)

@@ -32,6 +32,8 @@ from bench.models import DEFAULT_MODEL_CACHE, REPO_ROOT, BenchModel, resolve
 from bench.offline import measure as measure_offline
 from bench.sentences import sentences
 from bench.servers import Server, ServerFailed, free_port, start
+from tiankong.engines.openvino_engine import has_openvino
+from tiankong.export.int8_recipe import cpu_kind
 
 # Disjoint sentence ranges per phase, so no server sees a text twice (its cache never hits).
 C1_FIRST = 0
@@ -258,7 +260,10 @@ def launches(contenders: Sequence[Contender], model: BenchModel, plan: Plan) -> 
     optimum: tuple[Path | None, str] | None = None
     recipe: tuple[Path | None, str] | None = None
     for contender in contenders:
-        if contender.family == "ort-recipe":
+        if contender.family == "openvino-recipe" and not has_openvino():
+            out[contender.key] = "openvino is not installed (pip install 'tiankong[openvino]')"
+            continue
+        if contender.family in ("ort-recipe", "openvino-recipe"):  # the same FP32 graph
             if recipe is None:
                 log = plan.log_dir / f"ort-recipe-export-{model.key}.log"
                 recipe = ort_recipe.ensure_export(model.path, plan.model_cache, log)
@@ -360,8 +365,10 @@ CPU_FLAGS = {
     "avx512f": "AVX-512F",
     "avx512_vnni": "AVX512_VNNI",
     "avx_vnni": "AVX_VNNI",
+    "avx512_bf16": "AVX512_BF16",
     "amx_tile": "AMX",
     "amx_int8": "AMX-INT8",
+    "amx_bf16": "AMX-BF16",
 }
 
 
@@ -387,13 +394,14 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     versions: dict[str, str | None] = {}
-    for name in ("torch", "transformers", "onnxruntime", "numpy", "fastapi", "uvicorn"):
+    for name in ("torch", "transformers", "onnxruntime", "openvino", "numpy", "fastapi", "uvicorn"):
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
     return {
         "cpu_model": cpu_model,
+        "cpu_kind": cpu_kind(),  # tiankong's name for it: the INT8 recipe chain's key
         "cpu_flags": cpu_flags(),
         "physical_cores": psutil.cpu_count(logical=False),
         "logical_cpus": psutil.cpu_count(logical=True),

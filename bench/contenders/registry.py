@@ -11,7 +11,9 @@ class Contender:
     the ``tiankong serve`` CLI with ``engine`` and ``precision``."""
 
     key: str
-    family: str  # pipeline | torchscript | optimum | ort-recipe | floor | tiankong
+    family: (
+        str  # pipeline | torchscript | optimum | ort-recipe | openvino-recipe | floor | tiankong
+    )
     precision: str
     description: str
     module: str = ""
@@ -96,6 +98,15 @@ CONTENDERS: tuple[Contender, ...] = (
         tuned=True,
     ),
     Contender(
+        "openvino-recipe",
+        "openvino-recipe",
+        "fp32",
+        "hand-written OpenVINO recipe: the ORT recipe's FP32 graph, OpenVINO CPU defaults "
+        "(bf16 where the CPU has it), one infer request per thread, def handler",
+        module="bench.contenders.openvino_app",
+        tuned=True,
+    ),
+    Contender(
         "floor",
         "floor",
         "fp32",
@@ -108,6 +119,13 @@ CONTENDERS: tuple[Contender, ...] = (
         "fp32",
         "tiankong serve --engine fake (no model: tiankong's own serving cost)",
         engine="fake",
+    ),
+    Contender(
+        "tiankong-auto",
+        "tiankong",
+        "auto",
+        "tiankong serve with its defaults (--precision auto: the engine measured fastest here)",
+        engine="auto",
     ),
     Contender(
         "tiankong-onnx-int8",

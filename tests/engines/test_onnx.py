@@ -183,9 +183,10 @@ def test_a_last_layer_graph_that_differs_falls_back_to_the_whole_graph(
 
 
 def test_int8_records_agreement(tiny_model_dir: Path, tiny_onnx_cache: Path) -> None:
-    engine = FillMasker.load(str(tiny_model_dir), onnx_settings(tiny_onnx_cache)).engine
+    settings = onnx_settings(tiny_onnx_cache, precision="int8")
+    engine = FillMasker.load(str(tiny_model_dir), settings).engine
     assert isinstance(engine, OnnxEngine)
-    assert engine.precision == "int8"  # auto on the CPU, guard passed
+    assert engine.precision == "int8"
     quality = engine.quality
     assert quality["int8_accepted"] is True and quality["min_agreement"] == 0.98
     assert quality["sentences"] >= 50 and quality["masks"] > quality["sentences"]
@@ -200,6 +201,48 @@ def test_int8_records_agreement(tiny_model_dir: Path, tiny_onnx_cache: Path) -> 
     assert manifest["graph"]["vocab_matrices_int8"] == int(head_in_int8)
 
 
+def test_auto_serves_the_measured_choice(tiny_model_dir: Path, tiny_onnx_cache: Path) -> None:
+    """--precision auto on the CPU serves the choice measured once and kept in the cache's auto
+    entry; loading again reads it, and measures nothing."""
+    settings = onnx_settings(tiny_onnx_cache)
+    engine = FillMasker.load(str(tiny_model_dir), settings).engine
+    (folder,) = [path for path in tiny_onnx_cache.glob("*-auto-*") if path.is_dir()]
+    manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    choice = manifest["choice"]
+    assert (engine.name, engine.precision) == (choice["engine"], choice["precision"])
+    assert getattr(engine, "quality", {})["choice"] == choice and manifest["files"] == {}
+    measured = {c["engine"] + " " + c["precision"]: c for c in choice["candidates"]}
+    assert measured["onnx fp32"]["b1_ms"] > 0 and measured["onnx int8"]["batch_ms"] > 0
+    assert measured["onnx int8"]["top1_agreement"] >= 0.98  # the export's guard figures
+    assert FillMasker.load(str(tiny_model_dir), settings).engine.precision == engine.precision
+    assert [p for p in tiny_onnx_cache.glob("*-auto-*") if p.is_dir()] == [folder]
+
+
+def test_auto_where_the_cache_is_read_only_says_the_guard_alone_decided(
+    tiny_model_dir: Path, tiny_onnx_cache: Path
+) -> None:
+    """A read-only export cache (docker run --read-only) can't keep the measured choice: the
+    guard alone decides, as before, and the line says why; nothing fails."""
+    import errno
+
+    from tiankong.engines import create_engine
+
+    settings = onnx_settings(tiny_onnx_cache)
+
+    def read_only(model: object, precision: str, given: Settings) -> object:
+        if precision == "auto":
+            raise OSError(errno.EROFS, "Read-only file system")
+        return ensure_export(resolve_model(str(tiny_model_dir)), precision, given)
+
+    engine = create_engine(resolve_model(str(tiny_model_dir)), settings, 0, read_only)
+    assert isinstance(engine, OnnxEngine) and engine.precision == "int8"  # the guard passed
+    assert engine.quality["int8_accepted"] is True
+    assert engine.quality["choice"]["line"] == (
+        "int8 (onnx) by the INT8 guard alone; the engines were not measured, as the export "
+        "cache could not keep the choice (Read-only file system)"
+    )
+
+
 def test_auto_falls_back_to_fp32_below_threshold(
     tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -208,12 +251,14 @@ def test_auto_falls_back_to_fp32_below_threshold(
     with caplog.at_level(logging.INFO, logger="tiankong"):
         engine = FillMasker.load(str(tiny_model_dir), settings).engine
     assert isinstance(engine, OnnxEngine)
-    assert engine.precision == "fp32" and engine.quality["int8_accepted"] is False
-    (line,) = [r for r in caplog.records if r.getMessage().startswith("INT8 guard")]
+    assert engine.precision == "fp32" and engine.quality["choice"]["engine"] == "onnx"
+    (line,) = [r for r in caplog.records if r.getMessage().startswith("--precision auto")]
     assert line.levelno == logging.INFO  # the server's log shows it; a CLI call stays quiet
-    assert "(threshold 101%)" in line.getMessage() and "serving fp32" in line.getMessage()
+    assert "fp32 (onnx) on" in line.getMessage()
+    assert "onnx int8: no INT8 recipe passed the guard" in line.getMessage()
     explicit = FillMasker.load(str(tiny_model_dir), settings.with_overrides(precision="int8"))
     assert explicit.engine.precision == "int8"  # asked for by name: served, figures attached
+    assert getattr(explicit.engine, "quality", {})["int8_accepted"] is False
 
 
 def test_session_is_built_as_configured(tiny_onnx_cache: Path) -> None:
@@ -269,11 +314,15 @@ def test_serving_a_cached_export_does_not_import_torch(
     script = f"""
 import sys
 from tiankong import FillMasker, Settings
-settings = Settings(engine="onnx", threads=1, onnx_cache_dir={str(tiny_onnx_cache)!r})
+settings = Settings(
+    engine="onnx", precision="int8", threads=1, onnx_cache_dir={str(tiny_onnx_cache)!r}
+)
 masker = FillMasker.load({str(tiny_model_dir)!r}, settings)
 result = masker.predict("春眠不觉晓，处处闻啼[MASK]。")
 assert masker.engine.precision == "int8", masker.engine.precision
-heavy = sorted(name for name in ("torch", "transformers", "onnx") if name in sys.modules)
+heavy = sorted(
+    name for name in ("torch", "transformers", "onnx", "openvino") if name in sys.modules
+)
 print("heavy:", heavy, result.masks[0][0].token)
 """
     done = subprocess.run(

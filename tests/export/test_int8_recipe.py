@@ -129,7 +129,8 @@ def test_the_real_guard_falls_back_through_the_chain(
     assert {path.name for path in export.folder.iterdir()} == {MANIFEST_FILE, "model.onnx"}
     engine = FillMasker.load(str(tiny_model_dir), strict).engine
     assert isinstance(engine, OnnxEngine) and engine.precision == "fp32"
-    assert engine.quality["int8_accepted"] is False
+    rejected = engine.quality["choice"]["rejected"]  # --precision auto leaves INT8 out
+    assert rejected["onnx int8"].startswith("no INT8 recipe passed the guard (best ")
     forced = FillMasker.load(str(tiny_model_dir), strict.with_overrides(precision="int8")).engine
     assert isinstance(forced, OnnxEngine) and forced.precision == "int8"
 

@@ -54,14 +54,20 @@ def serve_command(
         + ("; API keys required" if settings.api_keys or settings.api_keys_file else ""),
         err=True,
     )
-    quality = getattr(masker.engine, "quality", None)
-    if quality:  # the INT8 guard's decision: said once here, and in /info, never by the CLI
+    quality = getattr(masker.engine, "quality", None) or {}
+    # the INT8 guard's and --precision auto's decisions: said once here, and in /info, never
+    # by the CLI
+    if "top1_agreement" in quality:
         from tiankong.engines.onnx_engine import guard_line
 
         typer.echo(
             f"tiankong: {guard_line(masker.model.name, quality, masker.engine.precision)}",
             err=True,
         )
+    if "choice" in quality:
+        from tiankong.engines import choice_line
+
+        typer.echo(f"tiankong: {choice_line(masker.model.name, quality['choice'])}", err=True)
     run_server(app, settings, listener)
 
 

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tiankong.config import Settings
 from tiankong.core.models import ResolvedModel
 from tiankong.engines.base import EncodedBatch, Engine, pad_batch
-from tiankong.errors import BadOptionError
+from tiankong.errors import BadOptionError, ModelUnavailableError
 
 if TYPE_CHECKING:
     from tiankong.engines.onnx_engine import FindExport
 
 __all__ = ["EncodedBatch", "Engine", "create_engine", "pad_batch"]
-ENGINE_NAMES = ("auto", "torch", "onnx", "fake")
+ENGINE_NAMES = ("auto", "torch", "onnx", "openvino", "fake")
+log = logging.getLogger(__name__)
 NVIDIA_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidiactl")
 
 
@@ -24,8 +26,10 @@ def create_engine(
     model: ResolvedModel, settings: Settings, vocab_size: int, find_export: FindExport
 ) -> Engine:
     """Build the engine that ``settings`` asks for. ``auto`` prefers ONNX Runtime when present,
-    except on a GPU that only torch can use (``gpu_needs_torch``). ``find_export`` gives the
-    ONNX engine its file (the caller's export cache): engines never start an export."""
+    except on a GPU that only torch can use (``gpu_needs_torch``), and is OpenVINO for bf16;
+    with ``--precision auto`` on the CPU, the measured choice may serve OpenVINO too.
+    ``find_export`` gives the ONNX and OpenVINO engines their file (the caller's export
+    cache): engines never start an export."""
     name = settings.engine
     if name not in ENGINE_NAMES:
         raise BadOptionError(f"Unknown engine '{name}'; use one of {', '.join(ENGINE_NAMES)}.")
@@ -33,13 +37,21 @@ def create_engine(
         from tiankong.engines.fake import FakeEngine
 
         return FakeEngine(vocab_size)
-    if name == "auto":
+    if name == "auto" and settings.precision == "bf16":
+        name = "openvino"  # the one engine here that runs bf16
+    elif name == "auto":
         onnx_ok = has_module("onnxruntime") and has_onnx_engine()
         name = "onnx" if onnx_ok and not gpu_needs_torch(settings.device) else "torch"
     if name == "onnx":
-        from tiankong.engines.onnx_engine import OnnxEngine
+        from tiankong.engines.onnx_engine import OnnxEngine, pick_onnx_device
 
+        if settings.precision == "auto" and pick_onnx_device(settings.device) == "cpu":
+            return measured_engine(model, settings, find_export)
         return OnnxEngine.create(model, settings, find_export)
+    if name == "openvino":
+        from tiankong.engines.openvino_engine import OpenVinoEngine
+
+        return OpenVinoEngine.create(model, settings, find_export)
     if not has_module("torch"):
         raise BadOptionError(
             "The torch engine needs PyTorch, which scripts/serve.sh's serving install leaves "
@@ -49,6 +61,55 @@ def create_engine(
     from tiankong.engines.torch_engine import TorchEngine
 
     return TorchEngine(model.path, settings.device, settings.precision, settings.threads)
+
+
+def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindExport) -> Engine:
+    """``--precision auto`` on the CPU: the engine and precision measured fastest here among
+    those that pass the guard (``export/precision_choice``: measured once, kept in the export
+    cache's ``auto`` entry). The decision and its reasons go to the log at INFO, to /info and
+    to the server's startup line (``choice_line``)."""
+    from tiankong.engines.onnx_engine import OnnxEngine
+
+    try:
+        choice: dict[str, Any] = find_export(model, "auto", settings).choice
+    except (OSError, ModelUnavailableError) as error:  # e.g. a read-only container's cache
+        choice = guard_only_choice(model, settings, find_export, error)
+    engine: Engine
+    if choice["engine"] == "openvino":
+        from tiankong.engines.openvino_engine import OpenVinoEngine
+
+        fp32 = find_export(model, "fp32", settings).onnx_file
+        engine = OpenVinoEngine(fp32, choice["precision"], settings.threads, {"choice": choice})
+    else:
+        chosen = settings.with_overrides(precision=choice["precision"])
+        onnx = OnnxEngine.create(model, chosen, find_export)
+        onnx.quality = {**onnx.quality, "choice": choice}
+        engine = onnx
+    log.info("%s", choice_line(model.name, choice))
+    return engine
+
+
+def guard_only_choice(
+    model: ResolvedModel, settings: Settings, find_export: FindExport, error: Exception
+) -> dict[str, Any]:
+    """When the choice can't be measured and kept (a read-only export cache, as in
+    ``docker run --read-only``), the INT8 guard alone decides, as before measurement existed:
+    INT8 when its export passed, else FP32; the line says so and why."""
+    why = error.strerror if isinstance(error, OSError) else getattr(error, "message", "")
+    from tiankong.engines.onnx_engine import served_precision
+
+    passed = bool(find_export(model, "int8", settings).quality.get("passed"))
+    precision = served_precision("auto", "cpu", passed)
+    return {
+        "engine": "onnx",
+        "precision": precision,
+        "line": f"{precision} (onnx) by the INT8 guard alone; the engines were not measured, "
+        f"as the export cache could not keep the choice ({why or type(error).__name__})",
+    }
+
+
+def choice_line(model_name: str, choice: dict[str, Any]) -> str:
+    return f"--precision auto for '{model_name}': {choice['line']}."
 
 
 def has_module(name: str) -> bool:

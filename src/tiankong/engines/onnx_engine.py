@@ -144,16 +144,16 @@ class OnnxEngine:
     ) -> OnnxEngine:
         """Find or build the export ``settings`` asks for and start a session on it.
 
-        ``precision="auto"``: FP32 on CUDA; on the CPU, INT8 when the export's recipe chain
-        found a recipe whose guard top-1 agreement with FP32 reached
-        ``settings.int8_min_agreement`` (decided once, when the export was made), else FP32.
-        The decision is logged at INFO (the server shows it; library and CLI stay quiet).
+        ``precision="auto"``: FP32 on CUDA; on the CPU, ``create_engine`` decides by
+        measurement (``measured_engine``) and calls this with the precision chosen. Asked for
+        INT8, the guard's figures and verdict are logged at INFO (the server shows them; library
+        and CLI stay quiet); INT8 asked for by name is served even when the guard failed.
         """
         ensure_export = find_export
         if settings.precision not in ONNX_PRECISIONS:
             raise BadOptionError(
                 f"The onnx engine runs auto, fp32 or int8, not '{settings.precision}'; "
-                "for fp16 on a GPU use --engine torch."
+                "for fp16 on a GPU use --engine torch, for bf16 --engine openvino."
             )
         device = pick_onnx_device(settings.device)
         if settings.precision == "int8" and device == "cuda":
@@ -161,6 +161,8 @@ class OnnxEngine:
                 "INT8 ONNX models run on the CPU only; use --device cpu or --precision fp32."
             )
         quality: dict[str, Any] = {}
+        if settings.precision == "auto" and device == "cpu":
+            raise ValueError("--precision auto on the CPU is decided by create_engine")
         int8, passed = None, None
         if wants_int8(settings.precision, device):
             int8 = ensure_export(model, "int8", settings)

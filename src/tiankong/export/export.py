@@ -61,14 +61,21 @@ MAX_EXPORT_DIFF = 1e-3
 
 
 def recipe(
-    precision: str, cpu: str | None = None, min_agreement: float | None = None
+    precision: str,
+    cpu: str | None = None,
+    min_agreement: float | None = None,
+    threads: int | None = None,
 ) -> dict[str, Any]:
     """The export settings that shape the graph, as JSON-ready data (part of the cache key).
 
     For INT8 that is the recipe chain for the ``cpu`` kind and the guard's threshold, which
     together decide the recipe kept (``int8_recipe``); both default to this machine and Settings.
+    ``auto`` (``precision_choice``: the measured choice, no graph of its own) adds what its
+    timings depend on: the threads, OpenVINO's version and whether the CPU has bf16 units.
     """
-    from tiankong.export.int8_recipe import int8_plan
+    from tiankong.engines.openvino_engine import openvino_version
+    from tiankong.export import precision_choice
+    from tiankong.export.int8_recipe import cpu_has_bf16, int8_plan
 
     described: dict[str, Any] = {
         "opset": OPSET,
@@ -77,8 +84,16 @@ def recipe(
         "last_layer": "at the mask rows for BERT's own layer, else every row",
         "optimizer": "onnxruntime.transformers bert, python fusions only",
     }
-    if precision == "int8":
+    if precision in ("int8", "auto"):
         described["int8"] = int8_plan(cpu, min_agreement)
+    if precision == "auto":
+        described["auto"] = {
+            "threads": threads,
+            "openvino": openvino_version(),
+            "bf16_units": cpu_has_bf16(),
+            "full_batch": precision_choice.FULL_BATCH,
+            "rounds": {str(size): rounds for size, rounds in precision_choice.ROUNDS.items()},
+        }
     return described
 
 

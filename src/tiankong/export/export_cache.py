@@ -48,6 +48,7 @@ from tiankong.export.int8_recipe import cpu_kind
 log = logging.getLogger(__name__)
 
 EXPORT_PRECISIONS = ("fp32", "int8")
+AUTO = "auto"  # an entry with no graph: --precision auto's measured choice (precision_choice)
 EXPORT_LIBRARIES = ("torch", "transformers", "onnx", "onnxruntime")
 LOCK_TIMEOUT_S = 3600.0
 SHIPPED_GRAPH = "model-fp32.onnx.xz"
@@ -72,6 +73,11 @@ class OnnxExport:
     @property
     def quality(self) -> dict[str, Any]:
         return dict(self.manifest.get("quality") or {})
+
+    @property
+    def choice(self) -> dict[str, Any]:
+        """An ``auto`` entry's measured choice (``PrecisionChoice.describe``); else empty."""
+        return dict(self.manifest.get("choice") or {})
 
 
 def cache_root(settings: Settings) -> Path:
@@ -121,24 +127,26 @@ def entry_name(model: ResolvedModel, precision: str, key: str) -> str:
 
 
 def ensure_export(model: ResolvedModel, precision: str, settings: Settings) -> OnnxExport:
-    """The cached export of ``model`` at ``precision``, built on first use."""
-    if precision not in EXPORT_PRECISIONS:
+    """The cached export of ``model`` at ``precision``, built on first use; ``auto``: the entry
+    holding ``--precision auto``'s choice, measured on first use from the FP32 and INT8 ones."""
+    if precision not in (*EXPORT_PRECISIONS, AUTO):
         raise BadOptionError(f"ONNX exports are fp32 or int8, not '{precision}'.")
     root = cache_root(settings)
     fingerprint = model_fingerprint(model.path)
     versions = library_versions()
     cpu = cpu_kind()  # the INT8 recipe chain depends on it, so it is part of the key
-    described = export.recipe(precision, cpu, settings.int8_min_agreement)
+    described = export.recipe(precision, cpu, settings.int8_min_agreement, settings.threads)
     key = export_key(fingerprint, precision, versions, described)
     entry = root / entry_name(model, precision, key)
     found = open_export(entry, key)
     if found is not None:
         return found
     shipped = shipped_manifest(model, fingerprint)
-    if not can_export(shipped is not None):
+    if precision != AUTO and not can_export(shipped is not None):
         return find_compatible(root, fingerprint, precision, versions, model, described)
-    # INT8 is quantized from, and checked against, the FP32 export.
-    fp32 = ensure_export(model, "fp32", settings) if precision == "int8" else None
+    # INT8 is quantized from, and checked against, the FP32 export; auto measures both.
+    fp32 = ensure_export(model, "fp32", settings) if precision != "fp32" else None
+    int8 = ensure_export(model, "int8", settings) if precision == AUTO else None
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -158,7 +166,10 @@ def ensure_export(model: ResolvedModel, precision: str, settings: Settings) -> O
             if precision == "fp32" and shipped is not None:
                 unpack_shipped(model, shipped, entry, key)
                 return checked(entry, key, model)
-            log.info("Exporting %s to ONNX (%s); this happens once.", model.name, precision)
+            if precision == AUTO:
+                log.info("Measuring the engines for %s on this CPU; this happens once.", model.name)
+            else:
+                log.info("Exporting %s to ONNX (%s); this happens once.", model.name, precision)
             build_in_worker(
                 BuildRequest(
                     model_name=model.name,
@@ -171,6 +182,7 @@ def ensure_export(model: ResolvedModel, precision: str, settings: Settings) -> O
                     versions=versions,
                     cpu=cpu,
                     min_agreement=settings.int8_min_agreement,
+                    int8_file=None if int8 is None else str(int8.onnx_file),
                 )
             )
     except Timeout:
@@ -274,7 +286,7 @@ def manifest_problem(folder: Path, manifest: dict[str, Any], key: str | None) ->
     if key is not None and manifest.get("key") != key:
         return "its key does not match"
     files = manifest["files"]
-    if ONNX_FILE not in files:
+    if ONNX_FILE not in files and manifest.get("precision") != AUTO:
         return f"its manifest lists no {ONNX_FILE}"
     for name, expected in files.items():
         path = folder / name

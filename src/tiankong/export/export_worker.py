@@ -40,6 +40,7 @@ class BuildRequest:
     versions: dict[str, str | None]
     cpu: str  # the CPU kind the key was made for: it picks the INT8 recipe chain
     min_agreement: float  # the INT8 guard's threshold: the first recipe reaching it is kept
+    int8_file: str | None = None  # set: measure --precision auto's choice (no graph of its own)
 
 
 def build_in_worker(request: BuildRequest) -> None:
@@ -75,11 +76,15 @@ def build_export(request: BuildRequest) -> None:
     entry = Path(request.entry)
     model_path = Path(request.model_path)
     precision = "fp32" if request.fp32_file is None else "int8"
+    if request.int8_file is not None:
+        precision = "auto"
     started = time.perf_counter()
     temp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
     try:
         if request.fp32_file is None:
             details = export.export_fp32(model_path, temp / ONNX_FILE, request.threads)
+        elif request.int8_file is not None:
+            details = measure_choice(request)
         else:
             details = quantize.export_int8(
                 model_path,
@@ -98,7 +103,7 @@ def build_export(request: BuildRequest) -> None:
             "key": request.key,
             "model": {"name": request.model_name, "fingerprint": request.fingerprint},
             "precision": precision,
-            "recipe": export.recipe(precision, request.cpu, request.min_agreement),
+            "recipe": export.recipe(precision, request.cpu, request.min_agreement, request.threads),
             "libraries": request.versions,
             "files": files,
             **details,
@@ -112,6 +117,26 @@ def build_export(request: BuildRequest) -> None:
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
+
+
+def measure_choice(request: BuildRequest) -> dict[str, object]:
+    """``--precision auto``'s choice among the engines and precisions this machine can serve,
+    measured here (``precision_choice``), beside the FP32 and INT8 exports it reads."""
+    from tiankong.export import precision_choice
+
+    assert request.fp32_file is not None and request.int8_file is not None
+    int8_file = Path(request.int8_file)
+    int8_manifest = json.loads((int8_file.parent / MANIFEST_FILE).read_text(encoding="utf-8"))
+    choice = precision_choice.measure(
+        Path(request.model_path),
+        Path(request.fp32_file),
+        int8_file,
+        dict(int8_manifest.get("quality") or {}),
+        request.threads,
+        request.min_agreement,
+        request.cpu,
+    )
+    return {"choice": choice.describe()}
 
 
 def sync_file(path: Path) -> None:

@@ -1,0 +1,136 @@
+"""The OpenVINO engine: the same FP32 mask-gather ONNX graph as the ONNX engine, compiled by
+OpenVINO's CPU plugin, in FP32 or in bfloat16 (``INFERENCE_PRECISION_HINT``).
+
+OpenVINO is an optional extra (``pip install 'tiankong[openvino]'``), imported only here and only
+when this engine is made, so serving with ONNX Runtime never imports it. bf16 pays on CPUs with
+bfloat16 matrix units (AVX512-BF16, AMX); elsewhere the plugin runs FP32 whatever the hint
+says, so ``OpenVinoEngine`` refuses bf16 where the compiled model reports another precision
+rather than calling FP32 bf16. It is given its file, like the ONNX engine: ``--precision auto``
+decides on it by measurement when the export is made (``precision_choice``).
+
+>>> engine = OpenVinoEngine(Path("model.onnx"), "bf16", threads=2)  # doctest: +SKIP
+>>> engine.name, engine.precision  # doctest: +SKIP
+('openvino', 'bf16')
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tiankong.config import Settings
+from tiankong.core.models import ResolvedModel
+from tiankong.engines.base import EncodedBatch
+from tiankong.errors import BadOptionError, ModelUnavailableError
+
+if TYPE_CHECKING:
+    from tiankong.engines.onnx_engine import FindExport
+
+OPENVINO_PRECISIONS = ("fp32", "bf16")
+HINTS = {"fp32": "f32", "bf16": "bf16"}  # tiankong's names -> OpenVINO's element types
+INSTALL_HINT = "pip install 'tiankong[openvino]'"
+
+
+def has_openvino() -> bool:
+    """Whether the optional ``openvino`` package is installed (found, not imported)."""
+    return importlib.util.find_spec("openvino") is not None
+
+
+def openvino_version() -> str | None:
+    if not has_openvino():
+        return None
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("openvino")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+class OpenVinoEngine:
+    """OpenVINO's CPU plugin on an FP32 ONNX export; one infer request, called from one thread
+    (the batcher's engine thread), as an ``Engine`` is.
+
+    ``threads`` is the plugin's thread count (0: the plugin's pick); one stream, the latency
+    hint, as ORT's session runs one batch at a time on its intra-op pool.
+    """
+
+    name = "openvino"
+    device = "cpu"
+    device_reason: str | None = None
+
+    def __init__(
+        self,
+        onnx_file: Path,
+        precision: str = "fp32",
+        threads: int = 1,
+        quality: dict[str, Any] | None = None,
+    ) -> None:
+        if precision not in OPENVINO_PRECISIONS:
+            raise BadOptionError(
+                f"The openvino engine runs {' or '.join(OPENVINO_PRECISIONS)}, not '{precision}'."
+            )
+        if threads < 0:
+            raise BadOptionError(f"threads must be 0 (automatic) or more; got {threads}.")
+        if not has_openvino():
+            raise BadOptionError(f"The openvino engine needs OpenVINO: {INSTALL_HINT}.")
+        import openvino as ov
+
+        config: dict[str, Any] = {
+            "INFERENCE_PRECISION_HINT": HINTS[precision],
+            "PERFORMANCE_HINT": "LATENCY",
+            "NUM_STREAMS": "1",
+        }
+        if threads:
+            config["INFERENCE_NUM_THREADS"] = str(threads)
+        try:
+            compiled = ov.Core().compile_model(str(onnx_file), "CPU", config)
+        except Exception as error:  # a graph OpenVINO's ONNX reader or CPU plugin can't take
+            raise ModelUnavailableError(
+                f"OpenVINO could not compile the export '{onnx_file.parent.name}' "
+                f"({type(error).__name__}); use --engine onnx."
+            ) from None
+        hint = compiled.get_property("INFERENCE_PRECISION_HINT")  # an ov.Type: "f32", "bf16"
+        effective = hint.to_string() if hasattr(hint, "to_string") else str(hint)
+        if effective != HINTS[precision]:
+            raise BadOptionError(
+                f"OpenVINO runs '{effective}' on this CPU, not {precision}: bf16 needs "
+                "AVX512-BF16 or AMX; use --precision fp32 or auto."
+            )
+        self.precision = precision
+        self.onnx_file = onnx_file
+        self.quality: dict[str, Any] = quality or {}
+        self.input_names = [port.get_any_name() for port in compiled.inputs]
+        self.request = compiled.create_infer_request()
+
+    @classmethod
+    def create(
+        cls, model: ResolvedModel, settings: Settings, find_export: FindExport
+    ) -> OpenVinoEngine:
+        """``--engine openvino``: the FP32 export from the cache, at ``settings.precision``
+        (``auto`` is FP32, which runs on every CPU; bf16 is asked for by name, or chosen by
+        ``--engine auto --precision auto`` where it measures fastest)."""
+        if settings.device == "cuda":
+            raise BadOptionError("The openvino engine runs on the CPU; use --device cpu or auto.")
+        precision = "fp32" if settings.precision == "auto" else settings.precision
+        if precision not in OPENVINO_PRECISIONS:
+            raise BadOptionError(
+                f"The openvino engine runs {' or '.join(OPENVINO_PRECISIONS)}, not '{precision}'."
+            )
+        if not has_openvino():  # before an export is made for an engine that can't start
+            raise BadOptionError(f"The openvino engine needs OpenVINO: {INSTALL_HINT}.")
+        export = find_export(model, "fp32", settings)
+        return cls(export.onnx_file, precision, settings.threads)
+
+    def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
+        arrays = {
+            "input_ids": batch.input_ids,
+            "attention_mask": batch.attention_mask,
+            "mask_positions": batch.mask_positions,
+        }
+        self.request.infer({name: arrays[name] for name in self.input_names})
+        # copied: the request's output buffer is reused by the next call
+        return np.array(self.request.get_output_tensor(0).data, dtype=np.float32)

@@ -1,0 +1,212 @@
+"""``--precision auto`` on the CPU: the fastest engine and precision that passes the guard here.
+
+Measured once per model, CPU kind, thread count and libraries, when the export cache makes the
+``auto`` entry (in the export worker, beside the INT8 export it needs), and kept in that entry's
+manifest; the engine, /info and the startup line read it. The candidates:
+
+- ``onnx fp32``: ONNX Runtime on the FP32 export: the reference, always eligible;
+- ``onnx int8``: the INT8 export (``int8_recipe``'s chain), eligible when its guard passed;
+- ``openvino fp32`` and ``openvino bf16``: OpenVINO's CPU plugin on the FP32 export
+  (``engines/openvino_engine``), when the ``openvino`` extra is installed; bf16 only on a CPU
+  with bfloat16 units (AVX512-BF16, AMX), where the plugin does not quietly run FP32 instead.
+
+Every candidate but ONNX Runtime's FP32 is held to the INT8 guard's threshold (top-1 agreement
+with it on the guard sentences). Each is timed at batch 1 (a lone request) and at a full batch
+(``FULL_BATCH`` guard sentences: what the dynamic batcher sends under load), the candidates
+taking turns; the winner has the best geometric mean of its two speed-ups over ONNX Runtime's
+FP32, so neither a lone request nor a full batch is traded away for the other unseen. One
+engine serves both: a second for the other batch size would hold a second copy of the weights.
+
+>>> fp32 = Candidate("onnx", "fp32", b1_ms=2.0, batch_ms=27.0, top1_agreement=1.0)
+>>> int8 = Candidate("onnx", "int8", b1_ms=1.9, batch_ms=18.0, top1_agreement=0.99)
+>>> bf16 = Candidate("openvino", "bf16", b1_ms=2.5, batch_ms=9.4, top1_agreement=0.99)
+>>> choose([fp32, int8, bf16], 0.98).chosen.key
+'openvino bf16'
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+FULL_BATCH = 16  # texts in the timed full batch (the guard sentences' batch)
+ROUNDS = {1: 20, FULL_BATCH: 5}  # timed calls per batch size, after one warm-up call each
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One engine and precision, as measured here; ``missing`` says why it was not."""
+
+    engine: str  # "onnx" | "openvino"
+    precision: str  # "fp32" | "int8" | "bf16"
+    b1_ms: float = 0.0
+    batch_ms: float = 0.0
+    top1_agreement: float = 0.0
+    missing: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.engine} {self.precision}"
+
+    @property
+    def reference(self) -> bool:
+        return (self.engine, self.precision) == ("onnx", "fp32")
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    chosen: Candidate
+    candidates: tuple[Candidate, ...]
+    min_agreement: float
+    cpu: str
+    rejected: dict[str, str] = field(default_factory=dict)  # key -> why it can't serve
+
+    def speedup(self, candidate: Candidate) -> float:
+        """The geometric mean of ``candidate``'s speed-ups at batch 1 and a full batch."""
+        reference = next(c for c in self.candidates if c.reference)
+        return math.sqrt(
+            (reference.b1_ms / candidate.b1_ms) * (reference.batch_ms / candidate.batch_ms)
+        )
+
+    def line(self) -> str:
+        """``bf16 (openvino) on amx: 1.9x onnx int8 at batch 16, 0.43x at batch 1, agreement
+        99.0%; ...``: what serves, against the runner-up, and why others don't."""
+        chosen = self.chosen
+        said = f"{chosen.precision} ({chosen.engine}) on {self.cpu}"
+        eligible = [c for c in self.candidates if c.key not in self.rejected and c != chosen]
+        if eligible:
+            other = max(eligible, key=self.speedup)
+            said += (
+                f": {other.batch_ms / chosen.batch_ms:.2f}x {other.key} at batch {FULL_BATCH}, "
+                f"{other.b1_ms / chosen.b1_ms:.2f}x at batch 1"
+            )
+        said += f", agreement {100 * chosen.top1_agreement:.1f}%"
+        if self.rejected:
+            said += "; not served: " + "; ".join(f"{k}: {why}" for k, why in self.rejected.items())
+        return said
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready: the chosen engine and precision, every candidate, and the line."""
+        return {
+            "engine": self.chosen.engine,
+            "precision": self.chosen.precision,
+            "cpu": self.cpu,
+            "min_agreement": self.min_agreement,
+            "full_batch": FULL_BATCH,
+            "candidates": [asdict(candidate) for candidate in self.candidates],
+            "rejected": dict(self.rejected),
+            "line": self.line(),
+        }
+
+
+def choose(candidates: Sequence[Candidate], min_agreement: float, cpu: str = "") -> PrecisionChoice:
+    """The fastest candidate (``PrecisionChoice.speedup``) that was measured and, unless it is
+    the reference, reaches ``min_agreement``; ties go to the earlier candidate."""
+    if not any(c.reference and not c.missing for c in candidates):
+        raise ValueError("the candidates must include a measured onnx fp32 reference")
+    rejected: dict[str, str] = {}
+    for candidate in candidates:
+        if candidate.missing:
+            rejected[candidate.key] = candidate.missing
+        elif not candidate.reference and candidate.top1_agreement < min_agreement:
+            rejected[candidate.key] = (
+                f"agreement {100 * candidate.top1_agreement:.1f}% < {100 * min_agreement:.0f}%"
+            )
+    choice = PrecisionChoice(candidates[0], tuple(candidates), min_agreement, cpu, rejected)
+    eligible = [c for c in candidates if c.key not in rejected]
+    best = max(eligible, key=lambda c: (choice.speedup(c), -eligible.index(c)))
+    return PrecisionChoice(best, tuple(candidates), min_agreement, cpu, rejected)
+
+
+def measure(
+    folder: Path,
+    fp32_file: Path,
+    int8_file: Path,
+    int8_quality: dict[str, Any],
+    threads: int,
+    min_agreement: float,
+    cpu: str,
+) -> PrecisionChoice:
+    """Build every candidate on this machine, run the guard on each and time them."""
+    from tiankong.core.text import TextEncoder, TextLimits
+    from tiankong.engines.base import EncodedBatch, Engine, pad_batch
+    from tiankong.engines.onnx_engine import OnnxEngine
+    from tiankong.engines.openvino_engine import INSTALL_HINT, OpenVinoEngine, has_openvino
+    from tiankong.export.int8_recipe import cpu_has_bf16
+    from tiankong.export.quality_guard import GuardReference, guard_sentences
+
+    reference = OnnxEngine(fp32_file, "cpu", "fp32", threads)
+    engines: dict[str, Engine] = {"onnx fp32": reference}
+    missing: dict[str, str] = {}
+    if int8_quality.get("passed"):
+        engines["onnx int8"] = OnnxEngine(int8_file, "cpu", "int8", threads)
+    else:
+        agreement = 100 * float(int8_quality.get("top1_agreement", 0.0))
+        missing["onnx int8"] = f"no INT8 recipe passed the guard (best {agreement:.1f}%)"
+    builders: dict[str, Callable[[], Engine]] = {
+        "openvino fp32": lambda: OpenVinoEngine(fp32_file, "fp32", threads),
+        "openvino bf16": lambda: OpenVinoEngine(fp32_file, "bf16", threads),
+    }
+    for key, build in builders.items():
+        if not has_openvino():
+            missing[key] = f"openvino is not installed ({INSTALL_HINT})"
+        elif key.endswith("bf16") and not cpu_has_bf16():
+            missing[key] = "this CPU has no bf16 units (AVX512-BF16 or AMX)"
+        else:
+            engines[key] = build()
+    guard = GuardReference(reference, folder)
+    # The reference agrees with itself, and INT8's figure is its export's guard's, on the same
+    # sentences: only OpenVINO's are measured here.
+    agreed = {"onnx fp32": 1.0, "onnx int8": float(int8_quality.get("top1_agreement", 0.0))}
+    for key, openvino in engines.items():
+        if key.startswith("openvino"):
+            agreed[key] = float(guard.compare(openvino)["top1_agreement"])
+    encoder = TextEncoder.from_folder(folder, TextLimits())
+    prepared = [encoder.prepare(text) for text in guard_sentences()[:FULL_BATCH]]
+
+    def batch_of(size: int) -> EncodedBatch:
+        chosen = prepared[:size]
+        return pad_batch(
+            [item.input_ids for item in chosen],
+            [item.mask_indices for item in chosen],
+            encoder.pad_id,
+        )
+
+    speed = {
+        size: time_in_turns(engines, batch_of(size), rounds) for size, rounds in ROUNDS.items()
+    }
+    candidates = []
+    for key in ("onnx fp32", "onnx int8", "openvino fp32", "openvino bf16"):
+        engine, precision = key.split()
+        if key in missing:
+            candidates.append(Candidate(engine, precision, missing=missing[key]))
+            continue
+        candidates.append(
+            Candidate(
+                engine,
+                precision,
+                round(speed[1][key], 3),
+                round(speed[FULL_BATCH][key], 3),
+                agreed[key],
+            )
+        )
+    return choose(candidates, min_agreement, cpu)
+
+
+def time_in_turns(engines: dict[str, Any], batch: Any, rounds: int) -> dict[str, float]:
+    """Median milliseconds per ``mask_logits`` call; the engines take turns each round, so a
+    change in the machine's load falls on all of them."""
+    for engine in engines.values():
+        engine.mask_logits(batch)
+    samples: dict[str, list[float]] = {key: [] for key in engines}
+    for _ in range(rounds):
+        for key, engine in engines.items():
+            started = time.perf_counter()
+            engine.mask_logits(batch)
+            samples[key].append(1000 * (time.perf_counter() - started))
+    return {key: statistics.median(values) for key, values in samples.items()}

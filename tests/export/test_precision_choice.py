@@ -1,0 +1,60 @@
+"""--precision auto's choice, on made-up timings: the fastest candidate (batch 1 and a full batch
+together) among those measured that pass the guard, and every reason for the others."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiankong.export.precision_choice import Candidate, choose
+
+# The issue's AMX figures (bundled model, ms): bf16 wins a full batch, INT8 a lone request.
+FP32 = Candidate("onnx", "fp32", b1_ms=2.07, batch_ms=27.4, top1_agreement=1.0)
+INT8 = Candidate("onnx", "int8", b1_ms=1.96, batch_ms=17.8, top1_agreement=0.99)
+OV_FP32 = Candidate("openvino", "fp32", b1_ms=3.0, batch_ms=25.0, top1_agreement=1.0)
+BF16 = Candidate("openvino", "bf16", b1_ms=4.50, batch_ms=9.4, top1_agreement=0.99)
+
+
+def test_a_full_batch_win_that_costs_more_at_batch_1_is_weighed_against_it() -> None:
+    # bf16: 2.9x FP32 at batch 16 but 0.46x at batch 1, geometric mean 1.16; INT8: 1.27
+    assert choose([FP32, INT8, OV_FP32, BF16], 0.98, "amx").chosen == INT8
+    faster = Candidate("openvino", "bf16", b1_ms=2.5, batch_ms=9.4, top1_agreement=0.99)
+    choice = choose([FP32, INT8, OV_FP32, faster], 0.98, "amx")
+    assert choice.chosen == faster
+    assert choice.line().startswith(
+        "bf16 (openvino) on amx: 1.89x onnx int8 at batch 16, 0.78x at batch 1, agreement 99.0%"
+    )
+
+
+def test_the_guard_threshold_holds_for_every_precision_but_the_reference() -> None:
+    sloppy = Candidate("openvino", "bf16", b1_ms=0.5, batch_ms=5.0, top1_agreement=0.975)
+    choice = choose([FP32, INT8, sloppy], 0.98, "amx")
+    assert choice.chosen == INT8
+    assert choice.rejected == {"openvino bf16": "agreement 97.5% < 98%"}
+    assert "not served: openvino bf16: agreement 97.5% < 98%" in choice.line()
+
+
+def test_without_openvino_the_line_says_so_and_onnx_runtime_serves() -> None:
+    why = "openvino is not installed (pip install 'tiankong[openvino]')"
+    missing = [Candidate("openvino", p, missing=why) for p in ("fp32", "bf16")]
+    choice = choose([FP32, INT8, *missing], 0.98, "vnni")
+    assert choice.chosen == INT8 and choice.chosen.engine == "onnx"
+    assert f"openvino fp32: {why}; openvino bf16: {why}" in choice.line()
+    described = choice.describe()
+    assert described["engine"] == "onnx" and described["precision"] == "int8"
+    assert len(described["candidates"]) == 4 and described["line"] == choice.line()
+
+
+def test_the_reference_serves_when_nothing_beats_it_or_passes() -> None:
+    failed = Candidate("onnx", "int8", missing="no INT8 recipe passed the guard (best 94.7%)")
+    slower = Candidate("openvino", "fp32", b1_ms=4.0, batch_ms=40.0, top1_agreement=1.0)
+    choice = choose([FP32, failed, slower], 0.98, "amx")
+    assert choice.chosen == FP32
+    assert "0.52x openvino fp32" not in choice.line()  # the ratio is the runner-up's to ours
+    assert choice.line().startswith("fp32 (onnx) on amx: 1.46x openvino fp32 at batch 16")
+
+
+def test_ties_go_to_the_earlier_candidate_and_a_reference_is_required() -> None:
+    same = Candidate("openvino", "fp32", b1_ms=2.07, batch_ms=27.4, top1_agreement=1.0)
+    assert choose([FP32, same], 0.98).chosen == FP32
+    with pytest.raises(ValueError, match="reference"):
+        choose([INT8, BF16], 0.98)
