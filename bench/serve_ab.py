@@ -12,7 +12,9 @@ for the whole run and only one takes load at a time; each round runs c=1 and the
 server, in an order that rotates from round to round, so a noisy neighbour on a shared machine
 spreads over all of them. The table gives the median over rounds of each run's p50 and
 requests/s, each tiankong build's c=1 p50 over the floor's, and its mean engine batch at c=20
-(from ``/metrics``, counted over the c=20 runs only).
+(from ``/metrics``, counted over the c=20 runs only). ``--client wrk`` drives the load with
+``wrk`` (``bench/wrk_load.py``: a C client that takes the shared cores almost no CPU) instead of
+the bench's aiohttp client.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.load import run_load
+from bench.load import LoadResult, run_load
 from bench.models import BUNDLED_FOLDER, REPO_ROOT
 from bench.servers import Server, free_port, start
 from bench.suite import C20_FIRST, WARMUP_FIRST, server_env
+from bench.wrk_load import run_wrk
 
 FLOOR = "floor"
 
@@ -97,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=6.0, help="per run")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 20])
     parser.add_argument("--warmup", type=int, default=50, help="requests per server first")
+    parser.add_argument("--client", choices=("aiohttp", "wrk"), default="aiohttp")
     parser.add_argument("--ready-timeout-s", type=float, default=180.0)
     parser.add_argument("--log-dir", type=Path, default=REPO_ROOT / "bench" / "results" / "tmp")
     args = parser.parse_args(argv)
@@ -116,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                     tiankong = name in trees
                     before = batch_counts(server) if tiankong else (0.0, 0.0)
                     url = server.base_url + "/predict"
-                    result = run_load(url, concurrency, first, duration_s=args.seconds)
+                    result = load(args.client, url, concurrency, first, args.seconds)
                     first += result.requests + result.errors + concurrency
                     if tiankong and concurrency > 1:
                         after = batch_counts(server)
@@ -136,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def load(client: str, url: str, concurrency: int, first: int, seconds: float) -> LoadResult:
+    if client == "wrk":
+        return run_wrk(url, concurrency, first, seconds)
+    return run_load(url, concurrency, first, duration_s=seconds)
+
+
 def render(
     runs: dict[tuple[str, int], list[dict[str, Any]]],
     batches: dict[str, list[float]],
@@ -148,9 +158,10 @@ def render(
     head = (
         "| server | "
         + " | ".join(f"c={c} p50 ms | c={c} req/s" for c in concurrencies)
-        + " | c=1 p50 / floor | mean batch (c>1) |"
+        + " | c=1 p50 / floor | top c req/s / floor | mean batch (c>1) |"
     )
-    lines = [head, "|" + "---|" * (2 * len(concurrencies) + 3)]
+    lines = [head, "|" + "---|" * (2 * len(concurrencies) + 4)]
+    top = max(concurrencies)
     for name in names:
         cells = []
         for concurrency in concurrencies:
@@ -158,12 +169,16 @@ def render(
                 f"{median(name, concurrency, 'p50_ms'):.2f}",
                 f"{median(name, concurrency, 'requests_per_s'):.1f}",
             ]
-        ratio = "—"
-        if FLOOR in names and name != FLOOR and 1 in concurrencies:
-            ratio = f"{median(name, 1, 'p50_ms') / median(FLOOR, 1, 'p50_ms'):.2f}×"
+        ratio = rate_ratio = "—"
+        if FLOOR in names and name != FLOOR:
+            if 1 in concurrencies:
+                ratio = f"{median(name, 1, 'p50_ms') / median(FLOOR, 1, 'p50_ms'):.2f}×"
+            rate = median(name, top, "requests_per_s") / median(FLOOR, top, "requests_per_s")
+            rate_ratio = f"{rate:.2f}×"
         count, texts = batches[name]
         mean_batch = f"{texts / count:.2f}" if count else "—"
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} | {mean_batch} |")
+        cells += [ratio, rate_ratio, mean_batch]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     errors = sum(run["errors"] for values in runs.values() for run in values)
     lines.append(f"\nmedians over {len(next(iter(runs.values())))} rounds; errors: {errors}")
     return "\n".join(lines)
