@@ -27,11 +27,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.load import LoadResult, run_load
+from bench.load import run_load
 from bench.models import BUNDLED_FOLDER, REPO_ROOT
 from bench.servers import Server, free_port, start
 from bench.suite import C20_FIRST, WARMUP_FIRST, server_env
-from bench.wrk_load import run_wrk
+from bench.wrk_load import CLIENTS, run_client
 
 FLOOR = "floor"
 
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=6.0, help="per run")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 20])
     parser.add_argument("--warmup", type=int, default=50, help="requests per server first")
-    parser.add_argument("--client", choices=("aiohttp", "wrk"), default="aiohttp")
+    parser.add_argument("--client", choices=CLIENTS, default="aiohttp")
     parser.add_argument("--ready-timeout-s", type=float, default=180.0)
     parser.add_argument("--log-dir", type=Path, default=REPO_ROOT / "bench" / "results" / "tmp")
     args = parser.parse_args(argv)
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                     tiankong = name in trees
                     before = batch_counts(server) if tiankong else (0.0, 0.0)
                     url = server.base_url + "/predict"
-                    result = load(args.client, url, concurrency, first, args.seconds)
+                    result = run_client(args.client, url, concurrency, first, args.seconds)
                     first += result.requests + result.errors + concurrency
                     if tiankong and concurrency > 1:
                         after = batch_counts(server)
@@ -138,12 +138,6 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
     print(render(runs, batches, names, args.concurrency))
     return 0
-
-
-def load(client: str, url: str, concurrency: int, first: int, seconds: float) -> LoadResult:
-    if client == "wrk":
-        return run_wrk(url, concurrency, first, seconds)
-    return run_load(url, concurrency, first, duration_s=seconds)
 
 
 def render(

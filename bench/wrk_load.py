@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from bench.load import TOP_K, LoadResult
+from bench.load import TOP_K, LoadResult, run_load
 from bench.sentences import sentence
 
 # Bodies written per second of a run: above any rate a server reaches on loopback here, so no
@@ -88,3 +88,15 @@ def run_wrk(url: str, concurrency: int, first_index: int, duration_s: float) -> 
             name for name in ("status", "connect", "read", "write", "timeout") if figures[name]
         ],
     )
+
+
+CLIENTS = ("aiohttp", "wrk")
+
+
+def run_client(
+    client: str, url: str, concurrency: int, first_index: int, duration_s: float
+) -> LoadResult:
+    """The closed loop by ``client`` (one of ``CLIENTS``): the bench's aiohttp one or wrk."""
+    if client == "wrk":
+        return run_wrk(url, concurrency, first_index, duration_s)
+    return run_load(url, concurrency, first_index, duration_s=duration_s)
