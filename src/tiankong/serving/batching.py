@@ -18,9 +18,9 @@ Policy ("continuous" batching; the engine is the one scarce resource):
   thread wake-ups, which cost more than such a run). It first yields ``SETTLE_TURNS`` turns of
   the loop, so requests the server has already read start and count as company: without them
   a closed loop of 20 clients ran one by one inline (a mean batch of 1.2, and a real engine
-  wants batches). Nothing else is waiting for the loop meanwhile, and a slower engine (a lone run over ``INLINE_MAX_S``) always takes the engine
-  thread, so the loop never stalls for long. Without ``company`` (the library's and Ray's
-  batchers) nothing runs inline.
+  wants batches). Nothing else is waiting for the loop meanwhile, and a slower engine (a lone
+  run over ``INLINE_MAX_S``) always takes the engine thread, so the loop never stalls for
+  long. Without ``company`` (the library's and Ray's batchers) nothing runs inline.
 * **Busy engine: accumulate.** Items that arrive while a batch (or an exclusive job) runs wait
   in the queue and go in the next batch. When the engine frees up and the waiting items don't
   fill a batch, the batcher waits up to ``window_s`` *from that moment* for more to arrive
