@@ -41,7 +41,8 @@ class Recorder:
 
     fail_on: str | None = None
     gate: threading.Event | None = None  # when given, each batch waits for it on the engine
-    delay_s: float = 0.001  # each batch's run
+    delay_s: float = 0.001  # each batch's run, asleep
+    busy_s: float = 0.0  # each batch's run, on the CPU (what decides a run inline)
     batches: list[list[str]] = field(default_factory=list)
     threads: list[str] = field(default_factory=list)  # the thread each batch ran on
     active: int = 0
@@ -60,6 +61,9 @@ class Recorder:
             if self.fail_on is not None and any(item.name == self.fail_on for item in items):
                 raise RuntimeError("engine failure")
             time.sleep(self.delay_s)
+            spent = time.thread_time() + self.busy_s
+            while time.thread_time() < spent:
+                pass
             return [item.name.upper() for item in items]
         finally:
             with self.lock:
@@ -194,7 +198,7 @@ async def test_nothing_runs_inline_beside_other_requests_a_busy_engine_or_a_slow
         many = await batcher.submit_many([Item("a"), Item("b")])  # not a lone text
         assert many == ["A", "B"]
     assert set(recorder.threads) == {ENGINE_THREAD}
-    slow = Recorder(delay_s=4 * INLINE_MAX_S)
+    slow = Recorder(busy_s=2 * INLINE_MAX_S)
     async with started(slow, company=lambda: 0) as batcher:
         for index in range(3):
             await batcher.submit(Item(f"s{index}"))

@@ -12,9 +12,9 @@ Policy ("continuous" batching; the engine is the one scarce resource):
   on the next turn of the event loop, together with whatever arrived in that same turn. A lone
   request at low load never waits for the window.
 * **A lone request runs inline** (``can_run_inline``). When the server is handling no other
-  request (the ``company`` it was given says 0), the engine is idle with nothing waiting, and a
-  lone item's engine run lately took at most ``INLINE_MAX_S``, a one-text request runs on the
-  event loop's own thread: no scheduler turn and no hop to the engine thread and back (two
+  request (the ``company`` it was given says 0), the engine is idle with nothing waiting, and
+  a lone item's engine run lately took at most ``INLINE_MAX_S`` of CPU, a one-text request runs
+  on the event loop's own thread: no scheduler turn and no hop to the engine thread and back (two
   thread wake-ups, which cost more than such a run). It first yields ``SETTLE_TURNS`` turns of
   the loop, so requests the server has already read start and count as company: without them
   a closed loop of 20 clients ran one by one inline (a mean batch of 1.2, and a real engine
@@ -94,9 +94,11 @@ from tiankong.serving.timing import RequestTiming, request_timing
 logger = logging.getLogger("tiankong.serving.batching")
 # Search rows get the small shares of a batch while plain requests came in this recently.
 PLAIN_RECENT_S = 1.0
-# A lone request runs on the event loop's thread when a lone run lately took at most this: a
-# few times the two thread wake-ups it saves, and short enough that /health never waits long.
-INLINE_MAX_S = 0.005
+# A lone request runs on the event loop's thread when a lone run lately took at most this much
+# CPU time on the thread that ran it: a few times the two thread wake-ups it saves, and short
+# enough that /health never waits long. (An engine whose pool threads share a run, as ONNX
+# Runtime's do, shows its calling thread's share: up to ``threads`` times as long in wall time.)
+INLINE_MAX_S = 0.003
 # Loop turns a lone request yields before it runs inline: a request the server has already read
 # starts in them (a task is created in one turn and runs in the next) and counts as company, so
 # a burst of requests goes to the batcher together instead of one by one on the loop.
@@ -451,12 +453,14 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         return results[0]
 
     def engine_call(self, items: list[ItemT]) -> Sequence[ResultT]:
-        """``run_batch``, noting how long a lone item's run took (``lone_run_s``, a moving
-        mean): on the engine thread, or inline."""
-        started = time.perf_counter()
+        """``run_batch``, noting the CPU time a lone item's run took on the thread that ran it
+        (``lone_run_s``, a moving mean): on the engine thread, or inline. CPU time, not wall
+        time: on a busy machine a run's wall time is mostly waiting for a core or the GIL,
+        which doesn't say what the run would cost the loop."""
+        started = time.thread_time()
         results = self.run_batch(items)
         if len(items) == 1:
-            seconds = time.perf_counter() - started
+            seconds = time.thread_time() - started
             recent = self.lone_run_s
             self.lone_run_s = seconds if recent is None else 0.8 * recent + 0.2 * seconds
         return results
