@@ -22,11 +22,10 @@ import time
 from pathlib import Path
 
 from bench.sentences import sentences
-from tiankong.core.models import resolve_model
 from tiankong.core.text import TextEncoder, TextLimits
 from tiankong.engines.base import pad_batch
 from tiankong.engines.onnx_engine import OnnxEngine
-from tiankong.export.export import quantize_int8, read_config
+from tiankong.export.export import read_config
 from tiankong.export.int8_recipe import (
     ALL_OP_TYPES,
     FFN_OUTPUT,
@@ -36,6 +35,8 @@ from tiankong.export.int8_recipe import (
     recipe_chain,
 )
 from tiankong.export.quality_guard import GuardReference
+from tiankong.export.quantize import quantize_int8
+from tiankong.model_sources import resolve_model
 
 ROUNDS = {1: 40, 32: 6}  # timed rounds per batch size, after one warm-up round
 

@@ -24,7 +24,7 @@ import numpy as np
 from bench.int8_variants import timings
 from tiankong.core.text import TextEncoder, TextLimits
 from tiankong.engines.onnx_engine import OnnxEngine
-from tiankong.export import export
+from tiankong.export import export, quantize
 from tiankong.export.int8_recipe import recipe_chain
 
 
@@ -82,7 +82,9 @@ def main() -> None:
             engines[f"{name} FP32"] = OnnxEngine(fp32, "cpu", "fp32", args.threads)
             for step in recipe_chain("vnni")[:2]:
                 int8 = Path(temp) / f"{len(engines)}.onnx"
-                export.quantize_int8(fp32, int8, config["vocab_size"], config["hidden_size"], step)
+                quantize.quantize_int8(
+                    fp32, int8, config["vocab_size"], config["hidden_size"], step
+                )
                 engines[f"{name} {step.name}"] = OnnxEngine(int8, "cpu", "int8", args.threads)
         print("ms per call, median (min), engines taking turns:")
         for name, shown in timings(engines, encoder).items():

@@ -16,11 +16,11 @@ import sys
 import time
 
 from tiankong import Settings
-from tiankong.core.models import resolve_model
 from tiankong.engines import has_module
 from tiankong.engines.onnx_engine import guard_line
 from tiankong.export.export_cache import ensure_export
 from tiankong.index.bundled import ensure_bundled_index
+from tiankong.model_sources import resolve_model
 
 
 def say(message: str) -> None:

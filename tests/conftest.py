@@ -89,8 +89,8 @@ def tiny_onnx_cache(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFacto
     """An ONNX cache holding the tiny model's FP32 and INT8 exports, built once per run. Tests
     that change a cache copy it first (``shutil.copytree``)."""
     from tiankong import Settings
-    from tiankong.core.models import resolve_model
     from tiankong.export.export_cache import ensure_export
+    from tiankong.model_sources import resolve_model
 
     def export(root: Path) -> None:
         settings = Settings(threads=1, onnx_cache_dir=str(root))

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import suppress
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
+from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_origin, get_type_hints
+
+from platformdirs import user_cache_dir
 
 from tiankong.errors import BadOptionError
 
@@ -29,6 +33,21 @@ def physical_cores() -> int:
         return psutil.cpu_count(logical=False) or os.cpu_count() or 1
     except ImportError:  # psutil is optional for the bare library
         return os.cpu_count() or 1
+
+
+def threads_per_worker(threads: int, workers: int) -> int:
+    """The one split of intra-op threads between engines that share a machine (``fill
+    --workers``, Ray Data actors, Ray Serve replicas): an equal share each, at least one."""
+    return max(1, threads // max(1, workers))
+
+
+def cache_folder(kind: str, override: str | None = None) -> Path:
+    """The one choice of where tiankong caches ``kind`` (``onnx``: the export cache, ``index``:
+    the bundled corpus index): ``override`` when given, else the user's cache folder
+    (platformdirs: ``$XDG_CACHE_HOME/tiankong/KIND`` on Linux)."""
+    if override:
+        return Path(override).expanduser()
+    return Path(user_cache_dir("tiankong")) / kind
 
 
 @dataclass(frozen=True)
@@ -293,8 +312,23 @@ def label(row: Field[Any], flag: Flag) -> str:
     return flag.names[0].split("/")[0] if flag.names else row.name
 
 
+# Settings instances already checked: they are frozen, so each is checked once per process
+# however many entry points it passes (the CLI's flags, create_app, the Predictor, Ray).
+CHECKED: set[Any] = set()
+
+
 def check_settings(values: Any) -> None:
-    """Every row's rule, on a settings table instance; the first broken one is a BadOptionError."""
+    """Every row's rule, on a settings table instance; the first broken one is a BadOptionError.
+    An instance is checked once: later calls with an equal one return at once."""
+    with suppress(TypeError):  # an unhashable table is checked every time
+        if values in CHECKED:
+            return
+    check_rows(values)
+    with suppress(TypeError):
+        CHECKED.add(values)
+
+
+def check_rows(values: Any) -> None:
     for row, flag in rows(type(values)):
         value = getattr(values, row.name)
         if value is None:

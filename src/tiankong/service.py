@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from functools import cached_property, partial
 from typing import Any
 
@@ -28,16 +27,19 @@ from tiankong.core.decoding import (
     softmax,
 )
 from tiankong.core.memory import FillMemory, MixedRows
-from tiankong.core.models import ResolvedModel, resolve_model
-from tiankong.core.modes import PredictOptions, SearchModes
+from tiankong.core.models import ResolvedModel
+from tiankong.core.modes import ScheduledScorer, SearchModes
+from tiankong.core.options import PredictOptions
 from tiankong.core.request import (
+    DEFAULT_RESULT_STEPS,
+    EngineJob,
+    PlainJob,
     PreparedRequest,
     ResultStep,
-    ScheduledScorer,
+    plain_groups,
     prepare_request,
 )
 from tiankong.core.results import FillResult
-from tiankong.core.script import NO_HAN_WARNING, has_han, written_in
 from tiankong.core.text import (
     MASK,
     PreparedText,
@@ -48,6 +50,7 @@ from tiankong.core.text import (
 from tiankong.engines import Engine, create_engine, pad_batch
 from tiankong.errors import TopKOutOfRangeError
 from tiankong.index.grounding import MemoryChoice, choose_memory
+from tiankong.model_sources import resolve_model
 
 DEFAULT_TOP_K = Settings.default_top_k  # written once, in config.py
 
@@ -79,7 +82,8 @@ class FillMasker:
         self.index = index or MemoryChoice("none", None, "no index was given")
         # the corpus index, mixed in at the decode stage (None: the model's own numbers)
         self.memory: FillMemory | None = self.index.memory
-        self.result_steps: list[ResultStep] = []  # after the softmax, on every path
+        # after decoding, on every path: the user's script, then the no-Chinese warning
+        self.result_steps: list[ResultStep] = list(DEFAULT_RESULT_STEPS)
 
     @classmethod
     def load(
@@ -110,16 +114,24 @@ class FillMasker:
 
     def options(self, top_k: int = DEFAULT_TOP_K, **changes: Any) -> PredictOptions:
         """Validated PredictOptions (raises a typed BadInputError for bad values)."""
-        self.check_top_k(top_k)
-        return PredictOptions(top_k=top_k, **changes).validated()
+        return self._checked(PredictOptions(top_k=top_k, **changes))
+
+    def _checked(self, options: PredictOptions) -> PredictOptions:
+        """The one check of a request's options, where they enter: top_k against this model's
+        ``max_top_k``, then every option's rule (``PredictOptions.validated``)."""
+        self.check_top_k(options.top_k)
+        return options.validated()
 
     def prepare(self, text: str) -> PreparedText:
         """Validate and tokenize; raises a typed BadInputError for bad input."""
         return self.encoder.prepare(text)
 
     def prepare_request(self, text: str, options: PredictOptions) -> PreparedRequest:
-        """Validate, tokenize and decide the path (``core/request.py``); typed errors."""
-        self.check_top_k(options.top_k)
+        """Validate, tokenize and decide the kind (``core/request.py``); typed errors."""
+        return self._prepared(text, self._checked(options))
+
+    def _prepared(self, text: str, options: PredictOptions) -> PreparedRequest:
+        """``prepare_request`` for options checked already (``options`` or ``_checked``)."""
         return prepare_request(text, options, self.prepare, self.converts_script(options))
 
     def converts_script(self, options: PredictOptions) -> bool:
@@ -142,8 +154,8 @@ class FillMasker:
         ... # doctest: +SKIP
         '充电'
         """
-        options = options or self.options(top_k, **changes)
-        return self.run_requests([self.prepare_request(text, options)])[0]
+        options = self._checked(options) if options else self.options(top_k, **changes)
+        return self.run_requests([self._prepared(text, options)])[0]
 
     def predict_batch(
         self,
@@ -152,21 +164,17 @@ class FillMasker:
         options: PredictOptions | None = None,
     ) -> list[FillResult]:
         """Like ``predict`` for many texts; the plain ones share one engine call."""
-        options = options or self.options(top_k)
-        return self.run_requests([self.prepare_request(text, options) for text in texts])
+        options = self._checked(options) if options else self.options(top_k)
+        return self.run_requests([self._prepared(text, options) for text in texts])
 
     def run_requests(self, requests: Sequence[PreparedRequest]) -> list[FillResult]:
         """Answers in input order: plain requests share engine calls (one per top-k), search
         requests run one by one; every answer passes ``finish``."""
         results: list[FillResult | None] = [None] * len(requests)
-        plain_by_k: dict[tuple[int, bool], list[int]] = {}
         for index, request in enumerate(requests):
-            if request.plain:
-                key = (request.options.top_k, request.options.index)
-                plain_by_k.setdefault(key, []).append(index)
-            else:
+            if not request.plain:
                 results[index] = self.run_search(request)
-        for (k, use_index), indices in plain_by_k.items():
+        for (k, use_index), indices in plain_groups(requests).items():
             batch = self.run_prepared(
                 [requests[index].prepared for index in indices], k, use_index=use_index
             )
@@ -185,18 +193,14 @@ class FillMasker:
         (default: this masker's engine, on the calling thread; the server passes one that
         sends each call through its batcher and stops the search at its deadline)."""
         if score_rows is None:
-            return self.modes.predict(request.text, request.options)
-        return SearchModes(ScheduledScorer(self, score_rows)).predict(request.text, request.options)
+            return self.modes.predict(request)
+        return SearchModes(ScheduledScorer(self, score_rows)).predict(request)
 
     def finish(self, request: PreparedRequest, result: FillResult) -> FillResult:
-        """The steps after the model's softmax, in order (none by default: ``ResultStep``),
-        then the answer in the user's script and the text's warnings."""
+        """The steps after decoding, in order (``result_steps``: the answer in the user's
+        script, then the text's warnings), on every path: the library, the server, fill."""
         for step in self.result_steps:
             result = step(request, result)
-        if request.script is not None:
-            result = written_in(result, request.script, request.typed_options)
-        if not has_han(request.raw_text):
-            result = replace(result, warnings=[*result.warnings, NO_HAN_WARNING])
         return result
 
     def score_rows(self, rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
@@ -228,14 +232,7 @@ class FillMasker:
         use_index: bool = True,
     ) -> list[FillResult]:
         """One engine call for all of ``prepared``; ``allowed`` limits the candidates."""
-        if not prepared:
-            return []
-        found = self.start_lookups(prepared, [use_index] * len(prepared))
-        rows = self.mask_probabilities(prepared)
-        return [
-            self.decode(item, probabilities, k, allowed, use_index, lookups)
-            for item, probabilities, lookups in zip(prepared, rows, found(), strict=True)
-        ]
+        return run_jobs(self, [PlainJob(item, k, allowed, use_index) for item in prepared])
 
     def start_lookups(
         self, prepared: Sequence[PreparedText], use_index: Sequence[bool]
@@ -310,4 +307,29 @@ class FillMasker:
         return bool(np.isin(np.asarray(token_ids), self.banned).any())
 
 
-__all__ = ["MASK", "FillMasker", "PredictOptions"]
+def run_jobs(masker: FillMasker, jobs: Sequence[EngineJob]) -> list[Any]:
+    """The one run of engine work, whatever asked for it (``FillMasker.run_prepared``, the
+    server's batcher, a Ray replica): one forward pass for every job, then each plain job's
+    decoding, in order. A plain job is answered with its ``FillResult`` (the corpus index, when
+    on, is mixed in; its lookups run during the forward pass), a search row with the
+    probabilities at its asked indices."""
+    if not jobs:
+        return []
+    plain = [job for job in jobs if isinstance(job, PlainJob)]
+    looked_up = masker.start_lookups(
+        [job.prepared for job in plain], [job.use_index for job in plain]
+    )
+    probabilities = masker.score_rows(
+        [job.row for job in jobs],
+        [job.prepared.mask_indices if isinstance(job, PlainJob) else job.asked for job in jobs],
+    )
+    found = iter(looked_up())
+    return [
+        masker.decode(job.prepared, rows, job.top_k, job.allowed, job.use_index, next(found))
+        if isinstance(job, PlainJob)
+        else rows
+        for job, rows in zip(jobs, probabilities, strict=True)
+    ]
+
+
+__all__ = ["MASK", "FillMasker", "PredictOptions", "run_jobs"]

@@ -26,7 +26,7 @@ from reliability_helpers import fake_masker
 from server_helpers import assert_error
 
 from tiankong import FillMasker, Settings
-from tiankong.core.modes import MASK_RUN
+from tiankong.core.options import MASK_RUN
 from tiankong.core.results import FillResult
 from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import TiankongError

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tiankong.core.models import BUNDLED_MODELS, DEFAULT_MODEL, VOCAB_FILE, resolve_model
+from tiankong.core.models import BUNDLED_MODELS, DEFAULT_MODEL, VOCAB_FILE
 from tiankong.errors import ModelUnavailableError
+from tiankong.model_sources import resolve_model
 
 
 def test_local_folder_resolves(tiny_model_dir: Path) -> None:

@@ -18,7 +18,7 @@ from server_helpers import assert_error
 
 from tiankong import FillMasker, Settings
 from tiankong.core.decoding import Constraints
-from tiankong.core.modes import PredictOptions
+from tiankong.core.options import PredictOptions
 from tiankong.core.request import needs_search, prepare_request
 from tiankong.errors import RequestTimeoutError, TiankongError
 from tiankong.offline.evaluate import evaluate_items, read_items

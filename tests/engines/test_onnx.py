@@ -18,13 +18,13 @@ import pytest
 from server_helpers import START_TIMEOUT_S, free_port, wait_until_ready
 
 from tiankong import FillMasker, Settings
-from tiankong.core.models import resolve_model
 from tiankong.engines.base import EncodedBatch, pad_batch
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.errors import BadOptionError
-from tiankong.export import export
+from tiankong.export import export, quantize
 from tiankong.export.export_cache import MANIFEST_FILE, ensure_export
 from tiankong.export.int8_recipe import ALL_OP_TYPES, HEAD, RESCORED, Int8Recipe, cpu_kind
+from tiankong.model_sources import resolve_model
 
 pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray or export workers
 
@@ -114,7 +114,7 @@ def test_int8_head_rescores_its_best_columns_in_fp32(tiny_onnx_cache: Path, tmp_
     engines = {}
     for name, step in (("rescored", rescored), ("kept", kept)):
         out = tmp_path / f"{name}.onnx"
-        report = export.quantize_int8(folder / "model.onnx", out, 21128, 32, step)
+        report = quantize.quantize_int8(folder / "model.onnx", out, 21128, 32, step)
         assert report["vocab_matrices"] == 1
         assert report["vocab_matrices_int8"] == (1 if name == "rescored" else 0)
         engines[name] = OnnxEngine(out, "cpu", "int8", 1)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tiankong import Settings
-from tiankong.core.models import ResolvedModel, resolve_model
+from tiankong.core.models import ResolvedModel
 from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
 from tiankong.export import export_cache, export_worker
 from tiankong.export.export_cache import (
@@ -21,6 +21,7 @@ from tiankong.export.export_cache import (
     ensure_export,
     export_to_folder,
 )
+from tiankong.model_sources import resolve_model
 
 pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray or export workers
 

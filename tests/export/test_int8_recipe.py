@@ -12,7 +12,6 @@ import onnx
 import pytest
 
 from tiankong import FillMasker, Settings
-from tiankong.core.models import resolve_model
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.export import export_cache
 from tiankong.export.export_cache import MANIFEST_FILE, ensure_export
@@ -24,6 +23,7 @@ from tiankong.export.int8_recipe import (
     cpu_kind,
     recipe_chain,
 )
+from tiankong.model_sources import resolve_model
 
 # Flag sets as /proc/cpuinfo spells them, trimmed to what matters.
 CPUS = {

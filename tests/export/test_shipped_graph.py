@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from tiankong.core.models import resolve_model
 from tiankong.export.export_cache import (
     MANIFEST_FILE,
     ONNX_FILE,
@@ -22,6 +21,7 @@ from tiankong.export.export_cache import (
     model_fingerprint,
 )
 from tiankong.export.ship_graph import export_fp32
+from tiankong.model_sources import resolve_model
 
 pytestmark = pytest.mark.processes  # an export worker, a subprocess without torch
 

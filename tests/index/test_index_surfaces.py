@@ -20,10 +20,11 @@ from fastapi.testclient import TestClient
 from tokenizers.implementations import BertWordPieceTokenizer
 
 from tiankong import FillMasker, Settings
-from tiankong.core.models import VOCAB_FILE, resolve_model
+from tiankong.core.models import VOCAB_FILE
 from tiankong.errors import IndexTokenizerMismatchError, IndexUnavailableError
 from tiankong.index import combine
 from tiankong.index.grounding import choose_memory
+from tiankong.model_sources import resolve_model
 from tiankong.server import create_app
 
 WEATHER = "今天天气很[MASK]，我们去公园散步。"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tiankong.core.modes import PredictOptions
+from tiankong.core.options import PredictOptions
 from tiankong.errors import BadDataFileError
 from tiankong.offline.evaluate import ItemOutcome, agreement, evaluate_items, read_items, summarise
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tiankong import Settings
-from tiankong.core.modes import PredictOptions
+from tiankong.core.options import PredictOptions
 from tiankong.errors import BadDataFileError
 from tiankong.offline.fill import (
     CSV_COLUMNS,
@@ -168,7 +168,7 @@ from pathlib import Path
 import psutil
 from tiankong import Settings
 from tiankong.offline.fill import FillJob, run_fill
-from tiankong.core.modes import PredictOptions
+from tiankong.core.options import PredictOptions
 source = Path(sys.argv[1])
 with source.open("w", encoding="utf-8") as handle:
     for i in range(int(sys.argv[2])):

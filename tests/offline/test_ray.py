@@ -9,7 +9,7 @@ import pytest
 import ray
 
 from tiankong import Settings
-from tiankong.core.modes import PredictOptions
+from tiankong.core.options import PredictOptions
 from tiankong.offline.fill import FillJob
 
 pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray or export workers

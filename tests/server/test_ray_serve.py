@@ -23,6 +23,7 @@ from ray import serve
 from server_helpers import assert_error, free_port
 
 from tiankong import FillMasker, Settings
+from tiankong.core.request import PlainJob
 from tiankong.errors import (
     BadOptionError,
     EngineError,
@@ -43,7 +44,6 @@ from tiankong.server.ray_serve import (
     replica_threads,
     settings_and_scale,
 )
-from tiankong.serving.predictor import PlainJob
 
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 TEXTS = [f"第{number}句：处处闻啼[MASK]，夜来风雨[MASK]。" for number in range(20)]

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tiankong import FillMasker, Settings
+from tiankong import FillMasker, FillResult, Settings
 from tiankong.core.decoding import Constraints
-from tiankong.core.modes import PredictOptions
+from tiankong.core.options import PredictOptions
 from tiankong.engines.fake import FakeEngine
 from tiankong.errors import BadOptionError, NoMaskError
 from tiankong.server.metrics import ServerMetrics
@@ -189,6 +189,11 @@ async def test_a_mixed_request_runs_only_its_misses(tiny_masker: FillMasker) -> 
     assert engine.calls == [1, 2]
 
 
+async def run_text(predictor: Predictor, text: str, options: PredictOptions) -> FillResult:
+    """One text through the predictor as a route runs it: prepared, then run."""
+    return await predictor.run_request(predictor.prepare_request(text, options))
+
+
 @pytest.mark.anyio
 async def test_option_modes_hit_only_with_every_option_equal(tiny_masker: FillMasker) -> None:
     masker = fake_masker(tiny_masker)
@@ -196,13 +201,13 @@ async def test_option_modes_hit_only_with_every_option_equal(tiny_masker: FillMa
     assert isinstance(engine, FakeEngine)
     async with running(masker) as (predictor, metrics):
         options = masker.options(3, mode="whole_word")
-        first = await predictor.run_options(WORD, options)
+        first = await run_text(predictor, WORD, options)
         calls = len(engine.calls)
-        assert await predictor.run_options(WORD, masker.options(3, mode="whole_word")) is first
+        assert await run_text(predictor, WORD, masker.options(3, mode="whole_word")) is first
         assert len(engine.calls) == calls
-        await predictor.run_options(WORD, masker.options(3, mode="whole_word", beam_width=2))
-        await predictor.run_options(WORD, masker.options(2, mode="whole_word"))
-        await predictor.run_options(WORD, masker.options(3, candidates=("充电", "吃饭")))
+        await run_text(predictor, WORD, masker.options(3, mode="whole_word", beam_width=2))
+        await run_text(predictor, WORD, masker.options(2, mode="whole_word"))
+        await run_text(predictor, WORD, masker.options(3, candidates=("充电", "吃饭")))
         assert sample(metrics, "tiankong_cache_hits_total", cache="results") == 1
         assert sample(metrics, "tiankong_cache_misses_total", cache="results") == 4
 

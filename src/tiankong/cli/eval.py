@@ -14,7 +14,7 @@ from rich.table import Table
 from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import Settings
-from tiankong.core.modes import PredictOptions
+from tiankong.core.options import PredictOptions
 from tiankong.errors import BadOptionError
 from tiankong.offline.evaluate import (
     EvalReport,
@@ -71,7 +71,7 @@ def eval_command(
 ) -> None:
     """Top-1 / top-5 accuracy, MRR and latency per category for a cloze file (--task check:
     sentence-level detection and correction P/R/F1 and false alarms for a proofreading file)."""
-    from tiankong.core.modes import PredictOptions
+    from tiankong.core.options import PredictOptions
     from tiankong.service import FillMasker
 
     if task == "check":

@@ -31,7 +31,7 @@ from tiankong.cli.predict import (
 )
 from tiankong.cli.root import app
 from tiankong.config import Settings
-from tiankong.core.modes import PredictOptions
+from tiankong.core.options import PredictOptions
 
 
 @app.command("fill")

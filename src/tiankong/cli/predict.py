@@ -14,13 +14,13 @@ from rich.table import Table
 from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import Settings
-from tiankong.core.modes import PredictOptions
+from tiankong.core.options import PredictOptions
 from tiankong.core.results import FillResult, Memory
 from tiankong.core.text import BLANK
 from tiankong.errors import BadOptionError, TiankongError, mapping_for
 
 if TYPE_CHECKING:
-    from tiankong.core.modes import PredictOptions
+    from tiankong.core.options import PredictOptions
     from tiankong.service import FillMasker
 
 WholeWordOption = Annotated[
@@ -92,7 +92,7 @@ def predict_command(
     ] = None,
     model: object = FLAG,
     top_k: Annotated[
-        int, typer.Option("--top-k", "-k", help="Candidates per mask (1-50).")
+        int, typer.Option("--top-k", "-k", help=f"Candidates per mask (1-{Settings.max_top_k}).")
     ] = Settings.default_top_k,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per text.")

@@ -39,9 +39,8 @@ def serve_command(
     from tiankong.server.middleware.security import load_api_keys
     from tiankong.server.uvicorn_server import run_server
     from tiankong.service import FillMasker
-    from tiankong.serving.predictor import check_serving_settings
 
-    check_serving_settings(settings)  # a bad flag: one sentence, before anything loads
+    # a bad flag was refused in one sentence when the flags were read (cli/options.py)
     load_api_keys(settings)  # an unreadable or empty keys file: one sentence, before loading
     if ray:
         serve_with_ray(settings, scale, "threads" in given, ray_address)
@@ -70,7 +69,7 @@ def serve_with_ray(
     settings: Settings, scale: ScaleOptions, threads_given: bool, address: str | None
 ) -> None:
     """``--ray``: threads are per replica (default: the cores shared by the most replicas)."""
-    from tiankong.core.models import resolve_model
+    from tiankong.model_sources import resolve_model
     from tiankong.server.ray_serve import replica_threads, serve_on_ray
 
     scale = scale.checked()

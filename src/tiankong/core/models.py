@@ -1,17 +1,13 @@
-"""Resolving a model source (bundled name, local directory or hub id) to a local HF-layout folder.
-
-This is the only module that knows where models come from. Everything downstream receives a
-``ResolvedModel`` whose ``path`` is a local directory with ``config.json`` and a tokenizer.
+"""The model registry, as data: the bundled models, the files a model folder holds, and
+``ResolvedModel``, what every stage downstream of a model source receives (a local directory with
+``config.json`` and a tokenizer). Finding a source (a bundled name, a folder, the hub) is
+``tiankong/model_sources.py``, outside this pure layer.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
-
-from tiankong.errors import ModelUnavailableError
 
 PACKAGE_ROOT = Path(__file__).parent.parent
 BUNDLED_ROOT = PACKAGE_ROOT / "bundled"
@@ -70,125 +66,3 @@ class ResolvedModel:
 
 def bundled_names() -> list[str]:
     return [entry.name for entry in BUNDLED_MODELS]
-
-
-def resolve_model(source: str | None) -> ResolvedModel:
-    """Resolve ``source`` to a local HF-layout folder, or raise ModelUnavailableError.
-
-    >>> resolve_model("tiankong-mini-zh").kind
-    'bundled'
-    """
-    source = (source or DEFAULT_MODEL).strip()
-    for entry in BUNDLED_MODELS:
-        if source == entry.name:
-            path = BUNDLED_ROOT / entry.folder
-            check_model_folder(path, source)
-            return ResolvedModel(entry.name, path, "bundled", entry.summary)
-    if source.startswith("bundled:"):
-        raise ModelUnavailableError(
-            f"There is no bundled model called '{source[8:]}'; "
-            f"the bundled models are: {', '.join(bundled_names())}."
-        )
-    path = Path(source).expanduser()
-    if path.exists() or looks_like_path(source):
-        if not path.is_dir():
-            raise ModelUnavailableError(
-                f"Model folder '{source}' does not exist or is not a directory; pass a folder in "
-                "Hugging Face layout (config.json, weights, vocab), a hub id, or "
-                f"one of the bundled models ({', '.join(bundled_names())})."
-            )
-        check_model_folder(path, source)
-        for entry in BUNDLED_MODELS:  # a bundled model named by its folder is still bundled
-            if path.resolve() == (BUNDLED_ROOT / entry.folder).resolve():
-                return ResolvedModel(entry.name, path.resolve(), "bundled", entry.summary)
-        return ResolvedModel(path.name, path.resolve(), "local", read_summary(path))
-    path = download_from_hub(source)
-    check_model_folder(path, source)
-    return ResolvedModel(source, path, "hub", read_summary(path))
-
-
-def looks_like_path(source: str) -> bool:
-    """Hub ids are ``name`` or ``org/name``; anything else path-shaped is treated as a folder."""
-    return source.startswith((".", "/", "~")) or source.count("/") > 1 or "\\" in source
-
-
-def download_from_hub(repo_id: str) -> Path:
-    """Fetch (or reuse from the HF cache) a hub model; honours HF_HOME and HF_HUB_OFFLINE."""
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HFValidationError
-
-    try:
-        return Path(snapshot_download(repo_id, allow_patterns=list(MODEL_FILE_PATTERNS)))
-    except HFValidationError:
-        raise ModelUnavailableError(
-            f"'{repo_id}' is neither a bundled model ({', '.join(bundled_names())}), "
-            "an existing folder, nor a valid Hugging Face hub id."
-        ) from None
-    except Exception as error:  # network, 404, gated, offline and not cached
-        offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False")
-        reason = "offline mode is on (HF_HUB_OFFLINE)" if offline else type(error).__name__
-        raise ModelUnavailableError(
-            f"Could not load hub model '{repo_id}' ({reason}): it is not in the Hugging Face "
-            "cache and could not be downloaded; connect to the internet once, copy the model "
-            "folder here and pass its path with --model, or use the bundled model "
-            f"'{DEFAULT_MODEL}'."
-        ) from None
-
-
-def check_model_folder(path: Path, source: str) -> None:
-    """Fail fast with one sentence when a folder can't be a Chinese masked-LM model."""
-    config_file = path / "config.json"
-    if not config_file.is_file():
-        raise ModelUnavailableError(
-            f"Model '{source}' has no config.json; a model folder must be in Hugging Face layout."
-        )
-    try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise ModelUnavailableError(
-            f"Model '{source}' has an unreadable or corrupt config.json."
-        ) from None
-    architectures = config.get("architectures") or []
-    if architectures and not any(a.endswith(MASKED_LM_SUFFIXES) for a in architectures):
-        raise ModelUnavailableError(
-            f"Model '{source}' is a {', '.join(architectures)}, not a masked language model; "
-            "tiankong needs a *ForMaskedLM model such as bert-base-chinese."
-        )
-    weights = list(path.glob("*.safetensors")) + list(path.glob("pytorch_model.bin"))
-    if not weights:
-        raise ModelUnavailableError(f"Model '{source}' has no weights (*.safetensors).")
-    if not has_mask_token(path):
-        raise ModelUnavailableError(
-            f"The tokenizer of model '{source}' has no [MASK] token, so it can't fill blanks."
-        )
-
-
-def has_mask_token(path: Path) -> bool:
-    """True when the folder's tokenizer (tokenizer.json, else vocab.txt) knows [MASK]."""
-    tokenizer_json = path / "tokenizer.json"
-    if tokenizer_json.is_file():
-        from tokenizers import Tokenizer
-
-        try:
-            return Tokenizer.from_file(str(tokenizer_json)).token_to_id("[MASK]") is not None
-        except Exception:  # a corrupt tokenizer.json
-            raise ModelUnavailableError(
-                f"The tokenizer.json of model '{path.name}' is corrupt or unreadable."
-            ) from None
-    vocab = path / "vocab.txt"
-    if not vocab.is_file():
-        raise ModelUnavailableError(f"Model '{path.name}' has no tokenizer (vocab.txt).")
-    return "[MASK]" in vocab.read_text(encoding="utf-8").splitlines()
-
-
-def read_summary(path: Path) -> str:
-    card = path / "MODEL_CARD.md"
-    if not card.is_file():
-        card = path / "README.md"
-    if not card.is_file():
-        return ""
-    for line in card.read_text(encoding="utf-8").splitlines():
-        stripped = line.strip()
-        if stripped and not stripped.startswith(("#", "---", "<")) and ":" not in stripped[:20]:
-            return stripped[:300]
-    return ""

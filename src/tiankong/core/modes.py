@@ -6,85 +6,20 @@ Orchestrates ``beam_search`` over a ``Scorer`` (a FillMasker); the math lives in
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from tiankong.config import Settings
-from tiankong.core.beam_search import ORDERS, Hypothesis, beam_search, score_chains
-from tiankong.core.decoding import PRESETS, Constraints
+from tiankong.core.beam_search import Hypothesis, RowScorer, beam_search, score_chains
+from tiankong.core.decoding import Constraints
 from tiankong.core.memory import FillMemory
+from tiankong.core.options import PredictOptions
+from tiankong.core.request import PreparedRequest
 from tiankong.core.results import CandidateScore, FillResult, Memory, SequenceFill
-from tiankong.core.text import BLANK, MASK, PreparedText, TextEncoder, fill_text, normalize_masks
+from tiankong.core.text import BLANK, MASK, PreparedText, TextEncoder, fill_text
 from tiankong.errors import BadOptionError
-
-MODES = ("single", "whole_word", "candidates")
-MAX_CANDIDATES = 50
-MAX_OPTION_CHARS = 8
-MASK_RUN = re.compile(r"(?:\[MASK\])+")
-
-
-@dataclass(frozen=True)
-class PredictOptions:
-    """Everything that shapes one prediction; hashable, so it can key a result cache."""
-
-    top_k: int = Settings.default_top_k
-    mode: str = "single"  # single | whole_word | candidates
-    beam_width: int = 8
-    order: str = "left_to_right"  # left_to_right | confident_first
-    candidates: tuple[str, ...] = ()
-    constraints: Constraints | None = None
-    max_blank_length: int = 4  # for [BLANK]: try fills of 1..this many characters
-    length_alpha: float = 1.0  # rank [BLANK] fills by log P / length ** alpha
-    index: bool = True  # mix in the corpus index, when the model has one (False: the model's own)
-
-    def validated(self) -> PredictOptions:
-        options = self
-        if options.candidates and options.mode == "single":
-            options = replace(options, mode="candidates")
-        if options.candidates and options.mode == "whole_word":
-            raise BadOptionError("Candidates rank options for one blank; drop mode 'whole_word'.")
-        if options.mode not in MODES:
-            raise BadOptionError(f"Unknown mode '{options.mode}'; use one of {', '.join(MODES)}.")
-        if options.order not in ORDERS:
-            raise BadOptionError(f"Unknown order '{options.order}'; use {' or '.join(ORDERS)}.")
-        if not 1 <= options.beam_width <= 64:
-            raise BadOptionError("beam_width must be from 1 to 64.")
-        if not 1 <= options.max_blank_length <= 4:
-            raise BadOptionError("max_blank_length must be from 1 to 4.")
-        if not isinstance(options.index, bool):
-            raise BadOptionError("index must be true or false.")
-        if not 0.0 <= options.length_alpha <= 2.0:
-            raise BadOptionError("length_alpha must be from 0 to 2.")
-        if options.mode == "candidates":
-            check_candidates(options.candidates)
-        preset = options.constraints.preset if options.constraints else None
-        if preset is not None and preset not in PRESETS:
-            raise BadOptionError(
-                f"Unknown constraints preset '{preset}'; use one of {', '.join(PRESETS)}."
-            )
-        if options.constraints is not None and not options.constraints.active:
-            options = replace(options, constraints=None)
-        return options
-
-
-def check_candidates(candidates: tuple[str, ...]) -> None:
-    if not candidates:
-        raise BadOptionError("Candidate mode needs at least one option in 'candidates'.")
-    if len(candidates) > MAX_CANDIDATES:
-        raise BadOptionError(f"At most {MAX_CANDIDATES} candidates; got {len(candidates)}.")
-    for option in candidates:
-        if not isinstance(option, str) or not option.strip():
-            raise BadOptionError("Every candidate must be a non-empty string.")
-        if len(option.strip()) > MAX_OPTION_CHARS:
-            raise BadOptionError(
-                f"Candidate '{option[:20]}' is longer than {MAX_OPTION_CHARS} characters."
-            )
-        if MASK in normalize_masks(option) or BLANK in normalize_masks(option):
-            raise BadOptionError("A candidate can't contain [MASK] or [BLANK].")
 
 
 class Grounded(NamedTuple):
@@ -133,13 +68,15 @@ class SearchModes:
         self.masker = masker
         self.encoder = masker.encoder
 
-    def predict(self, raw_text: str, options: PredictOptions) -> FillResult:
-        text = normalize_masks(raw_text) if isinstance(raw_text, str) else raw_text
-        if isinstance(text, str) and BLANK in text:
-            return self.unknown_length(text, options)
-        if options.mode == "candidates":
-            return self.rank_candidates(text, options)
-        prepared = self.masker.prepare(text)
+    def predict(self, request: PreparedRequest) -> FillResult:
+        """The search for one prepared request, by the kind its preparation decided: the text
+        is not looked at again, and the request's tokenized form is the first row scored."""
+        options = request.options
+        if request.kind == "candidates":
+            return self.rank_candidates(request.text, request.template, options)
+        if request.kind == "blank":
+            return self.unknown_length(request.text, options)
+        prepared = request.prepared
         allowed = self.allowed(options)
         probabilities = self.masker.mask_probabilities([prepared])[0]
         result = self.masker.decode(prepared, probabilities, options.top_k, allowed, options.index)
@@ -242,9 +179,9 @@ class SearchModes:
             )
         return fills[: options.top_k] if alpha == 0.0 else fills
 
-    def rank_candidates(self, text: str, options: PredictOptions) -> FillResult:
-        """Score each option in the blank by its exact left-to-right chain probability."""
-        template = one_blank(text)
+    def rank_candidates(self, text: str, template: str, options: PredictOptions) -> FillResult:
+        """Score each option in the blank (``template``: the text with its one blank as
+        [BLANK]) by its exact left-to-right chain probability."""
         items, known = [], []
         for option in options.candidates:
             option = option.strip()
@@ -291,9 +228,6 @@ class SearchModes:
 
     def unknown_length(self, text: str, options: PredictOptions) -> FillResult:
         """Try every length 1..max_blank_length and rank fills by log P / length ** alpha."""
-        check_blank(text)
-        if options.mode == "candidates":
-            return self.rank_candidates(text, options)
         pooled: list[tuple[float, SequenceFill]] = []
         best_prepared = None
         for length in range(1, options.max_blank_length + 1):
@@ -319,21 +253,38 @@ class SearchModes:
         )
 
 
-def check_blank(text: str) -> None:
-    """A [BLANK] of unknown length is searched alone: one per text, and no [MASK] beside it."""
-    if text.count(BLANK) != 1 or MASK in text:
-        raise BadOptionError("Use exactly one [BLANK] per text, and no [MASK] beside it.")
+class ScheduledScorer:
+    """A Scorer whose engine calls go to ``score_rows`` (each call one search step), so whoever
+    schedules the engine decides when each step runs and may stop the search between steps
+    by raising from ``score_rows``."""
 
+    def __init__(self, scorer: Scorer, score_rows: RowScorer) -> None:
+        self.scorer = scorer
+        self.score_rows = score_rows
+        self.encoder: TextEncoder = scorer.encoder
+        self.banned: np.ndarray = scorer.banned
+        self.memory: FillMemory | None = scorer.memory
 
-def one_blank(text: str) -> str:
-    """The text with its single blank (a [BLANK] or a run of [MASK]s) written as [BLANK]."""
-    if BLANK in text:
-        if text.count(BLANK) != 1 or MASK in text:
-            raise BadOptionError("Candidate ranking takes exactly one blank.")
-        return text
-    runs = MASK_RUN.findall(text)
-    if len(runs) != 1:
-        raise BadOptionError(
-            "Candidate ranking takes exactly one blank: one [MASK] (or one run of [MASK]s)."
+    def prepare(self, text: str) -> PreparedText:
+        return self.scorer.prepare(text)
+
+    def mask_probabilities(self, prepared: Sequence[PreparedText]) -> list[np.ndarray]:
+        return self.score_rows(
+            [item.input_ids for item in prepared], [item.mask_indices for item in prepared]
         )
-    return MASK_RUN.sub(BLANK, text)
+
+    def decode(
+        self,
+        item: PreparedText,
+        probabilities: np.ndarray,
+        k: int,
+        allowed: np.ndarray | None = None,
+        use_index: bool = True,
+    ) -> FillResult:
+        return self.scorer.decode(item, probabilities, k, allowed, use_index)
+
+    def allowed_tokens(self, constraints: Constraints) -> np.ndarray:
+        return self.scorer.allowed_tokens(constraints)
+
+    def banned_in(self, token_ids: Sequence[int]) -> bool:
+        return self.scorer.banned_in(token_ids)

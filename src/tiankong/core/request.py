@@ -30,25 +30,49 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from tiankong.core.beam_search import RowScorer
-from tiankong.core.decoding import Constraints
-from tiankong.core.memory import FillMemory
-from tiankong.core.modes import PredictOptions, Scorer, check_blank, one_blank
+from tiankong.core.options import PredictOptions, check_blank, one_blank
 from tiankong.core.results import FillResult
-from tiankong.core.script import TO_SIMPLIFIED, Script, convert, script_of
-from tiankong.core.text import BLANK, MASK, PreparedText, TextEncoder, normalize_masks
+from tiankong.core.script import (
+    NO_HAN_WARNING,
+    TO_SIMPLIFIED,
+    Script,
+    convert,
+    has_han,
+    script_of,
+    written_in,
+)
+from tiankong.core.text import BLANK, MASK, PreparedText, normalize_masks
 
 Path = Literal["plain", "search"]
+# What a request asks for, decided once by ``request_kind``: the search modes, the cost
+# (``forward_rows``) and the result cache all read it, and none of them looks at the text again.
+Kind = Literal["plain", "whole_word", "candidates", "blank", "constrained"]
+
+
+def request_kind(text: str, options: PredictOptions) -> Kind:
+    """The one rule: what ``text`` (masks normalised) with validated ``options`` asks for.
+    Candidates rank options for the one blank (a [BLANK] or a run of [MASK]s); a [BLANK]
+    otherwise is a fill of unknown length; whole word is a joint fill of the masks;
+    constraints alone are one forward pass with a restricted top-k."""
+    if options.mode == "candidates":
+        return "candidates"
+    if BLANK in text:
+        return "blank"
+    if options.mode == "whole_word":
+        return "whole_word"
+    if options.constraints is not None:
+        return "constrained"
+    return "plain"
 
 
 def needs_search(text: str, options: PredictOptions) -> bool:
-    """The one rule: does ``text`` (masks normalised) with ``options`` take the search path?"""
-    return options.mode != "single" or options.constraints is not None or BLANK in text
+    """Does ``text`` (masks normalised) with ``options`` take the search path?"""
+    return request_kind(text, options) != "plain"
 
 
 @dataclass(frozen=True)
 class PreparedRequest:
-    """One validated, tokenized text with its validated options and its path."""
+    """One validated, tokenized text with its validated options and its kind."""
 
     raw_text: str  # as given (the token cache's key)
     text: str  # masks normalised
@@ -56,15 +80,20 @@ class PreparedRequest:
     # plain: the text itself; search: its shortest fill ([BLANK] as one [MASK]), so the text's
     # limits are checked before any engine work
     prepared: PreparedText
-    path: Path
+    kind: Kind
     # traditional input converted to simplified for the model and the index (core/script.py):
     # the answer is written back in the user's script; None: the text is used as typed
     script: Script | None = None
     typed_options: tuple[str, ...] = ()  # the candidates as typed, when converted
+    template: str = ""  # candidates: the text with its one blank written as [BLANK]
 
     @property
     def plain(self) -> bool:
-        return self.path == "plain"
+        return self.kind == "plain"
+
+    @property
+    def path(self) -> Path:
+        return "plain" if self.plain else "search"
 
     def forward_rows(self) -> int:
         """An estimate of the engine work, in forward rows (one row: one text window through the
@@ -72,16 +101,14 @@ class PreparedRequest:
         a candidate one row per character, plus one row for the per-mask lists. A batch of
         requests costs the sum; the server's cost cap and queue weigh it."""
         options = self.options
-        if self.plain:
-            return 1
-        if options.mode == "candidates":  # one chain per option, one row per character
+        if self.kind == "candidates":  # one chain per option, one row per character
             return 1 + sum(len(option.strip()) for option in options.candidates)
-        if BLANK in self.text:  # a beam search for each length 1..max_blank_length
+        if self.kind == "blank":  # a beam search for each length 1..max_blank_length
             lengths = range(1, options.max_blank_length + 1)
             return 1 + sum(length * options.beam_width for length in lengths)
-        if options.mode == "whole_word":
+        if self.kind == "whole_word":
             return 1 + len(self.prepared.mask_indices) * options.beam_width
-        return 1  # constraints alone: one forward pass, a restricted top-k
+        return 1  # plain, or constraints alone: one forward pass, a restricted top-k
 
 
 def prepare_request(
@@ -90,11 +117,12 @@ def prepare_request(
     prepare: Callable[[str], PreparedText],
     convert_script: bool = False,
 ) -> PreparedRequest:
-    """Validate ``text`` and ``options`` and decide the path; typed errors (400 / exit 2) for bad
-    input, before anything is queued. ``prepare`` tokenizes (the server passes its cached one).
-    ``convert_script``: traditional input is converted to simplified (the request uses the
-    corpus index, which holds simplified text; ``core/script.py``)."""
-    options = options.validated()
+    """Tokenize ``text`` and decide its kind; typed errors (400 / exit 2) for bad input, before
+    anything is queued. ``options`` are validated already, once, where they entered
+    (``FillMasker.options`` or ``FillMasker.prepare_request``). ``prepare`` tokenizes (the
+    server passes its cached one). ``convert_script``: traditional input is converted to
+    simplified (the request uses the corpus index, which holds simplified text;
+    ``core/script.py``)."""
     if not isinstance(text, str):
         prepare(text)  # raises the typed error for a non-string
     normalised = normalize_masks(text)
@@ -104,16 +132,55 @@ def prepare_request(
         if found.converted:
             script, text, normalised = found, found.simplified, found.simplified
             options = in_simplified(options)
-    if not needs_search(normalised, options):
+    kind = request_kind(normalised, options)
+    if kind == "plain":
         return PreparedRequest(
-            text, normalised, options, prepare(text), "plain", script, typed_options
+            text, normalised, options, prepare(text), kind, script, typed_options
         )
     prepared = prepare(normalised.replace(BLANK, MASK))
     if BLANK in normalised:
         check_blank(normalised)
-    if options.mode == "candidates":
-        one_blank(normalised)
-    return PreparedRequest(text, normalised, options, prepared, "search", script, typed_options)
+    template = one_blank(normalised) if kind == "candidates" else ""
+    return PreparedRequest(
+        text, normalised, options, prepared, kind, script, typed_options, template
+    )
+
+
+@dataclass(frozen=True)
+class PlainJob:
+    """One plain text's engine work: a batcher item, answered with its ``FillResult``."""
+
+    prepared: PreparedText
+    top_k: int
+    allowed: np.ndarray | None = None
+    use_index: bool = True  # mix in the corpus index at decoding, when the model has one
+
+    @property
+    def row(self) -> list[int]:
+        return self.prepared.input_ids
+
+
+@dataclass(frozen=True)
+class RowJob:
+    """One row of a search step: token ids, and the indices whose distribution is wanted;
+    answered with the probabilities at those indices."""
+
+    row: list[int]
+    asked: list[int]
+
+
+# A batcher item: a plain text or a search step's row (``service.run_jobs`` runs a list of them).
+EngineJob = PlainJob | RowJob
+
+
+def plain_groups(requests: Sequence[PreparedRequest]) -> dict[tuple[int, bool], list[int]]:
+    """The plain requests' positions, grouped by (top_k, index): each group shares engine calls
+    (the library's ``run_requests`` and the server's ``Predictor.run_many``)."""
+    groups: dict[tuple[int, bool], list[int]] = {}
+    for position, request in enumerate(requests):
+        if request.plain:
+            groups.setdefault((request.options.top_k, request.options.index), []).append(position)
+    return groups
 
 
 def in_simplified(options: PredictOptions) -> PredictOptions:
@@ -133,45 +200,25 @@ def in_simplified(options: PredictOptions) -> PredictOptions:
 
 
 class ResultStep(Protocol):
-    """Runs after the model's softmax on every path and may adjust a result's per-candidate
-    scores. The seam for a corpus-index memory: its results would keep the model's own score
-    as ``model_score`` beside the adjusted one and say what the memory added."""
+    """Runs after decoding on every path (``FillMasker.finish``, in ``FillMasker.result_steps``
+    order) and may rewrite the result: the answer written back in the user's script and the
+    no-Chinese warning are the two steps every masker starts with."""
 
     def __call__(self, request: PreparedRequest, result: FillResult) -> FillResult: ...
 
 
-class ScheduledScorer:
-    """A Scorer whose engine calls go to ``score_rows`` (each call one search step), so whoever
-    schedules the engine decides when each step runs and may stop the search between steps
-    by raising from ``score_rows``."""
+def in_users_script(request: PreparedRequest, result: FillResult) -> FillResult:
+    """A converted request's answer in the script it was typed in (``core/script.py``)."""
+    if request.script is None:
+        return result
+    return written_in(result, request.script, request.typed_options)
 
-    def __init__(self, scorer: Scorer, score_rows: RowScorer) -> None:
-        self.scorer = scorer
-        self.score_rows = score_rows
-        self.encoder: TextEncoder = scorer.encoder
-        self.banned: np.ndarray = scorer.banned
-        self.memory: FillMemory | None = scorer.memory
 
-    def prepare(self, text: str) -> PreparedText:
-        return self.scorer.prepare(text)
+def warn_without_han(request: PreparedRequest, result: FillResult) -> FillResult:
+    """The warning for a text without a Chinese character, which the model can't fill well."""
+    if has_han(request.raw_text):
+        return result
+    return replace(result, warnings=[*result.warnings, NO_HAN_WARNING])
 
-    def mask_probabilities(self, prepared: Sequence[PreparedText]) -> list[np.ndarray]:
-        return self.score_rows(
-            [item.input_ids for item in prepared], [item.mask_indices for item in prepared]
-        )
 
-    def decode(
-        self,
-        item: PreparedText,
-        probabilities: np.ndarray,
-        k: int,
-        allowed: np.ndarray | None = None,
-        use_index: bool = True,
-    ) -> FillResult:
-        return self.scorer.decode(item, probabilities, k, allowed, use_index)
-
-    def allowed_tokens(self, constraints: Constraints) -> np.ndarray:
-        return self.scorer.allowed_tokens(constraints)
-
-    def banned_in(self, token_ids: Sequence[int]) -> bool:
-        return self.scorer.banned_in(token_ids)
+DEFAULT_RESULT_STEPS: tuple[ResultStep, ...] = (in_users_script, warn_without_han)

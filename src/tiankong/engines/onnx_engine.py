@@ -160,22 +160,20 @@ class OnnxEngine:
             raise BadOptionError(
                 "INT8 ONNX models run on the CPU only; use --device cpu or --precision fp32."
             )
-        precision = settings.precision
         quality: dict[str, Any] = {}
-        export = None
-        if precision == "auto" and device == "cuda":
-            precision = "fp32"
-        elif precision in ("auto", "int8"):
+        int8, passed = None, None
+        if wants_int8(settings.precision, device):
             int8 = ensure_export(model, "int8", settings)
-            accepted = bool(int8.quality.get("passed"))
-            quality = {**int8.quality, "int8_accepted": accepted}
-            if precision == "auto" and not accepted:
-                precision = "fp32"
-            else:
-                precision, export = "int8", int8
+            passed = bool(int8.quality.get("passed"))
+            quality = {**int8.quality, "int8_accepted": passed}
+        precision = served_precision(settings.precision, device, passed)
+        if int8 is not None:
             log.info("%s", guard_line(model.name, quality, precision))
-        if export is None:
-            export = ensure_export(model, precision, settings)
+        export = (
+            int8
+            if precision == "int8" and int8 is not None
+            else ensure_export(model, precision, settings)
+        )
         return cls(
             export.onnx_file,
             device,
@@ -195,6 +193,23 @@ class OnnxEngine:
             [self.output_name], {name: arrays[name] for name in self.input_names}
         )
         return np.asarray(logits, dtype=np.float32)
+
+
+def wants_int8(asked: str, device: str) -> bool:
+    """Whether choosing the precision needs the INT8 export (and its guard's verdict)."""
+    return asked == "int8" or (asked == "auto" and device != "cuda")
+
+
+def served_precision(asked: str, device: str, int8_passed: bool | None) -> str:
+    """The one rule for the precision an ONNX engine serves. ``auto``: FP32 on CUDA; on the
+    CPU, INT8 when the export's recipe chain found a recipe that passed the quality guard
+    (``int8_passed``, decided once when the export was made: ``export/int8_recipe``), else
+    FP32. ``int8`` and ``fp32`` are served as asked (INT8 even when the guard failed)."""
+    if asked != "auto":
+        return asked
+    if device == "cuda":
+        return "fp32"
+    return "int8" if int8_passed else "fp32"
 
 
 def guard_line(model_name: str, quality: dict[str, Any], served: str) -> str:

@@ -38,19 +38,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from platformdirs import user_cache_dir
-
-from tiankong.config import Settings
+from tiankong.config import Settings, cache_folder
 from tiankong.core.models import MODEL_FILE_PATTERNS, ResolvedModel
 from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
 from tiankong.export import export
+from tiankong.export.cache_format import CACHE_FORMAT, MANIFEST_FILE, ONNX_FILE, file_sha256
 from tiankong.export.int8_recipe import cpu_kind
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1  # bump when the graph or the recipe changes in a way the key can't see
-ONNX_FILE = "model.onnx"
-MANIFEST_FILE = "tiankong-export.json"
 EXPORT_PRECISIONS = ("fp32", "int8")
 EXPORT_LIBRARIES = ("torch", "transformers", "onnx", "onnxruntime")
 LOCK_TIMEOUT_S = 3600.0
@@ -79,14 +75,7 @@ class OnnxExport:
 
 
 def cache_root(settings: Settings) -> Path:
-    if settings.onnx_cache_dir:
-        return Path(settings.onnx_cache_dir).expanduser()
-    return Path(user_cache_dir("tiankong")) / "onnx"
-
-
-def file_sha256(path: Path) -> str:
-    with path.open("rb") as stream:
-        return hashlib.file_digest(stream, "sha256").hexdigest()
+    return cache_folder("onnx", settings.onnx_cache_dir)
 
 
 def model_fingerprint(folder: Path) -> str:

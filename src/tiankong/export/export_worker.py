@@ -22,8 +22,8 @@ from pathlib import Path
 
 from tiankong import errors
 from tiankong.errors import EngineError, TiankongError
-from tiankong.export import export
-from tiankong.export.export_cache import CACHE_FORMAT, MANIFEST_FILE, ONNX_FILE, file_sha256
+from tiankong.export import export, quantize
+from tiankong.export.cache_format import CACHE_FORMAT, MANIFEST_FILE, ONNX_FILE, file_sha256
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def build_export(request: BuildRequest) -> None:
         if request.fp32_file is None:
             details = export.export_fp32(model_path, temp / ONNX_FILE, request.threads)
         else:
-            details = export.export_int8(
+            details = quantize.export_int8(
                 model_path,
                 Path(request.fp32_file),
                 temp / ONNX_FILE,

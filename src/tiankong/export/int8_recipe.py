@@ -22,7 +22,7 @@ whose inputs are post-GELU activations with outliers, so the first fallback keep
 in FP32, and the second quantizes the MatMuls only and leaves the fused attention in FP32.
 
 The head (the vocabulary projection at the mask rows) is INT8 in every recipe, and its best
-``RESCORED`` columns per mask are scored again in FP32 (``export/export.py``
+``RESCORED`` columns per mask are scored again in FP32 (``export/quantize.py``
 ``rescore_head_in_fp32``). At one sentence the head is one row times a ``[hidden, vocab]``
 matrix, so its time is the time to read that matrix: in FP32 that is 21.6 MB for the bundled
 model and 65 MB for bert-base, 39% and 17% of a whole INT8 forward pass's kernel time (ORT's
@@ -131,6 +131,24 @@ def recipe_chain(kind: str) -> list[Int8Recipe]:
         Int8Recipe(weights, False, True, ALL_OP_TYPES, fp32_parts=(FFN_OUTPUT,)),
         Int8Recipe(weights, False, True, ("MatMul",)),
     ]
+
+
+def int8_plan(cpu: str | None = None, min_agreement: float | None = None) -> dict[str, Any]:
+    """The one INT8 decision an export makes before it measures anything, JSON-ready (part of
+    the export cache's key): the ``cpu`` kind (default: this machine's), its recipe chain and
+    the guard's threshold (default: ``Settings.int8_min_agreement``). ``choose_recipe`` then
+    keeps the first recipe of the chain that passes; the engine serves it under ``auto`` only
+    when one passed (``engines/onnx_engine.served_precision``)."""
+    from tiankong.config import Settings
+    from tiankong.export.quality_guard import guard_file_sha256
+
+    kind = cpu or cpu_kind()
+    return {
+        "cpu": kind,
+        "chain": [step.describe() for step in recipe_chain(kind)],
+        "min_agreement": Settings.int8_min_agreement if min_agreement is None else min_agreement,
+        "guard_sentences_sha256": guard_file_sha256(),
+    }
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tiankong.core.models import resolve_model
 from tiankong.export.export_cache import (
     CACHE_FORMAT,
     MANIFEST_FILE,
@@ -29,6 +28,7 @@ from tiankong.export.export_cache import (
     model_fingerprint,
 )
 from tiankong.export.export_worker import BuildRequest, build_export
+from tiankong.model_sources import resolve_model
 
 XZ_PRESET = 9 | lzma.PRESET_EXTREME  # once per model release: ~1 min for 35 MB, 16 MB out
 

@@ -20,8 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from platformdirs import user_cache_dir
-
+from tiankong.config import cache_folder
 from tiankong.core.script import normaliser_key
 from tiankong.index.build import build_index
 from tiankong.index.sources import file_sha256
@@ -43,7 +42,7 @@ def bundled_index_dir(cache_dir: Path | None = None) -> Path:
     digest.update(normaliser_key().encode())  # the text normaliser applied at build
     for path in bundled_sources():
         digest.update(f"\n{path.name} {file_sha256(path)}".encode())
-    root = cache_dir or Path(user_cache_dir("tiankong")) / "index"
+    root = cache_dir or cache_folder("index")
     return root / f"bundled-{digest.hexdigest()[:16]}"
 
 

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tiankong.core.modes import MASK_RUN, PredictOptions
+from tiankong.core.options import MASK_RUN, PredictOptions
 from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import BadDataFileError, TiankongError
 from tiankong.service import FillMasker

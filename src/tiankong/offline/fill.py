@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from tiankong.config import Settings
-from tiankong.core.modes import PredictOptions
+from tiankong.config import Settings, threads_per_worker
+from tiankong.core.options import PredictOptions
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
@@ -294,7 +294,7 @@ def chunk_results(
         for chunk in chunks:
             yield fill_chunk(chunk, options, job.batch_size)
         return
-    per_worker = settings.with_overrides(threads=max(1, settings.threads // job.workers))
+    per_worker = settings.with_overrides(threads=threads_per_worker(settings.threads, job.workers))
     with ProcessPoolExecutor(job.workers, initializer=load_worker, initargs=(per_worker,)) as pool:
         pending: list[Future[list[tuple[int, str, dict[str, Any]]]]] = []
         for chunk in chunks:

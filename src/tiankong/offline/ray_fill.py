@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tiankong.config import Settings
-from tiankong.core.modes import PredictOptions
+from tiankong.config import Settings, threads_per_worker
+from tiankong.core.options import PredictOptions
 from tiankong.errors import BadDataFileError, TiankongError
 from tiankong.offline.fill import FillJob, format_of, record_of
 
@@ -85,7 +85,7 @@ def run_ray_fill(
             f"({', '.join(OUTPUT_COLUMNS)}); rename it."
         )
     workers = actors or job.workers
-    threads = max(1, settings.threads // workers)
+    threads = threads_per_worker(settings.threads, workers)
     # Logical CPUs: leave one for Ray's read and write tasks, or they wait behind the actors.
     cluster_cpus = float(ray.cluster_resources().get("CPU", 1.0))
     actor_cpus = max(0.1, min(float(threads), (cluster_cpus - 1.0) / workers))

@@ -26,7 +26,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from tiankong import __version__
-from tiankong.config import Settings
+from tiankong.config import Settings, check_settings
 from tiankong.server import check_routes, hf, routes
 from tiankong.server.error_handlers import install_error_handlers
 from tiankong.server.metrics import ServerMetrics
@@ -35,7 +35,7 @@ from tiankong.server.middleware.security import cors_layer, security_layer
 from tiankong.server.state import ServerState
 from tiankong.service import FillMasker
 from tiankong.serving.checking import CheckServing
-from tiankong.serving.predictor import Predictor, SchedulerFactory, check_serving_settings
+from tiankong.serving.predictor import Predictor, SchedulerFactory
 
 logger = logging.getLogger("tiankong.server")
 DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked language models.
@@ -52,7 +52,7 @@ def create_app(
 ) -> FastAPI:
     """Build the app. With ``masker=None`` the model in ``settings`` loads during startup.
     ``scheduler`` replaces the dynamic batcher (Ray Serve replicas pass one that wraps it)."""
-    check_serving_settings(settings)  # bad batcher or cache settings fail here, not at startup
+    check_settings(settings)  # bad batcher or cache settings fail here, not at startup
     state = ServerState(settings=settings, metrics=ServerMetrics(), masker=masker)
 
     @asynccontextmanager

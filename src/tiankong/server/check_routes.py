@@ -52,8 +52,7 @@ async def check(
     """Proofread one text: each suspected wrong character with its fix, score and 出处."""
     started = time.perf_counter()
     request = checking.prepare(body.text)
-    allowance.spend(checking.check_cost([request]))
-    [result] = await checking.run([request])
+    [result] = await checking.run([request], spend=allowance.spend)
     return JSONBody({**result.to_dict(), "latency_ms": elapsed_ms(started)})
 
 
@@ -75,8 +74,7 @@ async def batch_check(
             ready.append((number, checking.prepare(text)))
         except TiankongError as error:
             answers[number] = error_payload(error)
-    allowance.spend(checking.check_cost([request for _, request in ready]))
-    results = await checking.run([request for _, request in ready])
+    results = await checking.run([request for _, request in ready], spend=allowance.spend)
     for (number, _), result in zip(ready, results, strict=True):
         answers[number] = result.to_dict()
     model = checking.predictor.masker.model.name

@@ -1,11 +1,12 @@
 """From a route's texts and option fields to answers, by the path each request decided.
 
-``Predictor.prepare_request`` (``core/request.py``) validates and tokenizes each text and decides
-its path once. Plain requests go through ``Predictor.run``, the batched path where many texts
-share one engine call; search requests (whole word, candidates, [BLANK], constraints) go
-through ``Predictor.run_search``, one text at a time, because their searches make several
-engine calls per text. Either way a text is validated before it takes the engine, so bad input
-never holds the engine lock.
+``Predictor.options`` checks a request's options once; ``Predictor.prepare_request``
+(``core/request.py``) tokenizes each text and decides its kind once. ``Predictor.run_many`` runs
+them: plain requests share engine calls through the batcher, search requests (whole word,
+candidates, [BLANK], constraints) run one text at a time, because their searches make several
+engine calls per text; it prices them once and spends the cost from the client's allowance.
+Either way a text is validated before it takes the engine, so bad input never holds the engine
+lock.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 
 from tiankong.config import Settings
 from tiankong.core.decoding import Constraints
-from tiankong.core.modes import PredictOptions
+from tiankong.core.options import PredictOptions
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.errors import BadOptionError, BatchTooLargeError, TiankongError
@@ -31,8 +32,8 @@ def options_from_fields(
         raise BadOptionError(
             "candidates is an empty list; give at least one option to rank, or leave it out."
         )
-    return predictor.masker.options(
-        predictor.check_top_k(top_k),
+    return predictor.options(
+        top_k,
         mode=fields.mode,
         beam_width=fields.beam_width,
         order=fields.order,
@@ -54,8 +55,7 @@ async def fill_one(
     """The answer for one text, by the path its prepared request decided; its cost in forward
     rows (over the cap: 400) is spent from the client's rate-limit allowance."""
     request = predictor.prepare_request(text, options)
-    allowance.spend(predictor.check_cost([request]))
-    return await predictor.run_request(request)
+    return await predictor.run_request(request, spend=allowance.spend)
 
 
 async def fill_many(
@@ -70,8 +70,7 @@ async def fill_many(
             requests.append((index, predictor.prepare_request(text, options)))
         except TiankongError as error:
             answers[index] = error
-    allowance.spend(predictor.check_cost([request for _, request in requests]))
-    results = await predictor.run_many([request for _, request in requests])
+    results = await predictor.run_many([request for _, request in requests], spend=allowance.spend)
     for (index, _), result in zip(requests, results, strict=True):
         answers[index] = result
     finished = [answer for answer in answers if answer is not None]

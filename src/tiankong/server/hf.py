@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import APIRouter, Body
 
-from tiankong.core.modes import PredictOptions
+from tiankong.core.options import PredictOptions
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.core.text import fill_text
@@ -66,14 +66,10 @@ async def hf_fill_mask(
     if not texts:
         raise EmptyTextError("inputs is an empty list; send a text or a list of texts.")
     check_batch_size(predictor.settings, len(texts), "inputs")
-    k = predictor.check_top_k(parameters.top_k)
-    prepared = [plain_request(predictor, text, k) for text in texts]
+    options = predictor.options(parameters.top_k, index=HF_USES_INDEX)
+    prepared = [plain_request(predictor, text, options) for text in texts]
     if parameters.targets is None:
-        allowance.spend(predictor.check_cost(prepared))
-        results = await predictor.run(
-            [request.prepared for request in prepared], k, None, HF_USES_INDEX
-        )
-        outputs = [pipeline_output(result) for result in results]
+        outputs = await plain_outputs(predictor, prepared, None, allowance)
     else:
         targets = (
             [parameters.targets] if isinstance(parameters.targets, str) else parameters.targets
@@ -81,20 +77,33 @@ async def hf_fill_mask(
         target_ids = target_tokens(predictor, targets)
         if all(len(ids) == 1 for ids in target_ids.values()):
             allowed = allowed_targets(predictor, target_ids)
-            allowance.spend(predictor.check_cost(prepared))
-            plain = [request.prepared for request in prepared]
-            results = await predictor.run(plain, k, allowed, HF_USES_INDEX)
-            outputs = [pipeline_output(result) for result in results]
+            outputs = await plain_outputs(predictor, prepared, allowed, allowance)
         else:
-            outputs = await ranked_targets(predictor, texts, target_ids, k, allowance)
+            outputs = await ranked_targets(predictor, texts, target_ids, options.top_k, allowance)
     return JSONBody(outputs[0] if len(outputs) == 1 else outputs)  # as is: responses.py
 
 
-def plain_request(predictor: Predictor, text: str, k: int) -> PreparedRequest:
+async def plain_outputs(
+    predictor: Predictor,
+    requests: Sequence[PreparedRequest],
+    allowed: np.ndarray | None,
+    allowance: Allowance,
+) -> list[PipelineOutput]:
+    """The pipeline's answers for plain requests (``allowed``: single-token targets), run like
+    every other route's (``Predictor.run_many``: priced once, batched, finished)."""
+    outputs: list[PipelineOutput] = []
+    for answer in await predictor.run_many(requests, allowed, spend=allowance.spend):
+        if isinstance(answer, TiankongError):
+            raise answer
+        outputs.append(pipeline_output(answer))
+    return outputs
+
+
+def plain_request(predictor: Predictor, text: str, options: PredictOptions) -> PreparedRequest:
     """The pipeline fills [MASK] tokens only. A [BLANK] (a blank of unknown length) has no
     answer in the pipeline's shape, so it is a 400 that points to POST /predict, which answers it,
     rather than a guess."""
-    request = predictor.prepare_request(text, PredictOptions(top_k=k, index=HF_USES_INDEX))
+    request = predictor.prepare_request(text, options)
     if not request.plain:
         raise BadInputError(
             "The Hugging Face route fills [MASK] only; for a [BLANK] (a blank of unknown "
@@ -153,9 +162,8 @@ async def ranked_targets(
     )
     # every text has one blank, checked before any engine work
     requests = [predictor.prepare_request(text, options) for text in texts]
-    allowance.spend(predictor.check_cost(requests))
     outputs: list[PipelineOutput] = []
-    for answer in await predictor.run_many(requests):
+    for answer in await predictor.run_many(requests, spend=allowance.spend):
         if isinstance(answer, TiankongError):
             raise answer
         outputs.append(

@@ -32,16 +32,19 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tiankong.config import (
     ScaleOptions,
     Settings,
+    check_settings,
     from_environment,
     physical_cores,
     read_environment,
+    threads_per_worker,
 )
+from tiankong.core.request import EngineJob
 from tiankong.errors import (
     BadOptionError,
 )
-from tiankong.service import FillMasker
-from tiankong.serving.batching import BatchObserver, DynamicBatcher
-from tiankong.serving.predictor import EngineJob, check_serving_settings, job_tokens, run_jobs
+from tiankong.service import FillMasker, run_jobs
+from tiankong.serving.batching import BatchLimits, BatchObserver, DynamicBatcher
+from tiankong.serving.predictor import job_tokens
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -81,7 +84,7 @@ class RayBatchScheduler:
         self.batcher = DynamicBatcher[EngineJob, Outcome](
             self.run_batch,
             size_of=job_tokens,
-            limits=check_serving_settings(settings),
+            limits=BatchLimits.from_settings(settings),  # checked by build_application
             observer=observer,
         )
 
@@ -206,7 +209,7 @@ def build_application(settings: Settings, scale: ScaleOptions | None = None) -> 
     """The Ray Serve application: ``serve.run(build_application(settings), route_prefix="/")``."""
     from ray import serve
 
-    check_serving_settings(settings)  # a bad batching value fails here, not on every replica
+    check_settings(settings)  # a bad batching value fails here, not on every replica
     options = deployment_options(settings, scale or ScaleOptions())
     deployment = serve.deployment(**options)(serve.ingress()(TiankongReplica))
     return deployment.bind(settings)
@@ -214,7 +217,7 @@ def build_application(settings: Settings, scale: ScaleOptions | None = None) -> 
 
 def replica_threads(scale: ScaleOptions) -> int:
     """Default threads per replica: this machine's physical cores shared by the most replicas."""
-    return max(1, physical_cores() // max(1, scale.most_replicas))
+    return threads_per_worker(physical_cores(), scale.most_replicas)
 
 
 def build_app(args: Mapping[str, object]) -> Application:

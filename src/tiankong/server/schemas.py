@@ -10,8 +10,9 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
+from tiankong.config import Settings
 from tiankong.core.beam_search import ORDERS
-from tiankong.core.modes import MAX_CANDIDATES, MAX_OPTION_CHARS, MODES, PredictOptions
+from tiankong.core.options import MAX_CANDIDATES, MAX_OPTION_CHARS, MODES, PredictOptions
 
 IDIOM = "画龙点[MASK]"
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
@@ -82,7 +83,10 @@ TEXT_DESCRIPTION = (
     "Chinese text with one or more [MASK] (【MASK】, ［MASK］ and [mask] are accepted too), or "
     "one [BLANK]: a blank of unknown length (1 to max_blank_length characters)."
 )
-TOP_K_DESCRIPTION = "Candidates per mask, from 1 to max_top_k (50); default 5."
+TOP_K_DESCRIPTION = (  # the limits from the settings table, where they are written once
+    f"Candidates per mask, from 1 to max_top_k ({Settings.max_top_k}); "
+    f"default {Settings.default_top_k}."
+)
 MODE_DESCRIPTION = (
     f"One of {', '.join(MODES)}. single: a ranked list per mask. whole_word: also joint fills "
     "of all masks (beam search), in `sequences`. candidates: rank the options in `candidates` "

@@ -27,22 +27,14 @@ Policy ("continuous" batching; the engine is the one scarce resource):
   (closing early as soon as the batch is full). Under a closed-loop load the clients whose
   answers just went out come back within a few ms, so the window turns "1, 19, 1, 19" batches
   into batches of 20. ``window_s = 0`` is pure continuous batching.
-* **Full** means ``max_size`` items or ``max_tokens`` padded tokens (items × the longest item).
-  An item longer than the budget on its own still runs, alone.
-* **Length buckets, oldest first.** Each batch holds the oldest waiting item, so nothing
-  starves, plus the waiting items nearest to it in length order, each added where it adds the
-  least padding. Long and short texts therefore go in separate batches whenever the queue holds
-  enough of each, and a batch is padded only to its own longest item.
-* **Two lanes: plain items first.** Items are plain (one text, one row) or search rows (one
-  step of a whole-word, candidate or [BLANK] search, sent by the search's own worker thread
-  through ``submit_many(..., search=True)``). A batch is formed from the plain items first; a
-  search's rows, oldest first, fill what room is left. While plain requests are about (one came
-  in the last ``PLAIN_RECENT_S``), at most ``search_rows_with_plain`` search rows ride in a
-  batch with plain items (a row per 32 of ``max_size``), and a batch of search rows alone holds
-  at most ``search_rows`` (a quarter of ``max_size``: one step of the default beam of 8);
-  otherwise search rows fill whole batches. So a search's steps take turns with plain batches,
-  and a plain request waits at most for one small search batch on the engine, never for a
-  whole search.
+* **Which items make a batch** is ``serving/batch_policy.py`` (pure): full at ``max_size``
+  items or ``max_tokens`` padded tokens; the oldest item anchors it, with its neighbours in
+  length order, so a batch is padded only to its own longest item; plain items first, and a
+  search's rows (one step of a whole-word, candidate or [BLANK] search, sent by its worker
+  thread through ``submit_many(..., search=True)``) fill what room is left: while plain
+  requests are about (one in the last ``PLAIN_RECENT_S``), at most ``search_rows_with_plain``
+  beside plain items and ``search_rows`` alone. So a plain request waits at most for one small
+  search batch on the engine, never for a whole search.
 * **Backpressure, in forward rows.** The queue counts engine work in forward rows (a plain text
   is one; a search reserves its estimate, ``PreparedRequest.forward_rows``, from admission until
   it ends). A plain request counts the plain rows waiting (search rows never go before it); a
@@ -77,23 +69,25 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from tiankong.config import Settings
 from tiankong.errors import (
-    BadOptionError,
     EngineError,
     OverloadedError,
     RequestTimeoutError,
     ShuttingDownError,
     new_error_id,
 )
+from tiankong.serving.batch_policy import (
+    PLAIN_RECENT_S,
+    BatchLimits,
+    BatchStats,
+    Pending,
+    select_batch,
+)
 from tiankong.serving.timing import RequestTiming, request_timing
 
 logger = logging.getLogger("tiankong.serving.batching")
-# Search rows get the small shares of a batch while plain requests came in this recently.
-PLAIN_RECENT_S = 1.0
 # A lone request runs on the event loop's thread when a lone run lately took at most this much
 # CPU time on the thread that ran it: a few times the two thread wake-ups it saves, and short
 # enough that /health never waits long. (An engine whose pool threads share a run, as ONNX
@@ -107,73 +101,6 @@ SETTLE_TURNS = 2
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
 JobT = TypeVar("JobT")
-
-
-@dataclass(frozen=True)
-class BatchLimits:
-    """The batcher's knobs (``Settings`` names in brackets)."""
-
-    # The defaults are Settings' own, so each is written once (in config.py).
-    window_s: float = Settings.batch_window_ms / 1000  # [batch_window_ms] wait for company,
-    # only once the engine was busy
-    max_size: int = Settings.max_batch_size  # [max_batch_size] items per engine call
-    max_tokens: int = Settings.max_batch_tokens  # [max_batch_tokens] padded tokens per call
-    max_queue: int = Settings.max_queue  # [max_queue] waiting items before 503
-    timeout_s: float = Settings.request_timeout_s  # [request_timeout_s] queueing and running
-    drain_timeout_s: float = Settings.drain_timeout_s  # [drain_timeout_s] close() waits for work
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> BatchLimits:
-        limits = cls(
-            window_s=settings.batch_window_ms / 1000,
-            max_size=settings.max_batch_size,
-            max_tokens=settings.max_batch_tokens,
-            max_queue=settings.max_queue,
-            timeout_s=settings.request_timeout_s,
-            drain_timeout_s=settings.drain_timeout_s,
-        )
-        return limits.validated()
-
-    def validated(self) -> BatchLimits:
-        if self.window_s < 0:
-            raise BadOptionError("The batch window must be 0 ms or more.")
-        if self.max_size < 1 or self.max_tokens < 1 or self.max_queue < 1:
-            raise BadOptionError(
-                "max_batch_size, max_batch_tokens and max_queue must each be at least 1."
-            )
-        if self.timeout_s <= 0:
-            raise BadOptionError("The request timeout must be above 0 s.")
-        if self.drain_timeout_s < 0:
-            raise BadOptionError("The drain timeout must be 0 s or more.")
-        return self
-
-    @property
-    def search_rows(self) -> int:
-        """Search rows per batch while plain requests are about: a quarter of a batch (8 at the
-        default 32, one step of the default beam of 8). A plain request waits at most for one
-        such batch on the engine, and a search step is one engine call, not one call a row (one
-        row a batch made a whole-word search 6x slower whenever plain traffic was about)."""
-        return max(1, self.max_size // 4)
-
-    @property
-    def search_rows_with_plain(self) -> int:
-        """Search rows that ride in a batch with plain items: one per 32 rows of batch (1 at the
-        default), so a plain batch grows by a row or so."""
-        return max(1, self.max_size // 32)
-
-
-@dataclass(frozen=True)
-class BatchStats:
-    """What one engine call cost: ``padded_tokens - real_tokens`` is padding."""
-
-    size: int
-    real_tokens: int
-    padded_tokens: int
-    seconds: float
-
-    @property
-    def padding_ratio(self) -> float:
-        return 1 - self.real_tokens / self.padded_tokens if self.padded_tokens else 0.0
 
 
 class BatchObserver(Protocol):
@@ -198,17 +125,6 @@ class NullObserver:
         pass
 
 
-@dataclass(eq=False)
-class Pending(Generic[ItemT, ResultT]):
-    item: ItemT
-    size: int  # tokens
-    future: asyncio.Future[ResultT]
-    arrived_busy: bool  # the engine was busy when it arrived: the window may apply
-    search: bool = False  # a search step's row: goes after the plain items
-    arrived_at: float = field(default_factory=time.monotonic)
-    timing: RequestTiming | None = None  # its request's Server-Timing figures, in a server
-
-
 class DynamicBatcher(Generic[ItemT, ResultT]):
     """Batches items for ``run_batch`` (called on the worker thread with a list of items, must
     return one result per item, in order). ``size_of`` gives an item's length in tokens."""
@@ -226,7 +142,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         self.company = company
         self.lone_run_s: float | None = None  # a lone item's engine run lately (moving mean)
         self.size_of = size_of
-        self.limits = (limits or BatchLimits()).validated()
+        self.limits = limits or BatchLimits()
         self.observer: BatchObserver = observer or NullObserver()
         self.pending: list[Pending[ItemT, ResultT]] = []  # arrival order
         self.running: list[Pending[ItemT, ResultT]] = []  # the batch on the engine now
@@ -560,72 +476,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         return time.monotonic() - self.last_plain_at < PLAIN_RECENT_S
 
     def select(self) -> tuple[list[Pending[ItemT, ResultT]], bool]:
-        """The next batch (not yet removed) and whether it is full (a limit stopped it).
-
-        Plain items first (``pack``); search rows, oldest first, fill the room left, at most
-        ``search_rows_with_plain`` of them beside plain items and ``search_rows`` alone while
-        plain requests are about (a whole batch otherwise).
-        """
-        plain = [entry for entry in self.pending if not entry.search]
-        batch, full = self.pack(plain) if plain else ([], False)
-        if not self.plain_recent():
-            share = self.limits.max_size
-        elif plain:
-            share = self.limits.search_rows_with_plain
-        else:
-            share = self.limits.search_rows
-        room = min(self.limits.max_size - len(batch), share)
-        if full or room <= 0:
-            return batch, full or len(batch) >= self.limits.max_size
-        longest = max((entry.size for entry in batch), default=0)
-        added = 0
-        for entry in self.pending:
-            if not entry.search:
-                continue
-            grown = max(longest, entry.size)
-            if batch and (len(batch) + 1) * grown > self.limits.max_tokens:
-                return batch, True
-            batch.append(entry)
-            longest, added = grown, added + 1
-            if added >= room:
-                break
-        return batch, len(batch) >= self.limits.max_size
-
-    def pack(
-        self, entries: list[Pending[ItemT, ResultT]]
-    ) -> tuple[list[Pending[ItemT, ResultT]], bool]:
-        """A batch of ``entries`` (arrival order) and whether a limit stopped it.
-
-        The oldest entry anchors the batch; neighbours in length order join where each adds the
-        least padding, while the batch stays within ``max_size`` items and ``max_tokens``.
-        """
-        anchor = entries[0]
-        by_length = sorted(entries, key=lambda entry: entry.size)
-        low = high = by_length.index(anchor)
-        count, longest = 1, anchor.size
-        while count < self.limits.max_size:
-            options: list[tuple[int, int, int]] = []  # (added padding, side, new longest)
-            if low > 0:
-                shorter = by_length[low - 1]
-                options.append((longest - shorter.size, -1, longest))
-            if high < len(by_length) - 1:
-                longer = by_length[high + 1]
-                grown = max(longest, longer.size)
-                options.append(((grown - longest) * count + grown - longer.size, 1, grown))
-            if not options:
-                break
-            fitting = [
-                option for option in options if (count + 1) * option[2] <= self.limits.max_tokens
-            ]
-            if not fitting:
-                return by_length[low : high + 1], True
-            _, side, longest = min(fitting)
-            if side < 0:
-                low -= 1
-            else:
-                high += 1
-            count += 1
-        return by_length[low : high + 1], count >= self.limits.max_size
+        """The next batch (not yet removed) and whether it is full (``batch_policy``)."""
+        return select_batch(self.pending, self.limits, self.plain_recent())
 
     def take_batch(self) -> list[Pending[ItemT, ResultT]]:
         self.prune()

@@ -1,13 +1,15 @@
 """The one door between the HTTP routes and the engine.
 
-Every route turns its texts into prepared requests (``prepare_request``: validated, tokenized,
-path decided; bad input never reaches the engine) and runs them with ``run_request`` (one text)
-or ``run_many`` (a batch): the plain path through ``run``, the search path (the multi-call
-modes) through ``run_search``.
+Every route turns its texts into prepared requests (``options`` checks the options once,
+``prepare_request`` tokenizes and decides each text's kind; bad input never reaches the engine)
+and runs them with ``run_many`` (``run_request`` is one text of it): the plain path through
+``run``, the search path (the multi-call modes) through ``run_search``, every answer through
+``FillMasker.finish``. The engine work itself is ``service.run_jobs``, the batcher's callback.
 
-* **Cost.** Before anything runs, ``check_cost`` prices the request in forward rows (the sum
-  of ``PreparedRequest.forward_rows``) and refuses one over ``max_request_cost`` (400
-  ``bad_option``, naming the cap and the cost). The batcher's queue counts the same rows.
+* **Cost.** Before anything runs, ``run_many`` prices the request in forward rows once
+  (``check_cost``: the sum of ``PreparedRequest.forward_rows``), refuses one over
+  ``max_request_cost`` (400 ``bad_option``, naming the cap and the cost) and hands the cost to
+  the route's ``spend`` (the rate limit). The batcher's queue counts the same rows.
 * ``run`` looks each text up in the result cache and sends the misses through the dynamic
   batcher (``serving.batching``), one item per text, so concurrent /predict, /batch_predict and
   Hugging Face requests share engine calls. Each item carries its own top-k and allowed tokens:
@@ -28,14 +30,21 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from tiankong.config import Settings, check_settings
-from tiankong.core.modes import PredictOptions
-from tiankong.core.request import PreparedRequest, prepare_request
+from tiankong.core.options import PredictOptions
+from tiankong.core.request import (
+    EngineJob,
+    PlainJob,
+    PreparedRequest,
+    RowJob,
+    plain_groups,
+    prepare_request,
+)
 from tiankong.core.results import FillResult
 from tiankong.core.text import PreparedText
 from tiankong.errors import (
@@ -46,59 +55,14 @@ from tiankong.errors import (
     TiankongError,
     new_error_id,
 )
-from tiankong.service import FillMasker
+from tiankong.service import FillMasker, run_jobs
 from tiankong.serving.batching import BatchLimits, BatchObserver, DynamicBatcher
 from tiankong.serving.caches import LRUCache, PlainKey, ResultKey
-from tiankong.serving.search_steps import RowJob, SearchRunner, timed_out
+from tiankong.serving.search_steps import SearchRunner, timed_out
 
 logger = logging.getLogger("tiankong.server")
 WARMUP_TEXT = "春眠不觉晓，处处闻啼[MASK]。"
 JobT = TypeVar("JobT")
-
-
-def check_serving_settings(settings: Settings) -> BatchLimits:
-    """The batcher's limits from ``settings``, after every row's rule (``check_settings``)."""
-    check_settings(settings)
-    return BatchLimits.from_settings(settings)
-
-
-@dataclass(frozen=True)
-class PlainJob:
-    """One text's plain-mode work: a batcher item."""
-
-    prepared: PreparedText
-    top_k: int
-    allowed: np.ndarray | None = None
-    use_index: bool = True  # mix in the corpus index at decoding, when the model has one
-
-    @property
-    def row(self) -> list[int]:
-        return self.prepared.input_ids
-
-
-# A batcher item: a plain text (answered with its FillResult) or a search step's row (answered
-# with the probabilities at its asked indices).
-EngineJob = PlainJob | RowJob
-
-
-def run_jobs(masker: FillMasker, jobs: Sequence[EngineJob]) -> list[Any]:
-    """On the engine thread: one forward pass for every job, then each plain job's decoding
-    (the corpus index, when on, is mixed in there; its lookups run during the forward pass)."""
-    plain = [job for job in jobs if isinstance(job, PlainJob)]
-    looked_up = masker.start_lookups(
-        [job.prepared for job in plain], [job.use_index for job in plain]
-    )
-    probabilities = masker.score_rows(
-        [job.row for job in jobs],
-        [job.prepared.mask_indices if isinstance(job, PlainJob) else job.asked for job in jobs],
-    )
-    found = iter(looked_up())
-    return [
-        masker.decode(job.prepared, rows, job.top_k, job.allowed, job.use_index, next(found))
-        if isinstance(job, PlainJob)
-        else rows
-        for job, rows in zip(jobs, probabilities, strict=True)
-    ]
 
 
 def job_tokens(job: EngineJob) -> int:
@@ -162,7 +126,8 @@ class Predictor:
         self.masker = masker
         self.settings = settings  # the server's limits; the masker keeps the model's own
         self.metrics = metrics
-        self.limits = check_serving_settings(settings)
+        check_settings(settings)  # once per instance: create_app's check returns at once
+        self.limits = BatchLimits.from_settings(settings)
         self.batcher: EngineScheduler = (
             scheduler(masker, settings, metrics)
             if scheduler is not None
@@ -189,8 +154,12 @@ class Predictor:
         await self.batcher.close()
         self.searches.close()
 
-    def check_top_k(self, top_k: int | None) -> int:
-        return self.masker.check_top_k(self.settings.default_top_k if top_k is None else top_k)
+    def options(self, top_k: int | None, **changes: Any) -> PredictOptions:
+        """A request's options, checked once (``FillMasker.options``); ``top_k`` None is this
+        server's ``default_top_k``."""
+        return self.masker.options(
+            self.settings.default_top_k if top_k is None else top_k, **changes
+        )
 
     def prepare(self, text: str) -> PreparedText:
         """Validate and tokenize one text; raises a typed BadInputError (never cached)."""
@@ -239,7 +208,8 @@ class Predictor:
         return filled
 
     def prepare_request(self, text: str, options: PredictOptions) -> PreparedRequest:
-        """Validate, tokenize (through the token cache) and decide the path; typed errors."""
+        """Tokenize (through the token cache) and decide the kind; typed errors. ``options``
+        come from ``options`` (checked there, once)."""
         return prepare_request(text, options, self.prepare, self.masker.converts_script(options))
 
     def check_cost(self, requests: Sequence[PreparedRequest]) -> int:
@@ -257,36 +227,39 @@ class Predictor:
     def deadline(self) -> float:
         return time.monotonic() + self.limits.timeout_s
 
-    async def run_request(self, request: PreparedRequest) -> FillResult:
-        """One prepared request by its path, finished (``FillMasker.finish``)."""
-        self.check_cost([request])
-        if request.plain:
-            options = request.options
-            [result] = await self.run([request.prepared], options.top_k, None, options.index)
-        else:
-            with self.batcher.search_admission(request.forward_rows()):
-                result = await self.run_search(request, self.deadline())
-        return self.masker.finish(request, result)
+    async def run_request(
+        self, request: PreparedRequest, spend: Callable[[int], None] | None = None
+    ) -> FillResult:
+        """One prepared request (``run_many`` of one): its answer, or its typed error raised."""
+        [answer] = await self.run_many([request], spend=spend)
+        if isinstance(answer, TiankongError):
+            raise answer
+        return answer
 
     async def run_many(
-        self, requests: Sequence[PreparedRequest]
+        self,
+        requests: Sequence[PreparedRequest],
+        allowed: np.ndarray | None = None,
+        spend: Callable[[int], None] | None = None,
     ) -> list[FillResult | TiankongError]:
-        """Answers in input order under one deadline: the plain texts share engine calls, the
-        searches run one by one. A search that can't be filled, or isn't done by the deadline,
-        gets its typed error; when some timed out and no text at all was answered, the request
-        is a ``RequestTimeoutError`` (504). Engine faults still fail the request."""
-        self.check_cost(requests)
+        """The one run of prepared requests on a server. Answers in input order under one
+        deadline, each finished (``FillMasker.finish``): the plain texts share engine calls
+        (``allowed``: the Hugging Face route's single-token targets), the searches run one by
+        one. The cost is checked once, here, and given to ``spend`` (the client's rate-limit
+        allowance) before anything runs. A search that can't be filled, or isn't done by the
+        deadline, gets its typed error; when some timed out and no text at all was answered,
+        the request is a ``RequestTimeoutError`` (504). Engine faults still fail the request."""
+        cost = self.check_cost(requests)
+        if spend is not None:
+            spend(cost)
         deadline = self.deadline()
         answers: list[FillResult | TiankongError | None] = [None] * len(requests)
-        plain = [index for index, request in enumerate(requests) if request.plain]
         searches = [index for index, request in enumerate(requests) if not request.plain]
         # admitted before anything runs: a full queue refuses the request before engine work
         with self.searching(sum(requests[index].forward_rows() for index in searches)):
-            if plain:
-                k = requests[plain[0]].options.top_k
+            for (k, use_index), plain in plain_groups(requests).items():
                 prepared = [requests[index].prepared for index in plain]
-                use_index = requests[plain[0]].options.index
-                results = await self.run(prepared, k, None, use_index, deadline)
+                results = await self.run(prepared, k, allowed, use_index, deadline)
                 for index, result in zip(plain, results, strict=True):
                     answers[index] = self.masker.finish(requests[index], result)
             for index in searches:
@@ -304,16 +277,6 @@ class Predictor:
 
     def searching(self, cost: int) -> AbstractContextManager[None]:
         return self.batcher.search_admission(cost) if cost else nullcontext()
-
-    async def run_options(
-        self, text: str, options: PredictOptions, deadline: float | None = None
-    ) -> FillResult:
-        """``run_search`` for a text that isn't prepared yet (the Hugging Face route), by
-        ``deadline`` (default: the request timeout from now)."""
-        request = self.prepare_request(text, options)
-        self.check_cost([request])
-        with self.batcher.search_admission(request.forward_rows()):
-            return await self.run_search(request, deadline or self.deadline())
 
     async def submit_rows(self, jobs: list[RowJob], deadline: float) -> list[np.ndarray]:
         """One search step through the batcher (called on the loop by a search thread)."""

@@ -18,12 +18,13 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import numpy as np
 
-from tiankong.core.request import PreparedRequest
+from tiankong.core.beam_search import RowScorer
+from tiankong.core.request import PreparedRequest, RowJob
 from tiankong.core.results import FillResult
 from tiankong.errors import RequestTimeoutError
 from tiankong.service import FillMasker
@@ -31,14 +32,7 @@ from tiankong.service import FillMasker
 # Searches running at once (more wait for a thread; each still stops at its deadline). A search
 # thread mostly waits for its steps, so a few keep the engine busy without crowding the CPU.
 SEARCH_WORKERS = 4
-
-
-@dataclass(frozen=True)
-class RowJob:
-    """One row of a search step: token ids, and the indices whose distribution is wanted."""
-
-    row: list[int]
-    asked: list[int]
+T = TypeVar("T")
 
 
 class SearchStopped(Exception):
@@ -101,8 +95,45 @@ class StepScorer:
                 self.step.cancel()
 
 
-class SearchRunner:
-    """Runs searches on ``SEARCH_WORKERS`` threads, each step through ``submit_rows``."""
+class StepRunner:
+    """Runs step-wise work (a search, a task's run) on ``SEARCH_WORKERS`` threads of its own,
+    each engine call one step through ``submit_rows``."""
+
+    def __init__(
+        self,
+        submit_rows: Callable[[list[RowJob], float], Coroutine[Any, Any, list[np.ndarray]]],
+        timeout_s: float,
+        thread_name: str = "tiankong-search",
+    ) -> None:
+        self.submit_rows = submit_rows
+        self.timeout_s = timeout_s
+        self.pool = ThreadPoolExecutor(SEARCH_WORKERS, thread_name_prefix=thread_name)
+
+    async def run_steps(self, work: Callable[[RowScorer], T], deadline: float) -> T:
+        """``work(score_rows)`` on a thread of the pool; ``RequestTimeoutError`` past
+        ``deadline``. Cancelling the caller (a client that left) stops it before its next
+        step."""
+        loop = asyncio.get_running_loop()
+
+        def submit(jobs: list[RowJob]) -> Coroutine[Any, Any, list[np.ndarray]]:
+            return self.submit_rows(jobs, deadline)
+
+        scorer = StepScorer(submit, loop, deadline, self.timeout_s)
+        running = loop.run_in_executor(self.pool, work, scorer)
+        try:
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                return await running
+        except TimeoutError:  # waited for a thread, or between steps, past the deadline
+            raise timed_out(self.timeout_s) from None
+        finally:
+            scorer.stop()  # a no-op once the work has ended
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class SearchRunner(StepRunner):
+    """Runs fill-mask searches (``FillMasker.run_search``) step by step."""
 
     def __init__(
         self,
@@ -110,28 +141,9 @@ class SearchRunner:
         submit_rows: Callable[[list[RowJob], float], Coroutine[Any, Any, list[np.ndarray]]],
         timeout_s: float,
     ) -> None:
+        super().__init__(submit_rows, timeout_s)
         self.masker = masker
-        self.submit_rows = submit_rows
-        self.timeout_s = timeout_s
-        self.pool = ThreadPoolExecutor(SEARCH_WORKERS, thread_name_prefix="tiankong-search")
 
     async def run(self, request: PreparedRequest, deadline: float) -> FillResult:
-        """The search's result; ``RequestTimeoutError`` past ``deadline``. Cancelling the
-        caller (a client that left) stops the search before its next step."""
-        loop = asyncio.get_running_loop()
-
-        def submit(jobs: list[RowJob]) -> Coroutine[Any, Any, list[np.ndarray]]:
-            return self.submit_rows(jobs, deadline)
-
-        scorer = StepScorer(submit, loop, deadline, self.timeout_s)
-        running = loop.run_in_executor(self.pool, self.masker.run_search, request, scorer)
-        try:
-            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                return await running
-        except TimeoutError:  # waited for a thread, or between steps, past the deadline
-            raise timed_out(self.timeout_s) from None
-        finally:
-            scorer.stop()  # a no-op once the search has ended
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        """The search's result; ``RequestTimeoutError`` past ``deadline``."""
+        return await self.run_steps(partial(self.masker.run_search, request), deadline)

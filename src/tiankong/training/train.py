@@ -66,7 +66,8 @@ def load_starting_point(options: TrainOptions) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer, BertConfig, BertForMaskedLM
 
-    from tiankong.core.models import VOCAB_FILE, resolve_model
+    from tiankong.core.models import VOCAB_FILE
+    from tiankong.model_sources import resolve_model
 
     if options.resume and (options.out / CHECKPOINT_DIR / "config.json").is_file():
         folder = options.out / CHECKPOINT_DIR

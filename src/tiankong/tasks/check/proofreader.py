@@ -94,6 +94,12 @@ class Proofreader:
     '画龙点睛'
     """
 
+    # a request over the server's cost cap (``core.task.Task``; ``serving/tasks.py``)
+    over_cost = (
+        "Checking this would cost {cost:,} forward rows, over this server's limit of {cap:,} "
+        "(max_request_cost); send shorter or fewer texts."
+    )
+
     def __init__(
         self,
         masker: FillMasker,

@@ -1,0 +1,98 @@
+"""The options of one fill request and their checks, run once where a request is prepared
+(``core/request.py``): mode, beam, order, candidates, constraints, blank length, the index."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from tiankong.config import Settings
+from tiankong.core.beam_search import ORDERS
+from tiankong.core.decoding import PRESETS, Constraints
+from tiankong.core.text import BLANK, MASK, normalize_masks
+from tiankong.errors import BadOptionError
+
+MODES = ("single", "whole_word", "candidates")
+MAX_CANDIDATES = 50
+MAX_OPTION_CHARS = 8
+MASK_RUN = re.compile(r"(?:\[MASK\])+")
+
+
+@dataclass(frozen=True)
+class PredictOptions:
+    """Everything that shapes one prediction; hashable, so it can key a result cache."""
+
+    top_k: int = Settings.default_top_k
+    mode: str = "single"  # single | whole_word | candidates
+    beam_width: int = 8
+    order: str = "left_to_right"  # left_to_right | confident_first
+    candidates: tuple[str, ...] = ()
+    constraints: Constraints | None = None
+    max_blank_length: int = 4  # for [BLANK]: try fills of 1..this many characters
+    length_alpha: float = 1.0  # rank [BLANK] fills by log P / length ** alpha
+    index: bool = True  # mix in the corpus index, when the model has one (False: the model's own)
+
+    def validated(self) -> PredictOptions:
+        options = self
+        if options.candidates and options.mode == "single":
+            options = replace(options, mode="candidates")
+        if options.candidates and options.mode == "whole_word":
+            raise BadOptionError("Candidates rank options for one blank; drop mode 'whole_word'.")
+        if options.mode not in MODES:
+            raise BadOptionError(f"Unknown mode '{options.mode}'; use one of {', '.join(MODES)}.")
+        if options.order not in ORDERS:
+            raise BadOptionError(f"Unknown order '{options.order}'; use {' or '.join(ORDERS)}.")
+        if not 1 <= options.beam_width <= 64:
+            raise BadOptionError("beam_width must be from 1 to 64.")
+        if not 1 <= options.max_blank_length <= 4:
+            raise BadOptionError("max_blank_length must be from 1 to 4.")
+        if not isinstance(options.index, bool):
+            raise BadOptionError("index must be true or false.")
+        if not 0.0 <= options.length_alpha <= 2.0:
+            raise BadOptionError("length_alpha must be from 0 to 2.")
+        if options.mode == "candidates":
+            check_candidates(options.candidates)
+        preset = options.constraints.preset if options.constraints else None
+        if preset is not None and preset not in PRESETS:
+            raise BadOptionError(
+                f"Unknown constraints preset '{preset}'; use one of {', '.join(PRESETS)}."
+            )
+        if options.constraints is not None and not options.constraints.active:
+            options = replace(options, constraints=None)
+        return options
+
+
+def check_candidates(candidates: tuple[str, ...]) -> None:
+    if not candidates:
+        raise BadOptionError("Candidate mode needs at least one option in 'candidates'.")
+    if len(candidates) > MAX_CANDIDATES:
+        raise BadOptionError(f"At most {MAX_CANDIDATES} candidates; got {len(candidates)}.")
+    for option in candidates:
+        if not isinstance(option, str) or not option.strip():
+            raise BadOptionError("Every candidate must be a non-empty string.")
+        if len(option.strip()) > MAX_OPTION_CHARS:
+            raise BadOptionError(
+                f"Candidate '{option[:20]}' is longer than {MAX_OPTION_CHARS} characters."
+            )
+        if MASK in normalize_masks(option) or BLANK in normalize_masks(option):
+            raise BadOptionError("A candidate can't contain [MASK] or [BLANK].")
+
+
+def check_blank(text: str) -> None:
+    """A [BLANK] of unknown length is searched alone: one per text, and no [MASK] beside it."""
+    if text.count(BLANK) != 1 or MASK in text:
+        raise BadOptionError("Use exactly one [BLANK] per text, and no [MASK] beside it.")
+
+
+def one_blank(text: str) -> str:
+    """The text with its single blank (a [BLANK] or a run of [MASK]s) written as [BLANK]."""
+    if BLANK in text:
+        if text.count(BLANK) != 1 or MASK in text:
+            raise BadOptionError("Candidate ranking takes exactly one blank.")
+        return text
+    runs = MASK_RUN.findall(text)
+    if len(runs) != 1:
+        raise BadOptionError(
+            "Candidate ranking takes exactly one blank: one [MASK] (or one run of [MASK]s)."
+        )
+    return MASK_RUN.sub(BLANK, text)
