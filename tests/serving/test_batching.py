@@ -24,7 +24,13 @@ from tiankong.errors import (
     RequestTimeoutError,
     ShuttingDownError,
 )
-from tiankong.serving.batching import INLINE_MAX_S, BatchLimits, BatchStats, DynamicBatcher
+from tiankong.serving.batching import (
+    INLINE_MAX_S,
+    INLINE_MAX_WALL_S,
+    BatchLimits,
+    BatchStats,
+    DynamicBatcher,
+)
 
 GATE_TIMEOUT_S = 30.0  # a gate never blocks a test forever
 
@@ -203,6 +209,11 @@ async def test_nothing_runs_inline_beside_other_requests_a_busy_engine_or_a_slow
         for index in range(3):
             await batcher.submit(Item(f"s{index}"))
     assert slow.threads == [ENGINE_THREAD] * 3  # its lone runs are too long for the loop
+    waiting = Recorder(delay_s=2 * INLINE_MAX_WALL_S)  # long runs that barely use the CPU
+    async with started(waiting, company=lambda: 0) as batcher:
+        for index in range(3):
+            await batcher.submit(Item(f"w{index}"))
+    assert waiting.threads == [ENGINE_THREAD] * 3
 
 
 async def test_an_inline_engine_error_is_one_engine_error_and_serving_goes_on() -> None:

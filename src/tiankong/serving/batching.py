@@ -13,14 +13,15 @@ Policy ("continuous" batching; the engine is the one scarce resource):
   request at low load never waits for the window.
 * **A lone request runs inline** (``can_run_inline``). When the server is handling no other
   request (the ``company`` it was given says 0), the engine is idle with nothing waiting, and
-  a lone item's engine run lately took at most ``INLINE_MAX_S`` of CPU, a one-text request runs
-  on the event loop's own thread: no scheduler turn and no hop to the engine thread and back (two
-  thread wake-ups, which cost more than such a run). It first yields ``SETTLE_TURNS`` turns of
-  the loop, so requests the server has already read start and count as company: without them
-  a closed loop of 20 clients ran one by one inline (a mean batch of 1.2, and a real engine
-  wants batches). Nothing else is waiting for the loop meanwhile, and a slower engine (a lone
-  run over ``INLINE_MAX_S``) always takes the engine thread, so the loop never stalls for
-  long. Without ``company`` (the library's and Ray's batchers) nothing runs inline.
+  a lone item's engine run lately took at most ``INLINE_MAX_S`` of CPU (and
+  ``INLINE_MAX_WALL_S`` of wall time, for a run that waits without the CPU), a one-text request
+  runs on the event loop's own thread: no scheduler turn and no hop to the engine thread and
+  back (two thread wake-ups, which cost more than such a run). It first yields
+  ``SETTLE_TURNS`` turns of the loop, so requests the server has already read start and count
+  as company: without them a closed loop of 20 clients ran one by one inline (a mean batch of
+  1.2, and a real engine wants batches). Nothing else is waiting for the loop meanwhile, and a
+  slower engine (a lone run over either limit) always takes the engine thread, so the loop
+  never stalls for long. Without ``company`` (the library's and Ray's batchers) nothing runs inline.
 * **Busy engine: accumulate.** Items that arrive while a batch (or an exclusive job) runs wait
   in the queue and go in the next batch. When the engine frees up and the waiting items don't
   fill a batch, the batcher waits up to ``window_s`` *from that moment* for more to arrive
@@ -93,6 +94,9 @@ logger = logging.getLogger("tiankong.serving.batching")
 # enough that /health never waits long. (An engine whose pool threads share a run, as ONNX
 # Runtime's do, shows its calling thread's share: up to ``threads`` times as long in wall time.)
 INLINE_MAX_S = 0.003
+# ... and its wall time at most this: a run that waits without the CPU (a GPU's forward pass)
+# would hold the loop that long; on a busy machine a cheap run's wall time is a few times its CPU.
+INLINE_MAX_WALL_S = 0.02
 # Loop turns a lone request yields before it runs inline: a request the server has already read
 # starts in them (a task is created in one turn and runs in the next) and counts as company, so
 # a burst of requests goes to the batcher together instead of one by one on the loop.
@@ -140,7 +144,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         self.run_batch = run_batch
         # The other requests the server is handling now; given, a lone request may run inline.
         self.company = company
-        self.lone_run_s: float | None = None  # a lone item's engine run lately (moving mean)
+        self.lone_run_s: float | None = None  # a lone item's run lately, CPU (moving mean)
+        self.lone_wall_s: float | None = None  # and its wall time
         self.size_of = size_of
         self.limits = limits or BatchLimits()
         self.observer: BatchObserver = observer or NullObserver()
@@ -343,6 +348,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         lately took at most ``INLINE_MAX_S``."""
         if self.company is None or self.lone_run_s is None or self.lone_run_s > INLINE_MAX_S:
             return False
+        if self.lone_wall_s is None or self.lone_wall_s > INLINE_MAX_WALL_S:
+            return False
         if self.busy or self.exclusive_waiting or self.closing or self.company():
             return False
         if deadline is not None and deadline <= time.monotonic():
@@ -372,13 +379,13 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         """``run_batch``, noting the CPU time a lone item's run took on the thread that ran it
         (``lone_run_s``, a moving mean): on the engine thread, or inline. CPU time, not wall
         time: on a busy machine a run's wall time is mostly waiting for a core or the GIL,
-        which doesn't say what the run would cost the loop."""
-        started = time.thread_time()
+        which doesn't say what the run would cost the loop. Its wall time is kept too
+        (``lone_wall_s``), for a run that waits without the CPU (a GPU's)."""
+        started, wall_started = time.thread_time(), time.perf_counter()
         results = self.run_batch(items)
         if len(items) == 1:
-            seconds = time.thread_time() - started
-            recent = self.lone_run_s
-            self.lone_run_s = seconds if recent is None else 0.8 * recent + 0.2 * seconds
+            self.lone_run_s = moving_mean(self.lone_run_s, time.thread_time() - started)
+            self.lone_wall_s = moving_mean(self.lone_wall_s, time.perf_counter() - wall_started)
         return results
 
     def batch_failed(self, error: Exception, items: int) -> str:
@@ -533,6 +540,10 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 entry.future.set_exception(make_error())
         self.pending, self.running = [], []
         self.observer.set_queue_depth(self.depth)
+
+
+def moving_mean(recent: float | None, seconds: float) -> float:
+    return seconds if recent is None else 0.8 * recent + 0.2 * seconds
 
 
 def timed(job: Callable[[], JobT], timing: RequestTiming) -> Callable[[], JobT]:
