@@ -12,7 +12,10 @@ for the whole run and only one takes load at a time; each round runs c=1 and the
 server, in an order that rotates from round to round, so a noisy neighbour on a shared machine
 spreads over all of them. The table gives the median over rounds of each run's p50 and
 requests/s, each tiankong build's c=1 p50 over the floor's, and its mean engine batch at c=20
-(from ``/metrics``, counted over the c=20 runs only).
+(from ``/metrics``, counted over the c=20 runs only). ``--client wrk`` drives the load with
+``wrk`` (``bench/wrk_load.py``: a C client that takes the shared cores almost no CPU) instead of
+the bench's aiohttp client. The server's CPU per request (user + system, psutil) is given too:
+on a shared machine it moves less than latency does.
 """
 
 from __future__ import annotations
@@ -25,10 +28,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from bench.load import run_load
 from bench.models import BUNDLED_FOLDER, REPO_ROOT
 from bench.servers import Server, free_port, start
 from bench.suite import C20_FIRST, WARMUP_FIRST, server_env
+from bench.wrk_load import CLIENTS, run_client
 
 FLOOR = "floor"
 
@@ -97,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=6.0, help="per run")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 20])
     parser.add_argument("--warmup", type=int, default=50, help="requests per server first")
+    parser.add_argument("--client", choices=CLIENTS, default="aiohttp")
     parser.add_argument("--ready-timeout-s", type=float, default=180.0)
     parser.add_argument("--log-dir", type=Path, default=REPO_ROOT / "bench" / "results" / "tmp")
     args = parser.parse_args(argv)
@@ -116,17 +123,21 @@ def main(argv: list[str] | None = None) -> int:
                     tiankong = name in trees
                     before = batch_counts(server) if tiankong else (0.0, 0.0)
                     url = server.base_url + "/predict"
-                    result = run_load(url, concurrency, first, duration_s=args.seconds)
+                    cpu_before = server_cpu_s(server)
+                    result = run_client(args.client, url, concurrency, first, args.seconds)
+                    cpu_ms = 1e3 * (server_cpu_s(server) - cpu_before) / max(1, result.requests)
                     first += result.requests + result.errors + concurrency
                     if tiankong and concurrency > 1:
                         after = batch_counts(server)
                         batches[name][0] += after[0] - before[0]
                         batches[name][1] += after[1] - before[1]
-                    runs.setdefault((name, concurrency), []).append(result.to_dict())
+                    runs.setdefault((name, concurrency), []).append(
+                        {**result.to_dict(), "cpu_ms": cpu_ms}
+                    )
                     print(
                         f"round {round_index + 1} c={concurrency:<3} {name:<12} "
                         f"p50 {result.p50_ms:7.2f} ms  {result.requests_per_s:8.1f} req/s  "
-                        f"errors {result.errors}",
+                        f"CPU {cpu_ms:6.2f} ms/request  errors {result.errors}",
                         flush=True,
                     )
     finally:
@@ -134,6 +145,13 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
     print(render(runs, batches, names, args.concurrency))
     return 0
+
+
+def server_cpu_s(server: Server) -> float:
+    """CPU seconds (user + system) the server process and its children used so far."""
+    process = psutil.Process(server.process.pid)
+    processes = [process, *process.children(recursive=True)]
+    return sum(sum(item.cpu_times()[:2]) for item in processes)
 
 
 def render(
@@ -148,9 +166,12 @@ def render(
     head = (
         "| server | "
         + " | ".join(f"c={c} p50 ms | c={c} req/s" for c in concurrencies)
-        + " | c=1 p50 / floor | mean batch (c>1) |"
+        + " | c=1 p50 / floor | top c req/s / floor | mean batch (c>1) | "
+        + " | ".join(f"c={c} CPU ms/request" for c in concurrencies)
+        + " |"
     )
-    lines = [head, "|" + "---|" * (2 * len(concurrencies) + 3)]
+    lines = [head, "|" + "---|" * (3 * len(concurrencies) + 4)]
+    top = max(concurrencies)
     for name in names:
         cells = []
         for concurrency in concurrencies:
@@ -158,12 +179,17 @@ def render(
                 f"{median(name, concurrency, 'p50_ms'):.2f}",
                 f"{median(name, concurrency, 'requests_per_s'):.1f}",
             ]
-        ratio = "—"
-        if FLOOR in names and name != FLOOR and 1 in concurrencies:
-            ratio = f"{median(name, 1, 'p50_ms') / median(FLOOR, 1, 'p50_ms'):.2f}×"
+        ratio = rate_ratio = "—"
+        if FLOOR in names and name != FLOOR:
+            if 1 in concurrencies:
+                ratio = f"{median(name, 1, 'p50_ms') / median(FLOOR, 1, 'p50_ms'):.2f}×"
+            rate = median(name, top, "requests_per_s") / median(FLOOR, top, "requests_per_s")
+            rate_ratio = f"{rate:.2f}×"
         count, texts = batches[name]
         mean_batch = f"{texts / count:.2f}" if count else "—"
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} | {mean_batch} |")
+        cells += [ratio, rate_ratio, mean_batch]
+        cells += [f"{median(name, c, 'cpu_ms'):.2f}" for c in concurrencies]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     errors = sum(run["errors"] for values in runs.values() for run in values)
     lines.append(f"\nmedians over {len(next(iter(runs.values())))} rounds; errors: {errors}")
     return "\n".join(lines)

@@ -39,6 +39,7 @@ from bench.load import run_load
 from bench.models import BUNDLED_FOLDER, REPO_ROOT
 from bench.servers import free_port, start
 from bench.suite import C20_FIRST, WARMUP_FIRST, cpu_snapshot, server_env, tiankong_figures
+from bench.wrk_load import CLIENTS, run_client
 
 # (stage, pattern on "function (path:line)"); the first stage whose pattern matches a frame
 # names it, and a sample goes to its innermost named frame.
@@ -148,6 +149,7 @@ def cpu_split(
     wall = machine_after[0] - machine_before[0]
     busy = machine_after[1] - machine_before[1]
     client = machine_after[3] - machine_before[3]  # this process: the aiohttp load generator
+    # (with --client wrk, wrk is a child process and counts under "everything else")
     split: dict[str, float] = defaultdict(float)
     for tid, seconds in after.items():
         name = names.get(tid, "threads without Python (ORT intra-op pool, ...)")
@@ -171,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", default="fp32")
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--client", choices=CLIENTS, default="aiohttp", help="load generator")
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results" / "tmp")
     parser.add_argument("--serve-args", default="", help="extra `tiankong serve` flags")
@@ -207,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         process = psutil.Process(server.process.pid)
         threads_before, machine_before = thread_cpu(process), cpu_snapshot()
         cpu_before = sum(process.cpu_times()[:2])
-        load = run_load(url, args.concurrency, C20_FIRST, duration_s=args.seconds - 1)
+        load = run_client(args.client, url, args.concurrency, C20_FIRST, args.seconds - 1)
         cpu_s = sum(process.cpu_times()[:2]) - cpu_before
         threads_after, machine_after = thread_cpu(process), cpu_snapshot()
         recorder.wait(timeout=120)

@@ -40,3 +40,20 @@ def test_top_k_skips_banned_tokens_and_keeps_the_probabilities() -> None:
     )
     assert all(c.score == row[c.token_id] for c in candidates)
     assert not set(banned) & {c.token_id for c in candidates}
+
+
+@pytest.mark.parametrize("where", ["top", "tie", "elsewhere", "none"])
+def test_top_k_without_a_copy_of_the_row_equals_the_banned_row_sorted(where: str) -> None:
+    rng = np.random.default_rng(11)
+    row = softmax(rng.normal(0.0, 3.0, 21128).astype(np.float32))
+    order = np.argsort(-row, kind="stable")
+    banned = {
+        "top": order[[0, 4]],  # banned tokens among the best five: ranked again without them
+        "tie": order[[6]],  # banned, and made as probable as the fifth below
+        "elsewhere": order[100:200],  # banned tokens below the best five: the row's own top
+        "none": np.array([], dtype=np.int64),
+    }[where]
+    if where == "tie":
+        row[banned] = row[order[4]]
+    masked = np.where(np.isin(np.arange(row.size), banned), -1.0, row)
+    assert [c.token_id for c in top_k(row, 5, np.sort(banned), str)] == reference(masked, 5)

@@ -191,6 +191,42 @@ async def test_a_lone_request_does_not_wait_for_the_window(
             assert response.json()["latency_ms"] < 250
 
 
+class ThreadEngine(GatedEngine):
+    """GatedEngine that notes the thread each call ran on."""
+
+    def __init__(self, vocab_size: int, fail_token_id: int | None = None) -> None:
+        super().__init__(vocab_size, fail_token_id)
+        self.threads: list[str] = []
+
+    def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
+        self.threads.append(threading.current_thread().name)
+        return super().mask_logits(batch)
+
+
+async def test_a_lone_request_runs_on_the_loop_and_concurrent_ones_on_the_engine_thread(
+    tiny_model_dir: Path, tiny_masker: FillMasker
+) -> None:
+    masker, engine = gated_masker(tiny_masker, engine_class=ThreadEngine)
+    assert isinstance(engine, ThreadEngine)
+    settings = server_settings(tiny_model_dir, result_cache_size=0)
+    loop_thread = threading.current_thread().name
+    async with http_client(settings, masker) as (client, _):
+        engine.threads.clear()  # the warm-up's calls
+        for index in range(3):  # one at a time: alone in the server
+            response = await client.post("/predict", json={"text": f"{index}画龙点[MASK]"})
+            assert response.status_code == 200
+        alone = list(engine.threads)
+        engine.threads.clear()
+        texts = [f"第{i}句：春眠不觉晓，处处闻啼[MASK]。" for i in range(6)]
+        together = await asyncio.gather(
+            *(client.post("/predict", json={"text": text}) for text in texts)
+        )
+        assert [response.status_code for response in together] == [200] * 6
+    # the first lone run has no measure yet and takes the engine thread; then the loop's own
+    assert alone[0] != loop_thread and alone[1:] == [loop_thread, loop_thread]
+    assert loop_thread not in engine.threads  # company: the batcher, on the engine thread
+
+
 async def test_batches_are_bucketed_by_length(
     tiny_model_dir: Path, tiny_masker: FillMasker
 ) -> None:

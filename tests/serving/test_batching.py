@@ -24,7 +24,13 @@ from tiankong.errors import (
     RequestTimeoutError,
     ShuttingDownError,
 )
-from tiankong.serving.batching import BatchLimits, BatchStats, DynamicBatcher
+from tiankong.serving.batching import (
+    INLINE_MAX_S,
+    INLINE_MAX_WALL_S,
+    BatchLimits,
+    BatchStats,
+    DynamicBatcher,
+)
 
 GATE_TIMEOUT_S = 30.0  # a gate never blocks a test forever
 
@@ -41,7 +47,10 @@ class Recorder:
 
     fail_on: str | None = None
     gate: threading.Event | None = None  # when given, each batch waits for it on the engine
+    delay_s: float = 0.001  # each batch's run, asleep
+    busy_s: float = 0.0  # each batch's run, on the CPU (what decides a run inline)
     batches: list[list[str]] = field(default_factory=list)
+    threads: list[str] = field(default_factory=list)  # the thread each batch ran on
     active: int = 0
     most_active: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -52,11 +61,15 @@ class Recorder:
             self.most_active = max(self.most_active, self.active)
         try:
             self.batches.append([item.name for item in items])
+            self.threads.append(threading.current_thread().name)
             if self.gate is not None:
                 self.gate.wait(GATE_TIMEOUT_S)
             if self.fail_on is not None and any(item.name == self.fail_on for item in items):
                 raise RuntimeError("engine failure")
-            time.sleep(0.001)
+            time.sleep(self.delay_s)
+            spent = time.thread_time() + self.busy_s
+            while time.thread_time() < spent:
+                pass
             return [item.name.upper() for item in items]
         finally:
             with self.lock:
@@ -84,13 +97,17 @@ class Observer:
 
 @asynccontextmanager
 async def started(
-    recorder: Recorder, observer: Observer | None = None, **limits: float
+    recorder: Recorder,
+    observer: Observer | None = None,
+    company: Callable[[], int] | None = None,
+    **limits: float,
 ) -> AsyncIterator[DynamicBatcher[Item, str]]:
     batcher: DynamicBatcher[Item, str] = DynamicBatcher(
         recorder,
         size_of=lambda item: item.size,
         limits=BatchLimits(**{"window_s": 0.0, **limits}),  # type: ignore[arg-type]
         observer=observer,
+        company=company,
     )
     await batcher.start()
     try:
@@ -155,6 +172,62 @@ async def test_a_lone_request_does_not_wait_for_the_window() -> None:
             started_at = time.perf_counter()
             assert await batcher.submit(Item("alone")) == "ALONE"
             assert time.perf_counter() - started_at < 0.25  # far below the 500 ms window
+
+
+# --- a lone request inline ---------------------------------------------------------------
+
+ENGINE_THREAD = "tiankong-engine_0"
+LOOP_THREAD = threading.current_thread().name  # anyio runs the tests' loop on this thread
+
+
+async def test_a_lone_request_runs_inline_once_lone_runs_are_known_to_be_short() -> None:
+    recorder, observer = Recorder(), Observer()
+    async with started(recorder, observer, company=lambda: 0) as batcher:
+        answers = [await batcher.submit(Item(f"t{i}")) for i in range(3)]
+    assert answers == ["T0", "T1", "T2"]
+    # the first run has no measure yet, so it takes the engine thread; then the loop's own
+    assert recorder.threads == [ENGINE_THREAD, LOOP_THREAD, LOOP_THREAD]
+    assert [stats.size for stats in observer.batches] == [1, 1, 1]  # counted like any batch
+
+
+async def test_nothing_runs_inline_beside_other_requests_a_busy_engine_or_a_slow_one() -> None:
+    others = [1]
+    recorder = Recorder()
+    async with started(recorder, company=lambda: others[0]) as batcher:
+        assert await batcher.submit(Item("warm")) == "WARM"
+        assert await batcher.submit(Item("company")) == "COMPANY"  # another request in flight
+        others[0] = 0
+        async with engine_held(batcher):
+            queued = asyncio.create_task(batcher.submit(Item("queued")))
+            await until(lambda: batcher.depth == 1)  # behind the busy engine, not inline
+        assert await queued == "QUEUED"
+        many = await batcher.submit_many([Item("a"), Item("b")])  # not a lone text
+        assert many == ["A", "B"]
+    assert set(recorder.threads) == {ENGINE_THREAD}
+    slow = Recorder(busy_s=2 * INLINE_MAX_S)
+    async with started(slow, company=lambda: 0) as batcher:
+        for index in range(3):
+            await batcher.submit(Item(f"s{index}"))
+    assert slow.threads == [ENGINE_THREAD] * 3  # its lone runs are too long for the loop
+    waiting = Recorder(delay_s=2 * INLINE_MAX_WALL_S)  # long runs that barely use the CPU
+    async with started(waiting, company=lambda: 0) as batcher:
+        for index in range(3):
+            await batcher.submit(Item(f"w{index}"))
+    assert waiting.threads == [ENGINE_THREAD] * 3
+
+
+async def test_an_inline_engine_error_is_one_engine_error_and_serving_goes_on() -> None:
+    recorder, observer = Recorder(fail_on="bad"), Observer()
+    async with started(recorder, observer, company=lambda: 0) as batcher:
+        assert await batcher.submit(Item("warm")) == "WARM"
+        with pytest.raises(EngineError) as caught:
+            await batcher.submit(Item("bad"))
+        assert await batcher.submit(Item("after")) == "AFTER"
+    assert recorder.threads[1:] == [LOOP_THREAD, LOOP_THREAD]
+    assert len(caught.value.error_id or "") == 12 and (caught.value.error_id or "") in str(
+        caught.value
+    )
+    assert observer.events["failed_batch"] == 1
 
 
 async def test_the_window_gathers_late_company_once_the_engine_was_busy() -> None:

@@ -43,9 +43,24 @@ def top_k(
 
     The one top-k of every path: any step that changes the probabilities (constraints, a
     mixing step) calls it on its own row."""
+    return [
+        TokenScore(token_string(i), i, float(probabilities[i]))
+        for i in allowed_top(probabilities, k, banned)
+    ]
+
+
+def allowed_top(probabilities: np.ndarray, k: int, banned: np.ndarray) -> list[int]:
+    """The indices of the ``k`` most probable tokens outside ``banned``, best first.
+
+    The row's own top k first: when no banned token is among them they are the answer (banning
+    only lowers entries), and the row is not copied; otherwise again over a copy with the
+    banned entries below every probability."""
+    best = top_indices(probabilities, k)
+    if not np.isin(best, banned).any():
+        return best
     scores = probabilities.copy()
     scores[banned] = -1.0
-    return [TokenScore(token_string(i), i, float(probabilities[i])) for i in top_indices(scores, k)]
+    return top_indices(scores, k)
 
 
 def top_indices(scores: np.ndarray, k: int) -> list[int]:
@@ -198,10 +213,15 @@ def ranked_candidates(
     """Top-k of one mask by ``scores`` (the model's row with a corpus index mixed in, or the
     model's own), each with the model's own score beside it and the index's evidence."""
     if allowed is None:
-        chosen = top_k(scores, k, banned, token_string)
         return [
-            replace(c, model_score=float(model[c.token_id]), memory=evidence(c.token_id))
-            for c in chosen
+            TokenScore(
+                token_string(i),
+                i,
+                float(scores[i]),
+                model_score=float(model[i]),
+                memory=evidence(i),
+            )
+            for i in allowed_top(scores, k, banned)
         ]
     chosen = top_k_constrained(scores, k, allowed, token_string)
     kept = model if scores is model else restrict(model, allowed)

@@ -62,7 +62,10 @@ def create_app(
             masker = state.masker = await anyio.to_thread.run_sync(load_masker, settings)
         index = masker.index
         logger.info("corpus index: %s (--index %s: %s)", index.used, index.setting, index.reason)
-        predictor = Predictor(masker, settings, state.metrics, scheduler)
+        # the requests in flight besides the one asking: none lets a lone request run inline
+        predictor = Predictor(
+            masker, settings, state.metrics, scheduler, company=lambda: state.drain.in_flight - 1
+        )
         await predictor.start()
         checking = CheckServing(predictor)
         try:

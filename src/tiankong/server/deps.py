@@ -1,12 +1,15 @@
 """FastAPI dependencies: typed access to the app's ServerState and its ready Predictor.
 
-Both are ``async def`` although they never wait: FastAPI runs a plain ``def`` dependency in
+Every one is ``async def`` although none waits: FastAPI runs a plain ``def`` dependency in
 anyio's worker thread, so each would cost every request a round trip to another thread (two
-wake-ups, which on a busy machine is most of a fast request's time).
+wake-ups, which on a busy machine is most of a fast request's time). The inference routes take
+one dependency, ``ServingDep`` (the predictor and the client's allowance together): FastAPI
+solves each dependency of each request anew, so one costs a third of the three it replaced.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -20,16 +23,25 @@ async def state_of(request: Request) -> ServerState:
     return server_state(request)
 
 
-async def ready_predictor(state: Annotated[ServerState, Depends(state_of)]) -> Predictor:
-    """The predictor, or a 503 (model_unavailable) while the model is loading."""
-    return state.require_predictor()
-
-
 async def request_allowance(request: Request) -> Allowance:
     """The client's rate-limit allowance, spent by each request's cost in forward rows."""
     return allowance_of(request.scope)
 
 
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """What an inference route needs: the ready predictor and the client's allowance."""
+
+    predictor: Predictor
+    allowance: Allowance
+
+
+async def serving_of(request: Request) -> Serving:
+    """The predictor (or a 503 ``model_unavailable`` while the model is loading) and the
+    client's rate-limit allowance, spent by each request's cost in forward rows."""
+    return Serving(server_state(request).require_predictor(), allowance_of(request.scope))
+
+
 StateDep = Annotated[ServerState, Depends(state_of)]
 AllowanceDep = Annotated[Allowance, Depends(request_allowance)]
-PredictorDep = Annotated[Predictor, Depends(ready_predictor)]
+ServingDep = Annotated[Serving, Depends(serving_of)]

@@ -33,7 +33,7 @@ from tiankong.errors import (
     EmptyTextError,
     TiankongError,
 )
-from tiankong.server.deps import AllowanceDep, PredictorDep
+from tiankong.server.deps import ServingDep
 from tiankong.server.dispatch import check_batch_size
 from tiankong.server.middleware.security import Allowance
 from tiankong.server.responses import JSONBody
@@ -57,11 +57,10 @@ PipelineOutput = list[dict[str, Any]] | list[list[dict[str, Any]]]
 
 @router.post("/", response_model=HFResponse, responses=ERROR_RESPONSES, tags=["hugging-face"])
 async def hf_fill_mask(
-    body: Annotated[HFRequest, Body(openapi_examples=HF_EXAMPLES)],
-    predictor: PredictorDep,
-    allowance: AllowanceDep,
+    body: Annotated[HFRequest, Body(openapi_examples=HF_EXAMPLES)], serving: ServingDep
 ) -> Any:
     """Hugging Face Inference API compatible fill-mask (`InferenceClient.fill_mask`)."""
+    predictor, allowance = serving.predictor, serving.allowance
     parameters = body.parameters or HFParameters()
     texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
     if not texts:

@@ -5,12 +5,18 @@ labels by the route's path template (``/predict``), never by the raw URL, and un
 share one label.
 ``ServerMetrics`` is also the dynamic batcher's observer (batch sizes, tokens, padding, queue
 depth, skipped/refused/failed work) and the caches' (hits and misses per cache).
+
+Off the hot path: a request, a batch and a cache lookup are only noted (a tuple appended, an
+int counted); they are folded into the Prometheus registry, whose every update takes a lock,
+when anything reads it (``/metrics``, ``/info``, ``registry.get_sample_value``: a collector
+registered first folds them) or every ``FOLD_EVERY`` notes. The two gauges read plain ints.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +29,8 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from tiankong.serving.batching import BatchStats
 
@@ -35,6 +43,7 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 TOKEN_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 PADDING_BUCKETS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+FOLD_EVERY = 256  # notes kept before they are folded into the registry unread
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,7 @@ class ServerMetrics:
 
     def __init__(self, window_seconds: float = 60.0) -> None:
         self.registry = CollectorRegistry()
+        self.registry.register(Folder(self))  # first: every read of the registry folds first
         ProcessCollector(registry=self.registry)
         self.requests = Counter(
             "tiankong_requests",
@@ -147,9 +157,50 @@ class ServerMetrics:
         self.window = RollingWindow(window_seconds)
         # (route template, method, status) -> its request counter and latency histogram
         self.request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
-        self.inference_requests = 0
+        self.served = 0  # inference requests folded so far
+        self.requests_in_flight = 0  # the guard counts; the gauge reads it
+        self.in_flight.set_function(lambda: self.requests_in_flight)
+        self.depth = 0
+        self.queue_depth.set_function(lambda: self.depth)
+        self.noted_requests: list[tuple[str, str, int, float, float]] = []
+        self.noted_batches: list[BatchStats] = []
+        self.noted_cache: dict[tuple[str, bool], int] = {}
+        self.notes = 0
+
+    @property
+    def inference_requests(self) -> int:
+        self.fold()
+        return self.served
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        self.noted_requests.append((route, method, status, seconds, time.monotonic()))
+        self.noted()
+
+    def noted(self) -> None:
+        self.notes += 1
+        if self.notes >= FOLD_EVERY:
+            self.fold()
+
+    def fold(self) -> None:
+        """Everything noted since the last fold, into the registry and the rolling window."""
+        self.notes = 0
+        requests, self.noted_requests = self.noted_requests, []
+        batches, self.noted_batches = self.noted_batches, []
+        cache, self.noted_cache = self.noted_cache, {}
+        for route, method, status, seconds, finished in requests:
+            self.fold_request(route, method, status, seconds, finished)
+        for stats in batches:
+            self.batch_size.observe(stats.size)
+            self.batch_tokens.observe(stats.padded_tokens)
+            self.batch_padding.observe(stats.padding_ratio)
+            self.batch_real_tokens.inc(stats.real_tokens)
+            self.batch_padded_tokens.inc(stats.padded_tokens)
+        for (name, hit), count in cache.items():
+            (self.cache_hits if hit else self.cache_misses).labels(name).inc(count)
+
+    def fold_request(
+        self, route: str, method: str, status: int, seconds: float, finished: float
+    ) -> None:
         key = (route, method, status)
         children = self.request_children.get(key)
         if children is None:  # labels() locks and checks its values: once per combination
@@ -161,20 +212,17 @@ class ServerMetrics:
         children[0].inc()
         children[1].observe(seconds)
         if (method, route) in INFERENCE_ROUTES:
-            self.inference_requests += 1
-            self.window.add(time.monotonic(), seconds)
+            self.served += 1
+            self.window.add(finished, seconds)
 
     # --- the batcher's observer (tiankong.serving.batching.BatchObserver) ---
 
     def observe_batch(self, stats: BatchStats) -> None:
-        self.batch_size.observe(stats.size)
-        self.batch_tokens.observe(stats.padded_tokens)
-        self.batch_padding.observe(stats.padding_ratio)
-        self.batch_real_tokens.inc(stats.real_tokens)
-        self.batch_padded_tokens.inc(stats.padded_tokens)
+        self.noted_batches.append(stats)
+        self.noted()
 
     def set_queue_depth(self, depth: int) -> None:
-        self.queue_depth.set(depth)
+        self.depth = depth
 
     def count_batcher_event(self, event: str, count: int = 1) -> None:
         self.batcher_events.labels(event).inc(count)
@@ -182,10 +230,24 @@ class ServerMetrics:
     # --- the caches' observer ---
 
     def observe_cache(self, cache: str, hit: bool) -> None:
-        (self.cache_hits if hit else self.cache_misses).labels(cache).inc()
+        key = (cache, hit)
+        self.noted_cache[key] = self.noted_cache.get(key, 0) + 1
+        self.noted()
 
     def last_minute(self) -> WindowSummary:
+        self.fold()
         return self.window.summary(time.monotonic())
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class Folder(Collector):
+    """Folds what ``metrics`` noted whenever its registry is read; it has no metrics itself."""
+
+    def __init__(self, metrics: ServerMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterable[Metric]:
+        self.metrics.fold()
+        return []

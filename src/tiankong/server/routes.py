@@ -13,7 +13,7 @@ from fastapi.responses import FileResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from tiankong import __version__
-from tiankong.server.deps import AllowanceDep, PredictorDep, StateDep
+from tiankong.server.deps import ServingDep, StateDep
 from tiankong.server.dispatch import check_batch_size, fill_many, fill_one, options_from_fields
 from tiankong.server.middleware.security import Allowance
 from tiankong.server.responses import JSONBody, batch_payload, fill_payload
@@ -64,24 +64,20 @@ async def predict_one(
     "/predict", response_model=PredictResponse, responses=ERROR_RESPONSES, tags=["fill-mask"]
 )
 async def predict(
-    body: Annotated[PredictRequest, Body(openapi_examples=PREDICT_EXAMPLES)],
-    predictor: PredictorDep,
-    allowance: AllowanceDep,
+    body: Annotated[PredictRequest, Body(openapi_examples=PREDICT_EXAMPLES)], serving: ServingDep
 ) -> Response:
     """Ranked candidates for every [MASK] in one text; whole words, candidate ranking,
     [BLANK]s of unknown length and vocabulary constraints through the optional fields."""
-    return await predict_one(predictor, body.text, body.top_k, body, allowance)
+    return await predict_one(serving.predictor, body.text, body.top_k, body, serving.allowance)
 
 
 @router.get(
     "/predict", response_model=PredictResponse, responses=ERROR_RESPONSES, tags=["fill-mask"]
 )
-async def predict_get(
-    predictor: PredictorDep, allowance: AllowanceDep, query: Annotated[PredictQuery, Query()]
-) -> Response:
+async def predict_get(serving: ServingDep, query: Annotated[PredictQuery, Query()]) -> Response:
     """The same as POST /predict, for load tests on a URL (percent-encoded UTF-8 text); list
     options repeat the key: `&candidates=充电&candidates=吃饭`."""
-    return await predict_one(predictor, query.text, query.top_k, query, allowance)
+    return await predict_one(serving.predictor, query.text, query.top_k, query, serving.allowance)
 
 
 @router.post(
@@ -92,15 +88,15 @@ async def predict_get(
 )
 async def batch_predict(
     body: Annotated[BatchPredictRequest, Body(openapi_examples=BATCH_EXAMPLES)],
-    predictor: PredictorDep,
-    allowance: AllowanceDep,
+    serving: ServingDep,
 ) -> Response:
     """Many texts, the same options for each; a text that can't be filled gets its own error
     entry. Plain texts share one engine run."""
     started = time.perf_counter()
+    predictor = serving.predictor
     check_batch_size(predictor.settings, len(body.texts))
     options = options_from_fields(predictor, body.top_k, body)
-    answers = await fill_many(predictor, body.texts, options, allowance)
+    answers = await fill_many(predictor, body.texts, options, serving.allowance)
     latency_ms = (time.perf_counter() - started) * 1000
     return JSONBody(batch_payload(answers, predictor.masker.model.name, latency_ms))
 

@@ -11,6 +11,17 @@ Policy ("continuous" batching; the engine is the one scarce resource):
 * **Idle engine: run at once.** An item that arrives while the engine is idle goes to the engine
   on the next turn of the event loop, together with whatever arrived in that same turn. A lone
   request at low load never waits for the window.
+* **A lone request runs inline** (``can_run_inline``). When the server is handling no other
+  request (the ``company`` it was given says 0), the engine is idle with nothing waiting, and
+  a lone item's engine run lately took at most ``INLINE_MAX_S`` of CPU (and
+  ``INLINE_MAX_WALL_S`` of wall time, for a run that waits without the CPU), a one-text request
+  runs on the event loop's own thread: no scheduler turn and no hop to the engine thread and
+  back (two thread wake-ups, which cost more than such a run). It first yields
+  ``SETTLE_TURNS`` turns of the loop, so requests the server has already read start and count
+  as company: without them a closed loop of 20 clients ran one by one inline (a mean batch of
+  1.2, and a real engine wants batches). Nothing else is waiting for the loop meanwhile, and a
+  slower engine (a lone run over either limit) always takes the engine thread, so the loop
+  never stalls for long. Without ``company`` (the library's and Ray's batchers) nothing runs inline.
 * **Busy engine: accumulate.** Items that arrive while a batch (or an exclusive job) runs wait
   in the queue and go in the next batch. When the engine frees up and the waiting items don't
   fill a batch, the batcher waits up to ``window_s`` *from that moment* for more to arrive
@@ -78,6 +89,19 @@ from tiankong.serving.batch_policy import (
 from tiankong.serving.timing import RequestTiming, request_timing
 
 logger = logging.getLogger("tiankong.serving.batching")
+# A lone request runs on the event loop's thread when a lone run lately took at most this much
+# CPU time on the thread that ran it: a few times the two thread wake-ups it saves, and short
+# enough that /health never waits long. (An engine whose pool threads share a run, as ONNX
+# Runtime's do, shows its calling thread's share: up to ``threads`` times as long in wall time.)
+INLINE_MAX_S = 0.003
+# ... and its wall time at most this: a run that waits without the CPU (a GPU's forward pass)
+# would hold the loop that long; on a busy machine a cheap run's wall time is a few times its CPU.
+INLINE_MAX_WALL_S = 0.02
+# Loop turns a lone request yields before it runs inline: a request the server has already read
+# starts in them (a task is created in one turn and runs in the next) and counts as company, so
+# a burst of requests goes to the batcher together instead of one by one on the loop.
+SETTLE_TURNS = 2
+
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
 JobT = TypeVar("JobT")
@@ -115,8 +139,13 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         size_of: Callable[[ItemT], int],
         limits: BatchLimits | None = None,
         observer: BatchObserver | None = None,
+        company: Callable[[], int] | None = None,
     ) -> None:
         self.run_batch = run_batch
+        # The other requests the server is handling now; given, a lone request may run inline.
+        self.company = company
+        self.lone_run_s: float | None = None  # a lone item's run lately, CPU (moving mean)
+        self.lone_wall_s: float | None = None  # and its wall time
         self.size_of = size_of
         self.limits = limits or BatchLimits()
         self.observer: BatchObserver = observer or NullObserver()
@@ -273,11 +302,16 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         else:
             self.admit(len(items))
             self.last_plain_at = time.monotonic()
-        loop = asyncio.get_running_loop()
-        busy = self.busy
         timing = request_timing.get()
         if timing is not None:
             timing.waiting(time.perf_counter())
+        if not search and len(items) == 1 and self.can_run_inline(deadline):
+            for _ in range(SETTLE_TURNS):  # requests already received start, and are company
+                await asyncio.sleep(0)
+            if self.can_run_inline(deadline):
+                return [self.run_inline(items[0], timing)]
+        loop = asyncio.get_running_loop()
+        busy = self.busy
         entries = [
             Pending[ItemT, ResultT](
                 item, self.size_of(item), loop.create_future(), busy, search, timing=timing
@@ -307,6 +341,65 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 # is free, and a gone request must not hold queue slots until then.
                 self.prune()
             self.observer.set_queue_depth(self.depth)
+
+    def can_run_inline(self, deadline: float | None) -> bool:
+        """A lone request may skip the hop to the engine thread (module docstring): the server
+        is handling nothing else, the engine is idle with nothing waiting, and its lone runs
+        lately took at most ``INLINE_MAX_S``."""
+        if self.company is None or self.lone_run_s is None or self.lone_run_s > INLINE_MAX_S:
+            return False
+        if self.lone_wall_s is None or self.lone_wall_s > INLINE_MAX_WALL_S:
+            return False
+        if self.busy or self.exclusive_waiting or self.closing or self.company():
+            return False
+        if deadline is not None and deadline <= time.monotonic():
+            return False
+        self.prune()
+        return not self.pending
+
+    def run_inline(self, item: ItemT, timing: RequestTiming | None) -> ResultT:
+        """One item's batch on the event loop's own thread: the same errors and metrics as a
+        batch on the engine thread."""
+        started = time.perf_counter()
+        try:
+            results = self.engine_call([item])
+            if len(results) != 1:
+                raise EngineError(f"run_batch returned {len(results)} results for 1 item")
+        except Exception as error:  # an engine fault: this request fails, the batcher serves on
+            raise engine_error(self.batch_failed(error, 1)) from None
+        finally:
+            ended = time.perf_counter()
+            if timing is not None:
+                timing.ran(started, ended)
+        size = self.size_of(item)
+        self.observer.observe_batch(BatchStats(1, size, size, ended - started))
+        return results[0]
+
+    def engine_call(self, items: list[ItemT]) -> Sequence[ResultT]:
+        """``run_batch``, noting the CPU time a lone item's run took on the thread that ran it
+        (``lone_run_s``, a moving mean): on the engine thread, or inline. CPU time, not wall
+        time: on a busy machine a run's wall time is mostly waiting for a core or the GIL,
+        which doesn't say what the run would cost the loop. Its wall time is kept too
+        (``lone_wall_s``), for a run that waits without the CPU (a GPU's)."""
+        started, wall_started = time.thread_time(), time.perf_counter()
+        results = self.run_batch(items)
+        if len(items) == 1:
+            self.lone_run_s = moving_mean(self.lone_run_s, time.thread_time() - started)
+            self.lone_wall_s = moving_mean(self.lone_wall_s, time.perf_counter() - wall_started)
+        return results
+
+    def batch_failed(self, error: Exception, items: int) -> str:
+        """Log an engine fault under a fresh error id, counted as a failed batch; the id."""
+        error_id = new_error_id()
+        logger.error(
+            "batch %s failed on %d items (%s)",
+            error_id,
+            items,
+            type(error).__name__,
+            exc_info=error,
+        )
+        self.observer.count_batcher_event("failed_batch")
+        return error_id
 
     async def run_exclusive(self, job: Callable[[], JobT]) -> JobT:
         """Run ``job`` alone on the engine thread, in FIFO turn with the batches.
@@ -409,22 +502,14 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         self.running = batch
         try:
             results = await asyncio.get_running_loop().run_in_executor(
-                self.executor, self.run_batch, items
+                self.executor, self.engine_call, items
             )
             if len(results) != len(items):
                 raise EngineError(
                     f"run_batch returned {len(results)} results for {len(items)} items"
                 )
         except Exception as error:  # an engine fault: fail this batch only, keep serving
-            error_id = new_error_id()
-            logger.error(
-                "batch %s failed on %d items (%s)",
-                error_id,
-                len(items),
-                type(error).__name__,
-                exc_info=error,
-            )
-            self.observer.count_batcher_event("failed_batch")
+            error_id = self.batch_failed(error, len(items))
             for entry in batch:
                 if not entry.future.done():
                     entry.future.set_exception(engine_error(error_id))
@@ -455,6 +540,10 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 entry.future.set_exception(make_error())
         self.pending, self.running = [], []
         self.observer.set_queue_depth(self.depth)
+
+
+def moving_mean(recent: float | None, seconds: float) -> float:
+    return seconds if recent is None else 0.8 * recent + 0.2 * seconds
 
 
 def timed(job: Callable[[], JobT], timing: RequestTiming) -> Callable[[], JobT]:

@@ -119,7 +119,10 @@ class Predictor:
         settings: Settings,
         metrics: ServingObserver,
         scheduler: SchedulerFactory | None = None,
+        company: Callable[[], int] | None = None,
     ) -> None:
+        """``company``: how many other requests the server is handling now, so that a lone
+        request may skip the hop to the engine thread (``DynamicBatcher``)."""
         self.masker = masker
         self.settings = settings  # the server's limits; the masker keeps the model's own
         self.metrics = metrics
@@ -133,6 +136,7 @@ class Predictor:
                 size_of=job_tokens,
                 limits=self.limits,
                 observer=metrics,
+                company=company,
             )
         )
         self.searches = SearchRunner(masker, self.submit_rows, self.limits.timeout_s)

@@ -141,12 +141,12 @@ class RequestGuard:
         started = time.perf_counter()
         exchange = scope[EXCHANGE] = Exchange(scope, receive, send, started)
         token = request_timing.set(exchange.timing)
-        self.metrics.in_flight.inc()
+        self.metrics.requests_in_flight += 1
         try:
             await self.after_metrics(scope, receive, exchange.send)
         finally:
             request_timing.reset(token)
-            self.metrics.in_flight.dec()
+            self.metrics.requests_in_flight -= 1
             route = getattr(scope.get("route"), "path", None) or "unmatched"
             self.metrics.observe_request(
                 route, scope["method"], exchange.status, time.perf_counter() - started
