@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 
 from tiankong import FillMasker, Settings
-from tiankong.build.quality_guard import guard_sentences
 from tiankong.config import physical_cores
 from tiankong.core.decoding import softmax, top_k
 from tiankong.engines.base import EncodedBatch, pad_batch
+from tiankong.export.quality_guard import guard_sentences
 
 BATCH_SIZES = (1, 8, 16, 32, 64)
 VOCAB_SIZE = 21128  # bert-base-chinese

@@ -6,8 +6,8 @@ each, and time them, taking turns, at batch 1 and batch 32.
 FP32_EXPORT_DIR is a cached FP32 export (``<onnx cache>/<model>-fp32-<key>/``, made by any
 command that serves the model with ``--precision fp32``); MODEL is the model it was exported from
 (default: the bundled model), whose tokenizer the guard needs. Every recipe of every CPU kind's
-chain (``tiankong.build.int8_recipe``) is measured, plus 7-bit weights (``reduce_range``), the other
-way out of U8S8 saturation that ONNX Runtime's docs name. On a CPU with VNNI, reduce-range and
+chain (``tiankong.export.int8_recipe``) is measured, plus 7-bit weights (``reduce_range``), the
+other way out of U8S8 saturation that ONNX Runtime's docs name. On a CPU with VNNI, reduce-range and
 U8U8 recipes compute exactly what they compute on a CPU without it, so their guard figures hold
 there too; their speed does not.
 """
@@ -22,8 +22,12 @@ import time
 from pathlib import Path
 
 from bench.sentences import sentences
-from tiankong.build.export import quantize_int8, read_config
-from tiankong.build.int8_recipe import (
+from tiankong.core.models import resolve_model
+from tiankong.core.text import TextEncoder, TextLimits
+from tiankong.engines.base import pad_batch
+from tiankong.engines.onnx_engine import OnnxEngine
+from tiankong.export.export import quantize_int8, read_config
+from tiankong.export.int8_recipe import (
     ALL_OP_TYPES,
     FFN_OUTPUT,
     HEAD,
@@ -31,11 +35,7 @@ from tiankong.build.int8_recipe import (
     cpu_kind,
     recipe_chain,
 )
-from tiankong.build.quality_guard import GuardReference
-from tiankong.core.models import resolve_model
-from tiankong.core.text import TextEncoder, TextLimits
-from tiankong.engines.base import pad_batch
-from tiankong.engines.onnx_engine import OnnxEngine
+from tiankong.export.quality_guard import GuardReference
 
 ROUNDS = {1: 40, 32: 6}  # timed rounds per batch size, after one warm-up round
 

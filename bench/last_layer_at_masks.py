@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from bench.int8_variants import timings
-from tiankong.build import export
-from tiankong.build.int8_recipe import recipe_chain
 from tiankong.core.text import TextEncoder, TextLimits
 from tiankong.engines.onnx_engine import OnnxEngine
+from tiankong.export import export
+from tiankong.export.int8_recipe import recipe_chain
 
 
 def export_with(folder: Path, wrap: Any, out_file: Path) -> float:

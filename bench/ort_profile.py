@@ -32,8 +32,8 @@ def profile(
     import onnxruntime as ort
 
     from tiankong import FillMasker, Settings
-    from tiankong.build.export_cache import ensure_export
     from tiankong.engines.base import pad_batch
+    from tiankong.export.export_cache import ensure_export
 
     masker = FillMasker.load(str(model), Settings(engine="onnx", precision=precision))
     if onnx_file is None:

@@ -24,10 +24,10 @@ import numpy as np
 
 import tiankong.index.combine as combine
 from tiankong import FillMasker
-from tiankong.build import train_data
 from tiankong.core.text import BLANK, MASK
 from tiankong.index.bundled import bundled_sources
 from tiankong.index.lookup import is_han
+from tiankong.training import train_data
 
 
 def read_lines(paths: list[Path]) -> list[str]:

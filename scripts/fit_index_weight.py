@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 
 from tiankong import FillMasker
-from tiankong.build import train_data
 from tiankong.core.text import MASK
 from tiankong.index.bundled import bundled_sources, open_bundled_index
 from tiankong.index.combine import CONTEXT_CAP, FITTED_WEIGHT, IndexWeight, holds_evidence
 from tiankong.index.lookup import BlankLookup, blanks_of
 from tiankong.index.store import CorpusIndex
+from tiankong.training import train_data
 
 
 def is_han(char: str) -> bool:

@@ -20,6 +20,6 @@ cp "$RUN/config.json" "$RUN/model.safetensors" "$RUN/tokenizer.json" \
   --json "$RUN/eval-index.json"
 .venv/bin/python scripts/model_card.py "$DEST" "$RUN/eval.json" "$RUN/eval-blank.json" \
   --index-report "$RUN/eval-index.json"
-# its FP32 ONNX graph, shipped so that serving it needs no torch (tests/build/test_shipped_graph.py)
-.venv/bin/python -m tiankong.build.ship_graph "$DEST"
+# its FP32 ONNX graph, shipped so that serving it needs no torch (tests/export/test_shipped_graph.py)
+.venv/bin/python -m tiankong.export.ship_graph "$DEST"
 du -sh "$DEST"

@@ -16,10 +16,10 @@ import sys
 import time
 
 from tiankong import Settings
-from tiankong.build.export_cache import ensure_export
 from tiankong.core.models import resolve_model
 from tiankong.engines import has_module
 from tiankong.engines.onnx_engine import guard_line
+from tiankong.export.export_cache import ensure_export
 from tiankong.index.bundled import ensure_bundled_index
 
 

@@ -1,7 +1,7 @@
 """Train the next bundled model on a lent GPU in one call of the device tool.
 
 The device machine has its own Python with torch (CUDA), transformers and tokenizers, but not
-tiankong's CLI dependencies and no network, so this drives `tiankong.build.train` directly with
+tiankong's CLI dependencies and no network, so this drives `tiankong.training.train` directly with
 ``PYTHONPATH=src``. Its weights come back through $OUT, where a file may be at most 16 MiB: the
 final model is saved in float16 and sharded (docs/TRAINING.md, "On a lent GPU").
 
@@ -26,7 +26,7 @@ from typing import Any
 
 
 def training_modules() -> tuple[Any, Any]:
-    """`tiankong.build.train` without the package's ``__init__``, which imports the serving
+    """`tiankong.training.train` without the package's ``__init__``, which imports the serving
     stack (pydantic-settings, the corpus index), absent on the device machine; training needs
     only torch, transformers, tokenizers and jieba."""
     import types
@@ -34,7 +34,7 @@ def training_modules() -> tuple[Any, Any]:
     package = types.ModuleType("tiankong")
     package.__path__ = [str(Path(__file__).resolve().parent.parent / "src" / "tiankong")]
     sys.modules.setdefault("tiankong", package)
-    from tiankong.build.train import TrainOptions, train
+    from tiankong.training.train import TrainOptions, train
 
     return TrainOptions, train
 

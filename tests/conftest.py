@@ -1,7 +1,7 @@
 """Shared fixtures: a tiny random BERT with the real bert-base-chinese vocabulary, its masker and
 ONNX exports, and the anyio backend. The tests mirror the package: tests/core, tests/engines,
-tests/serving, tests/server, tests/offline, tests/build, tests/cli; helpers shared by several
-folders (server_helpers.py, reliability_helpers.py) sit here, on the import path.
+tests/serving, tests/server, tests/offline, tests/export, tests/training, tests/cli; helpers
+shared by several folders (server_helpers.py, reliability_helpers.py) sit here, on the import path.
 
 No test touches the network: HF_HUB_OFFLINE is forced on for the whole session.
 """
@@ -89,8 +89,8 @@ def tiny_onnx_cache(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFacto
     """An ONNX cache holding the tiny model's FP32 and INT8 exports, built once per run. Tests
     that change a cache copy it first (``shutil.copytree``)."""
     from tiankong import Settings
-    from tiankong.build.export_cache import ensure_export
     from tiankong.core.models import resolve_model
+    from tiankong.export.export_cache import ensure_export
 
     def export(root: Path) -> None:
         settings = Settings(threads=1, onnx_cache_dir=str(root))

@@ -55,7 +55,7 @@ DEFAULT_TOP_K = Settings.default_top_k  # written once, in config.py
 def find_onnx_export(model: ResolvedModel, precision: str, settings: Settings) -> Any:
     """The ONNX engine's file from the export cache (built there on first use). Imported here,
     lazily, so the export machinery loads only when an ONNX engine is asked for."""
-    from tiankong.build.export_cache import ensure_export
+    from tiankong.export.export_cache import ensure_export
 
     return ensure_export(model, precision, settings)
 

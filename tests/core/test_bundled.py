@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tiankong import FillMasker, Settings
-from tiankong.build.int8_recipe import cpu_kind, recipe_chain
 from tiankong.core.models import BUNDLED_ROOT, DEFAULT_MODEL, resolve_model
 from tiankong.engines.onnx_engine import OnnxEngine
+from tiankong.export.int8_recipe import cpu_kind, recipe_chain
 
 
 def test_bundled_model_is_the_default_and_loads() -> None:

@@ -18,13 +18,13 @@ import pytest
 from server_helpers import START_TIMEOUT_S, free_port, wait_until_ready
 
 from tiankong import FillMasker, Settings
-from tiankong.build import export
-from tiankong.build.export_cache import MANIFEST_FILE, ensure_export
-from tiankong.build.int8_recipe import ALL_OP_TYPES, HEAD, RESCORED, Int8Recipe, cpu_kind
 from tiankong.core.models import resolve_model
 from tiankong.engines.base import EncodedBatch, pad_batch
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.errors import BadOptionError
+from tiankong.export import export
+from tiankong.export.export_cache import MANIFEST_FILE, ensure_export
+from tiankong.export.int8_recipe import ALL_OP_TYPES, HEAD, RESCORED, Int8Recipe, cpu_kind
 
 pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray or export workers
 
@@ -175,7 +175,7 @@ def test_a_last_layer_graph_that_differs_falls_back_to_the_whole_graph(
             return self.inner(*inputs) * 2.0
 
     monkeypatch.setattr(export, "masks_only_last_layer", Doubled)
-    with caplog.at_level(logging.WARNING, logger="tiankong.build.export"):
+    with caplog.at_level(logging.WARNING, logger="tiankong.export.export"):
         report = export.export_fp32(tiny_model_dir, tmp_path / "model.onnx", 1)["graph"]
     assert "exporting the whole-sequence graph instead" in caplog.text
     assert report["last_layer"] == "every_row" and report["max_abs_diff_vs_torch"] < 1e-4
@@ -334,7 +334,7 @@ def test_export_cli_bad_input(
 
 
 def test_guard_figures_for_identical_engines(tiny_model_dir: Path, tiny_onnx_cache: Path) -> None:
-    from tiankong.build.quality_guard import compare_engines, guard_sentences
+    from tiankong.export.quality_guard import compare_engines, guard_sentences
 
     assert 50 <= len(guard_sentences()) <= 100
     assert all("[MASK]" in sentence for sentence in guard_sentences())

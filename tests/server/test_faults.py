@@ -1,7 +1,7 @@
 """Faults: broken model files at start, clients that hang up mid-request.
 
 Covered elsewhere, on purpose not repeated here:
-* a corrupt ONNX cache is rebuilt: tests/build/test_export_cache.py
+* a corrupt ONNX cache is rebuilt: tests/export/test_export_cache.py
   (test_truncated_onnx_is_detected_and_rebuilt, test_same_size_corruption_is_caught_by_the_checksum,
   test_garbled_manifest_is_rebuilt, test_missing_manifest_and_crashed_build_leftovers);
 * an engine raising mid-batch fails only that batch, each request with the error id, and the

@@ -27,8 +27,8 @@ def export_command(
     settings: Settings = FROM_FLAGS,
 ) -> None:
     """Export MODEL to ONNX (mask-gather graph, fused ops) into OUT, through the export cache."""
-    from tiankong.build.export_cache import export_to_folder
     from tiankong.core.models import resolve_model
+    from tiankong.export.export_cache import export_to_folder
 
     resolved = resolve_model(settings.model)
     export = export_to_folder(resolved, precision, settings, out)

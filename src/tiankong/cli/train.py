@@ -105,7 +105,7 @@ def train_command(
     ] = "token",
 ) -> None:
     """Train or fine-tune a BERT-family masked LM: pretraining on text, cloze tuning on CSV."""
-    from tiankong.build.train import TrainOptions, train
+    from tiankong.training.train import TrainOptions, train
 
     options = TrainOptions(
         out=out,

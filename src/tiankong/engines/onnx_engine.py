@@ -1,7 +1,7 @@
 """The ONNX Runtime engine: an exported mask-gather graph, FP32 or dynamic INT8.
 
 Serving with it never imports torch or transformers. An engine is given its file: ``create``
-asks the ``find_export`` it is handed (the export cache, ``build.export_cache.ensure_export``)
+asks the ``find_export`` it is handed (the export cache, ``export.export_cache.ensure_export``)
 for the export it needs, and never starts an export itself.
 
 >>> from tiankong import FillMasker, Settings

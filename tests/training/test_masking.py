@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from tiankong.build.masking import (
+from tiankong.core.models import VOCAB_FILE
+from tiankong.errors import BadOptionError
+from tiankong.training.masking import (
     IGNORE,
     MaskingPlan,
     mask_spans,
     packed_word_sequences,
     segmented_lines,
 )
-from tiankong.core.models import VOCAB_FILE
-from tiankong.errors import BadOptionError
 
 LINES = [
     "我们今天去公园散步，天气非常好。",
@@ -128,7 +128,7 @@ def test_training_with_whole_word_masks_learns_and_resumes(tmp_path: Path) -> No
 
     from safetensors.torch import load_file
 
-    from tiankong.build.train import TrainOptions, train
+    from tiankong.training.train import TrainOptions, train
 
     corpus = tmp_path / "tiny.txt.xz"
     with lzma.open(corpus, "wt", encoding="utf-8") as handle:

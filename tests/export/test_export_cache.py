@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from tiankong import Settings
-from tiankong.build import export_cache, export_worker
-from tiankong.build.export_cache import (
+from tiankong.core.models import ResolvedModel, resolve_model
+from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
+from tiankong.export import export_cache, export_worker
+from tiankong.export.export_cache import (
     MANIFEST_FILE,
     ONNX_FILE,
     ensure_export,
     export_to_folder,
 )
-from tiankong.core.models import ResolvedModel, resolve_model
-from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
 
 pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray or export workers
 

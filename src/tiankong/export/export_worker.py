@@ -1,4 +1,4 @@
-"""One export build, run in a child process of its own: ``python -m tiankong.build.export_worker``.
+"""One export build, run in a child process of its own: ``python -m tiankong.export.export_worker``.
 
 ``export_cache`` runs every build here, so torch, transformers and the checkpoint's weights never
 enter the process that serves: its memory and its threads stay ONNX Runtime's alone, even on the
@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tiankong import errors
-from tiankong.build import export
-from tiankong.build.export_cache import CACHE_FORMAT, MANIFEST_FILE, ONNX_FILE, file_sha256
 from tiankong.errors import EngineError, TiankongError
+from tiankong.export import export
+from tiankong.export.export_cache import CACHE_FORMAT, MANIFEST_FILE, ONNX_FILE, file_sha256
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def build_in_worker(request: BuildRequest) -> None:
     # The child must import this same tiankong, wherever it was imported from here.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
     done = subprocess.run(
-        [sys.executable, "-m", "tiankong.build.export_worker"],
+        [sys.executable, "-m", "tiankong.export.export_worker"],
         input=json.dumps(asdict(request)),
         stdout=subprocess.PIPE,  # stderr passes through: the child's warnings stay visible
         text=True,

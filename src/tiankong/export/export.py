@@ -36,7 +36,7 @@ import numpy as np
 from tiankong.errors import EngineError, ModelUnavailableError
 
 if TYPE_CHECKING:
-    from tiankong.build.int8_recipe import Int8Recipe
+    from tiankong.export.int8_recipe import Int8Recipe
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +75,9 @@ def recipe(
     For INT8 that is the recipe chain for the ``cpu`` kind and the guard's threshold, which
     together decide the recipe kept (``int8_recipe``); both default to this machine and Settings.
     """
-    from tiankong.build.int8_recipe import cpu_kind, recipe_chain
-    from tiankong.build.quality_guard import guard_file_sha256
     from tiankong.config import Settings
+    from tiankong.export.int8_recipe import cpu_kind, recipe_chain
+    from tiankong.export.quality_guard import guard_file_sha256
 
     described: dict[str, Any] = {
         "opset": OPSET,
@@ -200,9 +200,9 @@ def export_int8(
     passed, the recipe, the CPU kind and flags, and every attempt. Computed here, once per
     export, and stored in its manifest; the engine, /info, the model card and the bench read it.
     """
-    from tiankong.build.int8_recipe import choose_recipe, cpu_flags, recipe_chain
-    from tiankong.build.quality_guard import GuardReference
     from tiankong.engines.onnx_engine import OnnxEngine
+    from tiankong.export.int8_recipe import choose_recipe, cpu_flags, recipe_chain
+    from tiankong.export.quality_guard import GuardReference
 
     config = read_config(folder)
     vocab_size, hidden = int(config["vocab_size"]), int(config["hidden_size"])
@@ -402,7 +402,7 @@ def quantize_int8(
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from tiankong.build.int8_recipe import FFN_OUTPUT, HEAD
+    from tiankong.export.int8_recipe import FFN_OUTPUT, HEAD
 
     graph = onnx.load(str(fp32_file))
     heads = linears_mapping(graph, lambda rows, cols: (rows, cols) == (hidden, vocab_size))

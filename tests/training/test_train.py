@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tiankong.build.train import TrainOptions, train
-from tiankong.build.train_data import read_cloze_csv
 from tiankong.core.models import VOCAB_FILE
 from tiankong.errors import BadDataFileError, BadOptionError
+from tiankong.training.train import TrainOptions, train
+from tiankong.training.train_data import read_cloze_csv
 
 LINES = [
     "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。",
@@ -262,7 +262,7 @@ def test_sinusoidal_position_init(corpus: Path, tmp_path: Path) -> None:
 
     import torch
 
-    from tiankong.build.train import load_starting_point
+    from tiankong.training.train import load_starting_point
 
     model, _ = load_starting_point(tiny_options(corpus, tmp_path / "s", position_init="sinusoidal"))
     table = model.bert.embeddings.position_embeddings.weight.detach()
@@ -288,8 +288,8 @@ def test_training_on_cuda(corpus: Path, tmp_path: Path) -> None:
 
 def test_precision_auto_follows_the_hardware(monkeypatch: pytest.MonkeyPatch) -> None:
     """auto: bf16 on CUDA, and for pretraining on a CPU with bf16 units; FP32 otherwise."""
-    from tiankong.build import int8_recipe
-    from tiankong.build.train import trains_in_bf16
+    from tiankong.export import int8_recipe
+    from tiankong.training.train import trains_in_bf16
 
     assert int8_recipe.cpu_has_bf16({"avx512f", "avx512_bf16"})
     assert int8_recipe.cpu_has_bf16({"amx_bf16", "amx_int8"})

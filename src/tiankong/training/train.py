@@ -21,20 +21,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tiankong.build.train_batches import (
+from tiankong.errors import BadOptionError
+from tiankong.training.train_batches import (
     cloze_batches,
     heldout_batches,
     prefetched_batches,
     pretraining_batches,
 )
-from tiankong.build.train_data import ClozeRow, read_cloze_csv
-from tiankong.build.train_options import (
+from tiankong.training.train_data import ClozeRow, read_cloze_csv
+from tiankong.training.train_options import (
     CHECKPOINT_DIR,
     MODEL_CONFIGS,
     TrainOptions,
     validate_options,
 )
-from tiankong.errors import BadOptionError
 
 __all__ = ["CHECKPOINT_DIR", "MODEL_CONFIGS", "TrainOptions", "TrainSummary", "train"]
 
@@ -157,7 +157,7 @@ def trains_in_bf16(precision: str, device_type: str, pretraining: bool) -> bool:
     CSV fine-tuning on a CPU stays FP32 under ``auto``: it is short, so speed matters less than
     the rounding, which kept a tiny model from memorising three masks at a high LR (the CSV test).
     """
-    from tiankong.build.int8_recipe import cpu_has_bf16
+    from tiankong.export.int8_recipe import cpu_has_bf16
 
     if precision != "auto":
         return precision == "bf16"

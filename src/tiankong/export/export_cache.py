@@ -13,10 +13,10 @@ place: a reader sees a whole export or none, two processes starting at once expo
 corrupt or half-written export is rebuilt.
 
 A model folder may ship its FP32 export (``SHIPPED_GRAPH``, xz, with ``SHIPPED_MANIFEST``: the
-bundled model does, written by ``python -m tiankong.build.ship_graph``). When its manifest names
+bundled model does, written by ``python -m tiankong.export.ship_graph``). When its manifest names
 the folder's model files, the FP32 entry is unpacked from it instead of exported, so the bundled
 model's first start needs no torch: INT8 is then quantized from it with ONNX Runtime's own tools,
-guard included, in the worker as before. tests/build/test_shipped_graph.py re-exports with torch
+guard included, in the worker as before. tests/export/test_shipped_graph.py re-exports with torch
 and checks the shipped graph is byte for byte what the exporter makes.
 """
 
@@ -40,11 +40,11 @@ from typing import Any
 
 from platformdirs import user_cache_dir
 
-from tiankong.build import export
-from tiankong.build.int8_recipe import cpu_kind
 from tiankong.config import Settings
 from tiankong.core.models import MODEL_FILE_PATTERNS, ResolvedModel
 from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
+from tiankong.export import export
+from tiankong.export.int8_recipe import cpu_kind
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ def ensure_export(model: ResolvedModel, precision: str, settings: Settings) -> O
         ) from None
     from filelock import FileLock, Timeout
 
-    from tiankong.build.export_worker import BuildRequest, build_in_worker
+    from tiankong.export.export_worker import BuildRequest, build_in_worker
 
     try:
         with FileLock(str(root / f"{entry.name}.lock"), timeout=LOCK_TIMEOUT_S):
@@ -229,7 +229,7 @@ def shipped_manifest(model: ResolvedModel, fingerprint: str) -> dict[str, Any] |
     if not usable:
         log.warning(
             "The FP32 graph shipped in '%s' is not for these model files or this tiankong; "
-            "exporting instead (python -m tiankong.build.ship_graph rewrites it).",
+            "exporting instead (python -m tiankong.export.ship_graph rewrites it).",
             model.path.name,
         )
         return None

@@ -12,9 +12,11 @@ import onnx
 import pytest
 
 from tiankong import FillMasker, Settings
-from tiankong.build import export_cache
-from tiankong.build.export_cache import MANIFEST_FILE, ensure_export
-from tiankong.build.int8_recipe import (
+from tiankong.core.models import resolve_model
+from tiankong.engines.onnx_engine import OnnxEngine
+from tiankong.export import export_cache
+from tiankong.export.export_cache import MANIFEST_FILE, ensure_export
+from tiankong.export.int8_recipe import (
     FFN_OUTPUT,
     Int8Recipe,
     choose_recipe,
@@ -22,8 +24,6 @@ from tiankong.build.int8_recipe import (
     cpu_kind,
     recipe_chain,
 )
-from tiankong.core.models import resolve_model
-from tiankong.engines.onnx_engine import OnnxEngine
 
 # Flag sets as /proc/cpuinfo spells them, trimmed to what matters.
 CPUS = {

@@ -1,10 +1,10 @@
-"""Write the FP32 ONNX graph a model folder ships: ``python -m tiankong.build.ship_graph [DIR]``.
+"""Write the FP32 ONNX graph a model folder ships: ``python -m tiankong.export.ship_graph [DIR]``.
 
 The graph is the exporter's own output (``export_worker.build_export``, as for a cache entry),
 packed with xz next to the model files as ``export_cache.SHIPPED_GRAPH``, and its manifest as
 ``SHIPPED_MANIFEST``. The export cache unpacks it instead of exporting, so serving the bundled
 model never needs torch. Run it (with torch installed) whenever the bundled model's files change
-(scripts/install_bundled.sh does); tests/build/test_shipped_graph.py fails until then.
+(scripts/install_bundled.sh does); tests/export/test_shipped_graph.py fails until then.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tiankong.build.export_cache import (
+from tiankong.core.models import resolve_model
+from tiankong.export.export_cache import (
     CACHE_FORMAT,
     MANIFEST_FILE,
     ONNX_FILE,
@@ -27,8 +28,7 @@ from tiankong.build.export_cache import (
     library_versions,
     model_fingerprint,
 )
-from tiankong.build.export_worker import BuildRequest, build_export
-from tiankong.core.models import resolve_model
+from tiankong.export.export_worker import BuildRequest, build_export
 
 XZ_PRESET = 9 | lzma.PRESET_EXTREME  # once per model release: ~1 min for 35 MB, 16 MB out
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tiankong.build.export_cache import (
+from tiankong.core.models import resolve_model
+from tiankong.export.export_cache import (
     MANIFEST_FILE,
     ONNX_FILE,
     SHIPPED_GRAPH,
@@ -20,8 +21,7 @@ from tiankong.build.export_cache import (
     file_sha256,
     model_fingerprint,
 )
-from tiankong.build.ship_graph import export_fp32
-from tiankong.core.models import resolve_model
+from tiankong.export.ship_graph import export_fp32
 
 pytestmark = pytest.mark.processes  # an export worker, a subprocess without torch
 
@@ -34,7 +34,7 @@ def shipped() -> dict:
 
 def test_shipped_graph_is_what_the_exporter_makes(tmp_path: Path) -> None:
     """Re-exported with torch, the graph has the shipped sha256, and so does the unpacked xz.
-    A retrained bundled model fails here until `python -m tiankong.build.ship_graph` runs."""
+    A retrained bundled model fails here until `python -m tiankong.export.ship_graph` runs."""
     manifest = shipped()
     assert manifest["model"]["fingerprint"] == model_fingerprint(BUNDLED)
     made = export_fp32(BUNDLED, tmp_path / "entry")

@@ -22,7 +22,7 @@ whose inputs are post-GELU activations with outliers, so the first fallback keep
 in FP32, and the second quantizes the MatMuls only and leaves the fused attention in FP32.
 
 The head (the vocabulary projection at the mask rows) is INT8 in every recipe, and its best
-``RESCORED`` columns per mask are scored again in FP32 (``build/export.py``
+``RESCORED`` columns per mask are scored again in FP32 (``export/export.py``
 ``rescore_head_in_fp32``). At one sentence the head is one row times a ``[hidden, vocab]``
 matrix, so its time is the time to read that matrix: in FP32 that is 21.6 MB for the bundled
 model and 65 MB for bert-base, 39% and 17% of a whole INT8 forward pass's kernel time (ORT's

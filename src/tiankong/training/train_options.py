@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tiankong.build.masking import MASKING_KINDS
-from tiankong.build.train_data import TextSource
 from tiankong.errors import BadDataFileError, BadOptionError
+from tiankong.training.masking import MASKING_KINDS
+from tiankong.training.train_data import TextSource
 
 # Named starting configs (vocabulary size comes from the tokenizer).
 MODEL_CONFIGS: dict[str, dict[str, Any]] = {

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tiankong.build.masking import MaskingPlan, word_masked_batches
-from tiankong.build.train_data import (
+from tiankong.training.masking import MaskingPlan, word_masked_batches
+from tiankong.training.train_data import (
     ClozeRow,
     TextSource,
     mixed_lines,
@@ -17,7 +17,7 @@ from tiankong.build.train_data import (
     read_lines,
     shuffled,
 )
-from tiankong.build.train_options import TrainOptions
+from tiankong.training.train_options import TrainOptions
 
 
 def prefetched_batches(
