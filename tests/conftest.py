@@ -28,6 +28,27 @@ if TYPE_CHECKING:
     from tiankong import FillMasker, Settings
 
 
+# The files that run longest, handed to the pytest-xdist workers first. With --dist loadfile a
+# worker runs a whole file, in collection order (alphabetical: test_readme.py and training/
+# come last), so a long file that starts last runs on alone while the other workers wait.
+SLOW_FILES_FIRST = (
+    "tests/cli/test_bench_smoke.py",
+    "tests/test_readme.py",
+    "tests/training/test_train.py",
+    "tests/offline/test_fill.py",
+    "tests/server/test_ray_serve.py",
+    "tests/server/test_browser.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    missing = [name for name in SLOW_FILES_FIRST if not (config.rootpath / name).is_file()]
+    if missing:  # a renamed file would silently lose its place
+        raise pytest.UsageError(f"conftest.SLOW_FILES_FIRST names missing files: {missing}")
+    rank = {name: place for place, name in enumerate(SLOW_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     """``@pytest.mark.anyio`` tests run on asyncio, the loop uvicorn and Ray Serve use."""
@@ -75,13 +96,36 @@ def private_user_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """ONNX exports made by any test (engine auto picks onnx) never land in the real user cache;
     platformdirs reads XDG_CACHE_HOME, and CLI subprocesses inherit it. Under pytest-xdist the
     workers share one for the run, so the bundled model's INT8 export and corpus index are made
-    once, not once per worker (the export cache and the index build lock across processes)."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
-        return
-    shared = tmp_path_factory.getbasetemp().parent / "xdg-cache"  # pytest-N/, above popen-gwK/
-    shared.mkdir(exist_ok=True)
-    os.environ["XDG_CACHE_HOME"] = str(shared)
+    once, not once per worker (the export cache and the index build lock across processes), or
+    copied in from the real user cache (``seed_bundled``)."""
+    from platformdirs import user_cache_dir
+
+    real = Path(user_cache_dir("tiankong"))  # read before XDG_CACHE_HOME points elsewhere
+    cache = built_once(
+        tmp_path_factory, "xdg-cache", lambda folder: seed_bundled(real, folder / "tiankong")
+    )
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+
+
+def seed_bundled(real: Path, private: Path) -> None:
+    """Copy the bundled model's ONNX exports and corpus index from the real user cache, where
+    scripts/setup.sh made and checked them just before the suite (scripts/test.sh), into the
+    run's cache: made again they kept one worker busy for over a minute on 2 cores. Copies, so
+    no test can change the real ones, and only whole entries (those with their manifest); the
+    key in an entry's name decides, as always, whether this code can use it. Without them (a
+    bare ``pytest``) the first test that needs them makes them, as before; the code that builds
+    them is tested on small inputs (tests/index/test_index_bundled.py, tests/export)."""
+    from tiankong.core.models import DEFAULT_MODEL
+    from tiankong.export.export_cache import MANIFEST_FILE
+    from tiankong.index.bundled import bundled_index_dir
+    from tiankong.index.store import MANIFEST
+
+    index = bundled_index_dir(real / "index")
+    if (index / MANIFEST).is_file():
+        shutil.copytree(index, bundled_index_dir(private / "index"))
+    for export in sorted((real / "onnx").glob(f"{DEFAULT_MODEL}-*")):
+        if (export / MANIFEST_FILE).is_file():
+            shutil.copytree(export, private / "onnx" / export.name)
 
 
 @pytest.fixture(scope="session")
@@ -97,6 +141,26 @@ def tiny_onnx_cache(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFacto
         ensure_export(resolve_model(str(tiny_model_dir)), "int8", settings)
 
     return built_once(tmp_path_factory, "onnx-cache", export)
+
+
+@pytest.fixture(scope="session")
+def tiny_onnx_env(
+    tiny_onnx_cache: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """Environment for CLI processes that run the tiny model with ``--engine onnx``: the
+    session's exports (a copy per worker, so no process changes them). Such a process imports
+    neither torch nor transformers and exports nothing: about 1.5 s of CPU on the 2-core test
+    machine, where one on ``--engine torch`` takes 9 s. Tests whose subject is not the engine
+    run the CLI this way."""
+    copy = shutil.copytree(tiny_onnx_cache, tmp_path_factory.mktemp("onnx-cli") / "onnx")
+    return {"TIANKONG_ONNX_CACHE_DIR": str(copy)}
+
+
+@pytest.fixture
+def onnx_exports(tiny_onnx_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tiny_onnx_env`` set for the test, so the CLI processes it starts inherit it."""
+    for name, value in tiny_onnx_env.items():
+        monkeypatch.setenv(name, value)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.processes
+# the CLI's processes find the tiny model's ONNX exports made (conftest.onnx_exports), so
+# `--engine onnx` starts without torch; the engine is not the subject here
+pytestmark = [pytest.mark.processes, pytest.mark.usefixtures("onnx_exports")]
 
 CLI = [sys.executable, "-m", "tiankong"]
 
@@ -28,7 +30,7 @@ def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
 
 
 def model_flags(tiny_model_dir: Path) -> list[str]:
-    return ["--model", str(tiny_model_dir), "--engine", "torch", "--threads", "1"]
+    return ["--model", str(tiny_model_dir), "--engine", "onnx", "--threads", "1"]
 
 
 def test_check_json_for_a_sentence(tiny_model_dir: Path) -> None:

@@ -10,12 +10,18 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray or export workers
+# starts processes: the CLI, a server, Ray or export workers; each finds the tiny model's ONNX
+# exports made (conftest.onnx_exports), so `--engine onnx` starts without torch
+pytestmark = [pytest.mark.processes, pytest.mark.usefixtures("onnx_exports")]
 
 CLI = [sys.executable, "-m", "tiankong"]
 
 
 def run_cli(*args: str, stdin: str | None = None, env: dict[str, str] | None = None):
+    """``tiankong ARGS`` in a fresh process. The tests run the tiny model on ONNX Runtime
+    (``--engine onnx``), which starts in a fraction of the time torch and transformers take to
+    import: the CLI's shapes and exit codes are the subject here, and
+    ``test_predict_table_names_the_model`` runs the torch engine through the CLI."""
     return subprocess.run(
         [*CLI, *args],
         input=stdin,
@@ -47,7 +53,7 @@ def test_predict_json(tiny_model_dir: Path) -> None:
         "--top-k",
         "3",
         "--engine",
-        "torch",
+        "onnx",
     )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
@@ -72,7 +78,7 @@ def test_predict_stdin_one_result_per_line(tiny_model_dir: Path) -> None:
         str(tiny_model_dir),
         "--json",
         "--engine",
-        "torch",
+        "onnx",
         stdin="处处闻啼[MASK]。\n\n画龙点[MASK]\n没有空\n",
     )
     lines = done.stdout.strip().splitlines()
@@ -87,7 +93,7 @@ def test_predict_stdin_one_result_per_line(tiny_model_dir: Path) -> None:
     [("没有空", "no [MASK]"), ("   ", "empty"), ("[MASK]" * 17, "limit is 16")],
 )
 def test_bad_input_exits_2_with_one_sentence(tiny_model_dir: Path, text: str, code: str) -> None:
-    done = run_cli("predict", text, "--model", str(tiny_model_dir), "--engine", "torch")
+    done = run_cli("predict", text, "--model", str(tiny_model_dir), "--engine", "onnx")
     assert done.returncode == 2
     assert code in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
@@ -123,7 +129,7 @@ def test_unknown_option_is_a_usage_error() -> None:
 
 
 def test_predict_decoding_options(tiny_model_dir: Path) -> None:
-    base = ["predict", "--model", str(tiny_model_dir), "--engine", "torch", "--json"]
+    base = ["predict", "--model", str(tiny_model_dir), "--engine", "onnx", "--json"]
     whole = run_cli(*base, "手机没电了，赶紧去[MASK][MASK]。", "--whole-word", "--top-k", "3")
     assert whole.returncode == 0, whole.stderr
     sequences = json.loads(whole.stdout)["sequences"]
@@ -154,7 +160,7 @@ def table_rows(output: str, title: str) -> tuple[list[str], list[list[str]]]:
 def test_tables_show_the_score_that_ranks(tiny_model_dir: Path) -> None:
     """[BLANK] fills and candidates differ in length, so they are ranked per character (per
     token): that column is shown, labelled, in order, beside the joint probability."""
-    base = ["predict", "--model", str(tiny_model_dir), "--engine", "torch"]
+    base = ["predict", "--model", str(tiny_model_dir), "--engine", "onnx"]
     blank = [*base, "手机没电了，赶紧去[BLANK]。", "--max-blank-length", "3"]
     shown = run_cli(*blank, env={"COLUMNS": "200"})
     assert shown.returncode == 0, shown.stderr

@@ -58,6 +58,7 @@ def test_bundled_model_loads_with_transformers() -> None:
 
 @pytest.mark.processes
 def test_cli_default_model_offline() -> None:
+    """No --model, no --engine: the bundled model on the default engine (its INT8 export)."""
     done = subprocess.run(
         [
             sys.executable,
@@ -66,8 +67,6 @@ def test_cli_default_model_offline() -> None:
             "predict",
             "春眠不觉晓，处处闻啼[MASK]。",
             "--json",
-            "--engine",
-            "torch",
         ],
         capture_output=True,
         text=True,

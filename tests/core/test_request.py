@@ -137,12 +137,13 @@ def test_an_empty_candidate_list_is_bad_option(client: TestClient) -> None:
     assert_error(batch, 400, "bad_option")
 
 
+@pytest.mark.usefixtures("onnx_exports")  # --engine onnx starts without torch
 @pytest.mark.processes
 def test_an_empty_candidates_flag_exits_2(tiny_model_dir: Path) -> None:
     done = subprocess.run(
         [
             *(sys.executable, "-m", "tiankong", "predict", IDIOM_CLOZE, "--candidates", ""),
-            *("--model", str(tiny_model_dir), "--engine", "torch"),
+            *("--model", str(tiny_model_dir), "--engine", "onnx"),
         ],
         capture_output=True,
         text=True,

@@ -174,13 +174,14 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     )
 
 
+@pytest.mark.usefixtures("onnx_exports")  # --engine onnx starts without torch
 def test_cli_index_build_predict_and_errors(
     tiny_model_dir: Path, corpus_file: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "idx"
     built = run_cli("index", "build", str(corpus_file), "-o", str(out))
     assert built.returncode == 0 and "11 passages" in built.stderr
-    base = ("predict", WEATHER, "--json", "-m", str(tiny_model_dir), "--engine", "torch")
+    base = ("predict", WEATHER, "--json", "-m", str(tiny_model_dir), "--engine", "onnx")
     on = run_cli(*base, env={"TIANKONG_INDEX": str(out)})  # the env twin
     assert on.returncode == 0, on.stderr
     first = json.loads(on.stdout)["predictions"][0]
@@ -193,11 +194,12 @@ def test_cli_index_build_predict_and_errors(
     assert failed.returncode == 2 and failed.stderr.count("error:") == 1
     assert "Traceback" not in failed.stderr
     (out / "suffix_array.bin").write_bytes(b"junk")
-    for command in (base, ("serve", "-m", str(tiny_model_dir), "--engine", "torch")):
+    for command in (base, ("serve", "-m", str(tiny_model_dir), "--engine", "onnx")):
         broken = run_cli(*command, "--index", str(out))
         assert broken.returncode == 3 and "truncated or damaged" in broken.stderr
 
 
+@pytest.mark.usefixtures("onnx_exports")  # --engine onnx starts without torch
 def test_cli_fill_and_eval_compare_index(
     tiny_model_dir: Path, small_index: Path, tmp_path: Path
 ) -> None:
@@ -205,7 +207,7 @@ def test_cli_fill_and_eval_compare_index(
     source.write_text(f"{WEATHER}\n{UNKNOWN}\n", encoding="utf-8")
     filled = run_cli(
         "fill", str(source), "-o", str(tmp_path / "out.jsonl"), "-m", str(tiny_model_dir),
-        "--engine", "torch", "--index", str(small_index),
+        "--engine", "onnx", "--index", str(small_index),
     )  # fmt: skip
     assert filled.returncode == 0, filled.stderr
     rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
@@ -217,7 +219,7 @@ def test_cli_fill_and_eval_compare_index(
         + "\n",
         encoding="utf-8",
     )
-    args = ("eval", str(cloze), "-m", str(tiny_model_dir), "--engine", "torch")
+    args = ("eval", str(cloze), "-m", str(tiny_model_dir), "--engine", "onnx")
     report = tmp_path / "report.json"
     compared = run_cli(*args, "--index", str(small_index), "--compare-index", "--json", str(report))
     assert compared.returncode == 0, compared.stderr

@@ -78,6 +78,7 @@ def test_agreement_figures() -> None:
     assert summarise("x", first).top1 == 0.5
 
 
+@pytest.mark.usefixtures("onnx_exports")  # --engine onnx starts without torch
 @pytest.mark.processes
 def test_eval_cli_prints_the_table_and_writes_json(tiny_model_dir: Path, tmp_path: Path) -> None:
     report = tmp_path / "report.json"
@@ -91,7 +92,7 @@ def test_eval_cli_prints_the_table_and_writes_json(tiny_model_dir: Path, tmp_pat
             "--model",
             str(tiny_model_dir),
             "--engine",
-            "torch",
+            "onnx",
             "--json",
             str(report),
             "-v",

@@ -208,6 +208,7 @@ print(json.dumps({{"early_late": early_late, "chunks": len(marks)}}))
     assert blocks < LEAK_BLOCKS_PER_LINE * measured, figures
 
 
+@pytest.mark.usefixtures("onnx_exports")  # --engine onnx starts without torch
 @pytest.mark.processes
 def test_fill_cli(tiny_model_dir: Path, tmp_path: Path) -> None:
     source = write_jsonl(tmp_path / "in.jsonl", TEXTS[:8])
@@ -223,7 +224,7 @@ def test_fill_cli(tiny_model_dir: Path, tmp_path: Path) -> None:
             "--model",
             str(tiny_model_dir),
             "--engine",
-            "torch",
+            "onnx",
             "--top-k",
             "2",
         ],
@@ -246,7 +247,7 @@ def test_fill_cli(tiny_model_dir: Path, tmp_path: Path) -> None:
             "--model",
             str(tiny_model_dir),
             "--engine",
-            "torch",
+            "onnx",
         ],
         capture_output=True,
         text=True,
@@ -376,6 +377,7 @@ def test_a_resumed_run_starts_from_its_finished_lines(settings: Settings, tmp_pa
     assert [r["id"] for r in read_csv(job.output)[1]] == [f"r{i}" for i in range(10)]
 
 
+@pytest.mark.usefixtures("onnx_exports")  # --engine onnx starts without torch
 @pytest.mark.processes
 def test_fill_cli_progress_on_csv_and_a_resumed_run(
     settings: Settings, tiny_model_dir: Path, tmp_path: Path
@@ -384,7 +386,7 @@ def test_fill_cli_progress_on_csv_and_a_resumed_run(
     done = subprocess.run(
         [
             *[sys.executable, "-m", "tiankong", "fill", str(job.input), "-o", str(job.output)],
-            *["--model", str(tiny_model_dir), "--engine", "torch", "--chunk-size", "3"],
+            *["--model", str(tiny_model_dir), "--engine", "onnx", "--chunk-size", "3"],
         ],
         capture_output=True,
         text=True,
