@@ -28,27 +28,6 @@ if TYPE_CHECKING:
     from tiankong import FillMasker, Settings
 
 
-# The files that run longest, handed to the pytest-xdist workers first. With --dist loadfile a
-# worker runs a whole file, in collection order (alphabetical: test_readme.py and training/
-# come last), so a long file that starts last runs on alone while the other workers wait.
-SLOW_FILES_FIRST = (
-    "tests/cli/test_bench_smoke.py",
-    "tests/test_readme.py",
-    "tests/training/test_train.py",
-    "tests/offline/test_fill.py",
-    "tests/server/test_ray_serve.py",
-    "tests/server/test_browser.py",
-)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    missing = [name for name in SLOW_FILES_FIRST if not (config.rootpath / name).is_file()]
-    if missing:  # a renamed file would silently lose its place
-        raise pytest.UsageError(f"conftest.SLOW_FILES_FIRST names missing files: {missing}")
-    rank = {name: place for place, name in enumerate(SLOW_FILES_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
-
-
 @pytest.fixture
 def anyio_backend() -> str:
     """``@pytest.mark.anyio`` tests run on asyncio, the loop uvicorn and Ray Serve use."""
