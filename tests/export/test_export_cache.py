@@ -184,7 +184,7 @@ CREATE_ENGINE = """
 import logging, sys
 logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s")
 from tiankong import FillMasker, Settings
-settings = Settings(engine="onnx", threads=1, onnx_cache_dir=sys.argv[2])
+settings = Settings(engine="onnx", precision="int8", threads=1, onnx_cache_dir=sys.argv[2])
 masker = FillMasker.load(sys.argv[1], settings)
 print("filled", masker.engine.precision, masker.predict("画龙点[MASK]").masks[0][0].token)
 """
