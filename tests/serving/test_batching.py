@@ -24,13 +24,9 @@ from tiankong.errors import (
     RequestTimeoutError,
     ShuttingDownError,
 )
-from tiankong.serving.batching import (
-    INLINE_MAX_S,
-    INLINE_MAX_WALL_S,
-    BatchLimits,
-    BatchStats,
-    DynamicBatcher,
-)
+from tiankong.serving.batch_policy import BatchLimits, BatchStats
+from tiankong.serving.batching import DynamicBatcher
+from tiankong.serving.lone_runs import INLINE_MAX_S, INLINE_MAX_WALL_S
 
 GATE_TIMEOUT_S = 30.0  # a gate never blocks a test forever
 

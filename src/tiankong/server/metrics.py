@@ -32,7 +32,7 @@ from prometheus_client import (
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from tiankong.serving.batching import BatchStats
+from tiankong.serving.batch_policy import BatchStats
 
 # Routes that run the model: their latency feeds the rolling window shown by /info.
 INFERENCE_ROUTES = frozenset(
@@ -215,7 +215,7 @@ class ServerMetrics:
             self.served += 1
             self.window.add(finished, seconds)
 
-    # --- the batcher's observer (tiankong.serving.batching.BatchObserver) ---
+    # --- the batcher's observer (tiankong.serving.batch_policy.BatchObserver) ---
 
     def observe_batch(self, stats: BatchStats) -> None:
         self.noted_batches.append(stats)

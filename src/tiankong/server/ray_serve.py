@@ -43,7 +43,8 @@ from tiankong.errors import (
     BadOptionError,
 )
 from tiankong.service import FillMasker, run_jobs
-from tiankong.serving.batching import BatchLimits, BatchObserver, DynamicBatcher
+from tiankong.serving.batch_policy import BatchLimits, BatchObserver
+from tiankong.serving.batching import DynamicBatcher
 from tiankong.serving.predictor import job_tokens
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from tiankong.config import Settings
 from tiankong.errors import BadOptionError
@@ -102,6 +102,28 @@ class BatchStats:
     @property
     def padding_ratio(self) -> float:
         return 1 - self.real_tokens / self.padded_tokens if self.padded_tokens else 0.0
+
+
+class BatchObserver(Protocol):
+    """Where the batcher reports; the server's ServerMetrics implements it."""
+
+    def observe_batch(self, stats: BatchStats) -> None: ...
+
+    def set_queue_depth(self, depth: int) -> None: ...
+
+    def count_batcher_event(self, event: str, count: int = 1) -> None:
+        """``event``: skipped (cancelled before running), overloaded, timeout, failed_batch."""
+
+
+class NullObserver:
+    def observe_batch(self, stats: BatchStats) -> None:
+        pass
+
+    def set_queue_depth(self, depth: int) -> None:
+        pass
+
+    def count_batcher_event(self, event: str, count: int = 1) -> None:
+        pass
 
 
 @dataclass(eq=False)

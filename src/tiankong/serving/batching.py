@@ -11,17 +11,11 @@ Policy ("continuous" batching; the engine is the one scarce resource):
 * **Idle engine: run at once.** An item that arrives while the engine is idle goes to the engine
   on the next turn of the event loop, together with whatever arrived in that same turn. A lone
   request at low load never waits for the window.
-* **A lone request runs inline** (``can_run_inline``). When the server is handling no other
-  request (the ``company`` it was given says 0), the engine is idle with nothing waiting, and
-  a lone item's engine run lately took at most ``INLINE_MAX_S`` of CPU (and
-  ``INLINE_MAX_WALL_S`` of wall time, for a run that waits without the CPU), a one-text request
-  runs on the event loop's own thread: no scheduler turn and no hop to the engine thread and
-  back (two thread wake-ups, which cost more than such a run). It first yields
-  ``SETTLE_TURNS`` turns of the loop, so requests the server has already read start and count
-  as company: without them a closed loop of 20 clients ran one by one inline (a mean batch of
-  1.2, and a real engine wants batches). Nothing else is waiting for the loop meanwhile, and a
-  slower engine (a lone run over either limit) always takes the engine thread, so the loop
-  never stalls for long. Without ``company`` (the library's and Ray's batchers) nothing runs inline.
+* **A lone request runs inline** (``can_run_inline``; the rule and its limits are
+  ``serving/lone_runs.py``): when the server is handling nothing else and a lone run is cheap,
+  a one-text request runs on the event loop's own thread, with no scheduler turn and no hop to
+  the engine thread and back. Without ``company`` (the library's and Ray's batchers) nothing
+  runs inline.
 * **Busy engine: accumulate.** Items that arrive while a batch (or an exclusive job) runs wait
   in the queue and go in the next batch. When the engine frees up and the waiting items don't
   fill a batch, the batcher waits up to ``window_s`` *from that moment* for more to arrive
@@ -29,13 +23,10 @@ Policy ("continuous" batching; the engine is the one scarce resource):
   answers just went out come back within a few ms, so the window turns "1, 19, 1, 19" batches
   into batches of 20. ``window_s = 0`` is pure continuous batching.
 * **Which items make a batch** is ``serving/batch_policy.py`` (pure): full at ``max_size``
-  items or ``max_tokens`` padded tokens; the oldest item anchors it, with its neighbours in
-  length order, so a batch is padded only to its own longest item; plain items first, and a
-  search's rows (one step of a whole-word, candidate or [BLANK] search, sent by its worker
-  thread through ``submit_many(..., search=True)``) fill what room is left: while plain
-  requests are about (one in the last ``PLAIN_RECENT_S``), at most ``search_rows_with_plain``
-  beside plain items and ``search_rows`` alone. So a plain request waits at most for one small
-  search batch on the engine, never for a whole search.
+  items or ``max_tokens`` padded tokens, length buckets anchored on the oldest item, plain items
+  first and a search's rows (sent by its worker thread through ``submit_many(..., search=True)``)
+  in what room is left. So a plain request waits at most for one small search batch on the
+  engine, never for a whole search.
 * **Backpressure, in forward rows.** The queue counts engine work in forward rows (a plain text
   is one; a search reserves its estimate, ``PreparedRequest.forward_rows``, from admission until
   it ends). A plain request counts the plain rows waiting (search rows never go before it); a
@@ -70,7 +61,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from tiankong.errors import (
     EngineError,
@@ -82,51 +73,19 @@ from tiankong.errors import (
 from tiankong.serving.batch_policy import (
     PLAIN_RECENT_S,
     BatchLimits,
+    BatchObserver,
     BatchStats,
+    NullObserver,
     Pending,
     select_batch,
 )
+from tiankong.serving.lone_runs import SETTLE_TURNS, LoneRuns
 from tiankong.serving.timing import RequestTiming, request_timing
 
 logger = logging.getLogger("tiankong.serving.batching")
-# A lone request runs on the event loop's thread when a lone run lately took at most this much
-# CPU time on the thread that ran it: a few times the two thread wake-ups it saves, and short
-# enough that /health never waits long. (An engine whose pool threads share a run, as ONNX
-# Runtime's do, shows its calling thread's share: up to ``threads`` times as long in wall time.)
-INLINE_MAX_S = 0.003
-# ... and its wall time at most this: a run that waits without the CPU (a GPU's forward pass)
-# would hold the loop that long; on a busy machine a cheap run's wall time is a few times its CPU.
-INLINE_MAX_WALL_S = 0.02
-# Loop turns a lone request yields before it runs inline: a request the server has already read
-# starts in them (a task is created in one turn and runs in the next) and counts as company, so
-# a burst of requests goes to the batcher together instead of one by one on the loop.
-SETTLE_TURNS = 2
-
 ItemT = TypeVar("ItemT")
 ResultT = TypeVar("ResultT")
 JobT = TypeVar("JobT")
-
-
-class BatchObserver(Protocol):
-    """Where the batcher reports; the server's ServerMetrics implements it."""
-
-    def observe_batch(self, stats: BatchStats) -> None: ...
-
-    def set_queue_depth(self, depth: int) -> None: ...
-
-    def count_batcher_event(self, event: str, count: int = 1) -> None:
-        """``event``: skipped (cancelled before running), overloaded, timeout, failed_batch."""
-
-
-class NullObserver:
-    def observe_batch(self, stats: BatchStats) -> None:
-        pass
-
-    def set_queue_depth(self, depth: int) -> None:
-        pass
-
-    def count_batcher_event(self, event: str, count: int = 1) -> None:
-        pass
 
 
 class DynamicBatcher(Generic[ItemT, ResultT]):
@@ -144,8 +103,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         self.run_batch = run_batch
         # The other requests the server is handling now; given, a lone request may run inline.
         self.company = company
-        self.lone_run_s: float | None = None  # a lone item's run lately, CPU (moving mean)
-        self.lone_wall_s: float | None = None  # and its wall time
+        self.lone_runs = LoneRuns()  # what a lone item's run lately cost (lone_runs.py)
         self.size_of = size_of
         self.limits = limits or BatchLimits()
         self.observer: BatchObserver = observer or NullObserver()
@@ -345,10 +303,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
     def can_run_inline(self, deadline: float | None) -> bool:
         """A lone request may skip the hop to the engine thread (module docstring): the server
         is handling nothing else, the engine is idle with nothing waiting, and its lone runs
-        lately took at most ``INLINE_MAX_S``."""
-        if self.company is None or self.lone_run_s is None or self.lone_run_s > INLINE_MAX_S:
-            return False
-        if self.lone_wall_s is None or self.lone_wall_s > INLINE_MAX_WALL_S:
+        lately were cheap (``LoneRuns.cheap``)."""
+        if self.company is None or not self.lone_runs.cheap():
             return False
         if self.busy or self.exclusive_waiting or self.closing or self.company():
             return False
@@ -376,16 +332,12 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         return results[0]
 
     def engine_call(self, items: list[ItemT]) -> Sequence[ResultT]:
-        """``run_batch``, noting the CPU time a lone item's run took on the thread that ran it
-        (``lone_run_s``, a moving mean): on the engine thread, or inline. CPU time, not wall
-        time: on a busy machine a run's wall time is mostly waiting for a core or the GIL,
-        which doesn't say what the run would cost the loop. Its wall time is kept too
-        (``lone_wall_s``), for a run that waits without the CPU (a GPU's)."""
+        """``run_batch``, noting what a lone item's run cost on the thread that ran it (the
+        engine thread, or inline) in ``lone_runs``: its CPU time and its wall time."""
         started, wall_started = time.thread_time(), time.perf_counter()
         results = self.run_batch(items)
         if len(items) == 1:
-            self.lone_run_s = moving_mean(self.lone_run_s, time.thread_time() - started)
-            self.lone_wall_s = moving_mean(self.lone_wall_s, time.perf_counter() - wall_started)
+            self.lone_runs.note(time.thread_time() - started, time.perf_counter() - wall_started)
         return results
 
     def batch_failed(self, error: Exception, items: int) -> str:
@@ -540,10 +492,6 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 entry.future.set_exception(make_error())
         self.pending, self.running = [], []
         self.observer.set_queue_depth(self.depth)
-
-
-def moving_mean(recent: float | None, seconds: float) -> float:
-    return seconds if recent is None else 0.8 * recent + 0.2 * seconds
 
 
 def timed(job: Callable[[], JobT], timing: RequestTiming) -> Callable[[], JobT]:

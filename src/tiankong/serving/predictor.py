@@ -56,7 +56,8 @@ from tiankong.errors import (
     new_error_id,
 )
 from tiankong.service import FillMasker, run_jobs
-from tiankong.serving.batching import BatchLimits, BatchObserver, DynamicBatcher
+from tiankong.serving.batch_policy import BatchLimits, BatchObserver
+from tiankong.serving.batching import DynamicBatcher
 from tiankong.serving.caches import LRUCache, PlainKey, ResultKey
 from tiankong.serving.search_steps import SearchRunner, timed_out
 
