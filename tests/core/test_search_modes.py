@@ -160,9 +160,10 @@ def test_constraints_never_leak(tiny_masker: FillMasker, constraints: Constraint
             for excluded in constraints.exclude:
                 assert excluded not in token
         for candidates in result.masks:
-            assert sum(c.score for c in candidates) <= 1.0 + 1e-9
+            # float32 probabilities (decoding.softmax): within a few of float32's eps (1.2e-7)
+            assert sum(c.score for c in candidates) <= 1.0 + 1e-6
             for c in candidates:
-                assert c.raw_score is not None and c.raw_score <= c.score + 1e-12
+                assert c.raw_score is not None and c.raw_score <= c.score * (1 + 1e-6)
 
 
 def test_allowed_words_restrict_whole_fills(tiny_masker: FillMasker) -> None:

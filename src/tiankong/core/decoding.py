@@ -12,10 +12,15 @@ from tiankong.errors import BadOptionError
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise softmax in float64 for stable small probabilities."""
-    shifted = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(axis=-1, keepdims=True)
+    """Row-wise softmax in float32, as transformers' pipeline computes it, with each row's sum
+    taken in float64. numpy's float32 ``exp`` is vectorised where its float64 one is not: a
+    21,128-entry row took 0.25 ms in float64 and 0.12 ms this way on a 2-core AVX2 server (0.49
+    and 0.12 ms a row in a batch of 20). A probability under float32's smallest (about 1e-45:
+    a logit over 100 below the row's best) reads 0; the search paths clamp logs at 1e-300."""
+    logits = np.asarray(logits, dtype=np.float32)
+    exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    exp /= exp.sum(axis=-1, keepdims=True, dtype=np.float64).astype(np.float32)
+    return exp
 
 
 def banned_token_ids(vocab: dict[str, int]) -> np.ndarray:
@@ -56,11 +61,22 @@ def allowed_top(probabilities: np.ndarray, k: int, banned: np.ndarray) -> list[i
     only lowers entries), and the row is not copied; otherwise again over a copy with the
     banned entries below every probability."""
     best = top_indices(probabilities, k)
-    if not np.isin(best, banned).any():
+    if not any_of(best, banned):
         return best
     scores = probabilities.copy()
     scores[banned] = -1.0
     return top_indices(scores, k)
+
+
+def any_of(indices: list[int], sorted_ids: np.ndarray) -> bool:
+    """Whether any of a few ``indices`` is in ``sorted_ids`` (ascending, as
+    ``banned_token_ids`` gives them): a binary search each, where ``np.isin`` sorts both
+    arrays (over 100 µs for five indices against 106 banned ids)."""
+    if not len(sorted_ids) or not indices:
+        return False
+    wanted = np.asarray(indices)
+    found = np.minimum(np.searchsorted(sorted_ids, wanted), len(sorted_ids) - 1)
+    return bool((sorted_ids[found] == wanted).any())
 
 
 def top_indices(scores: np.ndarray, k: int) -> list[int]:
