@@ -111,8 +111,12 @@ class BlankLookup:
         def part(length: int) -> Sequence[int]:
             return context[len(context) - length :] if from_end else context[:length]
 
+        searched: dict[int, SearchRange] = {}  # the two searches below may ask for a length twice
+
         def found(length: int) -> SearchRange:
-            return self.index.search(part(length))
+            if length not in searched:
+                searched[length] = self.index.search(part(length))
+            return searched[length]
 
         if not context:
             return np.zeros(0, dtype=np.int64), 0, True
