@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import subprocess
 import sys
 import threading
@@ -41,9 +42,14 @@ from tiankong.server.ray_serve import (
     ScaleOptions,
     build_application,
     deployment_options,
+    patient_proxy_start,
     replica_threads,
     settings_and_scale,
 )
+
+# The first test's setup starts Ray, Serve's proxy and two replicas that each import torch: 70 s
+# alone, 207 s in a full run beside the bench smoke on 2 cores, under the default 300 s limit.
+pytestmark = pytest.mark.timeout(480)
 
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
 TEXTS = [f"第{number}句：处处闻啼[MASK]，夜来风雨[MASK]。" for number in range(20)]
@@ -71,6 +77,7 @@ def standalone(settings: Settings, tiny_masker: FillMasker) -> Iterator[TestClie
 @pytest.fixture(scope="module")
 def ray_url(settings: Settings) -> Iterator[str]:
     """Two replicas on a local Ray on loopback; shut down (and checked gone) after the module."""
+    patient_proxy_start()  # as `tiankong serve --ray` does: a busy machine starts Serve slowly
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -370,3 +377,15 @@ def test_serve_ray_flags_fail_in_one_sentence_before_ray_starts(
     )
     assert done.returncode == 2, done.stderr
     assert words in done.stderr and "Traceback" not in done.stderr
+
+
+def test_patient_proxy_start_sets_a_default_and_keeps_a_given_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name = "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"
+    monkeypatch.delenv(name, raising=False)
+    patient_proxy_start()
+    assert float(os.environ[name]) > 5.0  # Ray Serve's own default is 5 s
+    monkeypatch.setenv(name, "7")
+    patient_proxy_start()
+    assert os.environ[name] == "7"

@@ -252,6 +252,20 @@ def __getattr__(name: str) -> Application:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# Ray Serve kills an HTTP proxy that is not ready 5 s after it was created (its
+# RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S), and ``serve.start`` then fails with ActorDiedError
+# ("killed by ray.kill ... cancelled before it started running"). A worker process that imports
+# Serve can take longer than that on a busy 2-core machine: the test suite saw it in two full
+# runs out of two. A local Ray started after ``patient_proxy_start`` inherits this default.
+PROXY_READY_TIMEOUT_S = 60
+
+
+def patient_proxy_start() -> None:
+    """Give a Ray started from this process ``PROXY_READY_TIMEOUT_S`` for Serve's proxy to start
+    (a value already set in the environment wins)."""
+    os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", str(PROXY_READY_TIMEOUT_S))
+
+
 def serve_on_ray(settings: Settings, scale: ScaleOptions, address: str | None = None) -> None:
     """``tiankong serve --ray``: deploy on a new local Ray (or the cluster at ``address``) and
     serve until Ctrl-C or SIGTERM; then the application is deleted (and a local Ray stopped)."""
@@ -260,6 +274,7 @@ def serve_on_ray(settings: Settings, scale: ScaleOptions, address: str | None = 
 
     application = build_application(settings, scale)
     local = not (address or os.environ.get("RAY_ADDRESS"))  # else: leave the cluster's Serve up
+    patient_proxy_start()
     ray.init(address=address, include_dashboard=False, log_to_driver=False)
     try:
         serve.start(http_options={"host": settings.host, "port": settings.port})
