@@ -55,11 +55,14 @@ say "the locks against .venv, then the audit of known vulnerabilities"
 done_step locks
 # Three pytest-xdist workers, whole files each (pyproject's --dist loadfile, so a module's server
 # or Ray cluster starts once): on 2 cores most process-starting tests wait on a child, so more
-# workers than cores pay (2 cores: 17 min in one process, under 7 with three). Later options
-# win: `bash scripts/test.sh -n 0` runs in one process.
+# workers than cores pay (2 cores: 17 min in one process, under 7 with three). The longest files
+# go first (tests/conftest.py SLOW_FILES_FIRST); --no-loadscope-reorder keeps that order, which
+# xdist would otherwise replace by the files' test counts, starting the 200 s bench smoke last
+# (pytest 723 s against 598 s in one pair of runs). Later options win: `bash scripts/test.sh
+# -n 0` runs in one process.
 say "pytest, 3 workers (the 15 slowest tests are listed at the end)"
 status=0
-.venv/bin/python -m pytest -n 3 --durations=15 "$@" || status=$?
+.venv/bin/python -m pytest -n 3 --no-loadscope-reorder --durations=15 "$@" || status=$?
 done_step pytest
 printf -v joined '%s; ' "${timings[@]}"
 say "done in $((SECONDS - begun)) s (${joined%; })"

@@ -28,6 +28,32 @@ if TYPE_CHECKING:
     from tiankong import FillMasker, Settings
 
 
+# The files that run longest, longest first, handed to the pytest-xdist workers before the rest.
+# A worker runs a whole file (--dist loadfile); scripts/test.sh passes --no-loadscope-reorder,
+# without which xdist sorts files by their number of tests, so the one-test bench smoke (about
+# 200 s) started last and ran on alone while the other workers sat idle.
+SLOW_FILES_FIRST = (
+    "tests/cli/test_bench_smoke.py",
+    "tests/export/test_export_cache.py",
+    "tests/server/test_faults.py",
+    "tests/training/test_train.py",
+    "tests/engines/test_onnx.py",
+    "tests/offline/test_fill.py",
+    "tests/server/test_ray_serve.py",
+    "tests/server/test_reliability.py",
+    "tests/export/test_int8_recipe.py",
+    "tests/test_readme.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    missing = [name for name in SLOW_FILES_FIRST if not (config.rootpath / name).is_file()]
+    if missing:  # a renamed file would silently lose its place
+        raise pytest.UsageError(f"conftest.SLOW_FILES_FIRST names missing files: {missing}")
+    rank = {name: place for place, name in enumerate(SLOW_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     """``@pytest.mark.anyio`` tests run on asyncio, the loop uvicorn and Ray Serve use."""
