@@ -13,10 +13,11 @@ from tiankong.errors import BadOptionError
 
 def softmax(logits: np.ndarray) -> np.ndarray:
     """Row-wise softmax in float32, as transformers' pipeline computes it, with each row's sum
-    taken in float64. numpy's float32 ``exp`` is vectorised where its float64 one is not: a
-    21,128-entry row took 0.25 ms in float64 and 0.12 ms this way on a 2-core AVX2 server (0.49
-    and 0.12 ms a row in a batch of 20). A probability under float32's smallest (about 1e-45:
-    a logit over 100 below the row's best) reads 0; the search paths clamp logs at 1e-300."""
+    taken in float64. numpy's float32 ``exp`` is about twice as fast as its float64 one, and no
+    float64 copy of the row is made: a 21,128-entry row took 0.25 ms in float64 and 0.12 ms
+    this way on a 2-core AVX2 server (0.49 and 0.12 ms a row in a batch of 20). A probability
+    under float32's smallest (about 1e-45: a logit over 100 below the row's best) reads 0; the
+    search paths clamp logs at 1e-300."""
     logits = np.asarray(logits, dtype=np.float32)
     exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
     exp /= exp.sum(axis=-1, keepdims=True, dtype=np.float64).astype(np.float32)
