@@ -18,9 +18,7 @@ import importlib.metadata
 import json
 import lzma
 import os
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.engines.openvino_engine import HINTS, OpenVinoEngine, has_openvino
 from tiankong.export.export_cache import ensure_export
 from tiankong.export.int8_recipe import cpu_flags, cpu_has_bf16, cpu_kind
+from tiankong.export.precision_choice import time_in_turns
 from tiankong.export.quality_guard import GuardReference
 from tiankong.model_sources import resolve_model
 
@@ -111,19 +110,6 @@ def batches(encoder: TextEncoder, texts: list[str], size: int) -> list[EncodedBa
     ]
 
 
-def time_engines(engines: dict[str, Engine], batch: EncodedBatch, rounds: int) -> dict[str, float]:
-    """Median milliseconds per call, the engines taking turns each round."""
-    for engine in engines.values():
-        engine.mask_logits(batch)
-    samples: dict[str, list[float]] = {name: [] for name in engines}
-    for _ in range(rounds):
-        for name, engine in engines.items():
-            started = time.perf_counter()
-            engine.mask_logits(batch)
-            samples[name].append(1000 * (time.perf_counter() - started))
-    return {name: statistics.median(values) for name, values in samples.items()}
-
-
 def make_engines(
     model_key: str, threads: int, nncf: bool
 ) -> tuple[dict[str, Engine], dict[str, str], Path, TextEncoder]:
@@ -168,7 +154,7 @@ def measure(model_key: str, threads: int, nncf: bool) -> dict[str, Any]:
     agreement = {name: guard.compare(engine) for name, engine in engines.items()}
     texts = [sentence(index) for index in range(16)]
     speed = {
-        size: time_engines(engines, batches(encoder, texts[:size], size)[0], ROUNDS[size])
+        size: time_in_turns(engines, batches(encoder, texts[:size], size)[0], ROUNDS[size])
         for size in ROUNDS
     }
     rows = [
