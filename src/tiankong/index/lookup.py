@@ -96,6 +96,9 @@ class BlankLookup:
             [SEPARATOR, *(i for t, i in vocab.items() if t.startswith("[") and t.endswith("]"))]
         )
         self.han_ids = frozenset(i for t, i in vocab.items() if len(t) == 1 and is_han(t))
+        # the stop ids as a table over every token id the index holds, for whole-array checks
+        self.is_stop = np.zeros(max(len(vocab), max(self.stop_ids) + 1), dtype=bool)
+        self.is_stop[list(self.stop_ids)] = True
 
     def han_in(self, *parts: Sequence[int]) -> int:
         """How many of the tokens in ``parts`` are Han characters."""
@@ -161,7 +164,7 @@ class BlankLookup:
             return None
         offsets = np.arange(fill_length)
         fills = np.asarray(self.tokens[starts[:, None] + offsets[None, :]]).astype(np.int64)
-        keep = ~np.isin(fills, list(self.stop_ids)).any(axis=1)
+        keep = ~self.is_stop[fills].any(axis=1)
         starts, fills = starts[keep], fills[keep]
         if len(starts) == 0:
             return None
@@ -171,14 +174,13 @@ class BlankLookup:
         best = int(total.max())
         if best == 0:
             return None
-        # Among contexts of the best total length, the one with the most occurrences.
-        candidates = Counter(
-            (int(a), int(b))
-            for a, b, t in zip(left_match, right_match, total, strict=True)
-            if t == best
+        # The contexts (a, b) of the best total length; ties go to the one with more Han
+        # characters (what the evidence rule counts: a punctuation mark is weak context), then
+        # to more occurrences.
+        at_best = total == best
+        candidates = set(
+            zip(left_match[at_best].tolist(), right_match[at_best].tolist(), strict=True)
         )
-        # Ties go to the context with more Han characters (what the evidence rule counts: a
-        # punctuation mark is weak context), then to more occurrences.
         a, b = max(
             candidates,
             key=lambda pair: (
@@ -238,8 +240,9 @@ class BlankLookup:
             return np.zeros(len(begin), dtype=np.int64)
         offsets = np.arange(len(context)) * step
         where = np.clip(begin[:, None] + offsets[None, :], 0, len(self.tokens) - 1)
-        equal = np.asarray(self.tokens[where]).astype(np.int64) == np.asarray(context)[None, :]
-        return np.cumprod(equal, axis=1).sum(axis=1)
+        differs = self.tokens[where] != np.asarray(context)[None, :]
+        # the first token that differs, or the whole context where none does
+        return np.where(differs.any(axis=1), differs.argmax(axis=1), len(context)).astype(np.int64)
 
     def evidence(self, match: BlankMatch, fill: Sequence[int]) -> dict[str, object] | None:
         """The per-candidate ``memory``: ``{"count", "match", "example"}``, or None when the
