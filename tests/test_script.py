@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+from tiankong.core import script
 from tiankong.core.results import FillResult, SequenceFill, TokenScore
-from tiankong.core.script import script_of, standard, written_in
+from tiankong.core.script import script_of, standard, standard_lines, written_in
 
 
 def test_traditional_text_is_converted_and_mixed_text_is_left_as_typed() -> None:
@@ -20,6 +23,16 @@ def test_variants_fold_to_the_standard_form() -> None:
     assert standard("處處聞啼鳥") == "处处闻啼鸟"
     assert standard("芸芸众生") == "芸芸众生"  # a character of its own, not a variant of 艺
     assert script_of("天涯若比隣[MASK]").simplified == "天涯若比邻[MASK]"
+
+
+def test_lines_are_converted_a_chunk_at_a_time_as_each_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lines = ["天涯若比隣", "處處聞啼鳥", "", "芸芸众生", "乾隆皇帝", "頭髮乾了", "臺灣 的 天氣"] * 3
+    monkeypatch.setattr(script, "STANDARD_CHUNK", 4)  # chunks meet inside the list
+    assert standard_lines(lines) == [standard(line) for line in lines]
+    with pytest.raises(ValueError, match="newline"):
+        standard_lines(["處處\n聞啼鳥"])
 
 
 def test_answers_are_written_back_in_the_users_script() -> None:

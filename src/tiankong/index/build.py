@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from tiankong.core.script import normaliser_key, standard
+from tiankong.core.script import normaliser_key, standard_lines
 from tiankong.errors import IndexInputError
 from tiankong.index.sources import file_sha256, read_passages
 from tiankong.index.store import (
@@ -82,7 +82,7 @@ def build_index(
                     "characters": sum(map(len, read)),
                 }
             )
-            passages += map(standard, read)  # the index's one text normaliser (core/script.py)
+            passages += standard_lines(read)  # the index's one text normaliser (core/script.py)
             bar.advance(task)
         ids, starts = encode_all(passages, tokenizer, bar)
         task = bar.add_task("suffix array", total=2)
