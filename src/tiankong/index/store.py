@@ -167,25 +167,32 @@ class CorpusIndex:
         return self.token_bytes[start : start + 2 * length]
 
     def search(self, pattern: Sequence[int]) -> SearchRange:
-        """The suffix-array rows starting with ``pattern``: two binary searches within the rows
-        of its first token, each step one packed row and one slice of the tokens, inlined."""
+        """The suffix-array rows starting with ``pattern``: the rows of its first token (one
+        token: all of them), then two binary searches within those, each step one packed row
+        and one slice of the tokens, inlined. The second starts from what the first learnt: no
+        row at or after a row whose prefix is above ``pattern`` can match."""
         if not len(pattern) or not 0 <= int(pattern[0]) < len(self.buckets) - 1:
             return SearchRange(0, 0)
+        low, end = int(self.buckets[int(pattern[0])]), int(self.buckets[int(pattern[0]) + 1])
+        if len(pattern) == 1:
+            return SearchRange(low, end)
         key = np.asarray(pattern, dtype=TOKEN_DTYPE).tobytes()
         width = len(key)
         tokens, packed, bits, mask = self.token_bytes, self.row_bytes, self.bits, self.mask
         unpack = _WORD.unpack_from
-        low, end = self.buckets[int(pattern[0])], self.buckets[int(pattern[0]) + 1]
-        high = end
+        high = above = end
         while low < high:  # first row >= key
             middle = (low + high) // 2
             bit = middle * bits
             start = 2 * ((unpack(packed, bit >> 3)[0] >> (bit & 7)) & mask)
-            if tokens[start : start + width] < key:
+            prefix = tokens[start : start + width]
+            if prefix < key:
                 low = middle + 1
             else:
                 high = middle
-        first, high = low, end
+                if prefix != key:
+                    above = middle
+        first, high = low, above
         while low < high:  # first row whose prefix > key
             middle = (low + high) // 2
             bit = middle * bits
