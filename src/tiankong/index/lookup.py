@@ -158,7 +158,8 @@ class BlankLookup:
         right = clean_context(right, self.stop_ids, from_end=False)
         left_hits, left_length, left_exact = self.side_occurrences(left, from_end=True)
         right_hits, right_length, right_exact = self.side_occurrences(right, from_end=False)
-        starts = np.unique(np.concatenate([left_hits + left_length, right_hits - fill_length]))
+        starts = np.sort(np.concatenate([left_hits + left_length, right_hits - fill_length]))
+        starts = starts[np.append(True, starts[1:] != starts[:-1])[: len(starts)]]  # np.unique
         starts = starts[(starts > 0) & (starts + fill_length < len(self.tokens))]
         if len(starts) == 0:
             return None
@@ -199,10 +200,8 @@ class BlankLookup:
         # The next shorter context: drop the outer token of the longer side (left on a tie).
         shorter_a, shorter_b = (a - 1, b) if a >= b else (a, b - 1)
         wider = (left_match >= shorter_a) & (right_match >= shorter_b)
-        backoff: Counter[tuple[int, ...]] = Counter()
-        for fill in map(tuple, fills[wider].tolist()):
-            if fill in counts:
-                backoff[fill] += 1
+        seen = Counter(map(tuple, fills[wider].tolist()))
+        backoff = {fill: n for fill, n in seen.items() if fill in counts}
         matched_left = tuple(left[len(left) - a :]) if a else ()
         return BlankMatch(
             left=matched_left,
@@ -210,7 +209,7 @@ class BlankLookup:
             fills=dict(counts),
             positions=positions,
             exact=bool(exact),
-            backoff=dict(backoff),
+            backoff=backoff,
             context_han=self.han_in(matched_left, right[:b]),
             whole=a == len(left) and b == len(right),
             sides=self.sides(left, right, a, b),
@@ -235,14 +234,25 @@ class BlankLookup:
         return held(left, a, passage_ends[0]), held(right, b, passage_ends[1])
 
     def match_lengths(self, begin: np.ndarray, context: Sequence[int], step: int) -> np.ndarray:
-        """How many tokens of ``context`` the corpus repeats from ``begin`` on, going ``step``."""
-        if not context:
-            return np.zeros(len(begin), dtype=np.int64)
-        offsets = np.arange(len(context)) * step
-        where = np.clip(begin[:, None] + offsets[None, :], 0, len(self.tokens) - 1)
-        differs = self.tokens[where] != np.asarray(context)[None, :]
-        # the first token that differs, or the whole context where none does
-        return np.where(differs.any(axis=1), differs.argmax(axis=1), len(context)).astype(np.int64)
+        """How many tokens of ``context`` the corpus repeats from ``begin`` on, going ``step``.
+
+        Compared in blocks of 4, 8, 16... tokens, each only for the positions that matched all
+        of the blocks before: most stop within the first few tokens."""
+        lengths = np.zeros(len(begin), dtype=np.int64)
+        wanted = np.asarray(context, dtype=np.int64)
+        active = np.arange(len(begin))
+        done, block, last = 0, 4, len(self.tokens) - 1
+        while active.size and done < len(wanted):
+            width = min(block, len(wanted) - done)
+            offsets = np.arange(done, done + width) * step
+            where = np.clip(begin[active, None] + offsets[None, :], 0, last)
+            differs = self.tokens[where] != wanted[None, done : done + width]
+            stopped = differs.any(axis=1)
+            lengths[active] = done + np.where(stopped, differs.argmax(axis=1), width)
+            active = active[~stopped]
+            done += width
+            block *= 2
+        return lengths
 
     def evidence(self, match: BlankMatch, fill: Sequence[int]) -> dict[str, object] | None:
         """The per-candidate ``memory``: ``{"count", "match", "example"}``, or None when the
