@@ -2,8 +2,9 @@
 # The README's first-start figures: clone this repository's HEAD into a new folder, run
 # `bash scripts/serve.sh` there with an empty cache (a new XDG_CACHE_HOME), and time it to the
 # first 200 from GET /ready; then the .venv's and the cache's sizes, and a restart's time.
-# pip's own cache lives under XDG_CACHE_HOME too, so it starts empty as well; wheels may still
-# come from a local wheel folder or mirror that the machine's pip config names.
+# uv (setup.sh's installer, itself installed there) and its package cache live under
+# XDG_CACHE_HOME too, so they start empty as well; wheels may still come from a local wheel
+# folder or mirror that the machine's pip config names.
 #
 #   bash scripts/time_first_start.sh [WORK_DIR] [PORT]     # default: a new temp dir, a free port
 set -euo pipefail
