@@ -5,8 +5,9 @@
 #            torch, Ray or test tools; the bundled model ships its FP32 ONNX graph, so its first
 #            start quantizes that with ONNX Runtime and needs no torch.
 #   --full   (the default; scripts/test.sh) requirements-lock.txt, everything: torch first, at
-#            its locked version from the CPU wheel index (TORCH_INDEX_URL), because PyPI's Linux
-#            torch is the multi-GB CUDA build; then the rest of the lock.
+#            its locked CPU build, from where the machine's pip config points (a local wheel
+#            folder or mirror) or else from the CPU wheel index (TORCH_INDEX_URL), because PyPI's
+#            Linux torch is the multi-GB CUDA build; then the rest of the lock.
 # Each lock is the whole closure, so it is installed --no-deps; then tiankong itself, editable,
 # --no-deps, and `pip check`. uv installs them (a pinned copy, kept in the user cache): 161
 # packages in about 20 s from an empty cache on 2 cores, where pip took about 95 s. It is given
@@ -64,26 +65,29 @@ if [ ! -x "$uv" ]; then
   if ! "$PYTHON" -m pip install --quiet --disable-pip-version-check --target "$uv_home" \
     "$UV_PIN" 2>/dev/null; then
     boot=$(mktemp -d)
-    "$PYTHON" -m venv "$boot"
-    "$boot/bin/python" -m pip install --quiet --disable-pip-version-check --target "$uv_home" \
-      "$UV_PIN"
+    if ! { "$PYTHON" -m venv "$boot" && "$boot/bin/python" -m pip install --quiet \
+      --disable-pip-version-check --target "$uv_home" "$UV_PIN"; }; then
+      rm -rf "$boot"
+      say "could not install $UV_PIN with $PYTHON's pip or a venv's (see above); on Debian," \
+        "apt-get install python3-venv"
+      exit 1
+    fi
     rm -rf "$boot"
   fi
 fi
-# What the machine's pip config and PIP_* variables name (an index, extra indexes, wheel
-# folders), for uv, which doesn't read them; pip picks the best version over all of them, and so
-# does uv with unsafe-best-match.
-sources=(--index-strategy unsafe-best-match)
-while IFS= read -r line; do
-  value=${line#*=}
-  value=${value#\'}
-  value=${value%\'}
-  case ${line%%=*} in
-    *.find-links) for one in $value; do sources+=(--find-links "$one"); done ;;
-    *.index-url) sources+=(--index-url "$value") ;;
-    *.extra-index-url) for one in $value; do sources+=(--extra-index-url "$one"); done ;;
-  esac
-done < <("$PYTHON" -m pip config list 2>/dev/null || true)
+# Where the machine's pip installs from (its config and PIP_* variables: indexes, wheel folders,
+# no-index, trusted hosts, a CA bundle), as uv options: scripts/uv_sources.py.
+sources=()
+while IFS= read -r -d '' argument; do
+  if [ "${pending:-}" = --cert ]; then
+    export SSL_CERT_FILE=$argument # uv's variable for pip's cert
+    pending=
+  elif [ "$argument" = --cert ]; then
+    pending=--cert
+  else
+    sources+=("$argument")
+  fi
+done < <("$PYTHON" scripts/uv_sources.py)
 # uv's summary lines ("Resolved", "Prepared 160 packages in 13.4s", "Installed ...") pass
 # through; its line per package ("+ name==version") does not. Its exit status is kept.
 uv_install() {
