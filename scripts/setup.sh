@@ -9,12 +9,12 @@
 #            folder or mirror) or else from the CPU wheel index (TORCH_INDEX_URL), because PyPI's
 #            Linux torch is the multi-GB CUDA build; then the rest of the lock.
 # Each lock is the whole closure, so it is installed --no-deps; then tiankong itself, editable,
-# --no-deps, and `pip check`. uv installs them (a pinned copy, kept in the user cache): 161
-# packages in about 20 s from an empty cache on 2 cores, where pip took about 95 s. It is given
-# the indexes and wheel folders that the machine's pip config names, so a mirror set up for pip
-# is used as pip would use it. Then, for the bundled model, its INT8 export (quantized from the
-# shipped FP32 graph and checked by the INT8 guard) and its corpus index are made once in the
-# user cache, so the first request doesn't pay for them.
+# --no-deps, and `pip check`. uv installs them (a pinned copy, kept in the user cache): the
+# full set's 161 packages in 23 s from an empty cache on 2 cores, where pip took about 98 s.
+# It is given the indexes and wheel folders that the machine's pip config names, so a mirror set
+# up for pip is used as pip would use it. Then, for the bundled model, its INT8 export (quantized
+# from the shipped FP32 graph and checked by the INT8 guard) and its corpus index are made once
+# in the user cache, so the first request doesn't pay for them.
 # Nothing is installed again while .venv holds the set asked for (or the full set) and
 # pyproject.toml, the locks and this script are unchanged (their hash is kept in
 # .venv/tiankong-setup.stamp), so a rerun takes a few ms; --force reinstalls anyway (say, after
