@@ -92,6 +92,8 @@ class CorpusEncoder:
         """``(ids, starts)``: SEPARATOR, then the ids of every passage each followed by
         SEPARATOR; ``starts`` says where each passage's ids begin. No passage may hold a newline.
         """
+        if not passages:
+            return np.array([SEPARATOR], dtype=TOKEN_DTYPE), np.ones(1, dtype=np.int64)
         joined = "\n".join(passages)
         code_points = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
         newline = code_points == 10
@@ -100,19 +102,25 @@ class CorpusEncoder:
         passage_of = np.cumsum(newline) - newline  # passage number of every code point
         unsafe = np.zeros(len(passages), dtype=bool)
         unsafe[passage_of[mapped == _UNSAFE]] = True
-        slow = {i: ids for i, ids in self.slow_encode(passages, np.flatnonzero(unsafe))}
-        pieces: list[np.ndarray] = [np.array([SEPARATOR], dtype=np.int64)]
-        lengths = np.zeros(len(passages), dtype=np.int64)
+        slow = dict(self.slow_encode(passages, np.flatnonzero(unsafe)))
+        # Every passage's code points, then a SEPARATOR where its newline is (and one after the
+        # last): kept where they map to a token, so a run of fast passages is one slice; only
+        # the slow passages are cut out and their tokenizer ids put in.
+        tokens = np.append(mapped, SEPARATOR)
         bounds = np.concatenate([[0], np.flatnonzero(newline) + 1, [len(code_points) + 1]])
-        for i in range(len(passages)):
-            if i in slow:
-                piece = slow[i]
-            else:
-                piece = mapped[bounds[i] : bounds[i + 1] - 1]
-                piece = piece[piece >= 0]
-            pieces.append(piece)
-            pieces.append(np.array([SEPARATOR], dtype=np.int64))
-            lengths[i] = len(piece) + 1
+        pieces: list[np.ndarray] = [np.array([SEPARATOR], dtype=np.int64)]
+        cursor = 0
+        for i in sorted(slow):
+            piece = tokens[cursor : bounds[i]]
+            pieces += [piece[piece >= 0], slow[i], np.array([SEPARATOR], dtype=np.int64)]
+            cursor = bounds[i + 1]
+        piece = tokens[cursor:]
+        pieces.append(piece[piece >= 0])
+        # each passage's length: its kept code points (or its slow ids), and its SEPARATOR
+        kept = (mapped >= 0) & ~newline
+        lengths = np.bincount(passage_of[kept], minlength=len(passages)) + 1
+        for i, ids in slow.items():
+            lengths[i] = len(ids) + 1
         ids = np.concatenate(pieces).astype(TOKEN_DTYPE)
         starts = 1 + np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         return ids, starts
