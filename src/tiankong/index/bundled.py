@@ -1,7 +1,7 @@
 """The bundled index: shipped xz text, built on first use into the user cache.
 
 The package ships the MIT-licensed text (src/tiankong/bundled/corpus/, ~25 MB) rather than the
-index (115 MB). The index is built once (15 s on a quiet 2-core AVX-512 machine, 22-25 s on an
+index (115 MB). The index is built once (15 s on a quiet 2-core AVX-512 machine, 18.5 s on an
 AVX2-only one), with a progress
 bar, into
 ``<user cache>/tiankong/index/bundled-<key>``, where the key hashes the shipped files, the
@@ -61,7 +61,7 @@ def ensure_bundled_index(progress: bool = True, cache_dir: Path | None = None) -
         if progress:  # the first use: say why this one run takes longer
             print(
                 f"tiankong: building the bundled corpus index once into {folder} "
-                "(15-25 s on 2 cores, 115 MB; later runs open it at once)",
+                "(about 20 s on 2 cores, 115 MB; later runs open it at once)",
                 file=sys.stderr,
             )
         build_index(
