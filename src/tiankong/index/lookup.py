@@ -96,8 +96,10 @@ class BlankLookup:
             [SEPARATOR, *(i for t, i in vocab.items() if t.startswith("[") and t.endswith("]"))]
         )
         self.han_ids = frozenset(i for t, i in vocab.items() if len(t) == 1 and is_han(t))
-        # the stop ids as a table over every token id the index holds, for whole-array checks
-        self.is_stop = np.zeros(max(len(vocab), max(self.stop_ids) + 1), dtype=bool)
+        # the stop ids as a table over every id the index's token type can hold (an index of
+        # another tokenizer is refused on open, but a fill is never out of the table's range)
+        held = np.iinfo(self.tokens.dtype).max + 1
+        self.is_stop = np.zeros(max(held, len(vocab), max(self.stop_ids) + 1), dtype=bool)
         self.is_stop[list(self.stop_ids)] = True
 
     def han_in(self, *parts: Sequence[int]) -> int:
