@@ -36,7 +36,7 @@ def export_step(settings: Settings) -> str:
     steps = "unpacking the shipped FP32 graph"
     if precision == "int8":
         steps += ", quantizing it with ONNX Runtime, the INT8 guard"
-    say(f"export: {model.name} to ONNX {precision.upper()} ({steps}; made once, 10-15 s on 2 cores)")
+    say(f"export: {model.name} to ONNX {precision.upper()} ({steps}; made once, 10-15 s)")
     export = ensure_export(model, precision, settings)
     seconds = time.perf_counter() - started
     if precision == "int8":
