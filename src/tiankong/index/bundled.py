@@ -2,10 +2,9 @@
 
 The package ships the MIT-licensed text (src/tiankong/bundled/corpus/, ~25 MB) rather than the
 index (115 MB). The index is built once (15 s on a quiet 2-core AVX-512 machine, 18.5 s on an
-AVX2-only one), with a progress
-bar, into
-``<user cache>/tiankong/index/bundled-<key>``, where the key hashes the shipped files, the
-tokenizer and the format version, so a new release or tokenizer gets a fresh build.
+AVX2-only one), with a progress bar, into ``<user cache>/tiankong/index/bundled-<key>``, where
+the key hashes the shipped files, the tokenizer and the format version, so a new release or
+tokenizer gets a fresh build.
 
 >>> from tiankong.index.bundled import ensure_bundled_index
 >>> ensure_bundled_index()  # what scripts/setup.sh calls to pre-build  # doctest: +SKIP
