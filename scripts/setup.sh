@@ -110,8 +110,7 @@ if [ "$mode" = full ]; then
     say "packages: $torch (CPU build, about 200 MB)"
     # A CPU wheel already reachable through the machine's pip config (a local wheel folder or
     # mirror) is used as is; otherwise the CPU index is asked.
-    if ! "$uv" pip install --quiet --python .venv/bin/python --no-deps "${sources[@]}" \
-      "$torch" 2>/dev/null; then
+    if ! uv_install --quiet --no-deps "${sources[@]}" "$torch" 2>/dev/null; then
       uv_install --no-deps --index-url "$TORCH_INDEX_URL" "$torch"
     fi
   fi

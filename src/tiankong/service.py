@@ -22,6 +22,7 @@ from tiankong.core.beam_search import RowScorer
 from tiankong.core.decoding import (
     Constraints,
     allowed_token_mask,
+    any_of,
     banned_token_ids,
     ranked_candidates,
     softmax,
@@ -304,7 +305,7 @@ class FillMasker:
 
     def banned_in(self, token_ids: Sequence[int]) -> bool:
         """Whether any of ``token_ids`` is one that never appears in results."""
-        return bool(np.isin(np.asarray(token_ids), self.banned).any())
+        return any_of(token_ids, self.banned)
 
 
 def run_jobs(masker: FillMasker, jobs: Sequence[EngineJob]) -> list[Any]:
