@@ -26,6 +26,9 @@ def test_top_indices_equals_a_full_sort(size: int, k: int) -> None:
     peaked = np.zeros(size)  # the fake engine's shape: three peaks on a flat floor
     peaked[rng.integers(0, size, 3)] = [8.0, 6.0, 4.0]
     rows.append(peaked)
+    late = peaked.copy()  # the floor's first entries far from the row's start: found piece by piece
+    late[: size // 2] = -1.0
+    rows.append(late)
     for row in rows:
         assert top_indices(row, k) == reference(row, k)
 
