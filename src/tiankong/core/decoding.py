@@ -20,7 +20,8 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     under float32's smallest (about 1e-45: a logit over 100 below the row's best) reads 0; the
     search paths clamp logs at 1e-300."""
     logits = np.asarray(logits, dtype=np.float32)
-    exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    exp = logits - logits.max(axis=-1, keepdims=True)
+    np.exp(exp, out=exp)  # in place: one row-sized array per call, not two
     exp /= exp.sum(axis=-1, keepdims=True, dtype=np.float64).astype(np.float32)
     return exp
 
