@@ -13,7 +13,12 @@ import pytest
 
 from tiankong.reliability.client import Outcome, closed_loop
 from tiankong.reliability.server import Sample
-from tiankong.reliability.stats import recovery_time_s, summarize, windows
+from tiankong.reliability.stats import (
+    recovery_threshold_ms,
+    recovery_time_s,
+    summarize,
+    windows,
+)
 from tiankong.reliability.suites import SoakPlan, resource_trend
 
 pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray or export workers
@@ -97,6 +102,15 @@ def test_recovery_needs_three_calm_windows_in_a_row() -> None:
     assert [p50 for _, p50, _ in series] == latencies
     assert recovery_time_s(series, threshold_ms=20) == 3.0
     assert recovery_time_s(series, threshold_ms=5) is None
+
+
+def test_the_recovery_threshold_allows_the_normal_phase_own_slowest_window() -> None:
+    quiet = [(0.0, 10.0, 100), (1.0, 11.0, 100), (2.0, 10.0, 98)]
+    assert recovery_threshold_ms(10.0, quiet) == 16.0  # 1.5x + 1 ms: no window was slower
+    shared = [(0.0, 10.0, 100), (1.0, 31.0, 60), (2.0, 9.0, 100), (3.0, 500.0, 3)]
+    # a neighbour slowed one window to 31 ms; the last window, cut short, holds 3 requests
+    assert recovery_threshold_ms(10.0, shared) == 31.0
+    assert recovery_threshold_ms(None, []) == 1.0
 
 
 def test_resource_trend_flags_growth_after_the_warm_up() -> None:

@@ -57,6 +57,27 @@ def windows(
     ]
 
 
+def recovery_threshold_ms(
+    baseline_p50_ms: float | None, normal_series: list[tuple[float, float | None, int]]
+) -> float:
+    """The p50 a window may have and count as "back to normal": 1.5x the normal phase's p50
+    + 1 ms, or its slowest window's p50 where that was higher (on a shared machine another
+    program's load moves one window's p50 more than half again; a server that has not
+    recovered stays far above both)."""
+    return max((baseline_p50_ms or 0.0) * 1.5 + 1.0, slowest_window_ms(normal_series) or 0.0)
+
+
+def slowest_window_ms(series: list[tuple[float, float | None, int]]) -> float | None:
+    """The highest p50 among the windows that hold at least half the median window's requests
+    (a window cut short by the phase's end holds a few, and one slow request would be its
+    p50)."""
+    counts = sorted(count for _, p50, count in series if p50 is not None)
+    if not counts:
+        return None
+    enough = counts[len(counts) // 2] / 2
+    return max(p50 for _, p50, count in series if p50 is not None and count >= enough)
+
+
 def recovery_time_s(
     series: list[tuple[float, float | None, int]], threshold_ms: float, steady: int = 3
 ) -> float | None:

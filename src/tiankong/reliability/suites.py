@@ -30,7 +30,13 @@ from typing import Any
 from tiankong.core.text import BLANK, MASK
 from tiankong.reliability.client import Outcome, closed_loop, post, predict_requests
 from tiankong.reliability.server import ProcessSampler, Sample, ServerUnderTest, ready
-from tiankong.reliability.stats import recovery_time_s, summarize, windows
+from tiankong.reliability.stats import (
+    recovery_threshold_ms,
+    recovery_time_s,
+    slowest_window_ms,
+    summarize,
+    windows,
+)
 
 
 @dataclass(frozen=True)
@@ -132,8 +138,10 @@ async def load_phases(
 ) -> dict[str, Any]:
     requests = predict_requests(texts, server.host)
     await timed_loop(server, requests, plan.normal_concurrency, plan.warmup_s)
+    normal_start = time.monotonic()
     normal, normal_s = await timed_loop(server, requests, plan.normal_concurrency, plan.normal_s)
     baseline = summarize(normal, normal_s)
+    normal_series = windows(normal, normal_start, plan.window_s)
 
     overload_end = time.monotonic() + plan.overload_s
 
@@ -146,7 +154,7 @@ async def load_phases(
         timed_loop(server, requests, plan.overload_concurrency, plan.overload_s), recovery()
     )
     series = windows(recovered, overload_end, plan.window_s)
-    threshold_ms = (baseline["p50_ms"] or 0.0) * 1.5 + 1.0
+    threshold_ms = recovery_threshold_ms(baseline["p50_ms"], normal_series)
     recovery_s = recovery_time_s(series, threshold_ms)
     overloaded = summarize(overload, overload_s)
     still_ready = ready(server.host, server.port)
@@ -169,6 +177,7 @@ async def load_phases(
         "overload": overloaded,
         "recovery": {
             "threshold_p50_ms": round(threshold_ms, 2),
+            "normal_slowest_window_p50_ms": slowest_window_ms(normal_series),
             "recovered_after_s": recovery_s,
             "windows": [
                 {"at_s": at, "p50_ms": p50, "requests": count} for at, p50, count in series
