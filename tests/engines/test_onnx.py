@@ -243,6 +243,30 @@ def test_auto_where_the_cache_is_read_only_says_the_guard_alone_decided(
     )
 
 
+def test_auto_on_a_model_that_cannot_export_fails_after_one_build(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model whose export fails (corrupt weights, no torch) is not built a second time by
+    the guard-only path, which is for a cache that can't keep the choice: the one sentence
+    comes after one build, not two (a truncated checkpoint took 17.5 s to report, 11 s now)."""
+    from tiankong.engines import create_engine
+    from tiankong.errors import ModelUnavailableError
+    from tiankong.export import export_worker
+
+    builds: list[str] = []
+
+    def failing_build(request: export_worker.BuildRequest) -> None:
+        builds.append(request.model_name)
+        raise ModelUnavailableError("The model weights could not be loaded for export.")
+
+    monkeypatch.setattr(export_worker, "build_in_worker", failing_build)
+    settings = onnx_settings(tmp_path / "cache", precision="auto")
+    model = resolve_model(str(tiny_model_dir))
+    with pytest.raises(ModelUnavailableError, match="could not be loaded for export"):
+        create_engine(model, settings, 0, ensure_export)
+    assert len(builds) == 1
+
+
 def test_auto_falls_back_to_fp32_below_threshold(
     tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +74,10 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
     try:
         choice: dict[str, Any] = find_export(model, "auto", settings).choice
     except (OSError, ModelUnavailableError) as error:  # e.g. a read-only container's cache
+        if not isinstance(error, OSError) and cache_writable(settings):
+            # the model itself failed to export (corrupt weights, no torch): the guard-only
+            # path would build the same export again and fail the same way, seconds later
+            raise
         choice = guard_only_choice(model, settings, find_export, error)
     engine: Engine
     if choice["engine"] == "openvino":
@@ -87,6 +92,17 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
         engine = onnx
     log.info("%s", choice_line(model.name, choice))
     return engine
+
+
+def cache_writable(settings: Settings) -> bool:
+    """Whether the export cache folder (or, before it exists, the nearest folder above it) can
+    take new entries."""
+    from tiankong.export.export_cache import cache_root
+
+    folder = cache_root(settings)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return os.access(folder, os.W_OK)
 
 
 def guard_only_choice(
