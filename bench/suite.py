@@ -462,7 +462,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         model_cache=args.model_cache,
         c1_requests=args.c1_requests or (10 if quick else 200),
         c1_max_s=5.0 if quick else 30.0,
-        c20_duration_s=args.duration or (2.0 if quick else 20.0),
+        c20_duration_s=args.duration or (1.0 if quick else 20.0),
         concurrency=20,
         offline_sentences=args.offline_sentences or (50 if quick else 2000),
         offline_chunk=32,
