@@ -5,14 +5,13 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import logging
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tiankong.config import Settings
 from tiankong.core.models import ResolvedModel
 from tiankong.engines.base import EncodedBatch, Engine, pad_batch
-from tiankong.errors import BadOptionError, ModelUnavailableError
+from tiankong.errors import BadOptionError
 
 if TYPE_CHECKING:
     from tiankong.engines.onnx_engine import FindExport
@@ -73,11 +72,10 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
 
     try:
         choice: dict[str, Any] = find_export(model, "auto", settings).choice
-    except (OSError, ModelUnavailableError) as error:  # e.g. a read-only container's cache
-        if not isinstance(error, OSError) and cache_writable(settings):
-            # the model itself failed to export (corrupt weights, no torch): the guard-only
-            # path would build the same export again and fail the same way, seconds later
-            raise
+    except OSError as error:  # e.g. a read-only container's cache: no lock, no new entry
+        # Not a ModelUnavailableError: that is the model failing to export (corrupt weights,
+        # no torch), and the guard-only path would build the same export again and fail the
+        # same way, seconds later. A cache folder that can't be made fails the same way too.
         choice = guard_only_choice(model, settings, find_export, error)
     engine: Engine
     if choice["engine"] == "openvino":
@@ -94,24 +92,13 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
     return engine
 
 
-def cache_writable(settings: Settings) -> bool:
-    """Whether the export cache folder (or, before it exists, the nearest folder above it) can
-    take new entries."""
-    from tiankong.export.export_cache import cache_root
-
-    folder = cache_root(settings)
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    return os.access(folder, os.W_OK)
-
-
 def guard_only_choice(
-    model: ResolvedModel, settings: Settings, find_export: FindExport, error: Exception
+    model: ResolvedModel, settings: Settings, find_export: FindExport, error: OSError
 ) -> dict[str, Any]:
     """When the choice can't be measured and kept (a read-only export cache, as in
     ``docker run --read-only``), the INT8 guard alone decides, as before measurement existed:
     INT8 when its export passed, else FP32; the line says so and why."""
-    why = error.strerror if isinstance(error, OSError) else getattr(error, "message", "")
+    why = error.strerror
     from tiankong.engines.onnx_engine import served_precision
 
     passed = bool(find_export(model, "int8", settings).quality.get("passed"))
