@@ -16,6 +16,7 @@ from tiankong.reliability.server import Sample
 from tiankong.reliability.stats import (
     recovery_threshold_ms,
     recovery_time_s,
+    slowest_window_ms,
     summarize,
     windows,
 )
@@ -106,11 +107,13 @@ def test_recovery_needs_three_calm_windows_in_a_row() -> None:
 
 def test_the_recovery_threshold_allows_the_normal_phase_own_slowest_window() -> None:
     quiet = [(0.0, 10.0, 100), (1.0, 11.0, 100), (2.0, 10.0, 98)]
-    assert recovery_threshold_ms(10.0, quiet) == 16.0  # 1.5x + 1 ms: no window was slower
+    assert slowest_window_ms(quiet) == 11.0
+    assert recovery_threshold_ms(10.0, slowest_window_ms(quiet)) == 16.0  # 1.5x + 1 ms
     shared = [(0.0, 10.0, 100), (1.0, 31.0, 60), (2.0, 9.0, 100), (3.0, 500.0, 3)]
     # a neighbour slowed one window to 31 ms; the last window, cut short, holds 3 requests
-    assert recovery_threshold_ms(10.0, shared) == 31.0
-    assert recovery_threshold_ms(None, []) == 1.0
+    assert slowest_window_ms(shared) == 31.0
+    assert recovery_threshold_ms(10.0, slowest_window_ms(shared)) == 31.0
+    assert slowest_window_ms([]) is None and recovery_threshold_ms(None, None) == 1.0
 
 
 def test_resource_trend_flags_growth_after_the_warm_up() -> None:

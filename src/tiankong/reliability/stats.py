@@ -57,14 +57,12 @@ def windows(
     ]
 
 
-def recovery_threshold_ms(
-    baseline_p50_ms: float | None, normal_series: list[tuple[float, float | None, int]]
-) -> float:
+def recovery_threshold_ms(baseline_p50_ms: float | None, slowest_normal_ms: float | None) -> float:
     """The p50 a window may have and count as "back to normal": 1.5x the normal phase's p50
-    + 1 ms, or its slowest window's p50 where that was higher (on a shared machine another
-    program's load moves one window's p50 more than half again; a server that has not
-    recovered stays far above both)."""
-    return max((baseline_p50_ms or 0.0) * 1.5 + 1.0, slowest_window_ms(normal_series) or 0.0)
+    + 1 ms, or its slowest window's p50 (``slowest_window_ms``) where that was higher (on a
+    shared machine another program's load moves one window's p50 more than half again; a
+    server that has not recovered stays far above both)."""
+    return max((baseline_p50_ms or 0.0) * 1.5 + 1.0, slowest_normal_ms or 0.0)
 
 
 def slowest_window_ms(series: list[tuple[float, float | None, int]]) -> float | None:

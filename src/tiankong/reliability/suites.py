@@ -141,7 +141,7 @@ async def load_phases(
     normal_start = time.monotonic()
     normal, normal_s = await timed_loop(server, requests, plan.normal_concurrency, plan.normal_s)
     baseline = summarize(normal, normal_s)
-    normal_series = windows(normal, normal_start, plan.window_s)
+    slowest_normal_ms = slowest_window_ms(windows(normal, normal_start, plan.window_s))
 
     overload_end = time.monotonic() + plan.overload_s
 
@@ -154,7 +154,7 @@ async def load_phases(
         timed_loop(server, requests, plan.overload_concurrency, plan.overload_s), recovery()
     )
     series = windows(recovered, overload_end, plan.window_s)
-    threshold_ms = recovery_threshold_ms(baseline["p50_ms"], normal_series)
+    threshold_ms = recovery_threshold_ms(baseline["p50_ms"], slowest_normal_ms)
     recovery_s = recovery_time_s(series, threshold_ms)
     overloaded = summarize(overload, overload_s)
     still_ready = ready(server.host, server.port)
@@ -177,7 +177,7 @@ async def load_phases(
         "overload": overloaded,
         "recovery": {
             "threshold_p50_ms": round(threshold_ms, 2),
-            "normal_slowest_window_p50_ms": slowest_window_ms(normal_series),
+            "normal_slowest_window_p50_ms": slowest_normal_ms,
             "recovered_after_s": recovery_s,
             "windows": [
                 {"at_s": at, "p50_ms": p50, "requests": count} for at, p50, count in series
