@@ -215,9 +215,6 @@ class FillMasker:
                 self.encoder.pad_id,
             )
             probabilities = softmax(self.engine.mask_logits(batch))
-            if len(batch.input_ids) == 1:  # a lone row: its masks are the whole array
-                results.append(probabilities)
-                continue
             splits = np.cumsum([len(item) for item in asked[start : start + chunk]])[:-1]
             results += np.split(probabilities, splits)
         return results
