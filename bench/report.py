@@ -1,6 +1,6 @@
 """From raw measurements to ``latest.json``, ``latest.md`` and ``latest.png``: the roofline
-percentages, the ratios against the best peer and the pipeline, and issue 13's goals, each
-computed in this run and printed met or missed."""
+percentages, the ratios against the best peer and the pipeline, and issues 13's and 23's goals,
+each computed in this run and printed met or missed."""
 
 from __future__ import annotations
 
@@ -16,6 +16,14 @@ GOAL_OVERHEAD = 1.3  # tiankong serve --engine fake over the bare-FastAPI floor,
 GOAL_RSS_VS_PIPELINE = 0.5
 GOAL_INT8_ROOFLINE_PCT = 60.0  # batched INT8 throughput as a share of the INT8 roofline (aim)
 GOAL_INT8_AGREEMENT = 0.98
+
+# Issue 23's goals: tiankong's default settings (tiankong-auto), not its best row, against the
+# best peer; the serving cost against the floor at both loads; the index's cost at c=1.
+GOAL23_C1_VS_BEST_PEER = 0.8
+GOAL23_C20_VS_BEST_PEER = {"bundled": 1.5}  # other models: GOAL_C20_VS_BEST_PEER
+GOAL23_OVERHEAD_C1 = 2.0  # tiankong-fake c=1 p50 at most this times the floor's
+GOAL23_OVERHEAD_C20 = 0.5  # tiankong-fake c=20 rate at least this times the floor's
+GOAL23_INDEX_C1 = 1.25  # tiankong-auto-index c=1 p50 at most this times tiankong-auto's (bundled)
 
 
 def limit_ms(model: dict[str, Any], peaks: dict[str, Any], precision: str) -> float | None:
@@ -207,12 +215,105 @@ def model_goals(model: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def served_agreement(row: dict[str, Any]) -> float | None:
+    """Top-1 agreement with FP32 of what a tiankong server serves (its /info): the chosen
+    candidate's under ``--precision auto``, the INT8 guard's for INT8, 1.0 for ONNX FP32."""
+    server = row.get("server") or {}
+    quality = server.get("quality") or {}
+    choice = quality.get("choice") or {}
+    for candidate in choice.get("candidates", []):
+        if [candidate["engine"], candidate["precision"]] == [choice["engine"], choice["precision"]]:
+            return float(candidate["top1_agreement"])
+    if server.get("precision") == "int8" and "top1_agreement" in quality:
+        return float(quality["top1_agreement"])
+    return 1.0 if server.get("precision") == "fp32" else None
+
+
+def issue23_goals(model: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 23's goals on one model: the defaults (tiankong-auto) against the best peer, the
+    agreement of what they serve, the fake engine against the floor, and the index's cost."""
+    key = model["key"]
+    rows = {row["key"]: row for row in measured(model["contenders"])}
+    best_c1, best_c20 = best_peers(list(rows.values()))
+    auto = rows.get("tiankong-auto")
+    out = []
+    missing = "not measured"
+    target = f"<= {GOAL23_C1_VS_BEST_PEER}x best peer"
+    if auto and best_c1:
+        ratio = auto["c1"]["p50_ms"] / best_c1["c1"]["p50_ms"]
+        text = (
+            f"tiankong-auto {auto['c1']['p50_ms']:.2f} ms vs {best_c1['key']} "
+            f"{best_c1['c1']['p50_ms']:.2f} ms"
+        )
+        ok = ratio <= GOAL23_C1_VS_BEST_PEER
+        out.append(goal(key, "defaults, c=1 p50", target, text, ratio, ok))
+    else:
+        out.append(goal(key, "defaults, c=1 p50", target, missing, None, None))
+    wanted = GOAL23_C20_VS_BEST_PEER.get(key, GOAL_C20_VS_BEST_PEER)
+    target = f">= {wanted}x best peer, 0 errors"
+    if auto and best_c20:
+        ratio = auto["c20"]["requests_per_s"] / best_c20["c20"]["requests_per_s"]
+        errors = auto["c1"].get("errors", 0) + auto["c20"]["errors"]
+        text = (
+            f"tiankong-auto {auto['c20']['requests_per_s']:.1f} req/s ({errors} errors) vs "
+            f"{best_c20['key']} {best_c20['c20']['requests_per_s']:.1f}"
+        )
+        ok = ratio >= wanted and errors == 0
+        out.append(goal(key, "defaults, c=20 requests/s", target, text, ratio, ok))
+    else:
+        out.append(goal(key, "defaults, c=20 requests/s", target, missing, None, None))
+    target = f">= {GOAL_INT8_AGREEMENT:.0%} top-1 with FP32"
+    agreement = served_agreement(auto) if auto else None
+    if auto and agreement is not None:
+        server = auto["server"]
+        text = f"{server['engine']} {server['precision']}: {agreement:.1%}"
+        ok = agreement >= GOAL_INT8_AGREEMENT
+        out.append(goal(key, "defaults, agreement", target, text, agreement, ok))
+    else:
+        out.append(goal(key, "defaults, agreement", target, missing, None, None))
+    floor, fake = rows.get("floor"), rows.get("tiankong-fake")
+    target = f"<= {GOAL23_OVERHEAD_C1}x floor"
+    if floor and fake:
+        ratio = fake["c1"]["p50_ms"] / floor["c1"]["p50_ms"]
+        text = (
+            f"tiankong-fake {fake['c1']['p50_ms']:.2f} ms vs floor {floor['c1']['p50_ms']:.2f} ms"
+        )
+        ok = ratio <= GOAL23_OVERHEAD_C1
+        out.append(goal(key, "serving overhead, c=1 p50", target, text, ratio, ok))
+        ratio = fake["c20"]["requests_per_s"] / floor["c20"]["requests_per_s"]
+        text = (
+            f"tiankong-fake {fake['c20']['requests_per_s']:.0f} req/s vs floor "
+            f"{floor['c20']['requests_per_s']:.0f}"
+        )
+        ok = ratio >= GOAL23_OVERHEAD_C20
+        target = f">= {GOAL23_OVERHEAD_C20}x floor"
+        out.append(goal(key, "serving overhead, c=20 requests/s", target, text, ratio, ok))
+    else:
+        out.append(goal(key, "serving overhead, c=1 p50", target, missing, None, None))
+        target = f">= {GOAL23_OVERHEAD_C20}x floor"
+        out.append(goal(key, "serving overhead, c=20 requests/s", target, missing, None, None))
+    indexed = rows.get("tiankong-auto-index")
+    target = f"<= {GOAL23_INDEX_C1}x index off"
+    if auto and indexed:
+        ratio = indexed["c1"]["p50_ms"] / auto["c1"]["p50_ms"]
+        text = (
+            f"tiankong-auto-index {indexed['c1']['p50_ms']:.2f} ms vs tiankong-auto "
+            f"{auto['c1']['p50_ms']:.2f} ms"
+        )
+        out.append(goal(key, "index on, c=1 p50", target, text, ratio, ratio <= GOAL23_INDEX_C1))
+    else:
+        out.append(goal(key, "index on, c=1 p50", target, missing, None, None))
+    return out
+
+
 def goals(results: dict[str, Any]) -> dict[str, Any]:
-    rows = []
+    rows: list[dict[str, Any]] = []
+    issue23: list[dict[str, Any]] = []
     for model in results["models"]:
         if "contenders" in model:
             rows += model_goals(model)
-    return {"rows": rows, "int8_agreement": int8_agreement(results)}
+            issue23 += issue23_goals(model)
+    return {"rows": rows, "int8_agreement": int8_agreement(results), "issue23": issue23}
 
 
 def int8_agreement(results: dict[str, Any]) -> dict[str, Any]:
@@ -401,7 +502,30 @@ def goals_section(results: dict[str, Any]) -> list[str]:
         f"{agreement['text']}: {verdict(agreement['pass'])}",
         "",
     ]
-    return lines
+    if "issue23" not in goal_data:  # a run reported before issue 23's goals existed
+        return lines
+    lines += [
+        "### Goals (issue 23)",
+        "",
+        "tiankong's default settings (tiankong-auto) against the best peer of the same model; "
+        "the serving cost (tiankong-fake against the floor) at both loads; the corpus index's "
+        "cost at c=1 (tiankong-auto-index against tiankong-auto).",
+        "",
+        "| model | goal | target | measured | ratio | |",
+        "|---|---|---|---|---:|---|",
+    ]
+    for row in goal_data["issue23"]:
+        ratio = row["ratio"]
+        shown = (
+            "—"
+            if ratio is None
+            else (f"{ratio:.1%}" if "agreement" in row["goal"] else f"{ratio:.2f}x")
+        )
+        lines.append(
+            f"| {row['model']} | {row['goal']} | {row['target']} | {row['measured']} "
+            f"| {shown} | {verdict(row['pass'])} |"
+        )
+    return [*lines, ""]
 
 
 def flags_text(env: dict[str, Any]) -> str:
@@ -457,7 +581,8 @@ def markdown(results: dict[str, Any]) -> str:
         "TorchScript, optimum, the hand-written ORT and OpenVINO recipes) run at 1, 2 and every "
         "core's intra-op threads and keep their best setting per phase; tiankong runs its "
         "default settings (tiankong-auto) and each engine forced, with the corpus index off "
-        '(--index none), since the peers look nothing up. "best peer": the fastest peer in '
+        "(--index none), since the peers look nothing up, and its defaults once more with the "
+        'bundled index on (tiankong-auto-index). "best peer": the fastest peer in '
         'that phase among those with no failed request. "floor" (bare FastAPI, fixed answer) and '
         'tiankong-fake (no model) measure serving overhead and are never peers. "other load": '
         "CPU used by other programs on the machine while that contender was measured, as a "

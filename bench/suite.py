@@ -105,8 +105,9 @@ def command(contender: Contender, launch: Launch, port: int, threads: int | None
         line = [launch.python, "-m", "tiankong", "serve", "--model", str(launch.model_arg)]
         line += ["--port", str(port), "--engine", contender.engine]
         line += ["--precision", contender.precision, "--log-level", "warning"]
-        # The peers look nothing up, so tiankong runs without the corpus index: the same work.
-        line += ["--index", "none"]
+        # The peers look nothing up, so tiankong runs without the corpus index (the same work),
+        # but for the one row that measures what the index costs.
+        line += ["--index", contender.index]
         return line
     line = [launch.python, "-m", contender.module, "--model", str(launch.model_arg)]
     line += ["--port", str(port), "--precision", contender.precision]
@@ -154,6 +155,7 @@ def tiankong_figures(server: Server) -> dict[str, Any]:
         "precision": info.get("precision"),
         "threads": info.get("threads"),
         "quality": info.get("quality"),
+        "index": (info.get("index") or {}).get("used"),
         # A label appears once counted: misses without a hits line are zero hits.
         "result_cache_hits": hits if hits is not None or misses is None else 0.0,
         "result_cache_misses": misses,

@@ -22,6 +22,9 @@ class Contender:
     # per phase (lowest c=1 p50, highest c=20 rate); tiankong and the floor run once, at
     # their own default (tiankong: physical cores).
     tuned: bool = False
+    # tiankong's --index: none where the peers look nothing up (the same work), bundled for the
+    # one row that measures what the corpus index costs a request (issue 23's goal)
+    index: str = "none"
 
     @property
     def is_tiankong(self) -> bool:
@@ -126,6 +129,14 @@ CONTENDERS: tuple[Contender, ...] = (
         "auto",
         "tiankong serve with its defaults (--precision auto: the engine measured fastest here)",
         engine="auto",
+    ),
+    Contender(
+        "tiankong-auto-index",
+        "tiankong",
+        "auto",
+        "tiankong serve with its defaults and the bundled corpus index on (--index bundled)",
+        engine="auto",
+        index="bundled",
     ),
     Contender(
         "tiankong-onnx-int8",

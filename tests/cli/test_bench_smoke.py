@@ -113,6 +113,20 @@ def test_bench_quick_smoke(tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path
         "batched INT8 throughput",
     ]
     assert all(row["pass"] in (True, False) for row in results["goals"]["rows"])
+    # Issue 23's goals: the defaults, the serving cost at both loads and the index's cost, each
+    # judged (the index row serves the same model with the bundled corpus index on).
+    assert [row["goal"] for row in results["goals"]["issue23"]] == [
+        "defaults, c=1 p50",
+        "defaults, c=20 requests/s",
+        "defaults, agreement",
+        "serving overhead, c=1 p50",
+        "serving overhead, c=20 requests/s",
+        "index on, c=1 p50",
+    ]
+    assert all(row["pass"] in (True, False) for row in results["goals"]["issue23"])
+    assert (
+        rows["tiankong-auto-index"]["server"]["index"] != rows["tiankong-auto"]["server"]["index"]
+    )
     flags = results["machine"]["cpu_flags"]
     assert set(flags) >= {"AVX2", "AVX-512F", "AVX512_VNNI", "AVX_VNNI", "AMX", "AMX-BF16"}
     from tiankong.export.int8_recipe import cpu_kind
@@ -122,4 +136,5 @@ def test_bench_quick_smoke(tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path
     assert "skipped" not in rows["openvino-recipe"]  # the dev lock installs openvino
     text = (out / "latest.md").read_text()
     assert "CPU flags:" in text and "### Goals (issue 13)" in text
+    assert "### Goals (issue 23)" in text
     assert "## Benchmark" in (out / "latest.md").read_text()
