@@ -27,6 +27,10 @@ from tiankong.serving.predictor import Predictor
 pytestmark = pytest.mark.anyio
 
 STEP_S = 0.04  # each engine call
+# What a loaded machine adds to an answer past its deadline: the event loop and the decoding
+# of the step in flight (0.896 s against 0.5 + 2 steps + 0.3 was seen with pytest's three
+# workers on 2 cores). That the search stops using the engine is checked by its calls instead.
+SLACK_S = 0.6
 LONG = "他说今天" + "[MASK]" * 12 + "，大家都笑了。"  # whole word, beam 16: 12 steps of 16 rows
 SHORT = "春眠不觉晓，处处闻啼[MASK]。"
 SEARCH = {"mode": "whole_word", "beam_width": 16}
@@ -93,7 +97,7 @@ async def test_a_search_past_its_deadline_answers_504_and_stops_within_one_step(
         answered = time.monotonic()
         assert response.status_code == 504, response.text
         assert response.json()["error"]["code"] == "timeout"
-        assert answered - started < 0.5 + 2 * STEP_S + 0.3
+        assert answered - started < 0.5 + 2 * STEP_S + SLACK_S
         # at most the call that was on the engine at the deadline ends after the answer
         assert await engine_calls_after(engine, answered, 6 * STEP_S) <= 1
         assert predictor.batcher.describe()["searches"] == 0
@@ -107,7 +111,7 @@ async def test_batch_predict_answers_the_finished_texts_and_a_timeout_for_the_re
         response = await client.post(
             "/batch_predict", json={"texts": [SHORT, LONG, LONG + "。"], **SEARCH}
         )
-        assert time.monotonic() - started < 0.6 + 2 * STEP_S + 0.3
+        assert time.monotonic() - started < 0.6 + 2 * STEP_S + SLACK_S
         assert response.status_code == 200, response.text
         first, second, third = response.json()["results"]
         assert first["sequences"], first
