@@ -135,6 +135,41 @@ def goal(
     }
 
 
+def c1_goal(
+    model: str, name: str, ours: dict[str, Any] | None, best: dict[str, Any] | None, limit: float
+) -> dict[str, Any]:
+    """``ours``'s c=1 p50 at most ``limit`` times the best c=1 peer's."""
+    target = f"<= {limit}x best peer"
+    if not (ours and best):
+        return goal(model, name, target, "not measured", None, None)
+    ratio = ours["c1"]["p50_ms"] / best["c1"]["p50_ms"]
+    text = (
+        f"{ours['key']} {ours['c1']['p50_ms']:.2f} ms vs {best['key']} "
+        f"{best['c1']['p50_ms']:.2f} ms"
+    )
+    return goal(model, name, target, text, ratio, ratio <= limit)
+
+
+def c20_goal(
+    model: str,
+    name: str,
+    ours: dict[str, Any] | None,
+    best: dict[str, Any] | None,
+    wanted: float,
+    errors: int,
+) -> dict[str, Any]:
+    """``ours``'s c=20 rate at least ``wanted`` times the best c=20 peer's, with no ``errors``."""
+    target = f">= {wanted}x best peer, 0 errors"
+    if not (ours and best):
+        return goal(model, name, target, "not measured", None, None)
+    ratio = ours["c20"]["requests_per_s"] / best["c20"]["requests_per_s"]
+    text = (
+        f"{ours['key']} {ours['c20']['requests_per_s']:.1f} req/s ({errors} errors) vs "
+        f"{best['key']} {best['c20']['requests_per_s']:.1f}"
+    )
+    return goal(model, name, target, text, ratio, ratio >= wanted and errors == 0)
+
+
 def model_goals(model: dict[str, Any]) -> list[dict[str, Any]]:
     """Issue 13's goals on one model, each judged on tiankong's best row for it (named)."""
     key = model["key"]
@@ -144,30 +179,15 @@ def model_goals(model: dict[str, Any]) -> list[dict[str, Any]]:
     pipeline = next((row for row in rows if row["key"] == "pipeline"), None)
     out = []
     missing = "not measured"
-    target = f"<= {GOAL_C1_VS_BEST_PEER}x best peer"
-    if judged and best_c1:
-        ours = min(judged, key=lambda row: row["c1"]["p50_ms"])
-        ratio = ours["c1"]["p50_ms"] / best_c1["c1"]["p50_ms"]
-        text = (
-            f"{ours['key']} {ours['c1']['p50_ms']:.1f} ms vs {best_c1['key']} "
-            f"{best_c1['c1']['p50_ms']:.1f} ms"
-        )
-        out.append(goal(key, "c=1 p50", target, text, ratio, ratio <= GOAL_C1_VS_BEST_PEER))
-    else:
-        out.append(goal(key, "c=1 p50", target, missing, None, None))
-    target = f">= {GOAL_C20_VS_BEST_PEER}x best peer, 0 errors"
-    if judged and best_c20:
-        ours = max(judged, key=lambda r: (r["c20"]["errors"] == 0, r["c20"]["requests_per_s"]))
-        ratio = ours["c20"]["requests_per_s"] / best_c20["c20"]["requests_per_s"]
-        errors = ours["c20"]["errors"]
-        text = (
-            f"{ours['key']} {ours['c20']['requests_per_s']:.1f} req/s ({errors} errors) vs "
-            f"{best_c20['key']} {best_c20['c20']['requests_per_s']:.1f}"
-        )
-        ok = ratio >= GOAL_C20_VS_BEST_PEER and errors == 0
-        out.append(goal(key, "c=20 requests/s", target, text, ratio, ok))
-    else:
-        out.append(goal(key, "c=20 requests/s", target, missing, None, None))
+    fastest = min(judged, key=lambda row: row["c1"]["p50_ms"], default=None)
+    out.append(c1_goal(key, "c=1 p50", fastest, best_c1, GOAL_C1_VS_BEST_PEER))
+    ours = max(
+        judged,
+        key=lambda r: (r["c20"]["errors"] == 0, r["c20"]["requests_per_s"]),
+        default=None,
+    )
+    errors = ours["c20"]["errors"] if ours else 0
+    out.append(c20_goal(key, "c=20 requests/s", ours, best_c20, GOAL_C20_VS_BEST_PEER, errors))
     target = f"<= {GOAL_OVERHEAD}x floor"
     overhead = model.get("overhead")
     if overhead:
@@ -238,30 +258,10 @@ def issue23_goals(model: dict[str, Any]) -> list[dict[str, Any]]:
     auto = rows.get("tiankong-auto")
     out = []
     missing = "not measured"
-    target = f"<= {GOAL23_C1_VS_BEST_PEER}x best peer"
-    if auto and best_c1:
-        ratio = auto["c1"]["p50_ms"] / best_c1["c1"]["p50_ms"]
-        text = (
-            f"tiankong-auto {auto['c1']['p50_ms']:.2f} ms vs {best_c1['key']} "
-            f"{best_c1['c1']['p50_ms']:.2f} ms"
-        )
-        ok = ratio <= GOAL23_C1_VS_BEST_PEER
-        out.append(goal(key, "defaults, c=1 p50", target, text, ratio, ok))
-    else:
-        out.append(goal(key, "defaults, c=1 p50", target, missing, None, None))
+    out.append(c1_goal(key, "defaults, c=1 p50", auto, best_c1, GOAL23_C1_VS_BEST_PEER))
     wanted = GOAL23_C20_VS_BEST_PEER.get(key, GOAL_C20_VS_BEST_PEER)
-    target = f">= {wanted}x best peer, 0 errors"
-    if auto and best_c20:
-        ratio = auto["c20"]["requests_per_s"] / best_c20["c20"]["requests_per_s"]
-        errors = auto["c1"].get("errors", 0) + auto["c20"]["errors"]
-        text = (
-            f"tiankong-auto {auto['c20']['requests_per_s']:.1f} req/s ({errors} errors) vs "
-            f"{best_c20['key']} {best_c20['c20']['requests_per_s']:.1f}"
-        )
-        ok = ratio >= wanted and errors == 0
-        out.append(goal(key, "defaults, c=20 requests/s", target, text, ratio, ok))
-    else:
-        out.append(goal(key, "defaults, c=20 requests/s", target, missing, None, None))
+    errors = auto["c1"].get("errors", 0) + auto["c20"]["errors"] if auto else 0
+    out.append(c20_goal(key, "defaults, c=20 requests/s", auto, best_c20, wanted, errors))
     target = f">= {GOAL_INT8_AGREEMENT:.0%} top-1 with FP32"
     agreement = served_agreement(auto) if auto else None
     if auto and agreement is not None:
