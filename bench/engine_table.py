@@ -5,11 +5,12 @@ batch 1 and batch 16, with top-1 agreement against ORT FP32 on the INT8 guard's 
     python -m bench.engine_table [--models bundled,random-base] [--threads 2] [--no-nncf]
 
 OpenVINO and NNCF are optional: a missing one is a row that says so (NNCF is in no extra:
-``pip install nncf==3.4.0``). NNCF quantizes twice, with its transformer defaults and with
-SmoothQuant off; its models compile with OpenVINO's default inference precision, which is bf16
-for what stays unquantized on a CPU with bf16 units. NNCF calibrates on
-training-side text only (the bench's synthetic sentences and the bundled corpus's lines, one
-[MASK] each), never on the guard's sentences it is then judged on, nor on any eval set. The
+``pip install 'tiankong[nncf]'``). NNCF quantizes twice: with its transformer defaults, and
+as ``--precision auto``'s ``openvino int8`` candidate does (``tiankong.export.openvino_int8``:
+SmoothQuant off); its models compile with OpenVINO's default inference precision, which is bf16
+for what stays unquantized on a CPU with bf16 units. Both calibrate on that module's
+training-side text (its own sentences and the bundled corpus's lines, one [MASK] each), never on
+the guard's sentences they are then judged on, nor on any eval set. The
 engines take turns round by round, so a change in the machine's load falls on all of them; the
 header gives the load before and after. Markdown to stdout, JSON to ``--json``.
 """
@@ -19,20 +20,21 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
-import lzma
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.models import BUNDLED_FOLDER, resolve
+from bench.models import resolve
 from bench.sentences import sentence
 from tiankong import Settings
 from tiankong.core.text import TextEncoder, TextLimits
 from tiankong.engines.base import EncodedBatch, Engine, pad_batch
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.engines.openvino_engine import HINTS, OpenVinoEngine, has_openvino
+from tiankong.export import openvino_int8
 from tiankong.export.export_cache import ensure_export
 from tiankong.export.int8_recipe import cpu_flags, cpu_has_bf16, cpu_kind
 from tiankong.export.precision_choice import time_in_turns
@@ -40,48 +42,28 @@ from tiankong.export.quality_guard import GuardReference
 from tiankong.model_sources import resolve_model
 
 ROUNDS = {1: 30, 16: 5}  # timed rounds per batch size, after one warm-up call each
-CALIBRATION_TEXTS = 128
 SHOWN_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 
 
 class NncfEngine:
-    """OpenVINO INT8: NNCF post-training quantization (its defaults for a transformer, or those
-    with SmoothQuant off) of the FP32 export, calibrated on ``calibration`` batches."""
+    """OpenVINO INT8 by NNCF's defaults for a transformer (SmoothQuant on), calibrated on
+    ``calibration`` batches: the row beside tiankong's own (SmoothQuant off), for comparison."""
 
     name = "openvino"
     device = "cpu"
     precision = "int8"
     device_reason: str | None = None
 
-    def __init__(
-        self,
-        onnx_file: Path,
-        threads: int,
-        calibration: list[EncodedBatch],
-        smooth_quant: bool = True,
-    ) -> None:
+    def __init__(self, onnx_file: Path, threads: int, calibration: list[EncodedBatch]) -> None:
         import nncf
         import openvino as ov
-        from nncf.quantization.advanced_parameters import (
-            AdvancedQuantizationParameters,
-            AdvancedSmoothQuantParameters,
-        )
 
         core = ov.Core()
         model = core.read_model(str(onnx_file))
         names = [port.get_any_name() for port in model.inputs]
         dataset = nncf.Dataset(calibration, lambda batch: feed(batch, names))
-        advanced = None
-        if not smooth_quant:  # an alpha of -1 turns SmoothQuant off for MatMuls
-            advanced = AdvancedQuantizationParameters(
-                smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=-1)
-            )
         quantized = nncf.quantize(
-            model,
-            dataset,
-            model_type=nncf.ModelType.TRANSFORMER,
-            subset_size=len(calibration),
-            advanced_parameters=advanced,
+            model, dataset, model_type=nncf.ModelType.TRANSFORMER, subset_size=len(calibration)
         )
         config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1"}
         config["INFERENCE_NUM_THREADS"] = str(threads)
@@ -102,22 +84,6 @@ def feed(batch: EncodedBatch, names: list[str]) -> dict[str, Any]:
         "mask_positions": batch.mask_positions,
     }
     return {name: arrays[name] for name in names}
-
-
-def calibration_texts(count: int) -> list[str]:
-    """Training-side text with one [MASK]: half the bench's sentences, half corpus lines (the
-    fourth character masked, the line cut to 40 characters)."""
-    texts = [sentence(index) for index in range(0, 40 * count, 40)][: count // 2]
-    corpus = BUNDLED_FOLDER.parent / "corpus"
-    lines: list[str] = []
-    for name in ("classical.txt.xz", "idioms.txt.xz"):
-        with lzma.open(corpus / name, "rt", encoding="utf-8") as stream:
-            lines += [line.strip() for _, line in zip(range(2000), stream, strict=False)]
-    step = max(1, len(lines) // (count - len(texts)))
-    for line in lines[::step][: count - len(texts)]:
-        short = line[:40]
-        texts.append(short[:3] + "[MASK]" + short[4:])
-    return texts
 
 
 def batches(encoder: TextEncoder, texts: list[str], size: int) -> list[EncodedBatch]:
@@ -155,10 +121,13 @@ def make_engines(
         "OpenVINO bf16": lambda: OpenVinoEngine(fp32.onnx_file, "bf16", threads),
     }
     if nncf:
-        calibration = batches(encoder, calibration_texts(CALIBRATION_TEXTS), 8)
-        attempts["OpenVINO INT8 (NNCF)"] = lambda: NncfEngine(fp32.onnx_file, threads, calibration)
-        attempts["OpenVINO INT8 (NNCF, SmoothQuant off)"] = lambda: NncfEngine(
-            fp32.onnx_file, threads, calibration, smooth_quant=False
+        calibration = openvino_int8.calibration_batches(encoder)
+        attempts["OpenVINO INT8 (NNCF defaults)"] = lambda: NncfEngine(
+            fp32.onnx_file, threads, calibration
+        )
+        ir_folder = Path(tempfile.mkdtemp(prefix="tiankong-engine-table-"))
+        attempts["OpenVINO INT8 (tiankong's: NNCF, SmoothQuant off)"] = lambda: OpenVinoEngine(
+            openvino_int8.quantize(fp32.onnx_file, model.path, ir_folder), "int8", threads
         )
     for label, build in attempts.items():
         if not has_openvino():

@@ -1,24 +1,28 @@
-"""The OpenVINO engine (the ``openvino`` extra, in the dev lock, so this always runs): equals ONNX
-Runtime in FP32 on the same export, refuses bf16 where the CPU would quietly run FP32, and is a
-measured candidate of --precision auto."""
+"""The OpenVINO engine (the ``openvino`` and ``nncf`` extras, in the dev lock, so this always
+runs): equals ONNX Runtime in FP32 on the same export, refuses bf16 where the CPU would quietly
+run FP32, and is a measured candidate of --precision auto, in FP32, bf16 and NNCF's INT8."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import nncf  # the dev extra installs both: missing, this fails; never skipped
 import numpy as np
-import openvino  # noqa: F401 - the dev extra installs it: missing, this fails; never skipped
+import openvino
 import pytest
 
 from tiankong import FillMasker, Settings
+from tiankong.core.models import ResolvedModel
+from tiankong.engines import measured_engine
 from tiankong.engines.base import pad_batch
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.engines.openvino_engine import OpenVinoEngine, openvino_version
 from tiankong.errors import BadOptionError
-from tiankong.export.export_cache import MANIFEST_FILE, ensure_export
-from tiankong.export.int8_recipe import cpu_has_bf16
-from tiankong.export.quality_guard import compare_engines
+from tiankong.export import openvino_int8, precision_choice
+from tiankong.export.export_cache import MANIFEST_FILE, OnnxExport, ensure_export
+from tiankong.export.int8_recipe import cpu_has_bf16, cpu_kind
+from tiankong.export.quality_guard import compare_engines, guard_sentences
 from tiankong.model_sources import resolve_model
 
 pytestmark = pytest.mark.processes  # the export cache's worker measures the auto choice
@@ -96,3 +100,65 @@ def test_auto_measures_openvino_beside_onnx_runtime(
     assert (candidates["openvino bf16"]["missing"] == "") == cpu_has_bf16()
     assert (engine.name, engine.precision) == (manifest["choice"]["engine"],
                                                manifest["choice"]["precision"])  # fmt: skip
+    int8 = candidates["openvino int8"]  # NNCF quantized it in the export worker
+    assert int8["missing"] == "" and int8["b1_ms"] > 0 and int8["batch_ms"] > 0
+    assert manifest["recipe"]["auto"]["openvino_int8"]["nncf"] == nncf.__version__
+    serves_ir = manifest["choice"]["file"] == openvino_int8.IR_FILE
+    assert serves_ir == ((engine.name, engine.precision) == ("openvino", "int8"))
+    # the IR is kept, checksummed, only where it serves; measured and not served, it is deleted
+    ir_files = {openvino_int8.IR_FILE, "openvino-int8.bin"}
+    assert set(manifest["files"]) == (ir_files if serves_ir else set())
+
+
+def test_nncf_quantizes_the_fp32_export_to_an_int8_ir(
+    tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path
+) -> None:
+    graph = fp32_file(tiny_model_dir, tiny_onnx_cache)
+    ir = openvino_int8.quantize(graph, tiny_model_dir, tmp_path)
+    assert ir == tmp_path / openvino_int8.IR_FILE and ir.with_suffix(".bin").is_file()
+    ops = {op.get_type_name() for op in openvino.Core().read_model(str(ir)).get_ops()}
+    assert "FakeQuantize" in ops  # the MatMuls' inputs really are quantized
+    engine = OpenVinoEngine(ir, "int8", threads=1)
+    figures = compare_engines(OnnxEngine(graph, "cpu", "fp32", 1), engine, tiny_model_dir)
+    assert engine.precision == "int8" and figures["masks"] == 95
+    assert figures["top1_agreement"] >= 0.9  # quantized, not broken (the guard decides serving)
+
+
+def test_the_calibration_text_is_not_what_the_guard_judges() -> None:
+    texts = openvino_int8.calibration_texts()
+    assert len(texts) == 126 and all("[MASK]" in text for text in texts)
+    assert not set(texts) & set(guard_sentences())
+
+
+def test_without_nncf_the_int8_candidate_says_why_and_leaves_no_file(
+    tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = Settings(threads=1, onnx_cache_dir=str(tiny_onnx_cache))
+    model = resolve_model(str(tiny_model_dir))
+    fp32, int8 = (ensure_export(model, p, settings) for p in ("fp32", "int8"))
+    monkeypatch.setattr(openvino_int8, "has_nncf", lambda: False)
+    choice, file = precision_choice.measure(
+        tiny_model_dir, fp32.onnx_file, int8.onnx_file, int8.quality, 1, 0.98, cpu_kind(), tmp_path
+    )
+    (candidate,) = [c for c in choice.candidates if c.key == "openvino int8"]
+    assert candidate.missing == "nncf is not installed (pip install 'tiankong[nncf]')"
+    assert "openvino int8: nncf is not installed" in choice.line()
+    assert file is None and list(tmp_path.iterdir()) == []
+
+
+def test_a_choice_of_openvino_int8_serves_the_ir_in_the_auto_entry(
+    tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path
+) -> None:
+    """The engine reads the IR that the measurement kept, and no other export."""
+    graph = fp32_file(tiny_model_dir, tiny_onnx_cache)
+    ir = openvino_int8.quantize(graph, tiny_model_dir, tmp_path)
+    choice = {"engine": "openvino", "precision": "int8", "file": ir.name, "line": "int8 (openvino)"}
+
+    def find_export(model: ResolvedModel, precision: str, settings: Settings) -> OnnxExport:
+        assert precision == "auto", "the choice's own file serves: no other export is read"
+        return OnnxExport(tmp_path, {"precision": "auto", "choice": choice})
+
+    settings = Settings(threads=1, onnx_cache_dir=str(tiny_onnx_cache))
+    engine = measured_engine(resolve_model(str(tiny_model_dir)), settings, find_export)
+    assert isinstance(engine, OpenVinoEngine)
+    assert (engine.model_file, engine.precision, engine.quality) == (ir, "int8", {"choice": choice})

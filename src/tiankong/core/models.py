@@ -11,6 +11,7 @@ from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).parent.parent
 BUNDLED_ROOT = PACKAGE_ROOT / "bundled"
+BUNDLED_CORPUS = BUNDLED_ROOT / "corpus"  # the bundled index's text (its README: sources, licences)
 VOCAB_FILE = PACKAGE_ROOT / "resources" / "vocab.txt"
 DEFAULT_HUB_MODEL = "google-bert/bert-base-chinese"
 

@@ -70,8 +70,11 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
     to the server's startup line (``choice_line``)."""
     from tiankong.engines.onnx_engine import OnnxEngine
 
+    own_file: Path | None = None  # a graph the auto entry holds (OpenVINO's INT8 IR)
     try:
-        choice: dict[str, Any] = find_export(model, "auto", settings).choice
+        auto = find_export(model, "auto", settings)
+        choice: dict[str, Any] = auto.choice
+        own_file = auto.folder / choice["file"] if choice.get("file") else None
     except OSError as error:  # e.g. a read-only container's cache: no lock, no new entry
         # Not a ModelUnavailableError: that is the model failing to export (corrupt weights,
         # no torch), and the guard-only path would build the same export again and fail the
@@ -81,8 +84,8 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
     if choice["engine"] == "openvino":
         from tiankong.engines.openvino_engine import OpenVinoEngine
 
-        fp32 = find_export(model, "fp32", settings).onnx_file
-        engine = OpenVinoEngine(fp32, choice["precision"], settings.threads, {"choice": choice})
+        graph = own_file or find_export(model, "fp32", settings).onnx_file
+        engine = OpenVinoEngine(graph, choice["precision"], settings.threads, {"choice": choice})
     else:
         chosen = settings.with_overrides(precision=choice["precision"])
         onnx = OnnxEngine.create(model, chosen, find_export)

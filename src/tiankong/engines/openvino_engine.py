@@ -6,7 +6,9 @@ when this engine is made, so serving with ONNX Runtime never imports it. bf16 pa
 bfloat16 matrix units (AVX512-BF16, AMX); elsewhere the plugin runs FP32 whatever the hint
 says, so ``OpenVinoEngine`` refuses bf16 where the compiled model reports another precision
 rather than calling FP32 bf16. It is given its file, like the ONNX engine: ``--precision auto``
-decides on it by measurement when the export is made (``precision_choice``).
+decides on it by measurement when the export is made (``precision_choice``). INT8 here is an
+OpenVINO IR that NNCF quantized from the FP32 export (``export/openvino_int8``); only that
+measured choice serves it, as its file lives in the ``auto`` cache entry.
 
 >>> engine = OpenVinoEngine(Path("model.onnx"), "bf16", threads=2)  # doctest: +SKIP
 >>> engine.name, engine.precision  # doctest: +SKIP
@@ -29,7 +31,8 @@ from tiankong.errors import BadOptionError, ModelUnavailableError
 if TYPE_CHECKING:
     from tiankong.engines.onnx_engine import FindExport
 
-OPENVINO_PRECISIONS = ("fp32", "bf16")
+OPENVINO_PRECISIONS = ("fp32", "bf16")  # what --engine openvino serves when asked by name
+MEASURED_PRECISIONS = ("int8",)  # served only as --precision auto's choice (an IR it made)
 HINTS = {"fp32": "f32", "bf16": "bf16"}  # tiankong's names -> OpenVINO's element types
 INSTALL_HINT = "pip install 'tiankong[openvino]'"
 
@@ -64,12 +67,12 @@ class OpenVinoEngine:
 
     def __init__(
         self,
-        onnx_file: Path,
+        model_file: Path,
         precision: str = "fp32",
         threads: int = 1,
         quality: dict[str, Any] | None = None,
     ) -> None:
-        if precision not in OPENVINO_PRECISIONS:
+        if precision not in (*OPENVINO_PRECISIONS, *MEASURED_PRECISIONS):
             raise BadOptionError(
                 f"The openvino engine runs {' or '.join(OPENVINO_PRECISIONS)}, not '{precision}'."
             )
@@ -79,29 +82,27 @@ class OpenVinoEngine:
             raise BadOptionError(f"The openvino engine needs OpenVINO: {INSTALL_HINT}.")
         import openvino as ov
 
-        config: dict[str, Any] = {
-            "INFERENCE_PRECISION_HINT": HINTS[precision],
-            "PERFORMANCE_HINT": "LATENCY",
-            "NUM_STREAMS": "1",
-        }
+        config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1"}
+        if precision in HINTS:  # an INT8 IR keeps the plugin's default for what stays float
+            config["INFERENCE_PRECISION_HINT"] = HINTS[precision]
         if threads:
             config["INFERENCE_NUM_THREADS"] = str(threads)
         try:
-            compiled = ov.Core().compile_model(str(onnx_file), "CPU", config)
+            compiled = ov.Core().compile_model(str(model_file), "CPU", config)
         except Exception as error:  # a graph OpenVINO's ONNX reader or CPU plugin can't take
             raise ModelUnavailableError(
-                f"OpenVINO could not compile the export '{onnx_file.parent.name}' "
+                f"OpenVINO could not compile the export '{model_file.parent.name}' "
                 f"({type(error).__name__}); use --engine onnx."
             ) from None
         hint = compiled.get_property("INFERENCE_PRECISION_HINT")  # an ov.Type: "f32", "bf16"
         effective = hint.to_string() if hasattr(hint, "to_string") else str(hint)
-        if effective != HINTS[precision]:
+        if precision in HINTS and effective != HINTS[precision]:
             raise BadOptionError(
                 f"OpenVINO runs '{effective}' on this CPU, not {precision}: bf16 needs "
                 "AVX512-BF16 or AMX; use --precision fp32 or auto."
             )
         self.precision = precision
-        self.onnx_file = onnx_file
+        self.model_file = model_file  # the FP32 ONNX export, or the INT8 IR
         self.quality: dict[str, Any] = quality or {}
         self.input_names = [port.get_any_name() for port in compiled.inputs]
         self.request = compiled.create_infer_request()
@@ -117,8 +118,15 @@ class OpenVinoEngine:
             raise BadOptionError("The openvino engine runs on the CPU; use --device cpu or auto.")
         precision = "fp32" if settings.precision == "auto" else settings.precision
         if precision not in OPENVINO_PRECISIONS:
+            measured = (
+                " when asked by name: its INT8 (NNCF) serves only as --engine auto --precision "
+                "auto's measured choice"
+                if precision in MEASURED_PRECISIONS
+                else ""
+            )
             raise BadOptionError(
-                f"The openvino engine runs {' or '.join(OPENVINO_PRECISIONS)}, not '{precision}'."
+                f"The openvino engine runs {' or '.join(OPENVINO_PRECISIONS)}, not "
+                f"'{precision}'{measured}."
             )
         if not has_openvino():  # before an export is made for an engine that can't start
             raise BadOptionError(f"The openvino engine needs OpenVINO: {INSTALL_HINT}.")

@@ -70,11 +70,12 @@ def recipe(
 
     For INT8 that is the recipe chain for the ``cpu`` kind and the guard's threshold, which
     together decide the recipe kept (``int8_recipe``); both default to this machine and Settings.
-    ``auto`` (``precision_choice``: the measured choice, no graph of its own) adds what its
-    timings depend on: the threads, OpenVINO's version and whether the CPU has bf16 units.
+    ``auto`` (``precision_choice``: the measured choice) adds what its timings depend on: the
+    threads, OpenVINO's version and whether the CPU has bf16 units, and what shapes the INT8 IR
+    that NNCF may make for it (``openvino_int8.recipe``: NNCF's version, the calibration).
     """
     from tiankong.engines.openvino_engine import openvino_version
-    from tiankong.export import precision_choice
+    from tiankong.export import openvino_int8, precision_choice
     from tiankong.export.int8_recipe import cpu_has_bf16, int8_plan
 
     described: dict[str, Any] = {
@@ -93,6 +94,7 @@ def recipe(
             "bf16_units": cpu_has_bf16(),
             "full_batch": precision_choice.FULL_BATCH,
             "rounds": {str(size): rounds for size, rounds in precision_choice.ROUNDS.items()},
+            "openvino_int8": openvino_int8.recipe(),
         }
     return described
 

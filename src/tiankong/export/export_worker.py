@@ -84,7 +84,7 @@ def build_export(request: BuildRequest) -> None:
         if request.fp32_file is None:
             details = export.export_fp32(model_path, temp / ONNX_FILE, request.threads)
         elif request.int8_file is not None:
-            details = measure_choice(request)
+            details = measure_choice(request, temp)
         else:
             details = quantize.export_int8(
                 model_path,
@@ -119,15 +119,16 @@ def build_export(request: BuildRequest) -> None:
         raise
 
 
-def measure_choice(request: BuildRequest) -> dict[str, object]:
+def measure_choice(request: BuildRequest, entry: Path) -> dict[str, object]:
     """``--precision auto``'s choice among the engines and precisions this machine can serve,
-    measured here (``precision_choice``), beside the FP32 and INT8 exports it reads."""
+    measured here (``precision_choice``), beside the FP32 and INT8 exports it reads; a graph of
+    its own (OpenVINO's INT8 IR), when that is the choice, is written into ``entry``."""
     from tiankong.export import precision_choice
 
     assert request.fp32_file is not None and request.int8_file is not None
     int8_file = Path(request.int8_file)
     int8_manifest = json.loads((int8_file.parent / MANIFEST_FILE).read_text(encoding="utf-8"))
-    choice = precision_choice.measure(
+    choice, file = precision_choice.measure(
         Path(request.model_path),
         Path(request.fp32_file),
         int8_file,
@@ -135,8 +136,9 @@ def measure_choice(request: BuildRequest) -> dict[str, object]:
         request.threads,
         request.min_agreement,
         request.cpu,
+        entry,
     )
-    return {"choice": choice.describe()}
+    return {"choice": choice.describe(file)}
 
 
 def sync_file(path: Path) -> None:

@@ -8,7 +8,9 @@ manifest; the engine, /info and the startup line read it. The candidates:
 - ``onnx int8``: the INT8 export (``int8_recipe``'s chain), eligible when its guard passed;
 - ``openvino fp32`` and ``openvino bf16``: OpenVINO's CPU plugin on the FP32 export
   (``engines/openvino_engine``), when the ``openvino`` extra is installed; bf16 only on a CPU
-  with bfloat16 units (AVX512-BF16, AMX), where the plugin does not quietly run FP32 instead.
+  with bfloat16 units (AVX512-BF16, AMX), where the plugin does not quietly run FP32 instead;
+- ``openvino int8``: the FP32 export quantized by NNCF (``openvino_int8``), when the ``nncf``
+  extra is installed too; its IR is kept in the ``auto`` entry only when it is the choice.
 
 Every candidate but ONNX Runtime's FP32 is held to the INT8 guard's threshold (top-1 agreement
 with it on the guard sentences). Each is timed at batch 1 (a lone request) and at a full batch
@@ -36,6 +38,9 @@ from typing import Any
 
 FULL_BATCH = 16  # texts in the timed full batch (the guard sentences' batch)
 ROUNDS = {1: 20, FULL_BATCH: 5}  # timed calls per batch size, after one warm-up call each
+
+
+KEYS = ("onnx fp32", "onnx int8", "openvino fp32", "openvino bf16", "openvino int8")
 
 
 @dataclass(frozen=True)
@@ -90,11 +95,14 @@ class PrecisionChoice:
             said += "; not served: " + "; ".join(f"{k}: {why}" for k, why in self.rejected.items())
         return said
 
-    def describe(self) -> dict[str, Any]:
-        """JSON-ready: the chosen engine and precision, every candidate, and the line."""
+    def describe(self, file: str | None = None) -> dict[str, Any]:
+        """JSON-ready: the chosen engine and precision, the file in the ``auto`` entry that it
+        serves (``file``: None when it serves another entry's graph), every candidate, and the
+        line."""
         return {
             "engine": self.chosen.engine,
             "precision": self.chosen.precision,
+            "file": file,
             "cpu": self.cpu,
             "min_agreement": self.min_agreement,
             "full_batch": FULL_BATCH,
@@ -131,12 +139,16 @@ def measure(
     threads: int,
     min_agreement: float,
     cpu: str,
-) -> PrecisionChoice:
-    """Build every candidate on this machine, run the guard on each and time them."""
+    entry: Path,
+) -> tuple[PrecisionChoice, str | None]:
+    """Build every candidate on this machine, run the guard on each and time them. ``entry``:
+    the ``auto`` entry being made, where OpenVINO's INT8 IR is written; it stays there only if
+    it is the choice. Returns the choice and the name of its file in ``entry`` (or None)."""
     from tiankong.core.text import TextEncoder, TextLimits
     from tiankong.engines.base import EncodedBatch, Engine, pad_batch
     from tiankong.engines.onnx_engine import OnnxEngine
     from tiankong.engines.openvino_engine import INSTALL_HINT, OpenVinoEngine, has_openvino
+    from tiankong.export import openvino_int8
     from tiankong.export.int8_recipe import cpu_has_bf16
     from tiankong.export.quality_guard import GuardReference, guard_sentences
 
@@ -151,12 +163,23 @@ def measure(
     builders: dict[str, Callable[[], Engine]] = {
         "openvino fp32": lambda: OpenVinoEngine(fp32_file, "fp32", threads),
         "openvino bf16": lambda: OpenVinoEngine(fp32_file, "bf16", threads),
+        "openvino int8": lambda: OpenVinoEngine(
+            openvino_int8.quantize(fp32_file, folder, entry), "int8", threads
+        ),
     }
+    quantizing = {"openvino int8"}  # NNCF may fail on a graph it can't take: listed, not fatal
     for key, build in builders.items():
         if not has_openvino():
             missing[key] = f"openvino is not installed ({INSTALL_HINT})"
         elif key.endswith("bf16") and not cpu_has_bf16():
             missing[key] = "this CPU has no bf16 units (AVX512-BF16 or AMX)"
+        elif key in quantizing and not openvino_int8.has_nncf():
+            missing[key] = f"nncf is not installed ({openvino_int8.INSTALL_HINT})"
+        elif key in quantizing:
+            try:
+                engines[key] = build()
+            except Exception as error:  # any NNCF failure: said in the line, not fatal
+                missing[key] = f"NNCF could not quantize the export ({type(error).__name__})"
         else:
             engines[key] = build()
     guard = GuardReference(reference, folder)
@@ -181,7 +204,7 @@ def measure(
         size: time_in_turns(engines, batch_of(size), rounds) for size, rounds in ROUNDS.items()
     }
     candidates = []
-    for key in ("onnx fp32", "onnx int8", "openvino fp32", "openvino bf16"):
+    for key in KEYS:
         engine, precision = key.split()
         if key in missing:
             candidates.append(Candidate(engine, precision, missing=missing[key]))
@@ -195,7 +218,12 @@ def measure(
                 agreed[key],
             )
         )
-    return choose(candidates, min_agreement, cpu)
+    choice = choose(candidates, min_agreement, cpu)
+    if choice.chosen.key == "openvino int8":
+        return choice, openvino_int8.IR_FILE
+    for path in entry.glob(f"{Path(openvino_int8.IR_FILE).stem}.*"):
+        path.unlink()  # measured, not served: the cache keeps no graph it won't read
+    return choice, None
 
 
 def time_in_turns(engines: dict[str, Any], batch: Any, rounds: int) -> dict[str, float]:

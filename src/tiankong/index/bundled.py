@@ -21,13 +21,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tiankong.config import cache_folder
+from tiankong.core.models import BUNDLED_CORPUS
 from tiankong.core.script import normaliser_key
 from tiankong.index.build import build_index
 from tiankong.index.sources import file_sha256
 from tiankong.index.store import FORMAT_VERSION, MANIFEST, CorpusIndex
 from tiankong.index.tokens import default_tokenizer, tokenizer_fingerprint
 
-BUNDLED_CORPUS = Path(__file__).resolve().parent.parent / "bundled" / "corpus"
 BUNDLED_FILES = ("classical.txt.xz", "xiehouyu.txt.xz", "idioms.txt.xz")
 
 
