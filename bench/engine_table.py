@@ -18,6 +18,7 @@ header gives the load before and after. Markdown to stdout, JSON to ``--json``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -134,7 +135,8 @@ def make_engines(
             missing[label] = "openvino is not installed"
             continue
         try:
-            engines[label] = build()
+            with contextlib.redirect_stdout(sys.stderr):  # NNCF's progress bars: not the table
+                engines[label] = build()
         except ImportError as error:
             missing[label] = f"{error.name} is not installed"
         except Exception as error:
