@@ -72,10 +72,13 @@ checks_pid=$!
 # go first (tests/conftest.py SLOW_FILES_FIRST); --no-loadscope-reorder keeps that order, which
 # xdist would otherwise replace by the files' test counts, starting the 200 s bench smoke last
 # (pytest 723 s against 598 s in one pair of runs). Later options win: `bash scripts/test.sh
-# -n 0` runs in one process.
+# -n 0` runs in one process. --max-worker-restart 0: a worker that dies (a crash in native
+# code) ends the run at once with the test it was running named, where xdist's file scheduler
+# would otherwise replace the worker and then wait forever for that file's other tests.
 say "pytest, 3 workers (the 15 slowest tests are listed at the end)"
 status=0
-.venv/bin/python -m pytest -n 3 --no-loadscope-reorder --durations=15 "$@" || status=$?
+.venv/bin/python -m pytest -n 3 --no-loadscope-reorder --max-worker-restart 0 --durations=15 \
+  "$@" || status=$?
 done_step pytest
 checks_status=0
 wait "$checks_pid" || checks_status=$?
