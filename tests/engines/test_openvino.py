@@ -146,6 +146,27 @@ def test_without_nncf_the_int8_candidate_says_why_and_leaves_no_file(
     assert file is None and list(tmp_path.iterdir()) == []
 
 
+def test_a_quantization_that_fails_is_listed_not_fatal(
+    tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = Settings(threads=1, onnx_cache_dir=str(tiny_onnx_cache))
+    model = resolve_model(str(tiny_model_dir))
+    fp32, int8 = (ensure_export(model, p, settings) for p in ("fp32", "int8"))
+
+    def half_written(fp32_file: Path, model_folder: Path, out_folder: Path) -> Path:
+        (out_folder / openvino_int8.IR_FILE).write_text("<net>")  # then NNCF gives up
+        raise RuntimeError("unsupported graph")
+
+    monkeypatch.setattr(openvino_int8, "quantize", half_written)
+    choice, file = precision_choice.measure(
+        tiny_model_dir, fp32.onnx_file, int8.onnx_file, int8.quality, 1, 0.98, cpu_kind(), tmp_path
+    )
+    (candidate,) = [c for c in choice.candidates if c.key == "openvino int8"]
+    assert candidate.missing == "the NNCF INT8 model could not be made (RuntimeError)"
+    assert choice.chosen.key != "openvino int8" and choice.rejected["openvino int8"]
+    assert file is None and list(tmp_path.iterdir()) == []  # the half-written IR is gone
+
+
 def test_a_choice_of_openvino_int8_serves_the_ir_in_the_auto_entry(
     tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path
 ) -> None:

@@ -178,8 +178,8 @@ def measure(
         elif key in quantizing:
             try:
                 engines[key] = build()
-            except Exception as error:  # any NNCF failure: said in the line, not fatal
-                missing[key] = f"NNCF could not quantize the export ({type(error).__name__})"
+            except Exception as error:  # any NNCF or compile failure: said in the line
+                missing[key] = f"the NNCF INT8 model could not be made ({type(error).__name__})"
         else:
             engines[key] = build()
     guard = GuardReference(reference, folder)
