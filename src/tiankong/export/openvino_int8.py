@@ -4,7 +4,7 @@ The ``openvino int8`` candidate of ``precision_choice``. OpenVINO reads the FP32
 graph (the one every engine here runs), NNCF quantizes it (``nncf.quantize``, its transformer
 model type) with SmoothQuant off, and the result is saved as OpenVINO IR (``IR_FILE`` and its
 ``.bin``) in the ``auto`` cache entry, where the engine reads it when it is the choice. With
-SmoothQuant on (NNCF's default) the guard's top-1 agreement was 82–96% on both models measured,
+SmoothQuant on (NNCF's default) the guard's top-1 agreement was 82–97.9% on both models measured,
 with it off 100% on bert-base's shape (docs/PERFORMANCE.md, "Engines per CPU kind"). The
 candidate is held to the same guard as every other: it serves only where it passes and is
 fastest. NNCF is needed only here, at export time (``pip install 'tiankong[nncf]'``); serving
