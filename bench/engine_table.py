@@ -32,7 +32,7 @@ from bench.models import resolve
 from bench.sentences import sentence
 from tiankong import Settings
 from tiankong.core.text import TextEncoder, TextLimits
-from tiankong.engines.base import EncodedBatch, Engine, pad_batch
+from tiankong.engines.base import EncodedBatch, Engine, pad_prepared
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.engines.openvino_engine import HINTS, OpenVinoEngine, has_openvino
 from tiankong.export import openvino_int8
@@ -62,7 +62,7 @@ class NncfEngine:
         core = ov.Core()
         model = core.read_model(str(onnx_file))
         names = [port.get_any_name() for port in model.inputs]
-        dataset = nncf.Dataset(calibration, lambda batch: feed(batch, names))
+        dataset = nncf.Dataset(calibration, lambda batch: batch.feed(names))
         quantized = nncf.quantize(
             model, dataset, model_type=nncf.ModelType.TRANSFORMER, subset_size=len(calibration)
         )
@@ -74,27 +74,14 @@ class NncfEngine:
     def mask_logits(self, batch: EncodedBatch) -> Any:
         import numpy as np
 
-        self.request.infer(feed(batch, self.names))
+        self.request.infer(batch.feed(self.names))
         return np.array(self.request.get_output_tensor(0).data, dtype=np.float32)
-
-
-def feed(batch: EncodedBatch, names: list[str]) -> dict[str, Any]:
-    arrays = {
-        "input_ids": batch.input_ids,
-        "attention_mask": batch.attention_mask,
-        "mask_positions": batch.mask_positions,
-    }
-    return {name: arrays[name] for name in names}
 
 
 def batches(encoder: TextEncoder, texts: list[str], size: int) -> list[EncodedBatch]:
     prepared = [encoder.prepare(text) for text in texts]
     return [
-        pad_batch(
-            [item.input_ids for item in prepared[start : start + size]],
-            [item.mask_indices for item in prepared[start : start + size]],
-            encoder.pad_id,
-        )
+        pad_prepared(prepared[start : start + size], encoder.pad_id)
         for start in range(0, len(prepared), size)
     ]
 

@@ -130,17 +130,26 @@ def test_the_calibration_text_is_not_what_the_guard_judges() -> None:
     assert not set(texts) & set(guard_sentences())
 
 
+def measured_here(
+    model_dir: Path, cache: Path, entry: Path
+) -> tuple[precision_choice.PrecisionChoice, str | None, precision_choice.Candidate]:
+    """``precision_choice.measure`` in this process (so a test can patch it), one thread, its
+    IR into ``entry``; with the ``openvino int8`` candidate picked out."""
+    model = resolve_model(str(model_dir))
+    settings = Settings(threads=1, onnx_cache_dir=str(cache))
+    fp32, int8 = (ensure_export(model, p, settings) for p in ("fp32", "int8"))
+    choice, file = precision_choice.measure(
+        model_dir, fp32.onnx_file, int8.onnx_file, int8.quality, 1, 0.98, cpu_kind(), entry
+    )
+    (candidate,) = [c for c in choice.candidates if c.key == "openvino int8"]
+    return choice, file, candidate
+
+
 def test_without_nncf_the_int8_candidate_says_why_and_leaves_no_file(
     tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = Settings(threads=1, onnx_cache_dir=str(tiny_onnx_cache))
-    model = resolve_model(str(tiny_model_dir))
-    fp32, int8 = (ensure_export(model, p, settings) for p in ("fp32", "int8"))
     monkeypatch.setattr(openvino_int8, "has_nncf", lambda: False)
-    choice, file = precision_choice.measure(
-        tiny_model_dir, fp32.onnx_file, int8.onnx_file, int8.quality, 1, 0.98, cpu_kind(), tmp_path
-    )
-    (candidate,) = [c for c in choice.candidates if c.key == "openvino int8"]
+    choice, file, candidate = measured_here(tiny_model_dir, tiny_onnx_cache, tmp_path)
     assert candidate.missing == "nncf is not installed (pip install 'tiankong[nncf]')"
     assert "openvino int8: nncf is not installed" in choice.line()
     assert file is None and list(tmp_path.iterdir()) == []
@@ -149,19 +158,12 @@ def test_without_nncf_the_int8_candidate_says_why_and_leaves_no_file(
 def test_a_quantization_that_fails_is_listed_not_fatal(
     tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = Settings(threads=1, onnx_cache_dir=str(tiny_onnx_cache))
-    model = resolve_model(str(tiny_model_dir))
-    fp32, int8 = (ensure_export(model, p, settings) for p in ("fp32", "int8"))
-
     def half_written(fp32_file: Path, model_folder: Path, out_folder: Path) -> Path:
         (out_folder / openvino_int8.IR_FILE).write_text("<net>")  # then NNCF gives up
         raise RuntimeError("unsupported graph")
 
     monkeypatch.setattr(openvino_int8, "quantize", half_written)
-    choice, file = precision_choice.measure(
-        tiny_model_dir, fp32.onnx_file, int8.onnx_file, int8.quality, 1, 0.98, cpu_kind(), tmp_path
-    )
-    (candidate,) = [c for c in choice.candidates if c.key == "openvino int8"]
+    choice, file, candidate = measured_here(tiny_model_dir, tiny_onnx_cache, tmp_path)
     assert candidate.missing == "the NNCF INT8 model could not be made (RuntimeError)"
     assert choice.chosen.key != "openvino int8" and choice.rejected["openvino int8"]
     assert file is None and list(tmp_path.iterdir()) == []  # the half-written IR is gone

@@ -7,10 +7,14 @@ the arrays they consume.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tiankong.core.text import PreparedText
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,15 @@ class EncodedBatch:
     def token_count(self) -> int:
         return int(self.input_ids.size)
 
+    def feed(self, names: Sequence[str]) -> dict[str, np.ndarray]:
+        """The arrays a graph takes, by its input ``names`` (a graph may leave one out)."""
+        arrays = {
+            "input_ids": self.input_ids,
+            "attention_mask": self.attention_mask,
+            "mask_positions": self.mask_positions,
+        }
+        return {name: arrays[name] for name in names}
+
 
 def pad_batch(rows: list[list[int]], mask_indices: list[list[int]], pad_id: int) -> EncodedBatch:
     """Pad per batch (to the longest row, not to a fixed length)."""
@@ -41,6 +54,12 @@ def pad_batch(rows: list[list[int]], mask_indices: list[list[int]], pad_id: int)
         attention_mask[row_index, : len(row)] = 1
         positions.extend(row_index * seq_len + mask for mask in masks)
     return EncodedBatch(input_ids, attention_mask, np.asarray(positions, dtype=np.int64))
+
+
+def pad_prepared(items: Sequence[PreparedText], pad_id: int) -> EncodedBatch:
+    """``pad_batch`` of prepared texts: their token ids and mask indices."""
+    return pad_batch([item.input_ids for item in items], [item.mask_indices for item in items],
+                     pad_id)  # fmt: skip
 
 
 class Engine(Protocol):

@@ -186,14 +186,7 @@ class OnnxEngine:
         )
 
     def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
-        arrays = {
-            "input_ids": batch.input_ids,
-            "attention_mask": batch.attention_mask,
-            "mask_positions": batch.mask_positions,
-        }
-        (logits,) = self.session.run(
-            [self.output_name], {name: arrays[name] for name in self.input_names}
-        )
+        (logits,) = self.session.run([self.output_name], batch.feed(self.input_names))
         return np.asarray(logits, dtype=np.float32)
 
 

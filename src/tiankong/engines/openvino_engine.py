@@ -134,11 +134,6 @@ class OpenVinoEngine:
         return cls(export.onnx_file, precision, settings.threads)
 
     def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
-        arrays = {
-            "input_ids": batch.input_ids,
-            "attention_mask": batch.attention_mask,
-            "mask_positions": batch.mask_positions,
-        }
-        self.request.infer({name: arrays[name] for name in self.input_names})
+        self.request.infer(batch.feed(self.input_names))
         # copied: the request's output buffer is reused by the next call
         return np.array(self.request.get_output_tensor(0).data, dtype=np.float32)

@@ -31,7 +31,7 @@ from typing import Any
 
 from tiankong.core.models import BUNDLED_CORPUS, PACKAGE_ROOT
 from tiankong.core.text import TextEncoder, TextLimits
-from tiankong.engines.base import EncodedBatch, pad_batch
+from tiankong.engines.base import EncodedBatch, pad_prepared
 
 IR_FILE = "openvino-int8.xml"  # and openvino-int8.bin beside it
 INSTALL_HINT = "pip install 'tiankong[nncf]'"
@@ -84,11 +84,7 @@ def calibration_texts() -> list[str]:
 def calibration_batches(encoder: TextEncoder) -> list[EncodedBatch]:
     prepared = [encoder.prepare(text) for text in calibration_texts()]
     return [
-        pad_batch(
-            [item.input_ids for item in prepared[start : start + CALIBRATION_BATCH]],
-            [item.mask_indices for item in prepared[start : start + CALIBRATION_BATCH]],
-            encoder.pad_id,
-        )
+        pad_prepared(prepared[start : start + CALIBRATION_BATCH], encoder.pad_id)
         for start in range(0, len(prepared), CALIBRATION_BATCH)
     ]
 
@@ -107,18 +103,9 @@ def quantize(fp32_file: Path, model_folder: Path, out_folder: Path) -> Path:
     batches = calibration_batches(encoder)
     model = ov.Core().read_model(str(fp32_file))
     names = [port.get_any_name() for port in model.inputs]
-
-    def feed(batch: EncodedBatch) -> dict[str, Any]:
-        arrays = {
-            "input_ids": batch.input_ids,
-            "attention_mask": batch.attention_mask,
-            "mask_positions": batch.mask_positions,
-        }
-        return {name: arrays[name] for name in names}
-
     quantized = nncf.quantize(
         model,
-        nncf.Dataset(batches, feed),
+        nncf.Dataset(batches, lambda batch: batch.feed(names)),
         model_type=nncf.ModelType.TRANSFORMER,
         subset_size=len(batches),
         # an alpha of -1 turns SmoothQuant off for MatMuls

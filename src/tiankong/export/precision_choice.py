@@ -145,7 +145,7 @@ def measure(
     the ``auto`` entry being made, where OpenVINO's INT8 IR is written; it stays there only if
     it is the choice. Returns the choice and the name of its file in ``entry`` (or None)."""
     from tiankong.core.text import TextEncoder, TextLimits
-    from tiankong.engines.base import EncodedBatch, Engine, pad_batch
+    from tiankong.engines.base import Engine, pad_prepared
     from tiankong.engines.onnx_engine import OnnxEngine
     from tiankong.engines.openvino_engine import INSTALL_HINT, OpenVinoEngine, has_openvino
     from tiankong.export import openvino_int8
@@ -191,17 +191,9 @@ def measure(
             agreed[key] = float(guard.compare(openvino)["top1_agreement"])
     encoder = TextEncoder.from_folder(folder, TextLimits())
     prepared = [encoder.prepare(text) for text in guard_sentences()[:FULL_BATCH]]
-
-    def batch_of(size: int) -> EncodedBatch:
-        chosen = prepared[:size]
-        return pad_batch(
-            [item.input_ids for item in chosen],
-            [item.mask_indices for item in chosen],
-            encoder.pad_id,
-        )
-
     speed = {
-        size: time_in_turns(engines, batch_of(size), rounds) for size, rounds in ROUNDS.items()
+        size: time_in_turns(engines, pad_prepared(prepared[:size], encoder.pad_id), rounds)
+        for size, rounds in ROUNDS.items()
     }
     candidates = []
     for key in KEYS:

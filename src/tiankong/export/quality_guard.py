@@ -15,7 +15,7 @@ import numpy as np
 
 from tiankong.core.decoding import banned_token_ids, softmax, top_k
 from tiankong.core.text import PreparedText, TextEncoder, TextLimits
-from tiankong.engines.base import Engine, pad_batch
+from tiankong.engines.base import Engine, pad_prepared
 
 GUARD_FILE = Path(__file__).parent.parent / "resources" / "guard_sentences.txt"
 GUARD_BATCH = 16
@@ -72,9 +72,7 @@ def top_tokens(
     rows: list[list[int]] = []
     for start in range(0, len(prepared), GUARD_BATCH):
         chunk = prepared[start : start + GUARD_BATCH]
-        batch = pad_batch(
-            [item.input_ids for item in chunk], [item.mask_indices for item in chunk], pad_id
-        )
+        batch = pad_prepared(chunk, pad_id)
         for probabilities in softmax(engine.mask_logits(batch)):
             rows.append([choice.token_id for choice in top_k(probabilities, 5, banned, str)])
     return np.asarray(rows, dtype=np.int64)
