@@ -148,6 +148,19 @@ def tiny_onnx_cache(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFacto
     return built_once(tmp_path_factory, "onnx-cache", export)
 
 
+def finished_copy(cache: Path, destination: Path) -> Path:
+    """A copy of an ONNX cache's finished entries. The session's cache is shared by the workers,
+    and a test on one may be building an entry in it (the ``auto`` measurement, for its thread
+    count) while another copies it: that build's ``.tmp-`` folder is not part of the cache."""
+    return Path(shutil.copytree(cache, destination, ignore=shutil.ignore_patterns(".tmp-*")))
+
+
+@pytest.fixture
+def onnx_cache_copy(tiny_onnx_cache: Path) -> Callable[[Path], Path]:
+    """Makes a private copy of the session's exports at the given path, free to change."""
+    return lambda destination: finished_copy(tiny_onnx_cache, destination)
+
+
 @pytest.fixture(scope="session")
 def tiny_onnx_env(
     tiny_onnx_cache: Path, tmp_path_factory: pytest.TempPathFactory
@@ -157,7 +170,7 @@ def tiny_onnx_env(
     neither torch nor transformers and exports nothing: about 1.5 s of CPU on the 2-core test
     machine, where one on ``--engine torch`` takes 9 s. Tests whose subject is not the engine
     run the CLI this way."""
-    copy = shutil.copytree(tiny_onnx_cache, tmp_path_factory.mktemp("onnx-cli") / "onnx")
+    copy = finished_copy(tiny_onnx_cache, tmp_path_factory.mktemp("onnx-cli") / "onnx")
     return {"TIANKONG_ONNX_CACHE_DIR": str(copy)}
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,14 +23,16 @@ pytest.importorskip("matplotlib")
 
 
 @pytest.mark.timeout(480)
-def test_bench_quick_smoke(tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path) -> None:
+def test_bench_quick_smoke(
+    tiny_model_dir: Path, onnx_cache_copy: Callable[[Path], Path], tmp_path: Path
+) -> None:
     from bench.contenders.registry import CONTENDERS
     from bench.suite import OFFLINE_TARGETS
 
     out = tmp_path / "results"
     # tiankong's own contenders serve the tiny model's exports that the session already made
     # (a copy: the bench may add to it), instead of exporting it again in each server
-    onnx_cache = Path(shutil.copytree(tiny_onnx_cache, tmp_path / "onnx"))
+    onnx_cache = onnx_cache_copy(tmp_path / "onnx")
     done = subprocess.run(
         [
             *(sys.executable, "-m", "bench", "--quick", "--models", str(tiny_model_dir)),

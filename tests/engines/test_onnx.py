@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -270,9 +270,12 @@ def test_auto_on_a_model_that_cannot_export_fails_after_one_build(
 
 
 def test_auto_falls_back_to_fp32_below_threshold(
-    tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tiny_model_dir: Path,
+    onnx_cache_copy: Callable[[Path], Path],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    cache = Path(shutil.copytree(tiny_onnx_cache, tmp_path / "cache"))
+    cache = onnx_cache_copy(tmp_path / "cache")
     settings = onnx_settings(cache, int8_min_agreement=1.01)
     with caplog.at_level(logging.INFO, logger="tiankong"):
         engine = FillMasker.load(str(tiny_model_dir), settings).engine

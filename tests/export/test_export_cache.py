@@ -7,6 +7,7 @@ import logging
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,9 @@ pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray o
 
 
 @pytest.fixture
-def cache(tiny_onnx_cache: Path, tmp_path: Path) -> Path:
+def cache(onnx_cache_copy: Callable[[Path], Path], tmp_path: Path) -> Path:
     """A private copy of the session's cache, free to break."""
-    return Path(shutil.copytree(tiny_onnx_cache, tmp_path / "cache"))
+    return onnx_cache_copy(tmp_path / "cache")
 
 
 @pytest.fixture

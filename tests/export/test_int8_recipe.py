@@ -4,7 +4,7 @@ the tiny model picking, storing and serving a recipe."""
 from __future__ import annotations
 
 import json
-import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,11 +113,11 @@ def int8_manifest(export_folder: Path) -> dict[str, Any]:
 
 @pytest.mark.processes  # export workers
 def test_the_real_guard_falls_back_through_the_chain(
-    tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path
+    tiny_model_dir: Path, onnx_cache_copy: Callable[[Path], Path], tmp_path: Path
 ) -> None:
     """A threshold no recipe reaches: all three are measured on the tiny model, the first is
     kept, marked failed, served by name only."""
-    cache = Path(shutil.copytree(tiny_onnx_cache, tmp_path / "cache"))
+    cache = onnx_cache_copy(tmp_path / "cache")
     settings = Settings(engine="onnx", threads=1, onnx_cache_dir=str(cache))
     strict = settings.with_overrides(int8_min_agreement=1.01)
     export = ensure_export(resolve_model(str(tiny_model_dir)), "int8", strict)
