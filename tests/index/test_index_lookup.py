@@ -159,3 +159,86 @@ def test_option_match_counts_left_option_right(small_index: Path, tokenizer: Tok
         lookup, ids(tokenizer, "真是"), ids(tokenizer, "之笔"), ids(tokenizer, "画龙点睛")
     )
     assert idiom is not None and idiom.context_length == 4 and idiom.total == 1
+
+
+def test_a_search_within_a_prefixs_rows_equals_a_whole_search(
+    small_index: Path, tokenizer: Tokenizer
+) -> None:
+    index = open_index(small_index)
+    corpus = [ids(tokenizer, line) for line in LINES]
+    rng = random.Random(1)
+    for _ in range(200):
+        line = rng.choice(corpus)
+        start = rng.randrange(len(line))
+        pattern = line[start : start + rng.randint(2, 8)]
+        if len(pattern) < 2:
+            continue
+        prefix = index.search(pattern[: rng.randint(1, len(pattern) - 1)])
+        assert index.search(pattern, within=prefix) == index.search(pattern), pattern
+
+
+def brute_match_length(tokens: np.ndarray, begin: int, context: list[int], step: int) -> int:
+    length = 0
+    for token in context:
+        at = min(max(begin + length * step, 0), len(tokens) - 1)
+        if int(tokens[at]) != token:
+            break
+        length += 1
+    return length
+
+
+def test_match_lengths_equal_a_brute_force_walk(small_index: Path, tokenizer: Tokenizer) -> None:
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    tokens = np.asarray(lookup.tokens)
+    rng = random.Random(2)
+    for _ in range(60):
+        step = rng.choice((1, -1))
+        # a context read from the corpus itself (long matches, several blocks), then changed
+        at = rng.randrange(len(tokens))
+        context = [int(tokens[min(max(at + i * step, 0), len(tokens) - 1)]) for i in range(30)]
+        context = context[: rng.randint(0, 30)]
+        if context and rng.random() < 0.5:
+            context[rng.randrange(len(context))] = 1
+        begins = np.array(
+            [at, 0, len(tokens) - 1, *(rng.randrange(len(tokens)) for _ in range(20))],
+            dtype=np.int64,
+        )
+        got = lookup.match_lengths(begins, context, step)
+        expected = [brute_match_length(tokens, int(b), context, step) for b in begins]
+        assert got.tolist() == expected
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 512])
+def test_side_occurrences_back_off_to_the_shortest_part_with_few_hits(
+    small_index: Path, tokenizer: Tokenizer, monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    import tiankong.index.lookup as lookup_module
+
+    monkeypatch.setattr(lookup_module, "OCCURRENCE_LIMIT", limit)
+    index = open_index(small_index)
+    lookup = BlankLookup(index, tokenizer)
+    rng = random.Random(3)
+    contexts = [ids(tokenizer, text) for text in ("今天天气很", "，我们去公园", "无此", "")]
+    corpus = [ids(tokenizer, line) for line in LINES]
+    for _ in range(40):
+        line = rng.choice(corpus)
+        start = rng.randrange(len(line))
+        contexts.append(line[start : start + rng.randint(1, 10)])
+    for context in contexts:
+        for from_end in (True, False):
+            parts = [
+                context[len(context) - size :] if from_end else context[:size]
+                for size in range(1, len(context) + 1)
+            ]
+            counts = [index.count(part) for part in parts]
+            occurring = [size for size, n in enumerate(counts, 1) if n > 0]
+            few = [size for size, n in enumerate(counts, 1) if 0 < n <= limit]
+            length = (few[0] if few else occurring[-1]) if occurring else 0
+            positions, got_length, exact = lookup.side_occurrences(context, from_end)
+            assert got_length == length, (context, from_end)
+            if length:
+                found = index.search(parts[length - 1])
+                assert positions.tolist() == index.positions(found, limit).tolist()
+                assert exact == (counts[length - 1] <= limit)
+            else:
+                assert positions.size == 0 and exact

@@ -110,44 +110,27 @@ class BlankLookup:
         self, context: Sequence[int], from_end: bool
     ) -> tuple[np.ndarray, int, bool]:
         """Positions where the context part (a suffix of L, or a prefix of R) starts, for the
-        shortest length with at most OCCURRENCE_LIMIT hits; returns (positions, length, exact).
-        """
+        shortest length with at most OCCURRENCE_LIMIT hits (the longest part that occurs at
+        all, when every part that occurs has more); returns (positions, length, exact).
 
-        def part(length: int) -> Sequence[int]:
-            return context[len(context) - length :] if from_end else context[:length]
-
-        searched: dict[int, SearchRange] = {}  # the two searches below may ask for a length twice
-
-        def found(length: int) -> SearchRange:
-            if length not in searched:
-                searched[length] = self.index.search(part(length))
-            return searched[length]
-
-        if not context:
+        Counts only fall as the part grows, so the parts are searched from one token up, and
+        the search stops at the first part with few enough hits: most stop at two or three
+        tokens. A prefix of R is searched within the rows of the prefix one token shorter."""
+        hits: SearchRange | None = None
+        length = 0
+        for size in range(1, len(context) + 1):
+            part = context[len(context) - size :] if from_end else context[:size]
+            found = self.index.search(part, within=None if from_end else hits)
+            if found.count == 0:
+                break
+            hits, length = found, size
+            if found.count <= OCCURRENCE_LIMIT:
+                break
+        if hits is None:
             return np.zeros(0, dtype=np.int64), 0, True
-        # The longest part that occurs at all (counts fall as the part grows).
-        low, high = 0, len(context)
-        while low < high:
-            middle = (low + high + 1) // 2
-            if found(middle).count > 0:
-                low = middle
-            else:
-                high = middle - 1
-        longest = low
-        if longest == 0:
-            return np.zeros(0, dtype=np.int64), 0, True
-        # The shortest part, no shorter than 1, with at most OCCURRENCE_LIMIT hits.
-        low, high = 1, longest
-        while low < high:
-            middle = (low + high) // 2
-            if found(middle).count <= OCCURRENCE_LIMIT:
-                high = middle
-            else:
-                low = middle + 1
-        hits = found(low)
         return (
             self.index.positions(hits, OCCURRENCE_LIMIT).astype(np.int64),
-            low,
+            length,
             hits.count <= OCCURRENCE_LIMIT,
         )
 
@@ -239,19 +222,21 @@ class BlankLookup:
         """How many tokens of ``context`` the corpus repeats from ``begin`` on, going ``step``.
 
         Compared in blocks of 4, 8, 16... tokens, each only for the positions that matched all
-        of the blocks before: most stop within the first few tokens."""
+        of the blocks before: most stop within the first few tokens. A read past either end of
+        the corpus reads the end token there (``take``'s clip)."""
         lengths = np.zeros(len(begin), dtype=np.int64)
         wanted = np.asarray(context, dtype=np.int64)
-        active = np.arange(len(begin))
-        done, block, last = 0, 4, len(self.tokens) - 1
-        while active.size and done < len(wanted):
+        rows = np.arange(len(begin))  # the positions still matching, as rows of ``lengths``
+        positions = np.asarray(begin, dtype=np.int64)
+        done, block = 0, 4
+        while rows.size and done < len(wanted):
             width = min(block, len(wanted) - done)
-            offsets = np.arange(done, done + width) * step
-            where = np.clip(begin[active, None] + offsets[None, :], 0, last)
-            differs = self.tokens[where] != wanted[None, done : done + width]
-            stopped = differs.any(axis=1)
-            lengths[active] = done + np.where(stopped, differs.argmax(axis=1), width)
-            active = active[~stopped]
+            where = positions[:, None] + np.arange(done, done + width) * step
+            differs = self.tokens.take(where, mode="clip") != wanted[done : done + width]
+            first = differs.argmax(axis=1)  # the first difference, or 0 when there is none
+            stopped = differs[np.arange(rows.size), first]
+            lengths[rows] = done + np.where(stopped, first, width)
+            rows, positions = rows[~stopped], positions[~stopped]
             done += width
             block *= 2
         return lengths
