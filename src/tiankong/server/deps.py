@@ -36,10 +36,15 @@ class Serving:
     allowance: Allowance
 
 
-async def serving_of(request: Request) -> Serving:
+def serving_now(request: Request) -> Serving:
     """The predictor (or a 503 ``model_unavailable`` while the model is loading) and the
     client's rate-limit allowance, spent by each request's cost in forward rows."""
     return Serving(server_state(request).require_predictor(), allowance_of(request.scope))
+
+
+async def serving_of(request: Request) -> Serving:
+    """``serving_now`` as a dependency (``ServingRoute`` calls ``serving_now`` itself)."""
+    return serving_now(request)
 
 
 StateDep = Annotated[ServerState, Depends(state_of)]

@@ -29,6 +29,7 @@ from tiankong.server.schemas import (
     PredictRequest,
     PredictResponse,
 )
+from tiankong.server.serving_route import ServingRoute
 from tiankong.serving.predictor import Predictor
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -42,7 +43,7 @@ PAGE_HEADERS = {
     "Cache-Control": "no-cache",
 }
 
-router = APIRouter()
+router = APIRouter(route_class=ServingRoute)
 
 
 async def predict_one(
