@@ -1,0 +1,105 @@
+"""CPU time a ``POST /predict`` costs inside the app: the ASGI app called directly, no sockets.
+
+    python -m bench.request_cpu [--requests 3000] [--engine fake] [--floor]
+    PYTHONPATH=/tmp/base/src python -m bench.request_cpu    # another checkout's code
+
+Each request is a bench sentence no request before it used (``bench/sentences.py``, top_k 5), so
+the result cache never answers; the first 300 warm up. Without sockets, uvicorn and a load
+generator the figure moves far less than a served p50 does, which is what an A/B of the request
+path needs on a shared 2-core machine: run two checkouts one after the other, a few times each,
+alternating. ``--floor`` measures ``bench/contenders/floor_app.py``'s app the same way (FastAPI's
+own cost for the same body). The index is off (``--index none``), as in the bench's
+serving-overhead rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from typing import Any
+
+from bench.contenders.common import PredictRequest  # the floor's body, resolved by FastAPI
+from bench.contenders.floor_app import answer
+from bench.sentences import sentence
+
+WARMUP = 300
+
+
+def tiankong_app(engine: str) -> Any:
+    from tiankong.config import Settings
+    from tiankong.server.app import create_app
+
+    return create_app(Settings(engine=engine, index="none"))
+
+
+def floor_app() -> Any:
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.post("/predict")
+    async def predict(request: PredictRequest) -> dict[str, Any]:
+        return answer(request.text)
+
+    return app
+
+
+async def post(app: Any, number: int) -> None:
+    body = json.dumps({"text": sentence(number), "top_k": 5}).encode()
+    headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode())]  # fmt: skip
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/predict", "raw_path": b"/predict", "root_path": "",
+        "query_string": b"", "headers": headers, "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000), "state": {},
+    }  # fmt: skip
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.sleep(3600)  # the client never disconnects
+        return {"type": "http.disconnect"}
+
+    statuses: list[int] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    await app(scope, receive, send)
+    if statuses != [200]:
+        raise SystemExit(f"POST /predict answered {statuses}; the measurement needs 200s")
+
+
+async def measure(app: Any, requests: int) -> tuple[float, float]:
+    """(CPU, wall) microseconds a request, after the warm-up."""
+    async with app.router.lifespan_context(app):
+        for number in range(WARMUP):
+            await post(app, 100_000 + number)
+        cpu, wall = time.process_time(), time.perf_counter()
+        for number in range(requests):
+            await post(app, 100_000 + WARMUP + number)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return cpu / requests * 1e6, wall / requests * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--engine", default="fake")
+    parser.add_argument("--floor", action="store_true", help="the bare FastAPI app instead")
+    args = parser.parse_args()
+    app = floor_app() if args.floor else tiankong_app(args.engine)
+    cpu, wall = asyncio.run(measure(app, args.requests))
+    name = "floor" if args.floor else f"tiankong --engine {args.engine}"
+    print(f"{name}: {cpu:.1f} us of CPU and {wall:.1f} us wall a request ({args.requests})")
+
+
+if __name__ == "__main__":
+    main()
