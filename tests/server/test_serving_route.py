@@ -27,6 +27,8 @@ REQUESTS: list[tuple[str, bytes, str | None]] = [
     ("/predict", b"[1, 2]", "application/json"),
     ("/predict", b'"text"', "application/json"),
     ("/predict", b'{"text": "abc[MASK]", ', "application/json"),
+    ("/predict", b"[" * 100_000, "application/json"),  # json.loads: RecursionError
+    ("/batch_predict", b'{"texts": ' + b"[" * 100_000, "application/json"),
     ("/predict", b'{"text": "\xff\xfe[MASK]"}', "application/json"),
     ("/predict", b'{"text": 5}', "application/json"),
     ("/predict", b'{"top_k": 3}', "application/json"),

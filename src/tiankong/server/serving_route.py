@@ -64,7 +64,7 @@ class ServingRoute(APIRoute):
             raw = await request.body()
             try:
                 value = json.loads(raw) if raw else None
-            except ValueError:  # not JSON, or not UTF-8: FastAPI's own error
+            except Exception:  # not JSON, not UTF-8, nested too deep: FastAPI's own error
                 return await standard(request)
             body, errors = body_field.validate(value, {}, loc=("body",))
             if errors:
