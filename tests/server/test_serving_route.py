@@ -3,17 +3,20 @@ FastAPI's generic handler, and every other request gets exactly FastAPI's answer
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import fastapi.routing
 import pytest
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
+from tiankong import FillMasker, Settings
 from tiankong.server.deps import state_of
 from tiankong.server.routes import router
 from tiankong.server.serving_route import ServingRoute, serving_inputs
 
+JSON = "application/json"
 VALID = '{"text": "春眠不觉晓，处处闻啼[MASK]。", "top_k": 3}'
 # (path, body bytes, content type): what a client may send, well-formed or not
 REQUESTS: list[tuple[str, bytes, str | None]] = [
@@ -100,3 +103,70 @@ def test_only_body_and_serving_routes_take_their_own_handler() -> None:
     assert routes[("/batch_predict", "POST")] == ("body", "serving")
     assert routes[("/predict", "GET")] is None  # query parameters: FastAPI's handler
     assert routes[("/info", "GET")] is None
+
+
+def test_dependencies_an_include_adds_run_on_every_request(
+    settings: Settings, tiny_masker: FillMasker
+) -> None:
+    """An app that includes the routes behind its own check (an API key, say) gets the check on
+    a valid request too: the route's own handler only serves routes whose sole dependency is
+    ``ServingDep``, as FastAPI builds them for that include."""
+    from tiankong.server import create_app
+
+    def deny() -> None:
+        raise HTTPException(status_code=403, detail="no key")
+
+    app = create_app(settings, tiny_masker)
+    app.include_router(router, prefix="/guarded", dependencies=[Depends(deny)])
+    with TestClient(app) as client:
+        assert send(client, "/predict", VALID.encode(), "application/json")[0] == 200
+        assert send(client, "/guarded/predict", VALID.encode(), "application/json")[0] == 403
+        assert send(client, "/guarded/batch_predict", b'{"texts": ["a[MASK]"]}', JSON)[0] == 403
+
+
+async def post_cut_short(app: FastAPI) -> tuple[list[int], bytes]:
+    """A POST /predict whose client goes away after half of its JSON body."""
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/predict", "raw_path": b"/predict", "root_path": "",
+        "query_string": b"", "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000),
+        "headers": [(b"host", b"test"), (b"content-type", b"application/json"),
+                    (b"transfer-encoding", b"chunked")], "state": {},
+    }  # fmt: skip
+    messages = iter(
+        [
+            {"type": "http.request", "body": b'{"text": "a', "more_body": True},
+            {"type": "http.disconnect"},
+        ]
+    )
+
+    async def receive() -> dict[str, Any]:
+        return next(messages, {"type": "http.disconnect"})
+
+    statuses: list[int] = []
+    body = b""
+
+    async def send_message(message: dict[str, Any]) -> None:
+        nonlocal body
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+        elif message["type"] == "http.response.body":
+            body += message.get("body", b"")
+
+    try:
+        await app(scope, receive, send_message)
+    except Exception as error:
+        return [-1], type(error).__name__.encode()
+    return statuses, body
+
+
+def test_a_client_gone_mid_body_gets_fastapis_answer(client: TestClient, app: FastAPI) -> None:
+    assert not app.dependency_overrides
+    ours = asyncio.run(post_cut_short(app))
+    app.dependency_overrides[state_of] = state_of
+    try:
+        reference = asyncio.run(post_cut_short(app))
+    finally:
+        app.dependency_overrides.clear()
+    assert ours == reference
+    assert ours[0] != [500]

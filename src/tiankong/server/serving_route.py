@@ -25,8 +25,10 @@ import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import fastapi.routing
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException  # the class FastAPI's handler re-raises
 
 from tiankong.server.deps import serving_now, serving_of
 
@@ -47,12 +49,14 @@ class ServingRoute(APIRoute):
 
     def get_route_handler(self) -> Handler:
         standard = super().get_route_handler()
-        names = serving_inputs(self)
+        route = effective_route(self)
+        names = serving_inputs(route)
         if names is None:
             return standard
         body_name, serving_name = names
-        [body_field] = self.dependant.body_params
-        endpoint = self.endpoint
+        [body_field] = route.dependant.body_params
+        endpoint = route.dependant.call
+        assert endpoint is not None  # serving_inputs checked it
 
         async def handler(request: Request) -> Response:
             if (
@@ -61,7 +65,12 @@ class ServingRoute(APIRoute):
                 or (telemetry_data is not None and telemetry_data() is not None)
             ):
                 return await standard(request)
-            raw = await request.body()
+            try:
+                raw = await request.body()
+            except HTTPException:  # the body limit's 413, the body deadline's 408: as FastAPI
+                raise
+            except Exception:  # the client went away mid-body...: FastAPI's own answer
+                return await standard(request)
             try:
                 value = json.loads(raw) if raw else None
             except Exception:  # not JSON, not UTF-8, nested too deep: FastAPI's own error
@@ -77,10 +86,24 @@ class ServingRoute(APIRoute):
         return handler
 
 
-def serving_inputs(route: APIRoute) -> tuple[str, str] | None:
+def effective_route(route: APIRoute) -> Any:
+    """The route as FastAPI's own ``get_route_handler`` builds it: under ``include_router`` on
+    FastAPI 0.165 and later, the included copy, which carries the dependencies and prefix the
+    include added (an API key check added there must run on every request); else the route."""
+    context_var = getattr(fastapi.routing, "_effective_route_context_var", None)
+    context = context_var.get() if context_var is not None else None
+    if context is not None and getattr(context, "original_route", None) is route:
+        return context
+    return route
+
+
+def serving_inputs(route: Any) -> tuple[str, str] | None:
     """The endpoint's body and ``ServingDep`` parameter names, when those are its only inputs
-    and it is a coroutine; None: the route keeps FastAPI's handler."""
-    dependant = route.dependant
+    and it is a coroutine; None: the route keeps FastAPI's handler. ``route``: an ``APIRoute``,
+    or the included copy ``effective_route`` found."""
+    dependant = getattr(route, "dependant", None)
+    if dependant is None or getattr(route, "body_field", None) is None:
+        return None
     others = (
         dependant.path_params,
         dependant.query_params,
@@ -104,6 +127,6 @@ def serving_inputs(route: APIRoute) -> tuple[str, str] | None:
         return None
     if route.body_field is not dependant.body_params[0]:  # embedded: FastAPI's own shape
         return None
-    if not inspect.iscoroutinefunction(route.endpoint):
+    if not inspect.iscoroutinefunction(dependant.call):
         return None
     return dependant.body_params[0].name, serving.name
