@@ -20,8 +20,7 @@ import json
 import time
 from typing import Any
 
-from bench.contenders.common import PredictRequest  # the floor's body, resolved by FastAPI
-from bench.contenders.floor_app import answer
+from bench.contenders.floor_app import make_app as floor_app
 from bench.sentences import sentence
 
 WARMUP = 300
@@ -32,18 +31,6 @@ def tiankong_app(engine: str) -> Any:
     from tiankong.server.app import create_app
 
     return create_app(Settings(engine=engine, index="none"))
-
-
-def floor_app() -> Any:
-    from fastapi import FastAPI
-
-    app = FastAPI()
-
-    @app.post("/predict")
-    async def predict(request: PredictRequest) -> dict[str, Any]:
-        return answer(request.text)
-
-    return app
 
 
 async def post(app: Any, number: int) -> None:

@@ -36,9 +36,8 @@ def answer(text: str) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    args = parse_args(__doc__.splitlines()[0])
-    import uvicorn
+def make_app() -> Any:
+    """The floor's FastAPI app (``bench.request_cpu --floor`` calls it in process too)."""
     from fastapi import FastAPI
 
     app = FastAPI()
@@ -51,7 +50,14 @@ def main() -> None:
     async def predict(request: PredictRequest) -> dict[str, Any]:
         return answer(request.text)
 
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return app
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
+    import uvicorn
+
+    uvicorn.run(make_app(), host=args.host, port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

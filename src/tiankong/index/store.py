@@ -154,9 +154,9 @@ class CorpusIndex:
 
     def rows_between(self, low: int, high: int) -> np.ndarray:
         """The token positions in rows ``[low, high)``, as int64."""
-        bits = np.arange(low, high, dtype=np.int64) * self.bits
         if self.row_words is None or high <= low:
             return np.zeros(0, dtype=np.int64)
+        bits = np.arange(low, high, dtype=np.int64) * self.bits
         words = self.row_words[bits >> 3].view("<u8")[:, 0]
         return ((words >> (bits & 7).astype(np.uint64)) & np.uint64(self.mask)).astype(np.int64)
 
