@@ -237,13 +237,19 @@ def model_goals(model: dict[str, Any]) -> list[dict[str, Any]]:
 
 def served_agreement(row: dict[str, Any]) -> float | None:
     """Top-1 agreement with FP32 of what a tiankong server serves (its /info): the chosen
-    candidate's under ``--precision auto``, the INT8 guard's for INT8, 1.0 for ONNX FP32."""
+    candidate's under ``--precision auto`` (the lower of two split by batch size), the INT8
+    guard's for INT8, 1.0 for ONNX FP32."""
     server = row.get("server") or {}
     quality = server.get("quality") or {}
     choice = quality.get("choice") or {}
-    for candidate in choice.get("candidates", []):
-        if [candidate["engine"], candidate["precision"]] == [choice["engine"], choice["precision"]]:
-            return float(candidate["top1_agreement"])
+    served = [(part["engine"], part["precision"]) for part in (choice, choice.get("split")) if part]
+    agreed = [
+        float(candidate["top1_agreement"])
+        for candidate in choice.get("candidates", [])
+        if (candidate["engine"], candidate["precision"]) in served
+    ]
+    if agreed:
+        return min(agreed)
     if server.get("precision") == "int8" and "top1_agreement" in quality:
         return float(quality["top1_agreement"])
     return 1.0 if server.get("precision") == "fp32" else None

@@ -14,10 +14,12 @@ import pytest
 
 from tiankong import FillMasker, Settings
 from tiankong.core.models import ResolvedModel
+from tiankong.core.text import TextEncoder, TextLimits
 from tiankong.engines import measured_engine
-from tiankong.engines.base import pad_batch
+from tiankong.engines.base import pad_batch, pad_prepared
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.engines.openvino_engine import OpenVinoEngine, openvino_version
+from tiankong.engines.split import SplitEngine
 from tiankong.errors import BadOptionError
 from tiankong.export import openvino_int8, precision_choice
 from tiankong.export.export_cache import MANIFEST_FILE, OnnxExport, ensure_export
@@ -98,13 +100,18 @@ def test_auto_measures_openvino_beside_onnx_runtime(
     assert ov["missing"] == "" and ov["b1_ms"] > 0 and ov["batch_ms"] > 0
     assert ov["top1_agreement"] >= 0.98  # FP32 on another runtime ranks alike
     assert (candidates["openvino bf16"]["missing"] == "") == cpu_has_bf16()
-    assert (engine.name, engine.precision) == (manifest["choice"]["engine"],
-                                               manifest["choice"]["precision"])  # fmt: skip
+    served = [
+        manifest["choice"],
+        *([manifest["choice"]["split"]] if manifest["choice"]["split"] else []),
+    ]
+    names = "+".join(dict.fromkeys(part["engine"] for part in reversed(served)))
+    precisions = "+".join(dict.fromkeys(part["precision"] for part in reversed(served)))
+    assert (engine.name, engine.precision) == (names, precisions)  # the split's lone engine first
     int8 = candidates["openvino int8"]  # NNCF quantized it in the export worker
     assert int8["missing"] == "" and int8["b1_ms"] > 0 and int8["batch_ms"] > 0
     assert manifest["recipe"]["auto"]["openvino_int8"]["nncf"] == nncf.__version__
-    serves_ir = manifest["choice"]["file"] == openvino_int8.IR_FILE
-    assert serves_ir == ((engine.name, engine.precision) == ("openvino", "int8"))
+    serves_ir = openvino_int8.IR_FILE in [part["file"] for part in served]
+    assert serves_ir == any((p["engine"], p["precision"]) == ("openvino", "int8") for p in served)
     # the IR is kept, checksummed, only where it serves; measured and not served, it is deleted
     ir_files = {openvino_int8.IR_FILE, "openvino-int8.bin"}
     assert set(manifest["files"]) == (ir_files if serves_ir else set())
@@ -132,27 +139,27 @@ def test_the_calibration_text_is_not_what_the_guard_judges() -> None:
 
 def measured_here(
     model_dir: Path, cache: Path, entry: Path
-) -> tuple[precision_choice.PrecisionChoice, str | None, precision_choice.Candidate]:
+) -> tuple[precision_choice.PrecisionChoice, dict[str, str], precision_choice.Candidate]:
     """``precision_choice.measure`` in this process (so a test can patch it), one thread, its
     IR into ``entry``; with the ``openvino int8`` candidate picked out."""
     model = resolve_model(str(model_dir))
     settings = Settings(threads=1, onnx_cache_dir=str(cache))
     fp32, int8 = (ensure_export(model, p, settings) for p in ("fp32", "int8"))
-    choice, file = precision_choice.measure(
+    choice, files = precision_choice.measure(
         model_dir, fp32.onnx_file, int8.onnx_file, int8.quality, 1, 0.98, cpu_kind(), entry
     )
     (candidate,) = [c for c in choice.candidates if c.key == "openvino int8"]
-    return choice, file, candidate
+    return choice, files, candidate
 
 
 def test_without_nncf_the_int8_candidate_says_why_and_leaves_no_file(
     tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(openvino_int8, "has_nncf", lambda: False)
-    choice, file, candidate = measured_here(tiny_model_dir, tiny_onnx_cache, tmp_path)
+    choice, files, candidate = measured_here(tiny_model_dir, tiny_onnx_cache, tmp_path)
     assert candidate.missing == "nncf is not installed (pip install 'tiankong[nncf]')"
     assert "openvino int8: nncf is not installed" in choice.line()
-    assert file is None and list(tmp_path.iterdir()) == []
+    assert files == {} and list(tmp_path.iterdir()) == []
 
 
 def test_a_quantization_that_fails_is_listed_not_fatal(
@@ -163,10 +170,10 @@ def test_a_quantization_that_fails_is_listed_not_fatal(
         raise RuntimeError("unsupported graph")
 
     monkeypatch.setattr(openvino_int8, "quantize", half_written)
-    choice, file, candidate = measured_here(tiny_model_dir, tiny_onnx_cache, tmp_path)
+    choice, files, candidate = measured_here(tiny_model_dir, tiny_onnx_cache, tmp_path)
     assert candidate.missing == "the NNCF INT8 model could not be made (RuntimeError)"
     assert choice.chosen.key != "openvino int8" and choice.rejected["openvino int8"]
-    assert file is None and list(tmp_path.iterdir()) == []  # the half-written IR is gone
+    assert files == {} and list(tmp_path.iterdir()) == []  # the half-written IR is gone
 
 
 def test_a_choice_of_openvino_int8_serves_the_ir_in_the_auto_entry(
@@ -185,3 +192,36 @@ def test_a_choice_of_openvino_int8_serves_the_ir_in_the_auto_entry(
     engine = measured_engine(resolve_model(str(tiny_model_dir)), settings, find_export)
     assert isinstance(engine, OpenVinoEngine)
     assert (engine.model_file, engine.precision, engine.quality) == (ir, "int8", {"choice": choice})
+
+
+def test_a_split_choice_serves_its_lone_engine_below_its_rows_and_the_other_from_them(
+    tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path
+) -> None:
+    """ONNX Runtime INT8 for small batches, OpenVINO's INT8 IR (in the auto entry) for larger."""
+    graph = fp32_file(tiny_model_dir, tiny_onnx_cache)
+    ir = openvino_int8.quantize(graph, tiny_model_dir, tmp_path)
+    lone = {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 3, "ms": {}}
+    choice = {"engine": "openvino", "precision": "int8", "file": ir.name, "split": lone,
+              "line": "int8 (onnx) for batches under 3 texts, int8 (openvino) from 3"}  # fmt: skip
+    settings = Settings(threads=1, onnx_cache_dir=str(tiny_onnx_cache))
+
+    def find_export(model: ResolvedModel, precision: str, asked: Settings) -> OnnxExport:
+        if precision == "auto":
+            return OnnxExport(tmp_path, {"precision": "auto", "choice": choice})
+        return ensure_export(model, precision, asked)
+
+    engine = measured_engine(resolve_model(str(tiny_model_dir)), settings, find_export)
+    assert isinstance(engine, SplitEngine) and engine.rows == 3
+    assert isinstance(engine.lone, OnnxEngine) and isinstance(engine.batch, OpenVinoEngine)
+    assert (engine.name, engine.precision, engine.batch.model_file) == ("onnx+openvino", "int8", ir)
+    assert engine.quality["choice"] == choice and "top1_agreement" in engine.quality  # the guard's
+    encoder = TextEncoder.from_folder(tiny_model_dir, TextLimits())
+    calls: list[str] = []
+    for part, name in ((engine.lone, "lone"), (engine.batch, "batch")):
+        run = part.mask_logits
+        part.mask_logits = lambda batch, run=run, name=name: calls.append(name) or run(batch)  # type: ignore[method-assign]
+    for size in (1, 2, 3, 4):
+        prepared = [encoder.prepare(text) for text in (TEXTS * 2)[:size]]
+        logits = engine.mask_logits(pad_prepared(prepared, encoder.pad_id))
+        assert logits.shape[0] == sum(len(p.mask_indices) for p in prepared)
+    assert calls == ["lone", "lone", "batch", "batch"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tiankong.export.precision_choice import Candidate, choose
+from tiankong.export.precision_choice import Candidate, choose, split_pair, with_split
 
 # The AMX figures (bundled model, ms): bf16 wins a full batch, INT8 a lone request.
 FP32 = Candidate("onnx", "fp32", b1_ms=2.07, batch_ms=27.4, top1_agreement=1.0)
@@ -58,3 +58,57 @@ def test_ties_go_to_the_earlier_candidate_and_a_reference_is_required() -> None:
     assert choose([FP32, same], 0.98).chosen == FP32
     with pytest.raises(ValueError, match="reference"):
         choose([INT8, BF16], 0.98)
+
+
+def test_two_engines_split_by_batch_size_when_each_wins_its_own_size_by_a_margin() -> None:
+    # the AMX figures: INT8 wins batch 1 by 2.3x, bf16 batch 16 by 1.9x
+    choice = choose([FP32, INT8, OV_FP32, BF16], 0.98, "amx")
+    assert split_pair(choice) == (INT8, BF16)
+    close = Candidate("openvino", "bf16", b1_ms=2.3, batch_ms=9.4, top1_agreement=0.99)
+    assert split_pair(choose([FP32, INT8, close], 0.98)) is None  # 1.17x at batch 1: one engine
+    both = Candidate("openvino", "bf16", b1_ms=1.5, batch_ms=9.4, top1_agreement=0.99)
+    assert split_pair(choose([FP32, INT8, both], 0.98)) is None  # one wins both sizes
+    sloppy = Candidate("openvino", "bf16", b1_ms=4.5, batch_ms=9.4, top1_agreement=0.9)
+    assert split_pair(choose([FP32, INT8, sloppy], 0.98)) is None  # the guard holds for pairs
+
+
+def timings(lone: list[float], batch: list[float]) -> dict[int, dict[str, float]]:
+    sizes = (1, 2, 4, 8, 16)
+    return {
+        s: {"onnx int8": a, "openvino bf16": b} for s, a, b in zip(sizes, lone, batch, strict=True)
+    }
+
+
+def test_the_split_serves_the_full_batch_engine_from_the_first_size_it_was_faster() -> None:
+    choice = choose([FP32, INT8, OV_FP32, BF16], 0.98, "amx")
+    split = with_split(
+        choice, INT8, BF16, timings([2.0, 3.1, 5.0, 9.0, 17.8], [4.5, 4.9, 5.6, 7.0, 9.4])
+    )
+    assert split.chosen == BF16 and split.split is not None
+    assert (split.split.lone, split.split.rows) == (INT8, 8)
+    assert split.line() == (
+        "int8 (onnx) for batches under 8 texts, bf16 (openvino) from 8, on amx: 2.25x openvino "
+        "bf16 at batch 1, 1.89x onnx int8 at batch 16, agreement 99.0% and 99.0%"
+    )
+    described = split.describe({"openvino bf16": "x.xml"})
+    assert (described["engine"], described["precision"], described["file"]) == (
+        "openvino",
+        "bf16",
+        "x.xml",
+    )
+    assert described["split"]["engine"] == "onnx" and described["split"]["below_rows"] == 8
+    assert (
+        described["split"]["file"] is None and described["split"]["ms"]["16"]["onnx int8"] == 17.8
+    )
+    assert choice.describe()["split"] is None
+
+
+def test_a_pair_whose_lead_does_not_cross_once_keeps_one_engine() -> None:
+    choice = choose([FP32, INT8, OV_FP32, BF16], 0.98, "amx")
+    flips = timings([2.0, 5.0, 5.0, 9.0, 17.8], [4.5, 4.9, 5.6, 7.0, 9.4])  # 2 and 8 but not 4
+    never = timings([2.0, 3.0, 4.0, 5.0, 6.0], [4.5, 4.9, 5.6, 7.0, 9.4])  # re-timed: INT8 wins
+    always = timings([5.0, 5.5, 6.0, 9.0, 17.8], [4.5, 4.9, 5.6, 7.0, 9.4])  # bf16 wins batch 1
+    # the bundled model on an AMX CPU, timed again: bf16 1.05x at batch 16, not worth its copy
+    short = timings([1.69, 2.00, 2.45, 3.35, 6.53], [3.01, 3.11, 3.14, 3.62, 6.22])
+    for ms in (flips, never, always, short):
+        assert with_split(choice, INT8, BF16, ms) == choice

@@ -68,31 +68,50 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
     those that pass the guard (``export/precision_choice``: measured once, kept in the export
     cache's ``auto`` entry). The decision and its reasons go to the log at INFO, to /info and
     to the server's startup line (``choice_line``)."""
-    from tiankong.engines.onnx_engine import OnnxEngine
-
-    own_file: Path | None = None  # a graph the auto entry holds (OpenVINO's INT8 IR)
+    folder: Path | None = None  # the auto entry, which may hold a graph (OpenVINO's INT8 IR)
     try:
         auto = find_export(model, "auto", settings)
         choice: dict[str, Any] = auto.choice
-        own_file = auto.folder / choice["file"] if choice.get("file") else None
+        folder = auto.folder
     except OSError as error:  # e.g. a read-only container's cache: no lock, no new entry
         # Not a ModelUnavailableError: that is the model failing to export (corrupt weights,
         # no torch), and the guard-only path would build the same export again and fail the
         # same way, seconds later. A cache folder that can't be made fails the same way too.
         choice = guard_only_choice(model, settings, find_export, error)
-    engine: Engine
-    if choice["engine"] == "openvino":
-        from tiankong.engines.openvino_engine import OpenVinoEngine
+    engine = served_engine(model, settings, find_export, choice, folder, choice)
+    split = choice.get("split")
+    if split:  # a second engine for small batches (precision_choice.split_pair)
+        from tiankong.engines.split import SplitEngine
 
-        graph = own_file or find_export(model, "fp32", settings).onnx_file
-        engine = OpenVinoEngine(graph, choice["precision"], settings.threads, {"choice": choice})
-    else:
-        chosen = settings.with_overrides(precision=choice["precision"])
-        onnx = OnnxEngine.create(model, chosen, find_export)
-        onnx.quality = {**onnx.quality, "choice": choice}
-        engine = onnx
+        lone = served_engine(model, settings, find_export, split, folder, choice)
+        quality = {**getattr(engine, "quality", {}), **getattr(lone, "quality", {})}
+        engine = SplitEngine(lone, engine, int(split["below_rows"]), quality)
     log.info("%s", choice_line(model.name, choice))
     return engine
+
+
+def served_engine(
+    model: ResolvedModel,
+    settings: Settings,
+    find_export: FindExport,
+    part: dict[str, Any],
+    folder: Path | None,
+    choice: dict[str, Any],
+) -> Engine:
+    """The engine that ``part`` of the measured ``choice`` names (its ``engine``, ``precision``
+    and ``file``, a graph in the auto entry's ``folder``), with the choice in its quality."""
+    from tiankong.engines.onnx_engine import OnnxEngine
+
+    if part["engine"] == "openvino":
+        from tiankong.engines.openvino_engine import OpenVinoEngine
+
+        own = folder / part["file"] if folder is not None and part.get("file") else None
+        graph = own or find_export(model, "fp32", settings).onnx_file
+        return OpenVinoEngine(graph, part["precision"], settings.threads, {"choice": choice})
+    chosen = settings.with_overrides(precision=part["precision"])
+    onnx = OnnxEngine.create(model, chosen, find_export)
+    onnx.quality = {**onnx.quality, "choice": choice}
+    return onnx
 
 
 def guard_only_choice(

@@ -94,6 +94,10 @@ def recipe(
             "bf16_units": cpu_has_bf16(),
             "full_batch": precision_choice.FULL_BATCH,
             "rounds": {str(size): rounds for size, rounds in precision_choice.ROUNDS.items()},
+            "split": {
+                "gain": precision_choice.SPLIT_GAIN,
+                "rounds": {str(size): n for size, n in precision_choice.SPLIT_SIZES.items()},
+            },
             "openvino_int8": openvino_int8.recipe(),
         }
     return described

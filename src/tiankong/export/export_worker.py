@@ -122,13 +122,13 @@ def build_export(request: BuildRequest) -> None:
 def measure_choice(request: BuildRequest, entry: Path) -> dict[str, object]:
     """``--precision auto``'s choice among the engines and precisions this machine can serve,
     measured here (``precision_choice``), beside the FP32 and INT8 exports it reads; a graph of
-    its own (OpenVINO's INT8 IR), when that is the choice, is written into ``entry``."""
+    its own (OpenVINO's INT8 IR), when that serves, is written into ``entry``."""
     from tiankong.export import precision_choice
 
     assert request.fp32_file is not None and request.int8_file is not None
     int8_file = Path(request.int8_file)
     int8_manifest = json.loads((int8_file.parent / MANIFEST_FILE).read_text(encoding="utf-8"))
-    choice, file = precision_choice.measure(
+    choice, files = precision_choice.measure(
         Path(request.model_path),
         Path(request.fp32_file),
         int8_file,
@@ -138,7 +138,7 @@ def measure_choice(request: BuildRequest, entry: Path) -> dict[str, object]:
         request.cpu,
         entry,
     )
-    return {"choice": choice.describe(file)}
+    return {"choice": choice.describe(files)}
 
 
 def sync_file(path: Path) -> None:

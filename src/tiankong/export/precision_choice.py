@@ -16,14 +16,23 @@ Every candidate but ONNX Runtime's FP32 is held to the INT8 guard's threshold (t
 with it on the guard sentences). Each is timed at batch 1 (a lone request) and at a full batch
 (``FULL_BATCH`` guard sentences: what the dynamic batcher sends under load), the candidates
 taking turns; the winner has the best geometric mean of its two speed-ups over ONNX Runtime's
-FP32, so neither a lone request nor a full batch is traded away for the other unseen. One
-engine serves both: a second for the other batch size would hold a second copy of the weights.
+FP32, so neither a lone request nor a full batch is traded away for the other unseen.
+
+Two engines, split by batch size, serve when one size's fastest candidate is another's slowest
+by a margin: when the fastest at batch 1 and the fastest at a full batch differ and each is at
+least ``SPLIT_GAIN`` times the other at its own size (an AMX CPU: ONNX Runtime INT8 at batch 1,
+OpenVINO's INT8 or bf16 at 16). The two are timed again, in turns, at every batch size of
+``SPLIT_SIZES``; batches smaller than the first size where the full-batch engine was the faster
+go to the other one. The pair holds two copies of the weights (docs/PERFORMANCE.md, "Engines
+per CPU kind", has what that costs and what it buys).
 
 >>> fp32 = Candidate("onnx", "fp32", b1_ms=2.0, batch_ms=27.0, top1_agreement=1.0)
 >>> int8 = Candidate("onnx", "int8", b1_ms=1.9, batch_ms=18.0, top1_agreement=0.99)
 >>> bf16 = Candidate("openvino", "bf16", b1_ms=2.5, batch_ms=9.4, top1_agreement=0.99)
 >>> choose([fp32, int8, bf16], 0.98).chosen.key
 'openvino bf16'
+>>> [c.key for c in split_pair(choose([fp32, int8, bf16], 0.98)) or ()]
+['onnx int8', 'openvino bf16']
 """
 
 from __future__ import annotations
@@ -32,12 +41,14 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 FULL_BATCH = 16  # texts in the timed full batch (the guard sentences' batch)
 ROUNDS = {1: 20, FULL_BATCH: 5}  # timed calls per batch size, after one warm-up call each
+SPLIT_GAIN = 1.2  # two engines serve only where each is this much faster at its own size
+SPLIT_SIZES = {1: 20, 2: 12, 4: 8, 8: 6, FULL_BATCH: 5}  # a pair's sizes, calls at each
 
 
 KEYS = ("onnx fp32", "onnx int8", "openvino fp32", "openvino bf16", "openvino int8")
@@ -64,12 +75,23 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Split:
+    """A second engine for small batches: ``lone`` serves batches of fewer than ``rows`` texts,
+    the choice's ``chosen`` the rest. ``ms``: the pair's medians at each of ``SPLIT_SIZES``."""
+
+    lone: Candidate
+    rows: int
+    ms: dict[int, dict[str, float]]
+
+
+@dataclass(frozen=True)
 class PrecisionChoice:
-    chosen: Candidate
+    chosen: Candidate  # with a split, the engine of the larger batches
     candidates: tuple[Candidate, ...]
     min_agreement: float
     cpu: str
     rejected: dict[str, str] = field(default_factory=dict)  # key -> why it can't serve
+    split: Split | None = None
 
     def speedup(self, candidate: Candidate) -> float:
         """The geometric mean of ``candidate``'s speed-ups at batch 1 and a full batch."""
@@ -84,25 +106,48 @@ class PrecisionChoice:
         chosen = self.chosen
         said = f"{chosen.precision} ({chosen.engine}) on {self.cpu}"
         eligible = [c for c in self.candidates if c.key not in self.rejected and c != chosen]
-        if eligible:
+        if self.split is not None:
+            lone, rows, ms = self.split.lone, self.split.rows, self.split.ms
+            said = (
+                f"{lone.precision} ({lone.engine}) for batches under {rows} texts, "
+                f"{chosen.precision} ({chosen.engine}) from {rows}, on {self.cpu}: "
+                f"{ms[1][chosen.key] / ms[1][lone.key]:.2f}x {chosen.key} at batch 1, "
+                f"{ms[FULL_BATCH][lone.key] / ms[FULL_BATCH][chosen.key]:.2f}x {lone.key} at "
+                f"batch {FULL_BATCH}, agreement {100 * lone.top1_agreement:.1f}% and "
+                f"{100 * chosen.top1_agreement:.1f}%"
+            )
+        elif eligible:
             other = max(eligible, key=self.speedup)
             said += (
                 f": {other.batch_ms / chosen.batch_ms:.2f}x {other.key} at batch {FULL_BATCH}, "
                 f"{other.b1_ms / chosen.b1_ms:.2f}x at batch 1"
             )
-        said += f", agreement {100 * chosen.top1_agreement:.1f}%"
+        if self.split is None:
+            said += f", agreement {100 * chosen.top1_agreement:.1f}%"
         if self.rejected:
             said += "; not served: " + "; ".join(f"{k}: {why}" for k, why in self.rejected.items())
         return said
 
-    def describe(self, file: str | None = None) -> dict[str, Any]:
+    def describe(self, files: dict[str, str] | None = None) -> dict[str, Any]:
         """JSON-ready: the chosen engine and precision, the file in the ``auto`` entry that it
-        serves (``file``: None when it serves another entry's graph), every candidate, and the
+        serves (``files``: candidate key -> file; None when it serves another entry's graph),
+        the split's engine for small batches when there is one, every candidate, and the
         line."""
+        files = files or {}
+        split = self.split
         return {
             "engine": self.chosen.engine,
             "precision": self.chosen.precision,
-            "file": file,
+            "file": files.get(self.chosen.key),
+            "split": None
+            if split is None
+            else {
+                "engine": split.lone.engine,
+                "precision": split.lone.precision,
+                "file": files.get(split.lone.key),
+                "below_rows": split.rows,
+                "ms": {str(size): figures for size, figures in split.ms.items()},
+            },
             "cpu": self.cpu,
             "min_agreement": self.min_agreement,
             "full_batch": FULL_BATCH,
@@ -131,6 +176,41 @@ def choose(candidates: Sequence[Candidate], min_agreement: float, cpu: str = "")
     return PrecisionChoice(best, tuple(candidates), min_agreement, cpu, rejected)
 
 
+def split_pair(choice: PrecisionChoice) -> tuple[Candidate, Candidate] | None:
+    """The fastest eligible candidate at batch 1 and the fastest at a full batch, when they
+    differ and each is at least ``SPLIT_GAIN`` times the other at its own size; else None."""
+    eligible = [c for c in choice.candidates if c.key not in choice.rejected]
+    lone = min(eligible, key=lambda c: c.b1_ms)
+    batch = min(eligible, key=lambda c: c.batch_ms)
+    if lone == batch:
+        return None
+    if batch.b1_ms < SPLIT_GAIN * lone.b1_ms or lone.batch_ms < SPLIT_GAIN * batch.batch_ms:
+        return None
+    return lone, batch
+
+
+def with_split(
+    choice: PrecisionChoice, lone: Candidate, batch: Candidate, ms: dict[int, dict[str, float]]
+) -> PrecisionChoice:
+    """``choice`` serving ``batch`` from the first size in ``ms`` (the pair's medians at
+    ``SPLIT_SIZES``, timed in turns) where it was the faster, and ``lone`` below it. Unchanged
+    (one engine) unless, timed again, each still beats the other by ``SPLIT_GAIN`` at its own
+    end of the sizes and the lead changes hands once."""
+    sizes = sorted(ms)
+    low, high = sizes[0], sizes[-1]
+    if (
+        ms[low][batch.key] < SPLIT_GAIN * ms[low][lone.key]
+        or ms[high][lone.key] < SPLIT_GAIN * ms[high][batch.key]
+    ):
+        return choice  # timed again, the pair does not keep its margins: one engine
+    faster = [ms[size][batch.key] <= ms[size][lone.key] for size in sizes]
+    first = faster.index(True)
+    if not all(faster[first:]):  # the lead changes more than once: noise, not a crossover
+        return choice
+    split = Split(lone, sizes[first], ms)
+    return replace(choice, chosen=batch, split=split)
+
+
 def measure(
     folder: Path,
     fp32_file: Path,
@@ -140,10 +220,12 @@ def measure(
     min_agreement: float,
     cpu: str,
     entry: Path,
-) -> tuple[PrecisionChoice, str | None]:
-    """Build every candidate on this machine, run the guard on each and time them. ``entry``:
-    the ``auto`` entry being made, where OpenVINO's INT8 IR is written; it stays there only if
-    it is the choice. Returns the choice and the name of its file in ``entry`` (or None)."""
+) -> tuple[PrecisionChoice, dict[str, str]]:
+    """Build every candidate on this machine, run the guard on each and time them; where two
+    engines split by batch size pay (``split_pair``), time that pair at ``SPLIT_SIZES``.
+    ``entry``: the ``auto`` entry being made, where OpenVINO's INT8 IR is written; it stays
+    there only if it serves. Returns the choice and its files in ``entry`` (candidate key ->
+    file name; empty when it serves other entries' graphs)."""
     from tiankong.core.text import TextEncoder, TextLimits
     from tiankong.engines.base import Engine, pad_prepared
     from tiankong.engines.onnx_engine import OnnxEngine
@@ -211,11 +293,20 @@ def measure(
             )
         )
     choice = choose(candidates, min_agreement, cpu)
-    if choice.chosen.key == "openvino int8":
-        return choice, openvino_int8.IR_FILE
+    pair = split_pair(choice)
+    if pair is not None:
+        two = {candidate.key: engines[candidate.key] for candidate in pair}
+        ms = {
+            size: time_in_turns(two, pad_prepared(prepared[:size], encoder.pad_id), rounds)
+            for size, rounds in SPLIT_SIZES.items()
+        }
+        choice = with_split(choice, *pair, ms)
+    served = {choice.chosen.key, *([choice.split.lone.key] if choice.split else [])}
+    if "openvino int8" in served:
+        return choice, {"openvino int8": openvino_int8.IR_FILE}
     for path in entry.glob(f"{Path(openvino_int8.IR_FILE).stem}.*"):
         path.unlink()  # measured, not served: the cache keeps no graph it won't read
-    return choice, None
+    return choice, {}
 
 
 def time_in_turns(engines: dict[str, Any], batch: Any, rounds: int) -> dict[str, float]:

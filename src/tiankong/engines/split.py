@@ -1,0 +1,45 @@
+"""Two engines of one model, chosen by batch size: ``--precision auto``'s split, where the
+fastest engine for a lone request is not the fastest for a full batch (``precision_choice``).
+
+>>> from tiankong.engines.fake import FakeEngine
+>>> engine = SplitEngine(FakeEngine(8), FakeEngine(8), rows=4)
+>>> engine.name, engine.precision
+('fake', 'fp32')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tiankong.engines.base import EncodedBatch, Engine
+
+
+class SplitEngine:
+    """``lone`` serves batches of fewer than ``rows`` texts, ``batch`` the rest. One batch at a
+    time, as for every engine: the two never run at once, so each keeps every core."""
+
+    device = "cpu"
+    device_reason: str | None = None
+
+    def __init__(
+        self, lone: Engine, batch: Engine, rows: int, quality: dict[str, Any] | None = None
+    ) -> None:
+        if rows < 2:
+            raise ValueError(
+                f"a split needs the lone engine for batches under 2 rows or more, not {rows}"
+            )
+        self.lone, self.batch, self.rows = lone, batch, rows
+        self.name = join(lone.name, batch.name)
+        self.precision = join(lone.precision, batch.precision)
+        self.quality: dict[str, Any] = quality or {}
+
+    def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
+        engine = self.lone if batch.input_ids.shape[0] < self.rows else self.batch
+        return engine.mask_logits(batch)
+
+
+def join(lone: str, batch: str) -> str:
+    """One name for both: ``int8`` when they agree, else ``int8+bf16`` (lone first)."""
+    return lone if lone == batch else f"{lone}+{batch}"
