@@ -78,8 +78,8 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
         # no torch), and the guard-only path would build the same export again and fail the
         # same way, seconds later. A cache folder that can't be made fails the same way too.
         choice = guard_only_choice(model, settings, find_export, error)
-    engine = served_engine(model, settings, find_export, choice, folder, choice)
     split = choice.get("split")
+    engine = served_engine(model, settings, find_export, choice, folder, choice)
     if split:  # a second engine for small batches (precision_choice.split_pair)
         from tiankong.engines.split import SplitEngine
 

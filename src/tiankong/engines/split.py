@@ -3,8 +3,8 @@ fastest engine for a lone request is not the fastest for a full batch (``precisi
 
 >>> from tiankong.engines.fake import FakeEngine
 >>> engine = SplitEngine(FakeEngine(8), FakeEngine(8), rows=4)
->>> engine.name, engine.precision
-('fake', 'fp32')
+>>> engine.name, engine.precision, engine.warm_up_rows
+('fake', 'fp32', (1, 4))
 """
 
 from __future__ import annotations
@@ -27,10 +27,9 @@ class SplitEngine:
         self, lone: Engine, batch: Engine, rows: int, quality: dict[str, Any] | None = None
     ) -> None:
         if rows < 2:
-            raise ValueError(
-                f"a split needs the lone engine for batches under 2 rows or more, not {rows}"
-            )
+            raise ValueError(f"the split's rows must be 2 or more, not {rows}")
         self.lone, self.batch, self.rows = lone, batch, rows
+        self.warm_up_rows = (1, rows)  # one batch for each engine (the server's warm-up)
         self.name = join(lone.name, batch.name)
         self.precision = join(lone.precision, batch.precision)
         self.quality: dict[str, Any] = quality or {}

@@ -95,6 +95,7 @@ def recipe(
             "full_batch": precision_choice.FULL_BATCH,
             "rounds": {str(size): rounds for size, rounds in precision_choice.ROUNDS.items()},
             "split": {
+                "rule": precision_choice.SPLIT_RULE,
                 "gain": precision_choice.SPLIT_GAIN,
                 "rounds": {str(size): n for size, n in precision_choice.SPLIT_SIZES.items()},
             },

@@ -48,6 +48,7 @@ from typing import Any
 FULL_BATCH = 16  # texts in the timed full batch (the guard sentences' batch)
 ROUNDS = {1: 20, FULL_BATCH: 5}  # timed calls per batch size, after one warm-up call each
 SPLIT_GAIN = 1.2  # two engines serve only where each is this much faster at its own size
+SPLIT_RULE = 2  # in the cache key: bump it when split_pair or with_split change
 SPLIT_SIZES = {1: 20, 2: 12, 4: 8, 8: 6, FULL_BATCH: 5}  # a pair's sizes, calls at each
 
 
@@ -146,7 +147,10 @@ class PrecisionChoice:
                 "precision": split.lone.precision,
                 "file": files.get(split.lone.key),
                 "below_rows": split.rows,
-                "ms": {str(size): figures for size, figures in split.ms.items()},
+                "ms": {
+                    str(size): {key: round(ms, 3) for key, ms in figures.items()}
+                    for size, figures in split.ms.items()
+                },
             },
             "cpu": self.cpu,
             "min_agreement": self.min_agreement,

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -310,9 +311,13 @@ class Predictor:
         return result
 
     async def warm_up(self) -> None:
-        """One real inference, so the first user request doesn't pay for lazy initialisation."""
+        """One real inference, so the first user request doesn't pay for lazy initialisation;
+        one per engine where two split the batches by size (``warm_up_rows``)."""
         prepared = self.masker.prepare(WARMUP_TEXT)
-        await self.batcher.run_exclusive(lambda: self.masker.run_prepared([prepared], 1))
+        rows: tuple[int, ...] = getattr(self.masker.engine, "warm_up_rows", (1,))
+        for size in rows:
+            batch = [prepared] * size
+            await self.batcher.run_exclusive(partial(self.masker.run_prepared, batch, 1))
 
     def serving_info(self) -> dict[str, Any]:
         """The batcher's settings and state, the caches, and the INT8 guard's figures."""

@@ -1,0 +1,46 @@
+"""--precision auto's split behind the server: batches under the split's rows go to the lone
+engine, the rest to the other, and the warm-up before /ready runs each engine once."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiankong import FillMasker, Settings
+from tiankong.engines.fake import FakeEngine
+from tiankong.engines.split import SplitEngine
+from tiankong.server.metrics import ServerMetrics
+from tiankong.serving.predictor import Predictor
+
+TEXTS = ["春眠不觉晓，处处闻啼[MASK]。", "[MASK]龙点睛", "他[MASK]天去公园散步。", "床前明[MASK]光"]
+
+
+def split_masker(tiny_masker: FillMasker, rows: int) -> tuple[FillMasker, FakeEngine, FakeEngine]:
+    vocab = len(tiny_masker.encoder.vocab)
+    lone, batch = FakeEngine(vocab), FakeEngine(vocab)
+    engine = SplitEngine(lone, batch, rows)
+    return (
+        FillMasker(tiny_masker.model, tiny_masker.encoder, engine, tiny_masker.settings),
+        lone,
+        batch,
+    )
+
+
+def test_batches_under_the_rows_go_to_the_lone_engine(tiny_masker: FillMasker) -> None:
+    masker, lone, batch = split_masker(tiny_masker, rows=3)
+    for size in (1, 2, 3, 4):
+        masker.run_prepared([masker.prepare(text) for text in TEXTS[:size]], 1)
+    assert (lone.calls, batch.calls) == ([1, 2], [3, 4])
+    with pytest.raises(ValueError, match="2 or more"):
+        SplitEngine(lone, batch, rows=1)
+
+
+@pytest.mark.anyio
+async def test_the_warm_up_runs_both_engines(tiny_masker: FillMasker) -> None:
+    masker, lone, batch = split_masker(tiny_masker, rows=8)
+    predictor = Predictor(masker, Settings(batch_window_ms=0), ServerMetrics())
+    await predictor.start()
+    try:
+        await predictor.warm_up()
+    finally:
+        await predictor.close()
+    assert (lone.calls, batch.calls) == ([1], [8])
