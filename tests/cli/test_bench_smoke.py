@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tiankong.engines.split import served_by
+
 pytestmark = pytest.mark.processes  # starts processes: the CLI, a server, Ray or export workers
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -73,10 +75,7 @@ def test_bench_quick_smoke(
             engine, *precision = key.split("-")[1:]
             if engine == "auto":  # the defaults: whatever --precision auto measured fastest
                 choice = server["quality"]["choice"]
-                assert [server["engine"], server["precision"]] == [
-                    choice["engine"],
-                    choice["precision"],
-                ]
+                assert (server["engine"], server["precision"]) == served_by(choice)
             else:
                 assert server["engine"] == engine
                 assert [server["precision"]] == (precision or ["fp32"])

@@ -15,6 +15,7 @@ import pytest
 from tiankong import FillMasker, Settings
 from tiankong.core.models import BUNDLED_ROOT, DEFAULT_MODEL
 from tiankong.engines.onnx_engine import OnnxEngine
+from tiankong.engines.split import served_by
 from tiankong.export.int8_recipe import cpu_kind, recipe_chain
 from tiankong.model_sources import resolve_model
 
@@ -105,7 +106,7 @@ def test_bundled_model_passes_the_int8_guard_and_the_cli_stays_quiet(tmp_path: P
     settings = Settings(threads=1, onnx_cache_dir=str(tmp_path))
     engine = FillMasker.load(settings=settings).engine
     choice = getattr(engine, "quality", {})["choice"]  # --precision auto: measured, once
-    assert (engine.name, engine.precision) == (choice["engine"], choice["precision"])
+    assert (engine.name, engine.precision) == served_by(choice)  # one engine, or a split
     int8 = FillMasker.load(settings=settings.with_overrides(precision="int8")).engine
     assert isinstance(int8, OnnxEngine) and int8.precision == "int8"
     quality = int8.quality

@@ -20,6 +20,7 @@ from server_helpers import START_TIMEOUT_S, free_port, wait_until_ready
 from tiankong import FillMasker, Settings
 from tiankong.engines.base import EncodedBatch, pad_batch
 from tiankong.engines.onnx_engine import OnnxEngine
+from tiankong.engines.split import served_by
 from tiankong.errors import BadOptionError
 from tiankong.export import export, quantize
 from tiankong.export.export_cache import MANIFEST_FILE, ensure_export
@@ -209,7 +210,7 @@ def test_auto_serves_the_measured_choice(tiny_model_dir: Path, tiny_onnx_cache: 
     (folder,) = [path for path in tiny_onnx_cache.glob("*-auto-*") if path.is_dir()]
     manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
     choice = manifest["choice"]
-    assert (engine.name, engine.precision) == (choice["engine"], choice["precision"])
+    assert (engine.name, engine.precision) == served_by(choice)  # one engine, or a split
     assert getattr(engine, "quality", {})["choice"] == choice
     # no graph of its own, unless OpenVINO's INT8 IR serves (tests/engines/test_openvino.py)
     assert (manifest["files"] == {}) == (choice["file"] is None)

@@ -42,3 +42,10 @@ class SplitEngine:
 def join(lone: str, batch: str) -> str:
     """One name for both: ``int8`` when they agree, else ``int8+bf16`` (lone first)."""
     return lone if lone == batch else f"{lone}+{batch}"
+
+
+def served_by(choice: dict[str, Any]) -> tuple[str, str]:
+    """The engine name and precision that a measured choice (``PrecisionChoice.describe``)
+    serves under: its own, or its split's and its own joined."""
+    lone = choice.get("split") or choice
+    return join(lone["engine"], choice["engine"]), join(lone["precision"], choice["precision"])
