@@ -8,15 +8,14 @@ cache (made there if missing; OpenVINO INT8 is the IR the ``auto`` entry kept, i
 loads ONNX Runtime INT8, OpenVINO INT8 (when the auto entry kept its IR) and OpenVINO bf16 (on a
 CPU with bf16 units) into one process that has already imported both runtimes, printing the
 resident memory each engine added (after ``gc.collect()``), then times them in turns on the
-guard's first 1, 2, 4, 8 and 16 sentences (medians of ``max(6, 40 // size)`` calls, ms).
+guard's first 1, 2, 4, 8 and 16 sentences (``precision_choice.time_in_turns``: medians of
+``max(6, 40 // size)`` calls after a warm-up call, ms).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import statistics
-import time
 from typing import Any
 
 import psutil
@@ -27,6 +26,7 @@ from tiankong.engines.base import pad_prepared
 from tiankong.export.export_cache import ensure_export
 from tiankong.export.int8_recipe import cpu_has_bf16
 from tiankong.export.openvino_int8 import IR_FILE
+from tiankong.export.precision_choice import time_in_turns
 from tiankong.export.quality_guard import guard_sentences
 from tiankong.model_sources import resolve_model
 
@@ -71,15 +71,8 @@ def main() -> None:
     print("|---:|" + "---:|" * len(engines))
     for size in SIZES:
         batch = pad_prepared(prepared[:size], encoder.pad_id)
-        for engine in engines.values():
-            engine.mask_logits(batch)
-        samples: dict[str, list[float]] = {key: [] for key in engines}
-        for _ in range(max(6, 40 // size)):
-            for key, engine in engines.items():
-                started = time.perf_counter()
-                engine.mask_logits(batch)
-                samples[key].append(1000 * (time.perf_counter() - started))
-        cells = " | ".join(f"{statistics.median(samples[key]):.2f}" for key in engines)
+        ms = time_in_turns(engines, batch, max(6, 40 // size))
+        cells = " | ".join(f"{ms[key]:.2f}" for key in engines)
         print(f"| {size} | {cells} |", flush=True)
 
 

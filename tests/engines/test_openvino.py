@@ -19,7 +19,7 @@ from tiankong.engines import measured_engine
 from tiankong.engines.base import pad_batch, pad_prepared
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.engines.openvino_engine import OpenVinoEngine, openvino_version
-from tiankong.engines.split import SplitEngine
+from tiankong.engines.split import SplitEngine, served_by
 from tiankong.errors import BadOptionError
 from tiankong.export import openvino_int8, precision_choice
 from tiankong.export.export_cache import MANIFEST_FILE, OnnxExport, ensure_export
@@ -104,9 +104,7 @@ def test_auto_measures_openvino_beside_onnx_runtime(
         manifest["choice"],
         *([manifest["choice"]["split"]] if manifest["choice"]["split"] else []),
     ]
-    names = "+".join(dict.fromkeys(part["engine"] for part in reversed(served)))
-    precisions = "+".join(dict.fromkeys(part["precision"] for part in reversed(served)))
-    assert (engine.name, engine.precision) == (names, precisions)  # the split's lone engine first
+    assert (engine.name, engine.precision) == served_by(manifest["choice"])  # one, or a split
     int8 = candidates["openvino int8"]  # NNCF quantized it in the export worker
     assert int8["missing"] == "" and int8["b1_ms"] > 0 and int8["batch_ms"] > 0
     assert manifest["recipe"]["auto"]["openvino_int8"]["nncf"] == nncf.__version__

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tiankong.engines.split import join
+from tiankong.engines.split import served_by
 from tiankong.export.export import MAX_EXPORT_DIFF
 from tiankong.export.export_cache import (
     MANIFEST_FILE,
@@ -97,10 +97,6 @@ def test_bundled_first_start_without_torch(tmp_path: Path, tiny_model_dir: Path)
     int8 = json.loads((entries["int8"] / MANIFEST_FILE).read_text(encoding="utf-8"))
     assert int8["quality"]["passed"] is True  # the guard ran, as on any export
     choice = json.loads((entries["auto"] / MANIFEST_FILE).read_text(encoding="utf-8"))["choice"]
-    lone = choice["split"] or choice  # two engines split by batch size, or one
-    assert (report["engine"], report["precision"]) == (
-        join(lone["engine"], choice["engine"]),
-        join(lone["precision"], choice["precision"]),
-    )
+    assert (report["engine"], report["precision"]) == served_by(choice)  # one, or a split
     measured = {(c["engine"], c["precision"]) for c in choice["candidates"] if not c["missing"]}
     assert {("onnx", "fp32"), ("onnx", "int8")} <= measured  # both timed, INT8 as guarded

@@ -186,11 +186,17 @@ def split_pair(choice: PrecisionChoice) -> tuple[Candidate, Candidate] | None:
     eligible = [c for c in choice.candidates if c.key not in choice.rejected]
     lone = min(eligible, key=lambda c: c.b1_ms)
     batch = min(eligible, key=lambda c: c.batch_ms)
-    if lone == batch:
-        return None
-    if batch.b1_ms < SPLIT_GAIN * lone.b1_ms or lone.batch_ms < SPLIT_GAIN * batch.batch_ms:
+    if lone == batch or not margins_hold(lone.b1_ms, batch.b1_ms, lone.batch_ms, batch.batch_ms):
         return None
     return lone, batch
+
+
+def margins_hold(
+    lone_small: float, batch_small: float, lone_full: float, batch_full: float
+) -> bool:
+    """Whether each of a pair is ``SPLIT_GAIN`` times the other at its own end (milliseconds:
+    the lone engine's and the batch engine's at batch 1, then at a full batch)."""
+    return batch_small >= SPLIT_GAIN * lone_small and lone_full >= SPLIT_GAIN * batch_full
 
 
 def with_split(
@@ -201,11 +207,8 @@ def with_split(
     (one engine) unless, timed again, each still beats the other by ``SPLIT_GAIN`` at its own
     end of the sizes and the lead changes hands once."""
     sizes = sorted(ms)
-    low, high = sizes[0], sizes[-1]
-    if (
-        ms[low][batch.key] < SPLIT_GAIN * ms[low][lone.key]
-        or ms[high][lone.key] < SPLIT_GAIN * ms[high][batch.key]
-    ):
+    small, full = ms[sizes[0]], ms[sizes[-1]]
+    if not margins_hold(small[lone.key], small[batch.key], full[lone.key], full[batch.key]):
         return choice  # timed again, the pair does not keep its margins: one engine
     faster = [ms[size][batch.key] <= ms[size][lone.key] for size in sizes]
     first = faster.index(True)
