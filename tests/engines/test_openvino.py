@@ -20,7 +20,7 @@ from tiankong.engines.base import pad_batch, pad_prepared
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.engines.openvino_engine import OpenVinoEngine, openvino_version
 from tiankong.engines.split import SplitEngine, served_by
-from tiankong.errors import BadOptionError
+from tiankong.errors import BadOptionError, ModelUnavailableError
 from tiankong.export import openvino_int8, precision_choice
 from tiankong.export.export_cache import MANIFEST_FILE, OnnxExport, ensure_export
 from tiankong.export.int8_recipe import cpu_has_bf16, cpu_kind
@@ -223,3 +223,32 @@ def test_a_split_choice_serves_its_lone_engine_below_its_rows_and_the_other_from
         logits = engine.mask_logits(pad_prepared(prepared, encoder.pad_id))
         assert logits.shape[0] == sum(len(p.mask_indices) for p in prepared)
     assert calls == ["lone", "lone", "batch", "batch"]
+
+
+def test_a_split_whose_batch_engine_could_never_run_serves_its_lone_engine_alone(
+    tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path
+) -> None:
+    """With --max-batch-size under the split's rows, OpenVINO's engine is never loaded."""
+    lone = {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 3, "ms": {}}
+    choice = {"engine": "openvino", "precision": "int8", "file": "missing.xml", "split": lone,
+              "line": "int8 (onnx) for batches under 3 texts, int8 (openvino) from 3"}  # fmt: skip
+
+    def find_export(model: ResolvedModel, precision: str, asked: Settings) -> OnnxExport:
+        if precision == "auto":
+            return OnnxExport(tmp_path, {"precision": "auto", "choice": choice})
+        return ensure_export(model, precision, asked)
+
+    model = resolve_model(str(tiny_model_dir))
+    for cap, split in ((2, False), (3, True)):
+        settings = Settings(threads=1, onnx_cache_dir=str(tiny_onnx_cache), max_batch_size=cap)
+        if split:  # its batch engine's IR is not there: loading it is what fails
+            with pytest.raises(ModelUnavailableError, match="OpenVINO could not compile"):
+                measured_engine(model, settings, find_export)
+            continue
+        engine = measured_engine(model, settings, find_export)
+        assert isinstance(engine, OnnxEngine) and engine.precision == "int8"
+        served = engine.quality["choice"]
+        assert (served["engine"], served["precision"], served["split"]) == ("onnx", "int8", None)
+        assert served["line"].endswith(
+            "; --max-batch-size 2 keeps every batch under 3 texts, so int8 (onnx) serves alone"
+        )

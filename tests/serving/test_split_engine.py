@@ -7,7 +7,8 @@ import pytest
 
 from tiankong import FillMasker, Settings
 from tiankong.engines.fake import FakeEngine
-from tiankong.engines.split import SplitEngine
+from tiankong.engines.onnx_engine import guard_line
+from tiankong.engines.split import SplitEngine, served_text
 from tiankong.server.metrics import ServerMetrics
 from tiankong.serving.predictor import Predictor
 
@@ -44,3 +45,15 @@ async def test_the_warm_up_runs_both_engines(tiny_masker: FillMasker) -> None:
     finally:
         await predictor.close()
     assert (lone.calls, batch.calls) == ([1], [8])
+
+
+def test_the_guard_line_says_which_batches_each_engine_serves() -> None:
+    """The INT8 guard's figures are one engine's; with a split, the line names both."""
+    lone, batch = FakeEngine(8), FakeEngine(8)
+    lone.name, lone.precision, batch.name, batch.precision = "onnx", "int8", "openvino", "bf16"
+    quality = {"recipe": {"name": "u8s8"}, "cpu": {"kind": "amx"}, "top1_agreement": 0.99}
+    lines = [guard_line("m", quality, served_text(e)) for e in (SplitEngine(lone, batch, 8), lone)]
+    assert lines[0].endswith(
+        "serving int8 (onnx) for batches under 8 texts, bf16 (openvino) from 8."
+    )
+    assert lines[1].endswith("serving int8.")

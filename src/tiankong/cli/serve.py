@@ -59,11 +59,10 @@ def serve_command(
     # by the CLI
     if "top1_agreement" in quality:
         from tiankong.engines.onnx_engine import guard_line
+        from tiankong.engines.split import served_text
 
-        typer.echo(
-            f"tiankong: {guard_line(masker.model.name, quality, masker.engine.precision)}",
-            err=True,
-        )
+        served = served_text(masker.engine)
+        typer.echo(f"tiankong: {guard_line(masker.model.name, quality, served)}", err=True)
     if "choice" in quality:
         from tiankong.engines import choice_line
 

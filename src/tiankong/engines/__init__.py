@@ -78,6 +78,7 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
         # no torch), and the guard-only path would build the same export again and fail the
         # same way, seconds later. A cache folder that can't be made fails the same way too.
         choice = guard_only_choice(model, settings, find_export, error)
+    choice = within_batch_cap(choice, settings.max_batch_size)
     split = choice.get("split")
     engine = served_engine(model, settings, find_export, choice, folder, choice)
     if split:  # a second engine for small batches (precision_choice.split_pair)
@@ -88,6 +89,23 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
         engine = SplitEngine(lone, engine, int(split["below_rows"]), quality)
     log.info("%s", choice_line(model.name, choice))
     return engine
+
+
+def within_batch_cap(choice: dict[str, Any], max_batch_size: int) -> dict[str, Any]:
+    """A split whose batch engine could never run, as ``--max-batch-size`` keeps every batch
+    under its rows, serves its lone engine alone: the other would only hold memory. The line
+    says so."""
+    split = choice.get("split")
+    if not split or max_batch_size >= int(split["below_rows"]):
+        return choice
+    lone = {key: split[key] for key in ("engine", "precision", "file")}
+    return {
+        **choice,
+        **lone,
+        "split": None,
+        "line": f"{choice['line']}; --max-batch-size {max_batch_size} keeps every batch under "
+        f"{split['below_rows']} texts, so {lone['precision']} ({lone['engine']}) serves alone",
+    }
 
 
 def served_engine(

@@ -5,6 +5,8 @@ fastest engine for a lone request is not the fastest for a full batch (``precisi
 >>> engine = SplitEngine(FakeEngine(8), FakeEngine(8), rows=4)
 >>> engine.name, engine.precision, engine.warm_up_rows
 ('fake', 'fp32', (1, 4))
+>>> engine.served()
+'fp32 (fake) for batches under 4 texts, fp32 (fake) from 4'
 """
 
 from __future__ import annotations
@@ -37,6 +39,19 @@ class SplitEngine:
     def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
         engine = self.lone if batch.input_ids.shape[0] < self.rows else self.batch
         return engine.mask_logits(batch)
+
+    def served(self) -> str:
+        """Which engine serves which batches, as the startup lines say it."""
+        return (
+            f"{self.lone.precision} ({self.lone.name}) for batches under {self.rows} texts, "
+            f"{self.batch.precision} ({self.batch.name}) from {self.rows}"
+        )
+
+
+def served_text(engine: Engine) -> str:
+    """What an engine serves, for the INT8 guard's startup line: its precision, or a split's
+    engines and the batches each serves (the guard's figures are one of the two's)."""
+    return engine.served() if isinstance(engine, SplitEngine) else engine.precision
 
 
 def join(lone: str, batch: str) -> str:
