@@ -51,11 +51,10 @@ def build_session(onnx_file: Path, device: str, threads: int, cpu_fallback: bool
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only; ORT's warnings are about its own internals
-    # Spin between the ops of one run, where a sleeping thread's wake-up would cost each op,
-    # and stop spinning when the run ends, where a spinning thread would hold a core that the
-    # event loop needs to parse the next requests (docs/PERFORMANCE.md, "Spinning").
+    # Spin between the ops of one run and for a while after it, as ONNX Runtime does by
+    # default: on a VM a sleeping thread's wake-up at the next run's first op cost more (c=1
+    # 2x on amx) than the spinning takes from the event loop (docs/PERFORMANCE.md, "Spinning").
     options.add_session_config_entry("session.intra_op.allow_spinning", "1")
-    options.add_session_config_entry("session.force_spinning_stop", "1")
     providers = [CUDA_PROVIDER, CPU_PROVIDER] if device == "cuda" else [CPU_PROVIDER]
     try:
         session = ort.InferenceSession(str(onnx_file), sess_options=options, providers=providers)
