@@ -555,6 +555,18 @@ def peak_runs_text(results: dict[str, Any]) -> str:
     return f", the higher of the runs at the start and the end of the bench ({shown})"
 
 
+def client_text(bench: dict[str, Any]) -> str:
+    if bench.get("client") == "wrk":
+        return "wrk (a C load generator, one thread: the client takes the shared cores little CPU)"
+    return "a closed-loop aiohttp client in the bench process on the same cores"
+
+
+def c1_text(bench: dict[str, Any]) -> str:
+    if bench.get("client") == "wrk":
+        return f"c=1 for {bench['c20_duration_s']:.0f} s"
+    return f"c=1 over {bench['c1_requests']} requests (at most {bench['c1_max_s']:.0f} s)"
+
+
 def markdown(results: dict[str, Any]) -> str:
     bench = results["bench"]
     env = results["machine"]
@@ -578,9 +590,8 @@ def markdown(results: dict[str, Any]) -> str:
         "roofline time over the measured time (c=1) or the measured rate over the roofline rate "
         "(c=20, offline).",
         "",
-        f"Each server on 127.0.0.1, driven by a closed-loop aiohttp client in the bench process "
-        f"on the same cores, every request a unique ~17-character sentence with one [MASK], "
-        f"top_k 5: c=1 over {bench['c1_requests']} requests (at most {bench['c1_max_s']:.0f} s), "
+        f"Each server on 127.0.0.1, driven by {client_text(bench)}, every request a unique "
+        f"~17-character sentence with one [MASK], top_k 5: {c1_text(bench)}, "
         f"c={bench['concurrency']} for {bench['c20_duration_s']:.0f} s, RSS (server and children) "
         "after the load, cold start from process start to the first 200 on /ready (tiankong) or "
         "/health (the others, which answer only once loaded and warmed up). Peers (pipeline, "
