@@ -33,7 +33,7 @@ import psutil
 from bench.load import run_load
 from bench.models import BUNDLED_FOLDER, REPO_ROOT
 from bench.servers import Server, free_port, start
-from bench.suite import C20_FIRST, WARMUP_FIRST, server_env
+from bench.suite import WARMUP_FIRST, server_env
 from bench.wrk_load import CLIENTS, run_client
 
 FLOOR = "floor"
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     trees = {spec.split("=")[0] for spec in args.tree}
     runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
     batches: dict[str, list[float]] = {name: [0.0, 0.0] for name in names}
-    first = C20_FIRST
+    first = dict.fromkeys(names, 0)  # each server's own sentences, up to the warm-up's
     try:
         for round_index in range(args.rounds):
             order = names[round_index % len(names) :] + names[: round_index % len(names)]
@@ -124,9 +124,9 @@ def main(argv: list[str] | None = None) -> int:
                     before = batch_counts(server) if tiankong else (0.0, 0.0)
                     url = server.base_url + "/predict"
                     cpu_before = server_cpu_s(server)
-                    result = run_client(args.client, url, concurrency, first, args.seconds)
+                    result = run_client(args.client, url, concurrency, first[name], args.seconds)
                     cpu_ms = 1e3 * (server_cpu_s(server) - cpu_before) / max(1, result.requests)
-                    first += result.requests + result.errors + concurrency
+                    first[name] += result.requests + result.errors + concurrency
                     if tiankong and concurrency > 1:
                         after = batch_counts(server)
                         batches[name][0] += after[0] - before[0]

@@ -81,8 +81,8 @@ def spinning_pays(threads: int) -> bool:
     the pool takes every core the process may use (``threads`` 0 means the library's pick:
     every core), they take them from the event loop that parses requests and fills the next
     batch, and from each other. On 2 busy cores, turning it off took the torch engine from
-    0.68 s to 18 ms at c=1 (docs/PERFORMANCE.md, "The request path"). ONNX Runtime needs no
-    such rule: it can spin within a run and stop when the run ends (``build_session``).
+    0.68 s to 18 ms at c=1 (docs/PERFORMANCE.md, "The request path"). The rule is torch's
+    only: ONNX Runtime keeps its default spinning (``build_session``; "Spinning" there).
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return 0 < threads < (cores or 1)
