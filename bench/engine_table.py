@@ -38,7 +38,7 @@ from tiankong.engines.openvino_engine import HINTS, OpenVinoEngine, has_openvino
 from tiankong.export import openvino_int8
 from tiankong.export.export_cache import ensure_export
 from tiankong.export.int8_recipe import cpu_flags, cpu_has_bf16, cpu_kind
-from tiankong.export.precision_choice import time_in_turns
+from tiankong.export.precision_choice import TIMED_SPIN_AFTER_RUN, time_in_turns
 from tiankong.export.quality_guard import GuardReference
 from tiankong.model_sources import resolve_model
 
@@ -98,9 +98,11 @@ def make_engines(
     int8 = ensure_export(model, "int8", settings)
     encoder = TextEncoder.from_folder(model.path, TextLimits())
     engines: dict[str, Engine] = {
-        "ORT FP32": OnnxEngine(fp32.onnx_file, "cpu", "fp32", threads),
+        "ORT FP32": OnnxEngine(
+            fp32.onnx_file, "cpu", "fp32", threads, spin_after_run=TIMED_SPIN_AFTER_RUN
+        ),
         f"ORT INT8 ({int8.quality['recipe']['name']})": OnnxEngine(
-            int8.onnx_file, "cpu", "int8", threads
+            int8.onnx_file, "cpu", "int8", threads, spin_after_run=TIMED_SPIN_AFTER_RUN
         ),
     }
     missing: dict[str, str] = {}

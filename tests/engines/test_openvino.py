@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import nncf  # the dev extra installs both: missing, this fails; never skipped
 import numpy as np
@@ -252,3 +253,23 @@ def test_a_split_whose_batch_engine_could_never_run_serves_its_lone_engine_alone
         assert served["line"].endswith(
             "; --max-batch-size 2 keeps every batch under 3 texts, so int8 (onnx) serves alone"
         )
+
+
+def test_the_timed_onnx_runtime_engines_stop_spinning_after_each_run(
+    tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pool left spinning after its run takes a core from the engine timed next in the turn
+    (2x slower on amx): every ONNX Runtime engine the choice times stops after each run."""
+    timed: list[OnnxEngine] = []
+    time_in_turns = precision_choice.time_in_turns
+
+    def recording(engines: dict[str, Any], batch: Any, rounds: int) -> dict[str, float]:
+        timed.extend(engine for engine in engines.values() if isinstance(engine, OnnxEngine))
+        return time_in_turns(engines, batch, rounds)
+
+    monkeypatch.setattr(precision_choice, "time_in_turns", recording)
+    measured_here(tiny_model_dir, tiny_onnx_cache, tmp_path)
+    assert {engine.precision for engine in timed} == {"fp32", "int8"}
+    for engine in timed:
+        options = engine.session.get_session_options()
+        assert options.get_session_config_entry("session.force_spinning_stop") == "1"

@@ -47,3 +47,14 @@ def test_onnx_session_spins_within_and_after_a_run(four_cores: None, tiny_onnx_c
         assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
         with pytest.raises(RuntimeError, match="does not have configuration"):
             options.get_session_config_entry("session.force_spinning_stop")  # ORT's default
+
+
+def test_an_onnx_session_timed_beside_others_stops_spinning_after_a_run(
+    tiny_onnx_cache: Path,
+) -> None:
+    from tiankong.engines.onnx_engine import build_session
+
+    onnx_file = next(tiny_onnx_cache.rglob("*.onnx"))
+    options = build_session(onnx_file, "cpu", 2, spin_after_run=False).get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
+    assert options.get_session_config_entry("session.force_spinning_stop") == "1"

@@ -34,7 +34,13 @@ GRAPH_INPUTS = ("input_ids", "attention_mask", "mask_positions")  # as export.py
 FindExport = Callable[[ResolvedModel, str, Settings], Any]
 
 
-def build_session(onnx_file: Path, device: str, threads: int, cpu_fallback: bool = False) -> Any:
+def build_session(
+    onnx_file: Path,
+    device: str,
+    threads: int,
+    cpu_fallback: bool = False,
+    spin_after_run: bool = True,
+) -> Any:
     """The one place an InferenceSession is made: explicit providers, threads and optimisation.
 
     ``threads`` is the intra-op pool size (0 lets ORT pick); inter-op parallelism is off because
@@ -55,6 +61,8 @@ def build_session(onnx_file: Path, device: str, threads: int, cpu_fallback: bool
     # default: on a VM a sleeping thread's wake-up at the next run's first op cost more (c=1
     # 2x on amx) than the spinning takes from the event loop (docs/PERFORMANCE.md, "Spinning").
     options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    if not spin_after_run:
+        options.add_session_config_entry("session.force_spinning_stop", "1")
     providers = [CUDA_PROVIDER, CPU_PROVIDER] if device == "cuda" else [CPU_PROVIDER]
     try:
         session = ort.InferenceSession(str(onnx_file), sess_options=options, providers=providers)
@@ -111,10 +119,11 @@ class OnnxEngine:
         threads: int = 1,
         quality: dict[str, Any] | None = None,
         cpu_fallback: bool = False,
+        spin_after_run: bool = True,
     ) -> None:
         if threads < 0:
             raise BadOptionError(f"threads must be 0 (automatic) or more; got {threads}.")
-        self.session = build_session(onnx_file, device, threads, cpu_fallback)
+        self.session = build_session(onnx_file, device, threads, cpu_fallback, spin_after_run)
         self.providers: list[str] = self.session.get_providers()
         self.device = "cuda" if self.providers[0] == CUDA_PROVIDER else "cpu"
         self.device_reason: str | None = None  # why --device auto serves on the CPU

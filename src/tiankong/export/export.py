@@ -99,6 +99,7 @@ def recipe(
                 "gain": precision_choice.SPLIT_GAIN,
                 "rounds": {str(size): n for size, n in precision_choice.SPLIT_SIZES.items()},
             },
+            "onnx_spin_after_run": precision_choice.TIMED_SPIN_AFTER_RUN,
             "openvino_int8": openvino_int8.recipe(),
         }
     return described

@@ -50,6 +50,10 @@ ROUNDS = {1: 20, FULL_BATCH: 5}  # timed calls per batch size, after one warm-up
 SPLIT_GAIN = 1.2  # two engines serve only where each is this much faster at its own size
 SPLIT_RULE = 2  # in the cache key: bump it when split_pair or with_split change
 SPLIT_SIZES = {1: 20, 2: 12, 4: 8, 8: 6, FULL_BATCH: 5}  # a pair's sizes, calls at each
+# The timed ONNX Runtime engines stop spinning after each run: a pool left spinning (ORT's
+# default, as served) takes a core from the engine timed next and made it up to 2.4x slower on
+# amx (docs/PERFORMANCE.md, "Spinning"). In the cache key: a change measures again.
+TIMED_SPIN_AFTER_RUN = False
 
 
 KEYS = ("onnx fp32", "onnx int8", "openvino fp32", "openvino bf16", "openvino int8")
@@ -241,11 +245,12 @@ def measure(
     from tiankong.export.int8_recipe import cpu_has_bf16
     from tiankong.export.quality_guard import GuardReference, guard_sentences
 
-    reference = OnnxEngine(fp32_file, "cpu", "fp32", threads)
+    spin = TIMED_SPIN_AFTER_RUN
+    reference = OnnxEngine(fp32_file, "cpu", "fp32", threads, spin_after_run=spin)
     engines: dict[str, Engine] = {"onnx fp32": reference}
     missing: dict[str, str] = {}
     if int8_quality.get("passed"):
-        engines["onnx int8"] = OnnxEngine(int8_file, "cpu", "int8", threads)
+        engines["onnx int8"] = OnnxEngine(int8_file, "cpu", "int8", threads, spin_after_run=spin)
     else:
         agreement = 100 * float(int8_quality.get("top1_agreement", 0.0))
         missing["onnx int8"] = f"no INT8 recipe passed the guard (best {agreement:.1f}%)"
@@ -318,7 +323,8 @@ def measure(
 
 def time_in_turns(engines: dict[str, Any], batch: Any, rounds: int) -> dict[str, float]:
     """Median milliseconds per ``mask_logits`` call; the engines take turns each round, so a
-    change in the machine's load falls on all of them."""
+    change in the machine's load falls on all of them. ONNX Runtime engines timed here are
+    built with ``spin_after_run=TIMED_SPIN_AFTER_RUN``, or each slows the next."""
     for engine in engines.values():
         engine.mask_logits(batch)
     samples: dict[str, list[float]] = {key: [] for key in engines}
