@@ -259,7 +259,7 @@ def test_the_timed_onnx_runtime_engines_stop_spinning_after_each_run(
     tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A pool left spinning after its run takes a core from the engine timed next in the turn
-    (2x slower on amx): every ONNX Runtime engine the choice times stops after each run."""
+    (1.7-2.2x slower on amx): every ONNX Runtime engine the choice times stops after each run."""
     timed: list[OnnxEngine] = []
     time_in_turns = precision_choice.time_in_turns
 

@@ -38,23 +38,19 @@ def test_openmp_sleeps_only_before_torch_loads(
     assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"  # the user's value wins
 
 
-def test_onnx_session_spins_within_and_after_a_run(four_cores: None, tiny_onnx_cache: Path) -> None:
-    from tiankong.engines.onnx_engine import build_session
-
-    onnx_file = next(tiny_onnx_cache.rglob("*.onnx"))
-    for threads in (0, 2, 4):
-        options = build_session(onnx_file, "cpu", threads).get_session_options()
-        assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
-        with pytest.raises(RuntimeError, match="does not have configuration"):
-            options.get_session_config_entry("session.force_spinning_stop")  # ORT's default
-
-
-def test_an_onnx_session_timed_beside_others_stops_spinning_after_a_run(
-    tiny_onnx_cache: Path,
+@pytest.mark.parametrize("spin_after_run", [True, False])
+def test_onnx_session_spins_within_a_run_and_after_it_unless_timed_beside_others(
+    four_cores: None, tiny_onnx_cache: Path, spin_after_run: bool
 ) -> None:
     from tiankong.engines.onnx_engine import build_session
 
     onnx_file = next(tiny_onnx_cache.rglob("*.onnx"))
-    options = build_session(onnx_file, "cpu", 2, spin_after_run=False).get_session_options()
-    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
-    assert options.get_session_config_entry("session.force_spinning_stop") == "1"
+    for threads in (0, 2, 4):
+        session = build_session(onnx_file, "cpu", threads, spin_after_run=spin_after_run)
+        options = session.get_session_options()
+        assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
+        if spin_after_run:  # served: ORT's default
+            with pytest.raises(RuntimeError, match="does not have configuration"):
+                options.get_session_config_entry("session.force_spinning_stop")
+        else:  # timed in turns with other engines (precision_choice.TIMED_SPIN_AFTER_RUN)
+            assert options.get_session_config_entry("session.force_spinning_stop") == "1"

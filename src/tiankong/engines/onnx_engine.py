@@ -47,7 +47,9 @@ def build_session(
     a BERT graph is one chain of ops, and a second pool would only oversubscribe the cores.
     When the CUDA provider was asked for but did not load (no GPU or driver, CUDA or cuDNN
     libraries missing), that is an error, unless ``cpu_fallback`` (``--device auto``) allows
-    serving on the CPU with a warning.
+    serving on the CPU with a warning. ``spin_after_run=False`` stops the pool's spinning at
+    the end of each run: for sessions timed in turns with other engines, which a pool left
+    spinning would slow (``precision_choice.TIMED_SPIN_AFTER_RUN``); served sessions spin.
     """
     import onnxruntime as ort
 
@@ -57,9 +59,10 @@ def build_session(
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only; ORT's warnings are about its own internals
-    # Spin between the ops of one run and for a while after it, as ONNX Runtime does by
-    # default: on a VM a sleeping thread's wake-up at the next run's first op cost more (c=1
-    # 2x on amx) than the spinning takes from the event loop (docs/PERFORMANCE.md, "Spinning").
+    # Spin between the ops of one run and, unless timed beside other engines, for a while after
+    # it, as ONNX Runtime does by default: on a VM a sleeping thread's wake-up at the next run's
+    # first op cost more (c=1 2x on amx) than the spinning takes from the event loop
+    # (docs/PERFORMANCE.md, "Spinning").
     options.add_session_config_entry("session.intra_op.allow_spinning", "1")
     if not spin_after_run:
         options.add_session_config_entry("session.force_spinning_stop", "1")

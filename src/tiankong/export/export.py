@@ -71,8 +71,9 @@ def recipe(
     For INT8 that is the recipe chain for the ``cpu`` kind and the guard's threshold, which
     together decide the recipe kept (``int8_recipe``); both default to this machine and Settings.
     ``auto`` (``precision_choice``: the measured choice) adds what its timings depend on: the
-    threads, OpenVINO's version and whether the CPU has bf16 units, and what shapes the INT8 IR
-    that NNCF may make for it (``openvino_int8.recipe``: NNCF's version, the calibration).
+    threads, OpenVINO's version and whether the CPU has bf16 units, what shapes the INT8 IR
+    that NNCF may make for it (``openvino_int8.recipe``: NNCF's version, the calibration), the
+    split's rule and whether the timed ONNX Runtime sessions spin after a run.
     """
     from tiankong.engines.openvino_engine import openvino_version
     from tiankong.export import openvino_int8, precision_choice

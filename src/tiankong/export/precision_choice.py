@@ -51,7 +51,7 @@ SPLIT_GAIN = 1.2  # two engines serve only where each is this much faster at its
 SPLIT_RULE = 2  # in the cache key: bump it when split_pair or with_split change
 SPLIT_SIZES = {1: 20, 2: 12, 4: 8, 8: 6, FULL_BATCH: 5}  # a pair's sizes, calls at each
 # The timed ONNX Runtime engines stop spinning after each run: a pool left spinning (ORT's
-# default, as served) takes a core from the engine timed next and made it up to 2.4x slower on
+# default, as served) takes a core from the engine timed next and made it 1.7-2.2x slower on
 # amx (docs/PERFORMANCE.md, "Spinning"). In the cache key: a change measures again.
 TIMED_SPIN_AFTER_RUN = False
 
