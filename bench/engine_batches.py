@@ -26,7 +26,7 @@ from tiankong.engines.base import pad_prepared
 from tiankong.export.export_cache import ensure_export
 from tiankong.export.int8_recipe import cpu_has_bf16
 from tiankong.export.openvino_int8 import IR_FILE
-from tiankong.export.precision_choice import TIMED_SPIN_AFTER_RUN, time_in_turns
+from tiankong.export.precision_choice import time_in_turns, timed_onnx_engine
 from tiankong.export.quality_guard import guard_sentences
 from tiankong.model_sources import resolve_model
 
@@ -46,7 +46,6 @@ def main() -> None:
     import onnxruntime  # noqa: F401  (the runtimes' own libraries are not an engine's cost)
     import openvino  # noqa: F401
 
-    from tiankong.engines.onnx_engine import OnnxEngine
     from tiankong.engines.openvino_engine import OpenVinoEngine
 
     model = resolve_model(args.model)
@@ -54,9 +53,7 @@ def main() -> None:
     fp32, int8 = (ensure_export(model, precision, settings) for precision in ("fp32", "int8"))
     ir = ensure_export(model, "auto", settings).folder / IR_FILE  # kept when OpenVINO INT8 serves
     builders: dict[str, Any] = {
-        "onnx int8": lambda: OnnxEngine(
-            int8.onnx_file, "cpu", "int8", args.threads, spin_after_run=TIMED_SPIN_AFTER_RUN
-        )
+        "onnx int8": lambda: timed_onnx_engine(int8.onnx_file, "int8", args.threads)
     }
     if ir.is_file():
         builders["openvino int8"] = lambda: OpenVinoEngine(ir, "int8", args.threads)

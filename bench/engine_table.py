@@ -33,12 +33,11 @@ from bench.sentences import sentence
 from tiankong import Settings
 from tiankong.core.text import TextEncoder, TextLimits
 from tiankong.engines.base import EncodedBatch, Engine, pad_prepared
-from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.engines.openvino_engine import HINTS, OpenVinoEngine, has_openvino
 from tiankong.export import openvino_int8
 from tiankong.export.export_cache import ensure_export
 from tiankong.export.int8_recipe import cpu_flags, cpu_has_bf16, cpu_kind
-from tiankong.export.precision_choice import TIMED_SPIN_AFTER_RUN, time_in_turns
+from tiankong.export.precision_choice import time_in_turns, timed_onnx_engine
 from tiankong.export.quality_guard import GuardReference
 from tiankong.model_sources import resolve_model
 
@@ -98,11 +97,9 @@ def make_engines(
     int8 = ensure_export(model, "int8", settings)
     encoder = TextEncoder.from_folder(model.path, TextLimits())
     engines: dict[str, Engine] = {
-        "ORT FP32": OnnxEngine(
-            fp32.onnx_file, "cpu", "fp32", threads, spin_after_run=TIMED_SPIN_AFTER_RUN
-        ),
-        f"ORT INT8 ({int8.quality['recipe']['name']})": OnnxEngine(
-            int8.onnx_file, "cpu", "int8", threads, spin_after_run=TIMED_SPIN_AFTER_RUN
+        "ORT FP32": timed_onnx_engine(fp32.onnx_file, "fp32", threads),
+        f"ORT INT8 ({int8.quality['recipe']['name']})": timed_onnx_engine(
+            int8.onnx_file, "int8", threads
         ),
     }
     missing: dict[str, str] = {}

@@ -34,7 +34,7 @@ from tiankong.export.int8_recipe import (
     cpu_kind,
     recipe_chain,
 )
-from tiankong.export.precision_choice import TIMED_SPIN_AFTER_RUN
+from tiankong.export.precision_choice import timed_onnx_engine
 from tiankong.export.quality_guard import GuardReference
 from tiankong.export.quantize import quantize_int8
 from tiankong.model_sources import resolve_model
@@ -99,8 +99,7 @@ def main() -> None:
     folder = resolve_model(args.model).path
     config = read_config(folder)
     encoder = TextEncoder.from_folder(folder, TextLimits())
-    spin = TIMED_SPIN_AFTER_RUN  # the engines are timed in turns
-    reference = OnnxEngine(fp32_file, "cpu", "fp32", args.threads, spin_after_run=spin)
+    reference = timed_onnx_engine(fp32_file, "fp32", args.threads)  # timed in turns
     guard = GuardReference(reference, folder)
     print(f"model {folder.name}, this CPU: {cpu_kind()}, threads {args.threads}")
     engines = {"FP32": reference}
@@ -108,7 +107,7 @@ def main() -> None:
         for index, step in enumerate(variants()):
             out = Path(temp) / f"variant-{index}.onnx"
             quantize_int8(fp32_file, out, config["vocab_size"], config["hidden_size"], step)
-            engine = OnnxEngine(out, "cpu", "int8", args.threads, spin_after_run=spin)
+            engine = timed_onnx_engine(out, "int8", args.threads)
             figures = guard.compare(engine)
             print(
                 f"{step.name}: top-1 agreement {figures['top1_agreement']:.1%}, "

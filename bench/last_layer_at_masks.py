@@ -26,7 +26,7 @@ from tiankong.core.text import TextEncoder, TextLimits
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.export import export, quantize
 from tiankong.export.int8_recipe import recipe_chain
-from tiankong.export.precision_choice import TIMED_SPIN_AFTER_RUN
+from tiankong.export.precision_choice import timed_onnx_engine
 
 
 def export_with(folder: Path, wrap: Any, out_file: Path) -> float:
@@ -80,17 +80,13 @@ def main() -> None:
                 f"{fused['fused_ops']}",
                 flush=True,
             )
-            engines[f"{name} FP32"] = OnnxEngine(
-                fp32, "cpu", "fp32", args.threads, spin_after_run=TIMED_SPIN_AFTER_RUN
-            )
+            engines[f"{name} FP32"] = timed_onnx_engine(fp32, "fp32", args.threads)
             for step in recipe_chain("vnni")[:2]:
                 int8 = Path(temp) / f"{len(engines)}.onnx"
                 quantize.quantize_int8(
                     fp32, int8, config["vocab_size"], config["hidden_size"], step
                 )
-                engines[f"{name} {step.name}"] = OnnxEngine(
-                    int8, "cpu", "int8", args.threads, spin_after_run=TIMED_SPIN_AFTER_RUN
-                )
+                engines[f"{name} {step.name}"] = timed_onnx_engine(int8, "int8", args.threads)
         print("ms per call, median (min), engines taking turns:")
         for name, shown in timings(engines, encoder).items():
             print(f"{name}: batch 1 {shown[1]} ms, batch 32 {shown[32]} ms")

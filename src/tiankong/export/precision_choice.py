@@ -43,7 +43,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tiankong.engines.onnx_engine import OnnxEngine
 
 FULL_BATCH = 16  # texts in the timed full batch (the guard sentences' batch)
 ROUNDS = {1: 20, FULL_BATCH: 5}  # timed calls per batch size, after one warm-up call each
@@ -54,6 +57,14 @@ SPLIT_SIZES = {1: 20, 2: 12, 4: 8, 8: 6, FULL_BATCH: 5}  # a pair's sizes, calls
 # default, as served) takes a core from the engine timed next and made it 1.7-2.2x slower on
 # amx (docs/PERFORMANCE.md, "Spinning"). In the cache key: a change measures again.
 TIMED_SPIN_AFTER_RUN = False
+
+
+def timed_onnx_engine(onnx_file: Path, precision: str, threads: int) -> OnnxEngine:
+    """An ONNX Runtime engine on the CPU to time in turns with others (``time_in_turns``): the
+    one place such an engine is built, so that none is left spinning after its run."""
+    from tiankong.engines.onnx_engine import OnnxEngine
+
+    return OnnxEngine(onnx_file, "cpu", precision, threads, spin_after_run=TIMED_SPIN_AFTER_RUN)
 
 
 KEYS = ("onnx fp32", "onnx int8", "openvino fp32", "openvino bf16", "openvino int8")
@@ -239,18 +250,16 @@ def measure(
     file name; empty when it serves other entries' graphs)."""
     from tiankong.core.text import TextEncoder, TextLimits
     from tiankong.engines.base import Engine, pad_prepared
-    from tiankong.engines.onnx_engine import OnnxEngine
     from tiankong.engines.openvino_engine import INSTALL_HINT, OpenVinoEngine, has_openvino
     from tiankong.export import openvino_int8
     from tiankong.export.int8_recipe import cpu_has_bf16
     from tiankong.export.quality_guard import GuardReference, guard_sentences
 
-    spin = TIMED_SPIN_AFTER_RUN
-    reference = OnnxEngine(fp32_file, "cpu", "fp32", threads, spin_after_run=spin)
+    reference = timed_onnx_engine(fp32_file, "fp32", threads)
     engines: dict[str, Engine] = {"onnx fp32": reference}
     missing: dict[str, str] = {}
     if int8_quality.get("passed"):
-        engines["onnx int8"] = OnnxEngine(int8_file, "cpu", "int8", threads, spin_after_run=spin)
+        engines["onnx int8"] = timed_onnx_engine(int8_file, "int8", threads)
     else:
         agreement = 100 * float(int8_quality.get("top1_agreement", 0.0))
         missing["onnx int8"] = f"no INT8 recipe passed the guard (best {agreement:.1f}%)"
@@ -324,7 +333,7 @@ def measure(
 def time_in_turns(engines: dict[str, Any], batch: Any, rounds: int) -> dict[str, float]:
     """Median milliseconds per ``mask_logits`` call; the engines take turns each round, so a
     change in the machine's load falls on all of them. ONNX Runtime engines timed here are
-    built with ``spin_after_run=TIMED_SPIN_AFTER_RUN``, or each slows the next."""
+    built by ``timed_onnx_engine``, or each slows the next."""
     for engine in engines.values():
         engine.mask_logits(batch)
     samples: dict[str, list[float]] = {key: [] for key in engines}
