@@ -25,7 +25,7 @@ from typing import Any
 
 import psutil
 
-from bench import optimum_env, ort_recipe, profiling, report, roofline
+from bench import optimum_env, ort_recipe, paired, profiling, report, roofline
 from bench.contenders.registry import Contender, select, thread_settings
 from bench.load import run_load
 from bench.models import DEFAULT_MODEL_CACHE, REPO_ROOT, BenchModel, resolve
@@ -60,6 +60,8 @@ class Plan:
     offline_chunk: int
     ready_timeout_s: float
     profile: str
+    paired_rounds: int  # issue 23's goal pairs taking turns after a model's rows (0: not)
+    paired_seconds: float
 
     @property
     def log_dir(self) -> Path:
@@ -351,6 +353,8 @@ def bench_model(
                 print(f"  failed: {error}", flush=True)
             row["other_load"] = foreign_load(before)
         entry["contenders"].append(row)
+    if plan.paired_rounds:
+        entry["paired"] = measure_paired(entry["contenders"], contenders, ways, plan, model)
     for target in offline_targets:
         print(f"bench: {model.key} / offline {target}", flush=True)
         threads = os.cpu_count() or 1
@@ -365,6 +369,33 @@ def bench_model(
         print(f"  offline {target}: {shown}", flush=True)
         entry["offline"].append(measured)
     return entry
+
+
+def measure_paired(
+    rows: list[dict[str, Any]],
+    contenders: Sequence[Contender],
+    ways: dict[str, Any],
+    plan: Plan,
+    model: BenchModel,
+) -> dict[str, Any]:
+    """Issue 23's goal pairs again, taking turns (``bench.paired``); a failure is recorded."""
+    print(f"bench: {model.key} / the goals' pairs, taking turns", flush=True)
+
+    def start(contender: Contender, threads: int | None) -> Server:
+        tag = f"{model.key}-{contender.key}-paired" + (f"-t{threads}" if threads else "")
+        return start_ready(contender, ways[contender.key], threads, plan, tag)[0]
+
+    by_key = {contender.key: contender for contender in contenders}
+    before = cpu_snapshot()
+    try:
+        result = paired.measure(
+            rows, by_key, start, plan.client, plan.paired_rounds, plan.paired_seconds
+        )
+    except (ServerFailed, OSError, ValueError) as error:
+        print(f"  failed: {error}", flush=True)
+        return {"failed": str(error)}
+    result["other_load"] = foreign_load(before)
+    return result
 
 
 # The x86 features that decide which INT8 and FP32 kernels ONNX Runtime and torch can use.
@@ -477,6 +508,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
         offline_chunk=32,
         ready_timeout_s=600.0,
         profile=args.profile or "",
+        paired_rounds=args.paired_rounds if args.paired_rounds is not None else (1 if quick else 3),
+        paired_seconds=args.paired_seconds or (1.0 if quick else 6.0),
     )
 
 
@@ -509,6 +542,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "that takes the shared cores almost no CPU (apt-get install wrk)",
     )
     parser.add_argument("--profile", default=None, help="py-spy this contender during c=20")
+    parser.add_argument(
+        "--paired-rounds",
+        type=int,
+        default=None,
+        help="rounds of issue 23's goal pairs taking turns after each model's rows "
+        "(3; --quick: 1; 0: none, the goals then read the sequential rows)",
+    )
+    parser.add_argument(
+        "--paired-seconds", type=float, default=None, help="each side's load per round (6)"
+    )
     parser.add_argument("--out-dir", type=Path, default=REPO_ROOT / "bench" / "results")
     parser.add_argument("--model-cache", type=Path, default=DEFAULT_MODEL_CACHE)
     return parser.parse_args(argv)

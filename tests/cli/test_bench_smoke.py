@@ -24,7 +24,7 @@ pytest.importorskip("aiohttp")
 pytest.importorskip("matplotlib")
 
 
-@pytest.mark.timeout(480)
+@pytest.mark.timeout(600)
 def test_bench_quick_smoke(
     tiny_model_dir: Path, onnx_cache_copy: Callable[[Path], Path], tmp_path: Path
 ) -> None:
@@ -44,7 +44,7 @@ def test_bench_quick_smoke(
         env={**os.environ, "HF_HUB_OFFLINE": "1", "TIANKONG_ONNX_CACHE_DIR": str(onnx_cache)},
         capture_output=True,
         text=True,
-        timeout=460,
+        timeout=580,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for name in ("latest.json", "latest.md", "latest.png"):
@@ -125,6 +125,21 @@ def test_bench_quick_smoke(
         "index on, c=1 p50",
     ]
     assert all(row["pass"] in (True, False) for row in results["goals"]["issue23"])
+    # ... and, after the rows, taken again in turns (one round under --quick), which judges them
+    from bench.paired import PAIRS
+
+    taken = model["paired"]
+    assert (taken["rounds"], taken["skipped"]) == (1, [])
+    assert [pair["goal"] for pair in taken["pairs"]] == [pair.goal for pair in PAIRS]
+    judged = {row["goal"]: row for row in results["goals"]["issue23"]}
+    for pair in taken["pairs"]:
+        (round_,) = pair["runs"]
+        assert round_["ours"]["requests"] > 0 and round_["theirs"]["requests"] > 0, pair
+        assert pair["errors"] == 0, pair
+        assert judged[pair["goal"]]["ratio"] == pair["ratio"]
+        assert judged[pair["goal"]]["measured"].startswith("taking turns, 1 rounds")
+    assert taken["pairs"][0]["theirs"] == model["best_peers"]["c1"]
+    assert taken["pairs"][1]["theirs"] == model["best_peers"]["c20"]
     assert (
         rows["tiankong-auto-index"]["server"]["index"] != rows["tiankong-auto"]["server"]["index"]
     )
