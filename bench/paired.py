@@ -16,6 +16,7 @@ before the first round.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,12 +24,16 @@ from typing import Any
 
 from bench.contenders.registry import Contender
 from bench.load import run_load
-from bench.servers import Server
+from bench.report import best_peers, measured
+from bench.sentences import CAPACITY
+from bench.servers import Server, ServerFailed
 from bench.wrk_load import run_client
 
 BEST_C1_PEER = "best c=1 peer"  # the error-free peer with the lowest c=1 p50 in the rows
 BEST_C20_PEER = "best c=20 peer"  # ... and with the highest c=20 rate
 WARMUP_REQUESTS = 20  # sentences 0-19 of each server; its runs count up from there
+ROUNDS, SECONDS = 4, 5  # an even count: each side goes first as often as the other
+QUICK_ROUNDS, QUICK_SECONDS = 1, 1  # --quick
 
 
 @dataclass(frozen=True)
@@ -62,8 +67,6 @@ Starter = Callable[[Contender, int | None], Server]
 def best_peer_keys(rows: Sequence[dict[str, Any]]) -> dict[str, Side]:
     """BEST_C1_PEER and BEST_C20_PEER: the row's key and the thread setting it kept for that
     phase, chosen as bench.report chooses the goals' peers."""
-    from bench.report import best_peers, measured
-
     best_c1, best_c20 = best_peers(measured(list(rows)))
     out: dict[str, Side] = {}
     if best_c1 is not None:
@@ -79,10 +82,12 @@ def ratio_of(pair: Pair, ours: dict[str, Any], theirs: dict[str, Any]) -> float:
 
 
 def summarise(pair: Pair, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The medians over rounds of each side's figure and of the rounds' ratios; the errors."""
+    """The medians over rounds of each side's figure and of the rounds' ratios (NaN when a
+    round has none: a side that answered nothing), and the errors."""
     ratios = [ratio_of(pair, run["ours"], run["theirs"]) for run in runs]
+    finite = all(math.isfinite(ratio) for ratio in ratios)
     return {
-        "ratio": statistics.median(ratios),
+        "ratio": statistics.median(ratios) if finite else math.nan,
         "round_ratios": [round(ratio, 3) for ratio in ratios],
         "ours_median": statistics.median(pair.figure(run["ours"]) for run in runs),
         "theirs_median": statistics.median(pair.figure(run["theirs"]) for run in runs),
@@ -96,10 +101,13 @@ def measure(
     start: Starter,
     client: str,
     rounds: int,
-    seconds: float,
+    seconds: int,
 ) -> dict[str, Any]:
     """Each of ``PAIRS`` whose two rows were measured, taken in turns; the rest skipped with
-    the reason. ``rows``: the model's rows from the bench (their keys and thread settings)."""
+    the reason. ``rows``: the model's rows from the bench (their keys and thread settings).
+    Every server of every pair is started (and warmed up) before the first round and stays up
+    to the last; only one takes load at a time. Raises ``ServerFailed`` when a warm-up request
+    fails, and ``ValueError`` when a server would be sent a sentence twice."""
     measured_keys = {row["key"]: row for row in rows if "c20" in row}
     peers = best_peer_keys(rows)
     plans: list[tuple[Pair, Side, Side]] = []
@@ -122,7 +130,9 @@ def measure(
                     continue
                 key, threads = side
                 servers[side] = server = start(contenders[key], threads)
-                run_load(server.base_url + "/predict", 1, 0, count=WARMUP_REQUESTS)
+                warm = run_load(server.base_url + "/predict", 1, 0, count=WARMUP_REQUESTS)
+                if warm.errors:
+                    raise ServerFailed(f"{key}: {warm.errors} warm-up errors {warm.error_samples}")
                 first[side] = WARMUP_REQUESTS
         runs: dict[str, list[dict[str, Any]]] = {pair.goal: [] for pair, *_ in plans}
         for round_index in range(rounds):
@@ -133,6 +143,11 @@ def measure(
                     url = servers[side].base_url + "/predict"
                     result = run_client(client, url, pair.concurrency, first[side], seconds)
                     first[side] += result.requests + result.errors + pair.concurrency
+                    if first[side] > CAPACITY:  # the sentences wrap around, the cache would hit
+                        raise ValueError(
+                            f"{side[0]} ran through the {CAPACITY:,} distinct sentences; "
+                            "take fewer or shorter rounds"
+                        )
                     taken[side] = result.to_dict()
                 runs[pair.goal].append({"ours": taken[ours], "theirs": taken[theirs]})
                 shown = ratio_of(pair, taken[ours], taken[theirs])

@@ -267,7 +267,7 @@ def issue23_goals(model: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     missing = "not measured"
     out.append(c1_goal(key, "defaults, c=1 p50", auto, best_c1, GOAL23_C1_VS_BEST_PEER))
-    wanted = GOAL23_C20_VS_BEST_PEER.get(key, GOAL_C20_VS_BEST_PEER)
+    wanted, _ = issue23_limit("defaults, c=20 requests/s", key)
     errors = auto["c1"].get("errors", 0) + auto["c20"]["errors"] if auto else 0
     out.append(c20_goal(key, "defaults, c=20 requests/s", auto, best_c20, wanted, errors))
     target = f">= {GOAL_INT8_AGREEMENT:.0%} top-1 with FP32"
@@ -316,7 +316,7 @@ def issue23_goals(model: dict[str, Any]) -> list[dict[str, Any]]:
     return [judged_in_turns(row, taken, row_errors.get(row["goal"], 0)) for row in out]
 
 
-def limit_in_turns(name: str, model: str) -> tuple[float, bool]:
+def issue23_limit(name: str, model: str) -> tuple[float, bool]:
     """Issue 23's goal ``name`` on ``model``: its limit, and whether the ratio must be at most
     it (a p50 over a p50) rather than at least it (a rate over a rate)."""
     limits = {
@@ -332,26 +332,32 @@ def limit_in_turns(name: str, model: str) -> tuple[float, bool]:
     return limits[name]
 
 
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def judged_in_turns(row: dict[str, Any], taken: dict[str, Any], row_errors: int) -> dict[str, Any]:
     """``row`` (a goal judged on the sequential rows) judged instead on its pair's rounds taken
     in turns, when the bench took them; the rows' ratio stays in the text and in
-    ``sequential_ratio``. A rate goal also needs its rounds free of errors, and ``row_errors``
-    (the judged row's own) zero."""
+    ``sequential_ratio``. Taken in turns, every goal needs its rounds free of errors and a
+    ratio in each round; a rate goal also needs ``row_errors`` (the judged row's own) zero."""
     pair = next((p for p in taken.get("pairs", []) if p["goal"] == row["goal"]), None)
     if pair is None:
         return row
-    limit, at_most = limit_in_turns(row["goal"], row["model"])
+    limit, at_most = issue23_limit(row["goal"], row["model"])
     ratio = float(pair["ratio"])
     unit = "ms" if at_most else "req/s"
     rounds = ", ".join(f"{value:.2f}" for value in pair["round_ratios"])
     text = (
-        f"taking turns, {len(pair['runs'])} rounds of {taken['seconds']:g} s: {pair['ours']} "
+        f"taking turns, {plural(len(pair['runs']), 'round')} of {taken['seconds']:g} s: "
+        f"{pair['ours']} "
         f"{pair['ours_median']:.2f} {unit} vs {pair['theirs']} {pair['theirs_median']:.2f} "
         f"(rounds {rounds}; {pair['errors']} errors)"
     )
     if row["ratio"] is not None:
         text += f"; sequential rows {row['ratio']:.2f}x"
-    ok = ratio <= limit if at_most else ratio >= limit and pair["errors"] == 0 == row_errors
+    clean = math.isfinite(ratio) and pair["errors"] == 0 and (at_most or row_errors == 0)
+    ok = clean and (ratio <= limit if at_most else ratio >= limit)
     return {**row, "measured": text, "ratio": ratio, "pass": ok, "sequential_ratio": row["ratio"]}
 
 

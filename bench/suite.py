@@ -61,7 +61,7 @@ class Plan:
     ready_timeout_s: float
     profile: str
     paired_rounds: int  # issue 23's goal pairs taking turns after a model's rows (0: not)
-    paired_seconds: float
+    paired_seconds: int  # whole seconds: wrk's -d reads no fractions
 
     @property
     def log_dir(self) -> Path:
@@ -383,7 +383,13 @@ def measure_paired(
 
     def start(contender: Contender, threads: int | None) -> Server:
         tag = f"{model.key}-{contender.key}-paired" + (f"-t{threads}" if threads else "")
-        return start_ready(contender, ways[contender.key], threads, plan, tag)[0]
+        server = start_ready(contender, ways[contender.key], threads, plan, tag)[0]
+        try:
+            check_answer(server)
+        except BaseException:
+            server.stop()
+            raise
+        return server
 
     by_key = {contender.key: contender for contender in contenders}
     before = cpu_snapshot()
@@ -391,9 +397,9 @@ def measure_paired(
         result = paired.measure(
             rows, by_key, start, plan.client, plan.paired_rounds, plan.paired_seconds
         )
-    except (ServerFailed, OSError, ValueError) as error:
-        print(f"  failed: {error}", flush=True)
-        return {"failed": str(error)}
+    except Exception as error:  # after the rows: the failure is recorded, the rows judge the goals
+        print(f"  failed: {error!r}", flush=True)
+        return {"failed": repr(error)}
     result["other_load"] = foreign_load(before)
     return result
 
@@ -508,8 +514,16 @@ def make_plan(args: argparse.Namespace) -> Plan:
         offline_chunk=32,
         ready_timeout_s=600.0,
         profile=args.profile or "",
-        paired_rounds=args.paired_rounds if args.paired_rounds is not None else (1 if quick else 3),
-        paired_seconds=args.paired_seconds or (1.0 if quick else 6.0),
+        paired_rounds=(
+            args.paired_rounds
+            if args.paired_rounds is not None
+            else (paired.QUICK_ROUNDS if quick else paired.ROUNDS)
+        ),
+        paired_seconds=(
+            args.paired_seconds
+            if args.paired_seconds is not None
+            else (paired.QUICK_SECONDS if quick else paired.SECONDS)
+        ),
     )
 
 
@@ -547,10 +561,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="rounds of issue 23's goal pairs taking turns after each model's rows "
-        "(3; --quick: 1; 0: none, the goals then read the sequential rows)",
+        f"({paired.ROUNDS}; --quick: {paired.QUICK_ROUNDS}; 0: none, the rows judge the goals)",
     )
     parser.add_argument(
-        "--paired-seconds", type=float, default=None, help="each side's load per round (6)"
+        "--paired-seconds",
+        type=int,
+        default=None,
+        help=f"each side's load per round, whole seconds ({paired.SECONDS}; --quick: "
+        f"{paired.QUICK_SECONDS})",
     )
     parser.add_argument("--out-dir", type=Path, default=REPO_ROOT / "bench" / "results")
     parser.add_argument("--model-cache", type=Path, default=DEFAULT_MODEL_CACHE)

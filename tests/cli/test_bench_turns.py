@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from bench import paired, report, suite
 
 
@@ -66,6 +68,17 @@ def test_the_report_judges_a_goal_on_its_rounds_and_keeps_the_rows_ratio() -> No
     assert report.judged_in_turns(row, taken("index on, c=1 p50", 1.0), 0) == row
 
 
+def test_a_latency_goal_taken_in_turns_needs_answers_in_every_round() -> None:
+    goal = "defaults, c=1 p50"
+    row = sequential_row(goal, 1.43, False)
+    assert report.judged_in_turns(row, taken(goal, 0.7, errors=1), 0)["pass"] is False
+    assert report.judged_in_turns(row, taken(goal, float("nan")), 0)["pass"] is False
+    c1 = next(pair for pair in paired.PAIRS if pair.goal == goal)
+    silent = {"ours": run(2.0), "theirs": run(float("nan"), 0.0)}  # the peer answered nothing
+    runs = [{"ours": run(2.0), "theirs": run(3.0)}, silent, {"ours": run(2.0), "theirs": run(3.0)}]
+    assert str(paired.summarise(c1, runs)["ratio"]) == "nan"  # not the median of the others
+
+
 def test_a_rate_goal_taken_in_turns_needs_no_errors_there_or_in_its_row() -> None:
     goal = "defaults, c=20 requests/s"
     row = sequential_row(goal, 1.2, False)
@@ -85,7 +98,110 @@ def test_the_pairs_are_issue_23s_rate_and_latency_goals_and_the_plan_takes_them(
     ]
     for pair in paired.PAIRS:  # the rate goals at c=20, the latency goals at c=1
         assert (pair.concurrency > 1) == pair.goal.endswith("requests/s")
-        assert report.limit_in_turns(pair.goal, "bundled")[1] is (pair.concurrency == 1)
+        assert report.issue23_limit(pair.goal, "bundled")[1] is (pair.concurrency == 1)
     plan = suite.make_plan(suite.parse_args([]))
-    assert (plan.paired_rounds, plan.paired_seconds) == (3, 6.0)
+    assert (plan.paired_rounds, plan.paired_seconds) == (paired.ROUNDS, paired.SECONDS)
+    assert paired.ROUNDS % 2 == 0  # each side goes first as often as the other
     assert suite.make_plan(suite.parse_args(["--paired-rounds", "0"])).paired_rounds == 0
+
+
+class FakeServer:
+    def __init__(self, side: tuple[str, int | None]) -> None:
+        self.base_url = f"http://{side[0]}-{side[1]}"
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def bench_rows() -> list[dict[str, Any]]:
+    """A model's rows as the bench leaves them: one peer whose best c=1 and c=20 thread
+    settings differ, tiankong's defaults with and without the index, the overhead pair."""
+
+    def row(key: str, role: str, **more: Any) -> dict[str, Any]:
+        figures = {"c1": {"p50_ms": 5.0, "errors": 0}, "c20": {"requests_per_s": 9.0, "errors": 0}}
+        return {"key": key, "role": role, **figures, **more}
+
+    return [
+        row("ort-recipe-int8", "peer", c1_threads=1, c20_threads=2),
+        row("tiankong-auto", "tiankong"),
+        row("tiankong-auto-index", "tiankong"),
+        row("floor", "reference"),
+        row("tiankong-fake", "reference"),
+        {"key": "optimum-int8", "role": "peer", "skipped": "no venv"},
+    ]
+
+
+def fake_load(calls: list[tuple[str, int, int]], requests: int = 50) -> Any:
+    from bench.load import LoadResult
+
+    def load(client: str, url: str, concurrency: int, first: int, seconds: float) -> LoadResult:
+        calls.append((url, concurrency, first))
+        return LoadResult(concurrency, requests, 0, seconds, requests / seconds, 2.0, 3, 4, 2, 5)
+
+    return load
+
+
+def run_turns(monkeypatch: Any, load: Any, rounds: int = 2) -> tuple[dict[str, Any], dict]:
+    from bench.contenders.registry import CONTENDERS
+
+    started: dict[tuple[str, int | None], FakeServer] = {}
+
+    def start(contender: Any, threads: int | None) -> FakeServer:
+        started[(contender.key, threads)] = server = FakeServer((contender.key, threads))
+        return server
+
+    monkeypatch.setattr(paired, "run_client", load)
+    monkeypatch.setattr(paired, "run_load", lambda *args, **kwargs: load("aiohttp", *args[:3], 1))
+    by_key = {contender.key: contender for contender in CONTENDERS}
+    try:
+        return paired.measure(bench_rows(), by_key, start, "wrk", rounds, 1), started
+    except Exception as error:
+        error.started = started  # type: ignore[attr-defined]
+        raise
+
+
+def test_turns_start_each_side_once_alternate_and_never_repeat_a_sentence(monkeypatch) -> None:
+    calls: list[tuple[str, int, int]] = []
+    result, started = run_turns(monkeypatch, fake_load(calls))
+    assert set(started) == {
+        ("ort-recipe-int8", 1),  # the peer at the setting its row kept for c=1 ...
+        ("ort-recipe-int8", 2),  # ... and for c=20
+        ("tiankong-auto", None),
+        ("tiankong-auto-index", None),
+        ("floor", None),
+        ("tiankong-fake", None),
+    }
+    assert all(server.stopped for server in started.values())
+    assert [pair["goal"] for pair in result["pairs"]] == [pair.goal for pair in paired.PAIRS]
+    assert [pair["theirs_threads"] for pair in result["pairs"][:2]] == [1, 2]
+    urls = [url for url, _, first in calls if first >= paired.WARMUP_REQUESTS]
+    auto, peer = "http://tiankong-auto-None/predict", "http://ort-recipe-int8-1/predict"
+    first, second = (index for index, url in enumerate(urls) if url == peer)  # the c=1 pair
+    assert urls[first - 1] == auto  # round 1: ours first
+    assert urls[second + 1] == auto  # round 2: theirs first
+    for url in {url for url, _, _ in calls}:  # each server's sentences only count up
+        firsts = [first for other, _, first in calls if other == url]
+        assert firsts == sorted(set(firsts)) and firsts[0] == 0
+
+
+def test_a_failed_turn_stops_every_server_started(monkeypatch) -> None:
+    calls: list[tuple[str, int, int]] = []
+    working = fake_load(calls)
+
+    def failing(client: str, url: str, concurrency: int, first: int, seconds: float) -> Any:
+        if len(calls) > 8:
+            raise RuntimeError("wrk died")
+        return working(client, url, concurrency, first, seconds)
+
+    with pytest.raises(RuntimeError, match="wrk died") as raised:
+        run_turns(monkeypatch, failing)
+    started = raised.value.started  # type: ignore[attr-defined]
+    assert len(started) == 6 and all(server.stopped for server in started.values())
+
+
+def test_turns_refuse_to_send_a_server_a_sentence_twice(monkeypatch) -> None:
+    from bench.sentences import CAPACITY
+
+    with pytest.raises(ValueError, match="distinct sentences"):
+        run_turns(monkeypatch, fake_load([], requests=CAPACITY // 2), rounds=2)
