@@ -9,9 +9,10 @@ measured in ``rounds``: in each round the two take the same load one after the o
 ``seconds`` each, the order alternating between rounds. A round's ratio compares two runs
 seconds apart; the goal's ratio is the median of the rounds' ratios.
 
-The servers are fresh processes, each with its own sentence counter: no server is sent a text
-twice (its result cache never answers). Each is warmed up with ``WARMUP_REQUESTS`` requests
-before the first round.
+The servers are fresh processes, each with its own sentence counter: no tiankong server is sent
+a text twice (its result cache never answers; the peers and the floor keep none, and the floor,
+the fastest, may wrap around). Each is warmed up with ``WARMUP_REQUESTS`` requests before the
+first round.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from typing import Any
 from bench.contenders.registry import Contender
 from bench.load import run_load
 from bench.report import best_peers, measured
-from bench.sentences import CAPACITY
 from bench.servers import Server, ServerFailed
 from bench.wrk_load import run_client
 
@@ -102,12 +102,14 @@ def measure(
     client: str,
     rounds: int,
     seconds: int,
+    distinct: int,
 ) -> dict[str, Any]:
     """Each of ``PAIRS`` whose two rows were measured, taken in turns; the rest skipped with
     the reason. ``rows``: the model's rows from the bench (their keys and thread settings).
     Every server of every pair is started (and warmed up) before the first round and stays up
     to the last; only one takes load at a time. Raises ``ServerFailed`` when a warm-up request
-    fails, and ``ValueError`` when a server would be sent a sentence twice."""
+    fails, and ``ValueError`` once a tiankong server was sent more than ``distinct`` sentences
+    (its result cache could then answer; the peers and the floor keep none)."""
     measured_keys = {row["key"]: row for row in rows if "c20" in row}
     peers = best_peer_keys(rows)
     plans: list[tuple[Pair, Side, Side]] = []
@@ -143,10 +145,10 @@ def measure(
                     url = servers[side].base_url + "/predict"
                     result = run_client(client, url, pair.concurrency, first[side], seconds)
                     first[side] += result.requests + result.errors + pair.concurrency
-                    if first[side] > CAPACITY:  # the sentences wrap around, the cache would hit
+                    if first[side] > distinct and contenders[side[0]].is_tiankong:
                         raise ValueError(
-                            f"{side[0]} ran through the {CAPACITY:,} distinct sentences; "
-                            "take fewer or shorter rounds"
+                            f"{side[0]} was sent more than the {distinct:,} distinct sentences "
+                            "its result cache has not seen; take fewer or shorter rounds"
                         )
                     taken[side] = result.to_dict()
                 runs[pair.goal].append({"ours": taken[ours], "theirs": taken[theirs]})

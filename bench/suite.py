@@ -394,8 +394,10 @@ def measure_paired(
     by_key = {contender.key: contender for contender in contenders}
     before = cpu_snapshot()
     try:
+        # check_answer sends sentence WARMUP_FIRST - 1: the turns stay below it
+        distinct = WARMUP_FIRST - 1
         result = paired.measure(
-            rows, by_key, start, plan.client, plan.paired_rounds, plan.paired_seconds
+            rows, by_key, start, plan.client, plan.paired_rounds, plan.paired_seconds, distinct
         )
     except Exception as error:  # after the rows: the failure is recorded, the rows judge the goals
         print(f"  failed: {error!r}", flush=True)
@@ -501,6 +503,10 @@ def measure_peaks(quick: bool) -> dict[str, Any]:
 
 def make_plan(args: argparse.Namespace) -> Plan:
     quick = bool(args.quick)
+    if args.paired_rounds is not None and args.paired_rounds < 0:
+        raise SystemExit("bench: --paired-rounds must be 0 or more.")
+    if args.paired_seconds is not None and args.paired_seconds < 1:
+        raise SystemExit("bench: --paired-seconds must be a whole number of seconds, 1 or more.")
     return Plan(
         quick=quick,
         out_dir=args.out_dir,

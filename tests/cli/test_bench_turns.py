@@ -103,6 +103,9 @@ def test_the_pairs_are_issue_23s_rate_and_latency_goals_and_the_plan_takes_them(
     assert (plan.paired_rounds, plan.paired_seconds) == (paired.ROUNDS, paired.SECONDS)
     assert paired.ROUNDS % 2 == 0  # each side goes first as often as the other
     assert suite.make_plan(suite.parse_args(["--paired-rounds", "0"])).paired_rounds == 0
+    for bad in (["--paired-rounds", "-1"], ["--paired-seconds", "0"]):
+        with pytest.raises(SystemExit, match=r"^bench: --paired-"):
+            suite.make_plan(suite.parse_args(bad))
 
 
 class FakeServer:
@@ -142,7 +145,9 @@ def fake_load(calls: list[tuple[str, int, int]], requests: int = 50) -> Any:
     return load
 
 
-def run_turns(monkeypatch: Any, load: Any, rounds: int = 2) -> tuple[dict[str, Any], dict]:
+def run_turns(
+    monkeypatch: Any, load: Any, rounds: int = 2, distinct: int = 174_999
+) -> tuple[dict[str, Any], dict]:
     from bench.contenders.registry import CONTENDERS
 
     started: dict[tuple[str, int | None], FakeServer] = {}
@@ -155,7 +160,7 @@ def run_turns(monkeypatch: Any, load: Any, rounds: int = 2) -> tuple[dict[str, A
     monkeypatch.setattr(paired, "run_load", lambda *args, **kwargs: load("aiohttp", *args[:3], 1))
     by_key = {contender.key: contender for contender in CONTENDERS}
     try:
-        return paired.measure(bench_rows(), by_key, start, "wrk", rounds, 1), started
+        return paired.measure(bench_rows(), by_key, start, "wrk", rounds, 1, distinct), started
     except Exception as error:
         error.started = started  # type: ignore[attr-defined]
         raise
@@ -200,8 +205,15 @@ def test_a_failed_turn_stops_every_server_started(monkeypatch) -> None:
     assert len(started) == 6 and all(server.stopped for server in started.values())
 
 
-def test_turns_refuse_to_send_a_server_a_sentence_twice(monkeypatch) -> None:
-    from bench.sentences import CAPACITY
+def test_turns_refuse_to_send_a_tiankong_server_a_sentence_twice(monkeypatch) -> None:
+    # the floor (no result cache) serves the most requests and may wrap around; tiankong not
+    calls: list[tuple[str, int, int]] = []
+    slow, fast = fake_load(calls, requests=10), fake_load(calls, requests=4_000)
 
-    with pytest.raises(ValueError, match="distinct sentences"):
-        run_turns(monkeypatch, fake_load([], requests=CAPACITY // 2), rounds=2)
+    def floor_fast(client: str, url: str, concurrency: int, first: int, seconds: float) -> Any:
+        return (fast if "floor" in url else slow)(client, url, concurrency, first, seconds)
+
+    run_turns(monkeypatch, floor_fast, rounds=2, distinct=1_000)
+    assert max(first for url, _, first in calls if "floor" in url) > 1_000
+    with pytest.raises(ValueError, match="tiankong-auto was sent more than the 500 distinct"):
+        run_turns(monkeypatch, fake_load([], requests=400), rounds=2, distinct=500)
