@@ -137,7 +137,7 @@ def test_bench_quick_smoke(
         assert round_["ours"]["requests"] > 0 and round_["theirs"]["requests"] > 0, pair
         assert pair["errors"] == 0, pair
         assert judged[pair["goal"]]["ratio"] == pair["ratio"]
-        assert judged[pair["goal"]]["measured"].startswith("taking turns, 1 rounds")
+        assert judged[pair["goal"]]["measured"].startswith("taking turns, 1 round of 1 s: ")
     assert taken["pairs"][0]["theirs"] == model["best_peers"]["c1"]
     assert taken["pairs"][1]["theirs"] == model["best_peers"]["c20"]
     assert (
