@@ -110,7 +110,7 @@ def measure(
     to the last; only one takes load at a time. Raises ``ServerFailed`` when a warm-up request
     fails, and ``ValueError`` once a tiankong server was sent more than ``distinct`` sentences
     (its result cache could then answer; the peers and the floor keep none)."""
-    measured_keys = {row["key"]: row for row in rows if "c20" in row}
+    measured_keys = {row["key"] for row in measured(list(rows))}
     peers = best_peer_keys(rows)
     plans: list[tuple[Pair, Side, Side]] = []
     skipped: list[dict[str, str]] = []
