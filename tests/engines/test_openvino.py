@@ -13,11 +13,12 @@ import numpy as np
 import openvino
 import pytest
 
-from tiankong import FillMasker, Settings
+from tiankong import FillMasker, Settings, engines
 from tiankong.core.models import ResolvedModel
 from tiankong.core.text import TextEncoder, TextLimits
 from tiankong.engines import measured_engine
 from tiankong.engines.base import pad_batch, pad_prepared
+from tiankong.engines.host_memory import MemoryLimit
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.engines.openvino_engine import OpenVinoEngine, openvino_version
 from tiankong.engines.split import SplitEngine, served_by
@@ -101,6 +102,10 @@ def test_auto_measures_openvino_beside_onnx_runtime(
     assert ov["missing"] == "" and ov["b1_ms"] > 0 and ov["batch_ms"] > 0
     assert ov["top1_agreement"] >= 0.98  # FP32 on another runtime ranks alike
     assert (candidates["openvino bf16"]["missing"] == "") == cpu_has_bf16()
+    for candidate in candidates.values():  # each measured engine's memory, in MB (psutil)
+        measured = candidate["memory_mb"]
+        assert (measured is None) == bool(candidate["missing"])
+        assert measured is None or 0 <= measured < 4096
     served = [
         manifest["choice"],
         *([manifest["choice"]["split"]] if manifest["choice"]["split"] else []),
@@ -193,6 +198,15 @@ def test_a_choice_of_openvino_int8_serves_the_ir_in_the_auto_entry(
     assert (engine.model_file, engine.precision, engine.quality) == (ir, "int8", {"choice": choice})
 
 
+LINE = "int8 (onnx) for batches under 3 texts, int8 (openvino) from 3"
+# the pair's candidates as the choice lists them: ONNX Runtime INT8 is the faster by the
+# geometric mean (1 x 10 against 2 x 6 ms), so it is the one that would serve alone
+PAIR = [
+    {"engine": "onnx", "precision": "int8", "b1_ms": 1.0, "batch_ms": 10.0, "memory_mb": 40.0},
+    {"engine": "openvino", "precision": "int8", "b1_ms": 2.0, "batch_ms": 6.0, "memory_mb": 50.0},
+]
+
+
 def test_a_split_choice_serves_its_lone_engine_below_its_rows_and_the_other_from_them(
     tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path
 ) -> None:
@@ -201,7 +215,7 @@ def test_a_split_choice_serves_its_lone_engine_below_its_rows_and_the_other_from
     ir = openvino_int8.quantize(graph, tiny_model_dir, tmp_path)
     lone = {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 3, "ms": {}}
     choice = {"engine": "openvino", "precision": "int8", "file": ir.name, "split": lone,
-              "line": "int8 (onnx) for batches under 3 texts, int8 (openvino) from 3"}  # fmt: skip
+              "candidates": PAIR, "line": LINE}  # fmt: skip
     settings = Settings(threads=1, onnx_cache_dir=str(tiny_onnx_cache))
 
     def find_export(model: ResolvedModel, precision: str, asked: Settings) -> OnnxExport:
@@ -213,7 +227,9 @@ def test_a_split_choice_serves_its_lone_engine_below_its_rows_and_the_other_from
     assert isinstance(engine, SplitEngine) and engine.rows == 3
     assert isinstance(engine.lone, OnnxEngine) and isinstance(engine.batch, OpenVinoEngine)
     assert (engine.name, engine.precision, engine.batch.model_file) == ("onnx+openvino", "int8", ir)
-    assert engine.quality["choice"] == choice and "top1_agreement" in engine.quality  # the guard's
+    served = engine.quality["choice"]  # the choice, and what the pair holds of this machine
+    assert served == {**choice, "line": served["line"]} and "top1_agreement" in engine.quality
+    assert served["line"].startswith(LINE + "; the second engine, int8 (openvino), holds 50 MB, ")
     encoder = TextEncoder.from_folder(tiny_model_dir, TextLimits())
     calls: list[str] = []
     for part, name in ((engine.lone, "lone"), (engine.batch, "batch")):
@@ -232,7 +248,7 @@ def test_a_split_whose_batch_engine_could_never_run_serves_its_lone_engine_alone
     """With --max-batch-size under the split's rows, OpenVINO's engine is never loaded."""
     lone = {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 3, "ms": {}}
     choice = {"engine": "openvino", "precision": "int8", "file": "missing.xml", "split": lone,
-              "line": "int8 (onnx) for batches under 3 texts, int8 (openvino) from 3"}  # fmt: skip
+              "candidates": PAIR, "line": LINE}  # fmt: skip
 
     def find_export(model: ResolvedModel, precision: str, asked: Settings) -> OnnxExport:
         if precision == "auto":
@@ -253,6 +269,33 @@ def test_a_split_whose_batch_engine_could_never_run_serves_its_lone_engine_alone
         assert served["line"].endswith(
             "; --max-batch-size 2 keeps every batch under 3 texts, so int8 (onnx) serves alone"
         )
+
+
+def test_a_split_over_its_share_of_the_memory_limit_serves_the_faster_engine_alone(
+    tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a 400 MB cgroup the second engine's 50 MB is over a tenth: ONNX Runtime INT8 serves
+    alone and OpenVINO's IR (not there) is never loaded."""
+    lone = {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 3, "ms": {}}
+    choice = {"engine": "openvino", "precision": "int8", "file": "missing.xml", "split": lone,
+              "candidates": PAIR, "line": LINE}  # fmt: skip
+
+    def find_export(model: ResolvedModel, precision: str, asked: Settings) -> OnnxExport:
+        if precision == "auto":
+            return OnnxExport(tmp_path, {"precision": "auto", "choice": choice})
+        return ensure_export(model, precision, asked)
+
+    limit = MemoryLimit(400 * 2**20, "the cgroup's limit")
+    monkeypatch.setattr(engines, "memory_limit", lambda: limit)
+    settings = Settings(threads=1, onnx_cache_dir=str(tiny_onnx_cache))
+    engine = measured_engine(resolve_model(str(tiny_model_dir)), settings, find_export)
+    assert isinstance(engine, OnnxEngine) and engine.precision == "int8"
+    served = engine.quality["choice"]
+    assert (served["engine"], served["precision"], served["split"]) == ("onnx", "int8", None)
+    assert served["line"] == (
+        f"{LINE}; the second engine, int8 (openvino), holds 50 MB, 12.5% of 400 MB (the "
+        "cgroup's limit), over the 10% a split may take, so int8 (onnx) serves alone"
+    )
 
 
 def test_the_timed_onnx_runtime_engines_stop_spinning_after_each_run(

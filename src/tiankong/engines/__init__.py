@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from tiankong.config import Settings
 from tiankong.core.models import ResolvedModel
 from tiankong.engines.base import EncodedBatch, Engine, pad_batch
+from tiankong.engines.host_memory import MemoryLimit, memory_limit
 from tiankong.errors import BadOptionError
 
 if TYPE_CHECKING:
@@ -20,6 +21,11 @@ __all__ = ["EncodedBatch", "Engine", "create_engine", "pad_batch"]
 ENGINE_NAMES = ("auto", "torch", "onnx", "openvino", "fake")
 log = logging.getLogger(__name__)
 NVIDIA_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidiactl")
+# A split's second engine may hold at most this share of the memory the server may use (the
+# cgroup's limit, or the machine's memory): the rest is room for the first engine, OpenVINO's
+# caches of batch shapes (which doubled a split server's memory under load on amx), the corpus
+# index and the requests. Where it is over, the faster of the two serves alone.
+SPLIT_MEMORY_SHARE = 0.1
 
 
 def create_engine(
@@ -79,6 +85,7 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
         # same way, seconds later. A cache folder that can't be made fails the same way too.
         choice = guard_only_choice(model, settings, find_export, error)
     choice = within_batch_cap(choice, settings.max_batch_size)
+    choice = within_memory(choice, memory_limit())
     split = choice.get("split")
     engine = served_engine(model, settings, find_export, choice, folder, choice)
     if split:  # a second engine for small batches (precision_choice.split_pair)
@@ -105,6 +112,41 @@ def within_batch_cap(choice: dict[str, Any], max_batch_size: int) -> dict[str, A
         "split": None,
         "line": f"{choice['line']}; --max-batch-size {max_batch_size} keeps every batch under "
         f"{split['below_rows']} texts, so {lone['precision']} ({lone['engine']}) serves alone",
+    }
+
+
+def within_memory(choice: dict[str, Any], limit: MemoryLimit | None) -> dict[str, Any]:
+    """A split whose second engine would hold more than ``SPLIT_MEMORY_SHARE`` of ``limit``
+    serves one engine: the faster of the two by the one-engine rule (the geometric mean of the
+    speed-ups at batch 1 and a full batch, so the smaller product of the two times). The
+    second engine is the other one, and its memory is what it added when it was measured
+    (``Candidate.memory_mb``). Either way the line says what the pair's memory came to."""
+    split = choice.get("split")
+    if not split:
+        return choice
+    measured = {(c["engine"], c["precision"]): c for c in choice.get("candidates", ())}
+    parts = [choice, split]  # the batch engine's part, then the lone engine's
+    found = [measured.get((part["engine"], part["precision"])) for part in parts]
+    if limit is None or any(c is None or c.get("memory_mb") is None for c in found):
+        why = "this machine's memory is unknown" if limit is None else "its memory was not measured"
+        return {**choice, "line": f"{choice['line']}; the split serves: {why}"}
+    cost = [c["b1_ms"] * c["batch_ms"] for c in found if c is not None]
+    alone = 0 if cost[0] <= cost[1] else 1
+    second, alone_part = found[1 - alone], parts[alone]
+    assert second is not None
+    held = (
+        f"the second engine, {second['precision']} ({second['engine']}), holds "
+        f"{second['memory_mb']:,.0f} MB, {100 * second['memory_mb'] / limit.mb:.1f}% of "
+        f"{limit.mb:,.0f} MB ({limit.source})"
+    )
+    if second["memory_mb"] <= SPLIT_MEMORY_SHARE * limit.mb:
+        return {**choice, "line": f"{choice['line']}; {held}"}
+    return {
+        **choice,
+        **{key: alone_part[key] for key in ("engine", "precision", "file")},
+        "split": None,
+        "line": f"{choice['line']}; {held}, over the {100 * SPLIT_MEMORY_SHARE:.0f}% a split "
+        f"may take, so {alone_part['precision']} ({alone_part['engine']}) serves alone",
     }
 
 

@@ -23,8 +23,10 @@ by a margin: when the fastest at batch 1 and the fastest at a full batch differ 
 least ``SPLIT_GAIN`` times the other at its own size (an AMX CPU: ONNX Runtime INT8 at batch 1,
 OpenVINO's INT8 or bf16 at 16). The two are timed again, in turns, at every batch size of
 ``SPLIT_SIZES``; batches smaller than the first size where the full-batch engine was the faster
-go to the other one. The pair holds two copies of the weights (docs/PERFORMANCE.md, "Engines
-per CPU kind", has what that costs and what it buys).
+go to the other one. The pair holds two copies of the weights: each candidate's resident memory
+(what it added on loading and running one full batch) is measured with it, and the server weighs
+the pair's second engine against the memory it may use when it starts (``engines.within_memory``;
+docs/PERFORMANCE.md, "Engines per CPU kind", has what a split costs and what it buys).
 
 >>> fp32 = Candidate("onnx", "fp32", b1_ms=2.0, batch_ms=27.0, top1_agreement=1.0)
 >>> int8 = Candidate("onnx", "int8", b1_ms=1.9, batch_ms=18.0, top1_agreement=0.99)
@@ -42,6 +44,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +54,7 @@ if TYPE_CHECKING:
 FULL_BATCH = 16  # texts in the timed full batch (the guard sentences' batch)
 ROUNDS = {1: 20, FULL_BATCH: 5}  # timed calls per batch size, after one warm-up call each
 SPLIT_GAIN = 1.2  # two engines serve only where each is this much faster at its own size
-SPLIT_RULE = 2  # in the cache key: bump it when split_pair or with_split change
+SPLIT_RULE = 3  # in the cache key: bump it when split_pair, with_split or what is measured change
 SPLIT_SIZES = {1: 20, 2: 12, 4: 8, 8: 6, FULL_BATCH: 5}  # a pair's sizes, calls at each
 # The timed ONNX Runtime engines stop spinning after each run: a pool left spinning (ORT's
 # default, as served) takes a core from the engine timed next and made it 1.7-2.2x slower on
@@ -80,6 +83,8 @@ class Candidate:
     batch_ms: float = 0.0
     top1_agreement: float = 0.0
     missing: str = ""
+    # the resident memory it added on loading and running one full batch (None: not measured)
+    memory_mb: float | None = None
 
     @property
     def key(self) -> str:
@@ -243,48 +248,61 @@ def measure(
     cpu: str,
     entry: Path,
 ) -> tuple[PrecisionChoice, dict[str, str]]:
-    """Build every candidate on this machine, run the guard on each and time them; where two
-    engines split by batch size pay (``split_pair``), time that pair at ``SPLIT_SIZES``.
+    """Build every candidate on this machine (noting the resident memory each adds), run the
+    guard on each and time them; where two engines split by batch size pay (``split_pair``),
+    time that pair at ``SPLIT_SIZES``.
     ``entry``: the ``auto`` entry being made, where OpenVINO's INT8 IR is written; it stays
     there only if it serves. Returns the choice and its files in ``entry`` (candidate key ->
     file name; empty when it serves other entries' graphs)."""
     from tiankong.core.text import TextEncoder, TextLimits
     from tiankong.engines.base import Engine, pad_prepared
+    from tiankong.engines.host_memory import resident_mb
     from tiankong.engines.openvino_engine import INSTALL_HINT, OpenVinoEngine, has_openvino
     from tiankong.export import openvino_int8
     from tiankong.export.int8_recipe import cpu_has_bf16
     from tiankong.export.quality_guard import GuardReference, guard_sentences
 
-    reference = timed_onnx_engine(fp32_file, "fp32", threads)
-    engines: dict[str, Engine] = {"onnx fp32": reference}
+    encoder = TextEncoder.from_folder(folder, TextLimits())
+    prepared = [encoder.prepare(text) for text in guard_sentences()[:FULL_BATCH]]
+    full_batch = pad_prepared(prepared, encoder.pad_id)
+    engines: dict[str, Engine] = {}
+    memory: dict[str, float | None] = {}
+
+    def load(key: str, build: Callable[[], Engine]) -> Engine:
+        """``build()`` into ``engines``, with the resident memory that it and one full batch
+        added to this process in ``memory`` (at least 0: memory freed before counts nothing)."""
+        before = resident_mb()
+        engine = engines[key] = build()
+        engine.mask_logits(full_batch)
+        after = resident_mb()
+        added = None if before is None or after is None else max(0.0, after - before)
+        memory[key] = None if added is None else round(added, 1)
+        return engine
+
+    reference = load("onnx fp32", lambda: timed_onnx_engine(fp32_file, "fp32", threads))
     missing: dict[str, str] = {}
     if int8_quality.get("passed"):
-        engines["onnx int8"] = timed_onnx_engine(int8_file, "int8", threads)
+        load("onnx int8", lambda: timed_onnx_engine(int8_file, "int8", threads))
     else:
         agreement = 100 * float(int8_quality.get("top1_agreement", 0.0))
         missing["onnx int8"] = f"no INT8 recipe passed the guard (best {agreement:.1f}%)"
-    builders: dict[str, Callable[[], Engine]] = {
-        "openvino fp32": lambda: OpenVinoEngine(fp32_file, "fp32", threads),
-        "openvino bf16": lambda: OpenVinoEngine(fp32_file, "bf16", threads),
-        "openvino int8": lambda: OpenVinoEngine(
-            openvino_int8.quantize(fp32_file, folder, entry), "int8", threads
-        ),
-    }
-    quantizing = {"openvino int8"}  # NNCF may fail on a graph it can't take: listed, not fatal
-    for key, build in builders.items():
+    for key in ("openvino fp32", "openvino bf16", "openvino int8"):
+        precision = key.split()[1]
         if not has_openvino():
             missing[key] = f"openvino is not installed ({INSTALL_HINT})"
-        elif key.endswith("bf16") and not cpu_has_bf16():
+        elif precision == "bf16" and not cpu_has_bf16():
             missing[key] = "this CPU has no bf16 units (AVX512-BF16 or AMX)"
-        elif key in quantizing and not openvino_int8.has_nncf():
+        elif precision == "int8" and not openvino_int8.has_nncf():
             missing[key] = f"nncf is not installed ({openvino_int8.INSTALL_HINT})"
-        elif key in quantizing:
-            try:
-                engines[key] = build()
+        elif precision == "int8":  # NNCF may fail on a graph it can't take: listed, not fatal
+            try:  # quantized first: NNCF's own memory is not the engine's
+                graph = openvino_int8.quantize(fp32_file, folder, entry)
+                load(key, partial(OpenVinoEngine, graph, "int8", threads))
             except Exception as error:  # any NNCF or compile failure: said in the line
+                engines.pop(key, None)
                 missing[key] = f"the NNCF INT8 model could not be made ({type(error).__name__})"
         else:
-            engines[key] = build()
+            load(key, partial(OpenVinoEngine, fp32_file, precision, threads))
     guard = GuardReference(reference, folder)
     # The reference agrees with itself, and INT8's figure is its export's guard's, on the same
     # sentences: only OpenVINO's are measured here.
@@ -292,8 +310,6 @@ def measure(
     for key, openvino in engines.items():
         if key.startswith("openvino"):
             agreed[key] = float(guard.compare(openvino)["top1_agreement"])
-    encoder = TextEncoder.from_folder(folder, TextLimits())
-    prepared = [encoder.prepare(text) for text in guard_sentences()[:FULL_BATCH]]
     speed = {
         size: time_in_turns(engines, pad_prepared(prepared[:size], encoder.pad_id), rounds)
         for size, rounds in ROUNDS.items()
@@ -311,6 +327,7 @@ def measure(
                 round(speed[1][key], 3),
                 round(speed[FULL_BATCH][key], 3),
                 agreed[key],
+                memory_mb=memory[key],
             )
         )
     choice = choose(candidates, min_agreement, cpu)

@@ -1,0 +1,149 @@
+"""What a split of two engines is weighed against: the memory limit this process runs under
+(``engines.host_memory``), and the rule that keeps a split or serves one engine
+(``engines.within_memory``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiankong.engines import SPLIT_MEMORY_SHARE, within_memory
+from tiankong.engines.host_memory import (
+    MemoryLimit,
+    cgroup_limit,
+    machine_memory,
+    memory_limit,
+    resident_mb,
+)
+
+GB = 2**30
+LINE = "int8 (onnx) for batches under 8 texts, bf16 (openvino) from 8"
+
+
+def pair(lone_mb: float | None, batch_mb: float | None, lone_faster: bool) -> dict[str, Any]:
+    """A split choice as ``PrecisionChoice.describe`` writes it: ONNX Runtime INT8 for small
+    batches, OpenVINO bf16 from 8 texts; ``lone_faster``: whether ONNX Runtime INT8 has the
+    smaller product of its two times (the one-engine rule's pick)."""
+    lone_batch_ms = 10.0 if lone_faster else 30.0
+    return {
+        "engine": "openvino", "precision": "bf16", "file": None, "line": LINE,
+        "split": {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 8, "ms": {}},
+        "candidates": [
+            {"engine": "onnx", "precision": "fp32", "b1_ms": 3.0, "batch_ms": 40.0,
+             "memory_mb": 300.0},
+            {"engine": "onnx", "precision": "int8", "b1_ms": 1.0, "batch_ms": lone_batch_ms,
+             "memory_mb": lone_mb},
+            {"engine": "openvino", "precision": "bf16", "b1_ms": 2.0, "batch_ms": 6.0,
+             "memory_mb": batch_mb},
+        ],
+    }  # fmt: skip
+
+
+def membership(tmp_path: Path, *lines: str) -> Path:
+    """A ``/proc/self/cgroup`` naming the process's cgroups."""
+    file = tmp_path / "proc-self-cgroup"
+    file.write_text("".join(line + "\n" for line in lines))
+    return file
+
+
+def test_a_container_whose_own_cgroup_is_the_root_reads_v2_then_v1_and_max_is_none(
+    tmp_path: Path,
+) -> None:
+    root, inside = tmp_path / "cgroup", membership(tmp_path, "4:memory:/docker/abc", "0::/")
+    root.mkdir()
+    assert cgroup_limit(root, inside) is None  # neither hierarchy is here
+    (root / "memory").mkdir()
+    (root / "memory" / "memory.limit_in_bytes").write_text("1073741824\n")
+    assert cgroup_limit(root, inside) == GB  # v1, its own cgroup mounted at the root
+    (root / "memory.max").write_text("max\n")
+    assert cgroup_limit(root, inside) is None  # v2 is here, and says there is none
+    (root / "memory.max").write_text("2147483648\n")
+    assert cgroup_limit(root, inside) == 2 * GB
+
+
+def test_the_lowest_limit_on_the_way_up_from_the_process_cgroup_holds(tmp_path: Path) -> None:
+    root = tmp_path / "cgroup"
+    own = root / "memory" / "slice" / "service"
+    own.mkdir(parents=True)
+    (own / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1's "none"
+    (own.parent / "memory.limit_in_bytes").write_text(f"{3 * GB}\n")
+    (root / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    inside = membership(tmp_path, "9:name=systemd:/", "4:memory:/slice/service", "0::/")
+    assert cgroup_limit(root, inside) == 3 * GB
+    unified = membership(tmp_path, "0::/slice/service")
+    (root / "slice" / "service").mkdir(parents=True)
+    (root / "slice" / "service" / "memory.max").write_text(f"{GB}\n")
+    assert cgroup_limit(root, unified) == GB  # v2's own file
+
+
+def test_the_limit_is_the_smaller_of_the_cgroup_and_the_machine(tmp_path: Path) -> None:
+    machine = machine_memory()
+    assert machine is not None and machine > GB  # Linux says
+    inside = membership(tmp_path, "0::/")
+    assert memory_limit(tmp_path, inside) == MemoryLimit(machine, "the machine's memory")
+    (tmp_path / "memory.max").write_text(f"{GB}\n")
+    assert memory_limit(tmp_path, inside) == MemoryLimit(GB, "the cgroup's limit")
+    (tmp_path / "memory.max").write_text(f"{machine * 4}\n")  # a limit above the machine
+    assert memory_limit(tmp_path, inside) == MemoryLimit(machine, "the machine's memory")
+
+
+def test_resident_memory_grows_with_what_this_process_holds() -> None:
+    before = resident_mb()
+    held = bytearray(64 * 2**20)  # written, so its pages are resident
+    held[::4096] = b"x" * len(held[::4096])
+    after = resident_mb()
+    assert before is not None and after is not None and after - before > 48
+    del held
+
+
+def test_a_split_within_its_share_serves_and_the_line_says_what_it_holds() -> None:
+    choice = pair(lone_mb=240.0, batch_mb=835.0, lone_faster=True)
+    served = within_memory(choice, MemoryLimit(24 * GB, "the machine's memory"))
+    assert served == {**choice, "line": served["line"]}  # the split stands
+    assert served["line"] == (
+        f"{LINE}; the second engine, bf16 (openvino), holds 835 MB, 3.4% of 24,576 MB (the "
+        "machine's memory)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("lone_faster", "alone", "second"),
+    [
+        (True, "int8 (onnx)", "bf16 (openvino), holds 835 MB, 40.8%"),
+        (False, "bf16 (openvino)", "int8 (onnx), holds 240 MB, 11.7%"),
+    ],
+)
+def test_a_split_over_its_share_serves_the_faster_engine_alone(
+    lone_faster: bool, alone: str, second: str
+) -> None:
+    """In a 2 GB cgroup either engine is over a tenth: the one with the smaller product of its
+    two times serves, whichever end of the split it served."""
+    choice = pair(lone_mb=240.0, batch_mb=835.0, lone_faster=lone_faster)
+    served = within_memory(choice, MemoryLimit(2 * GB, "the cgroup's limit"))
+    assert served["split"] is None
+    assert f"{served['precision']} ({served['engine']})" == alone
+    assert served["line"] == (
+        f"{LINE}; the second engine, {second} of 2,048 MB (the cgroup's limit), over the 10% a "
+        f"split may take, so {alone} serves alone"
+    )
+
+
+def test_the_share_is_compared_at_its_edge() -> None:
+    limit = MemoryLimit(10_000 * 2**20, "the cgroup's limit")
+    at = pair(lone_mb=240.0, batch_mb=SPLIT_MEMORY_SHARE * 10_000, lone_faster=True)
+    assert within_memory(at, limit)["split"] is not None
+    over = pair(lone_mb=240.0, batch_mb=SPLIT_MEMORY_SHARE * 10_000 + 1, lone_faster=True)
+    assert within_memory(over, limit)["split"] is None
+
+
+def test_without_a_measurement_or_a_limit_the_split_serves_and_the_line_says_why() -> None:
+    unmeasured = pair(lone_mb=None, batch_mb=835.0, lone_faster=True)
+    served = within_memory(unmeasured, MemoryLimit(GB, "the cgroup's limit"))
+    assert served["split"] is not None
+    assert served["line"] == f"{LINE}; the split serves: its memory was not measured"
+    served = within_memory(pair(240.0, 835.0, True), None)
+    assert served["line"] == f"{LINE}; the split serves: this machine's memory is unknown"
+    one = {"engine": "onnx", "precision": "int8", "split": None, "line": "int8 (onnx)"}
+    assert within_memory(one, MemoryLimit(GB, "the cgroup's limit")) is one
