@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,14 @@ LINE = "int8 (onnx) for batches under 8 texts, bf16 (openvino) from 8"
 
 def pair(lone_mb: float | None, batch_mb: float | None, lone_faster: bool) -> dict[str, Any]:
     """A split choice as ``PrecisionChoice.describe`` writes it: ONNX Runtime INT8 for small
-    batches, OpenVINO bf16 from 8 texts; ``lone_faster``: whether ONNX Runtime INT8 has the
-    smaller product of its two times (the one-engine rule's pick)."""
+    batches, OpenVINO bf16 from 8 texts; ``lone_faster``: whether ONNX Runtime INT8 is the one
+    the measurement picked to serve alone (the smaller product of its two times)."""
     lone_batch_ms = 10.0 if lone_faster else 30.0
+    alone = "onnx int8" if lone_faster else "openvino bf16"
     return {
-        "engine": "openvino", "precision": "bf16", "file": None, "line": LINE,
-        "split": {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 8, "ms": {}},
+        "engine": "openvino", "precision": "bf16", "file": "bf16.xml", "line": LINE,
+        "split": {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 8, "ms": {},
+                  "alone": alone},
         "candidates": [
             {"engine": "onnx", "precision": "fp32", "b1_ms": 3.0, "batch_ms": 40.0,
              "memory_mb": 300.0},
@@ -48,19 +51,42 @@ def membership(tmp_path: Path, *lines: str) -> Path:
     return file
 
 
-def test_a_container_whose_own_cgroup_is_the_root_reads_v2_then_v1_and_max_is_none(
+def test_a_container_that_sees_its_own_cgroup_at_the_root_reads_the_root_file(
     tmp_path: Path,
 ) -> None:
     root, inside = tmp_path / "cgroup", membership(tmp_path, "4:memory:/docker/abc", "0::/")
     root.mkdir()
-    assert cgroup_limit(root, inside) is None  # neither hierarchy is here
+    assert cgroup_limit(root, inside) is None  # no memory hierarchy is here
     (root / "memory").mkdir()
     (root / "memory" / "memory.limit_in_bytes").write_text("1073741824\n")
-    assert cgroup_limit(root, inside) == GB  # v1, its own cgroup mounted at the root
+    assert cgroup_limit(root, inside) == GB  # v1: /docker/abc is not under the mount
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "memory.max").write_text("max\n")
+    assert cgroup_limit(v2, membership(tmp_path, "0::/")) is None  # v2 says there is none
+    (v2 / "memory.max").write_text("2147483648\n")
+    assert cgroup_limit(v2, membership(tmp_path, "0::/")) == 2 * GB
+
+
+def test_a_hybrid_host_reads_v1_where_the_unified_hierarchy_holds_no_memory_limit(
+    tmp_path: Path,
+) -> None:
+    """cgroup v2 mounted beside v1 (``/sys/fs/cgroup/unified``), memory controlled by v1."""
+    root = tmp_path / "cgroup"
+    (root / "unified").mkdir(parents=True)
+    (root / "unified" / "cgroup.procs").write_text("")
+    (root / "memory" / "job").mkdir(parents=True)
+    (root / "memory" / "job" / "memory.limit_in_bytes").write_text(f"{3 * GB}\n")
+    inside = membership(tmp_path, "4:memory:/job", "0::/")
+    assert cgroup_limit(root, inside) == 3 * GB
+
+
+def test_a_path_that_climbs_out_of_the_hierarchy_is_not_followed(tmp_path: Path) -> None:
+    root = tmp_path / "cgroup"
+    root.mkdir()
+    (tmp_path / "memory.max").write_text(f"{GB}\n")  # outside the mount
     (root / "memory.max").write_text("max\n")
-    assert cgroup_limit(root, inside) is None  # v2 is here, and says there is none
-    (root / "memory.max").write_text("2147483648\n")
-    assert cgroup_limit(root, inside) == 2 * GB
+    assert cgroup_limit(root, membership(tmp_path, "0::/../")) is None  # the root's own
 
 
 def test_the_lowest_limit_on_the_way_up_from_the_process_cgroup_holds(tmp_path: Path) -> None:
@@ -89,7 +115,12 @@ def test_the_limit_is_the_smaller_of_the_cgroup_and_the_machine(tmp_path: Path) 
     assert memory_limit(tmp_path, inside) == MemoryLimit(machine, "the machine's memory")
 
 
-def test_resident_memory_grows_with_what_this_process_holds() -> None:
+@pytest.mark.parametrize("psutil_installed", [True, False])
+def test_resident_memory_grows_with_what_this_process_holds(
+    psutil_installed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not psutil_installed:  # the library without the serve extra: Linux's /proc says
+        monkeypatch.setitem(sys.modules, "psutil", None)
     before = resident_mb()
     held = bytearray(64 * 2**20)  # written, so its pages are resident
     held[::4096] = b"x" * len(held[::4096])
@@ -124,6 +155,7 @@ def test_a_split_over_its_share_serves_the_faster_engine_alone(
     served = within_memory(choice, MemoryLimit(2 * GB, "the cgroup's limit"))
     assert served["split"] is None
     assert f"{served['precision']} ({served['engine']})" == alone
+    assert served["file"] == (None if lone_faster else "bf16.xml")  # the part's own file
     assert served["line"] == (
         f"{LINE}; the second engine, {second} of 2,048 MB (the cgroup's limit), over the 10% a "
         f"split may take, so {alone} serves alone"
@@ -139,10 +171,11 @@ def test_the_share_is_compared_at_its_edge() -> None:
 
 
 def test_without_a_measurement_or_a_limit_the_split_serves_and_the_line_says_why() -> None:
-    unmeasured = pair(lone_mb=None, batch_mb=835.0, lone_faster=True)
+    unmeasured = pair(lone_mb=240.0, batch_mb=None, lone_faster=True)  # the second's unknown
     served = within_memory(unmeasured, MemoryLimit(GB, "the cgroup's limit"))
     assert served["split"] is not None
-    assert served["line"] == f"{LINE}; the split serves: its memory was not measured"
+    unknown = "the second engine's memory was not measured"
+    assert served["line"] == f"{LINE}; the split serves: {unknown}"
     served = within_memory(pair(240.0, 835.0, True), None)
     assert served["line"] == f"{LINE}; the split serves: this machine's memory is unknown"
     one = {"engine": "onnx", "precision": "int8", "split": None, "line": "int8 (onnx)"}

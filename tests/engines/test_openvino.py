@@ -200,7 +200,7 @@ def test_a_choice_of_openvino_int8_serves_the_ir_in_the_auto_entry(
 
 LINE = "int8 (onnx) for batches under 3 texts, int8 (openvino) from 3"
 # the pair's candidates as the choice lists them: ONNX Runtime INT8 is the faster by the
-# geometric mean (1 x 10 against 2 x 6 ms), so it is the one that would serve alone
+# geometric mean (1 x 10 against 2 x 6 ms), so the split names it to serve alone
 PAIR = [
     {"engine": "onnx", "precision": "int8", "b1_ms": 1.0, "batch_ms": 10.0, "memory_mb": 40.0},
     {"engine": "openvino", "precision": "int8", "b1_ms": 2.0, "batch_ms": 6.0, "memory_mb": 50.0},
@@ -213,7 +213,8 @@ def test_a_split_choice_serves_its_lone_engine_below_its_rows_and_the_other_from
     """ONNX Runtime INT8 for small batches, OpenVINO's INT8 IR (in the auto entry) for larger."""
     graph = fp32_file(tiny_model_dir, tiny_onnx_cache)
     ir = openvino_int8.quantize(graph, tiny_model_dir, tmp_path)
-    lone = {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 3, "ms": {}}
+    lone = {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 3, "ms": {},
+            "alone": "onnx int8"}  # fmt: skip
     choice = {"engine": "openvino", "precision": "int8", "file": ir.name, "split": lone,
               "candidates": PAIR, "line": LINE}  # fmt: skip
     settings = Settings(threads=1, onnx_cache_dir=str(tiny_onnx_cache))
@@ -246,7 +247,8 @@ def test_a_split_whose_batch_engine_could_never_run_serves_its_lone_engine_alone
     tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path
 ) -> None:
     """With --max-batch-size under the split's rows, OpenVINO's engine is never loaded."""
-    lone = {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 3, "ms": {}}
+    lone = {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 3, "ms": {},
+            "alone": "onnx int8"}  # fmt: skip
     choice = {"engine": "openvino", "precision": "int8", "file": "missing.xml", "split": lone,
               "candidates": PAIR, "line": LINE}  # fmt: skip
 
@@ -276,7 +278,8 @@ def test_a_split_over_its_share_of_the_memory_limit_serves_the_faster_engine_alo
 ) -> None:
     """In a 400 MB cgroup the second engine's 50 MB is over a tenth: ONNX Runtime INT8 serves
     alone and OpenVINO's IR (not there) is never loaded."""
-    lone = {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 3, "ms": {}}
+    lone = {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 3, "ms": {},
+            "alone": "onnx int8"}  # fmt: skip
     choice = {"engine": "openvino", "precision": "int8", "file": "missing.xml", "split": lone,
               "candidates": PAIR, "line": LINE}  # fmt: skip
 

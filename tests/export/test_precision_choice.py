@@ -103,6 +103,27 @@ def test_the_split_serves_the_full_batch_engine_from_the_first_size_it_was_faste
     assert choice.describe()["split"] is None
 
 
+def test_the_split_names_the_one_of_its_two_that_serves_alone_as_choose_would() -> None:
+    """``alone``: the faster of the pair by the geometric mean of both sizes, ties to the
+    earlier candidate, whatever a third candidate measured (only the pair is loaded)."""
+    ms = timings([2.0, 3.1, 5.0, 9.0, 17.8], [4.5, 4.9, 5.6, 7.0, 9.4])
+    split = with_split(choose([FP32, INT8, OV_FP32, BF16], 0.98), INT8, BF16, ms).split
+    assert split is not None and split.alone == "onnx int8"  # 1.96 x 17.8 < 4.5 x 9.4
+    slow = Candidate("onnx", "int8", b1_ms=2.0, batch_ms=30.0, top1_agreement=0.99)  # 60
+    split = with_split(choose([FP32, slow, OV_FP32, BF16], 0.98), slow, BF16, ms).split
+    assert split is not None and split.alone == "openvino bf16"
+    even = Candidate("onnx", "int8", b1_ms=4.5, batch_ms=9.4, top1_agreement=0.99)  # a tie
+    split = with_split(choose([FP32, even, BF16], 0.98), even, BF16, ms).split
+    assert split is not None and split.alone == "onnx int8"  # the earlier candidate
+    third = Candidate("openvino", "int8", b1_ms=2.5, batch_ms=9.5, top1_agreement=0.99)
+    picked = choose([FP32, slow, BF16, third], 0.98)
+    assert picked.chosen == third  # the one-engine choice is a third candidate...
+    split = with_split(picked, slow, BF16, ms).split
+    assert split is not None and split.alone == "openvino bf16"  # ...not loaded: one of the two
+    described = with_split(choose([FP32, INT8, BF16], 0.98), INT8, BF16, ms).describe()
+    assert described["split"]["alone"] == "onnx int8"
+
+
 def test_a_pair_whose_lead_does_not_cross_once_keeps_one_engine() -> None:
     choice = choose([FP32, INT8, OV_FP32, BF16], 0.98, "amx")
     flips = timings([2.0, 5.0, 5.0, 9.0, 17.8], [4.5, 4.9, 5.6, 7.0, 9.4])  # 2 and 8 but not 4

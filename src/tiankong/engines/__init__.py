@@ -117,23 +117,23 @@ def within_batch_cap(choice: dict[str, Any], max_batch_size: int) -> dict[str, A
 
 def within_memory(choice: dict[str, Any], limit: MemoryLimit | None) -> dict[str, Any]:
     """A split whose second engine would hold more than ``SPLIT_MEMORY_SHARE`` of ``limit``
-    serves one engine: the faster of the two by the one-engine rule (the geometric mean of the
-    speed-ups at batch 1 and a full batch, so the smaller product of the two times). The
-    second engine is the other one, and its memory is what it added when it was measured
-    (``Candidate.memory_mb``). Either way the line says what the pair's memory came to."""
+    serves one engine: the one of the two that the measurement picked to serve alone (the
+    split's ``alone``: the faster by the one-engine rule). The second engine is the other one,
+    and its memory is what it added when it was measured (``Candidate.memory_mb``). Either way
+    the line says what the second engine holds."""
     split = choice.get("split")
     if not split:
         return choice
-    measured = {(c["engine"], c["precision"]): c for c in choice.get("candidates", ())}
-    parts = [choice, split]  # the batch engine's part, then the lone engine's
-    found = [measured.get((part["engine"], part["precision"])) for part in parts]
-    if limit is None or any(c is None or c.get("memory_mb") is None for c in found):
-        why = "this machine's memory is unknown" if limit is None else "its memory was not measured"
+    key = {f"{c['engine']} {c['precision']}": c for c in choice.get("candidates", ())}
+    parts = {f"{part['engine']} {part['precision']}": part for part in (choice, split)}
+    alone = split.get("alone")
+    second = next((key.get(name) for name in parts if name != alone), None)
+    if limit is None or alone not in parts or second is None or second["memory_mb"] is None:
+        why = "this machine's memory is unknown"
+        if limit is not None:
+            why = "the second engine's memory was not measured"
         return {**choice, "line": f"{choice['line']}; the split serves: {why}"}
-    cost = [c["b1_ms"] * c["batch_ms"] for c in found if c is not None]
-    alone = 0 if cost[0] <= cost[1] else 1
-    second, alone_part = found[1 - alone], parts[alone]
-    assert second is not None
+    alone_part = parts[alone]
     held = (
         f"the second engine, {second['precision']} ({second['engine']}), holds "
         f"{second['memory_mb']:,.0f} MB, {100 * second['memory_mb'] / limit.mb:.1f}% of "

@@ -17,6 +17,7 @@ from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MEMBERSHIP = Path("/proc/self/cgroup")  # this process's cgroup in each hierarchy
+STATM = Path("/proc/self/statm")  # this process's memory in pages: size, resident, ...
 # cgroup v2's limit file, then v1's (under its memory controller's folder); v2 writes "max"
 # and v1 a huge number where there is none.
 CGROUP_LIMIT_FILES = (("", "memory.max"), ("memory", "memory.limit_in_bytes"))
@@ -36,11 +37,16 @@ class MemoryLimit:
 
 
 def resident_mb() -> float | None:
-    """This process's resident memory in MB (psutil); None where psutil is not installed."""
+    """This process's resident memory in MB: psutil's figure, or without psutil (the library
+    without the serve extra) Linux's ``/proc/self/statm``; None where neither can say."""
     try:
         import psutil
-    except ImportError:  # the bare library: the export worker then records no memory
-        return None
+    except ImportError:
+        try:
+            resident_pages = int(STATM.read_text().split()[1])
+            return resident_pages * os.sysconf("SC_PAGE_SIZE") / MB
+        except (OSError, ValueError, IndexError):
+            return None
     return float(psutil.Process().memory_info().rss) / MB
 
 
@@ -54,7 +60,7 @@ def memory_limit(root: Path = CGROUP_ROOT, membership: Path = MEMBERSHIP) -> Mem
     return MemoryLimit(machine, "the machine's memory") if machine is not None else None
 
 
-def cgroup_limit(root: Path, membership: Path = MEMBERSHIP) -> int | None:
+def cgroup_limit(root: Path = CGROUP_ROOT, membership: Path = MEMBERSHIP) -> int | None:
     """The lowest memory limit set on this process's cgroup or any cgroup above it, under
     ``root``: cgroup v2's, else v1's memory controller's. ``membership`` (``/proc/self/cgroup``)
     names the process's cgroup; where that folder is not under ``root`` (a container that sees
@@ -62,8 +68,9 @@ def cgroup_limit(root: Path, membership: Path = MEMBERSHIP) -> int | None:
     paths = cgroup_paths(membership)
     for controller, name in CGROUP_LIMIT_FILES:
         base = root / controller if controller else root
-        own = base.joinpath(*paths.get(controller or "v2", "").strip("/").split("/"))
-        folders = [own, *own.parents] if own.is_relative_to(base) and own.is_dir() else [base]
+        parts = paths.get(controller or "v2", "").strip("/").split("/")
+        own = base.joinpath(*parts)
+        folders = [own, *own.parents] if ".." not in parts and own.is_dir() else [base]
         files = [folder / name for folder in folders[: folders.index(base) + 1]]
         present = [file for file in files if file.is_file()]
         if present:  # this hierarchy limits memory here

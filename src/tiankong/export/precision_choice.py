@@ -39,6 +39,7 @@ docs/PERFORMANCE.md, "Engines per CPU kind", has what a split costs and what it 
 
 from __future__ import annotations
 
+import gc
 import math
 import statistics
 import time
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 FULL_BATCH = 16  # texts in the timed full batch (the guard sentences' batch)
 ROUNDS = {1: 20, FULL_BATCH: 5}  # timed calls per batch size, after one warm-up call each
 SPLIT_GAIN = 1.2  # two engines serve only where each is this much faster at its own size
-SPLIT_RULE = 3  # in the cache key: bump it when split_pair, with_split or what is measured change
+SPLIT_RULE = 4  # in the cache key: bump it when split_pair, with_split or what is measured change
 SPLIT_SIZES = {1: 20, 2: 12, 4: 8, 8: 6, FULL_BATCH: 5}  # a pair's sizes, calls at each
 # The timed ONNX Runtime engines stop spinning after each run: a pool left spinning (ORT's
 # default, as served) takes a core from the engine timed next and made it 1.7-2.2x slower on
@@ -98,11 +99,15 @@ class Candidate:
 @dataclass(frozen=True)
 class Split:
     """A second engine for small batches: ``lone`` serves batches of fewer than ``rows`` texts,
-    the choice's ``chosen`` the rest. ``ms``: the pair's medians at each of ``SPLIT_SIZES``."""
+    the choice's ``chosen`` the rest. ``ms``: the pair's medians at each of ``SPLIT_SIZES``.
+    ``alone``: the key of the one of the two that serves where the pair can't (the server's
+    memory limit, ``engines.within_memory``): the faster by ``PrecisionChoice.speedup``, ties
+    to the earlier candidate, as ``choose`` picks."""
 
     lone: Candidate
     rows: int
     ms: dict[int, dict[str, float]]
+    alone: str = ""
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,7 @@ class PrecisionChoice:
                 "precision": split.lone.precision,
                 "file": files.get(split.lone.key),
                 "below_rows": split.rows,
+                "alone": split.alone,
                 "ms": {
                     str(size): {key: round(ms, 3) for key, ms in figures.items()}
                     for size, figures in split.ms.items()
@@ -234,7 +240,9 @@ def with_split(
     first = faster.index(True)
     if not all(faster[first:]):  # the lead changes more than once: noise, not a crossover
         return choice
-    split = Split(lone, sizes[first], ms)
+    pair = [c for c in choice.candidates if c in (lone, batch)]  # in the candidates' order
+    alone = max(pair, key=lambda c: (choice.speedup(c), -pair.index(c))).key
+    split = Split(lone, sizes[first], ms, alone)
     return replace(choice, chosen=batch, split=split)
 
 
@@ -270,7 +278,10 @@ def measure(
 
     def load(key: str, build: Callable[[], Engine]) -> Engine:
         """``build()`` into ``engines``, with the resident memory that it and one full batch
-        added to this process in ``memory`` (at least 0: memory freed before counts nothing)."""
+        added to this process in ``memory`` (at least 0: memory freed before counts nothing).
+        A runtime's own libraries count for the first of its engines built here (ONNX Runtime's
+        for its FP32 engine, OpenVINO's for its FP32 one), not for the others."""
+        gc.collect()
         before = resident_mb()
         engine = engines[key] = build()
         engine.mask_logits(full_batch)
@@ -279,14 +290,14 @@ def measure(
         memory[key] = None if added is None else round(added, 1)
         return engine
 
-    reference = load("onnx fp32", lambda: timed_onnx_engine(fp32_file, "fp32", threads))
+    reference = load("onnx fp32", partial(timed_onnx_engine, fp32_file, "fp32", threads))
     missing: dict[str, str] = {}
     if int8_quality.get("passed"):
-        load("onnx int8", lambda: timed_onnx_engine(int8_file, "int8", threads))
+        load("onnx int8", partial(timed_onnx_engine, int8_file, "int8", threads))
     else:
         agreement = 100 * float(int8_quality.get("top1_agreement", 0.0))
         missing["onnx int8"] = f"no INT8 recipe passed the guard (best {agreement:.1f}%)"
-    for key in ("openvino fp32", "openvino bf16", "openvino int8"):
+    for key in KEYS[2:]:  # OpenVINO's three
         precision = key.split()[1]
         if not has_openvino():
             missing[key] = f"openvino is not installed ({INSTALL_HINT})"
