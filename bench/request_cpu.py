@@ -1,6 +1,6 @@
 """CPU time a ``POST /predict`` costs inside the app: the ASGI app called directly, no sockets.
 
-    python -m bench.request_cpu [--requests 3000] [--engine fake] [--floor]
+    python -m bench.request_cpu [--requests 3000] [--engine fake] [--floor | --canned]
     PYTHONPATH=/tmp/base/src python -m bench.request_cpu    # another checkout's code
 
 Each request is a bench sentence no request before it used (``bench/sentences.py``, top_k 5), so
@@ -9,7 +9,9 @@ generator the figure moves far less than a served p50 does, which is what an A/B
 path needs on a shared 2-core machine: run two checkouts one after the other, a few times each,
 alternating. ``--floor`` measures ``bench/contenders/floor_app.py``'s app the same way (FastAPI's
 own cost for the same body). The index is off (``--index none``), as in the bench's
-serving-overhead rows.
+serving-overhead rows. ``--canned`` splits tiankong's figure in two: every request is answered
+with the first request's result, so the text is neither tokenized nor scored nor decoded, and
+what is left is the framework, the guard, the route, the options and the JSON answer.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import argparse
 import asyncio
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from bench.contenders.floor_app import make_app as floor_app
@@ -31,6 +35,26 @@ def tiankong_app(engine: str) -> Any:
     from tiankong.server.app import create_app
 
     return create_app(Settings(engine=engine, index="none"))
+
+
+@contextmanager
+def canned_answers() -> Iterator[None]:
+    """Within the block, the routes' one call into the fill-mask work (``fill_one``) answers
+    every request with the first one's result."""
+    from tiankong.server import routes
+
+    fill_one, answered = routes.fill_one, list[Any]()
+
+    async def canned(*args: Any, **kwargs: Any) -> Any:
+        if not answered:
+            answered.append(await fill_one(*args, **kwargs))
+        return answered[0]
+
+    routes.fill_one = canned
+    try:
+        yield
+    finally:
+        routes.fill_one = fill_one
 
 
 async def post(app: Any, number: int) -> None:
@@ -80,11 +104,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--engine", default="fake")
-    parser.add_argument("--floor", action="store_true", help="the bare FastAPI app instead")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--floor", action="store_true", help="the bare FastAPI app instead")
+    which.add_argument("--canned", action="store_true", help="every answer the first one's")
     args = parser.parse_args()
     app = floor_app() if args.floor else tiankong_app(args.engine)
-    cpu, wall = asyncio.run(measure(app, args.requests))
+    with canned_answers() if args.canned else nullcontext():
+        cpu, wall = asyncio.run(measure(app, args.requests))
     name = "floor" if args.floor else f"tiankong --engine {args.engine}"
+    name += " (canned answers)" if args.canned else ""
     print(f"{name}: {cpu:.1f} us of CPU and {wall:.1f} us wall a request ({args.requests})")
 
 

@@ -215,8 +215,10 @@ class FillMasker:
                 self.encoder.pad_id,
             )
             probabilities = softmax(self.engine.mask_logits(batch))
-            splits = np.cumsum([len(item) for item in asked[start : start + chunk]])[:-1]
-            results += np.split(probabilities, splits)
+            first = 0
+            for item in asked[start : start + chunk]:  # slices: views, as np.split made
+                results.append(probabilities[first : first + len(item)])
+                first += len(item)
         return results
 
     def mask_probabilities(self, prepared: Sequence[PreparedText]) -> list[np.ndarray]:

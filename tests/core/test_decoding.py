@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tiankong.core.decoding import softmax, top_indices, top_k
+from tiankong.core.decoding import allowed_top, softmax, top_indices, top_k
 
 
 def reference(scores: np.ndarray, k: int) -> list[int]:
@@ -60,3 +60,25 @@ def test_top_k_without_a_copy_of_the_row_equals_the_banned_row_sorted(where: str
         row[banned] = row[order[4]]
     masked = np.where(np.isin(np.arange(row.size), banned), -1.0, row)
     assert [c.token_id for c in top_k(row, 5, np.sort(banned), str)] == reference(masked, 5)
+
+
+@pytest.mark.parametrize("size", [5, 64, 4096, 21128])
+@pytest.mark.parametrize("k", [1, 5, 50])
+def test_allowed_top_passes_over_banned_ids_on_every_kind_of_row(size: int, k: int) -> None:
+    """The lowest ids banned (as bert-base-chinese's [PAD] [unusedN] [UNK]...), or the row's
+    best, or both: the same indices as sorting the row with them below every entry."""
+    rng = np.random.default_rng(size + k)
+    peaked = np.zeros(size)  # the fake engine's rows: the ties at the floor start at id 0
+    peaked[rng.integers(0, size, 3)] = [8.0, 6.0, 4.0]
+    rows = [
+        softmax(rng.normal(0.0, 3.0, size).astype(np.float32)),
+        rng.integers(0, 4, size).astype(np.float64),
+        np.zeros(size),
+        peaked,
+    ]
+    for row in rows:
+        best = np.argsort(-row, kind="stable")[: min(3, size - 1)]
+        for banned in (np.arange(min(105, size - 1)), best, np.arange(size // 2)):
+            banned = np.unique(np.concatenate([banned, best[:1]]))
+            masked = np.where(np.isin(np.arange(size), banned), -1.0, row)
+            assert allowed_top(row, k, banned) == reference(masked, k), (row[:8], banned[:8])
