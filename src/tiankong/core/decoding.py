@@ -62,7 +62,9 @@ def allowed_top(probabilities: np.ndarray, k: int, banned: np.ndarray) -> list[i
 
     ``top_indices`` passes the banned tokens over, so the row is not copied; where banned
     tokens held enough of its group maxima that fewer than ``k`` others came back, again over a
-    copy with the banned entries below every probability."""
+    copy with the banned entries below every probability. The same answer as that copy sorted
+    for any row of probabilities or mixed scores (entries from 0 to 1, no NaN); on a row with
+    NaN or with entries at or below -1 it may differ."""
     best = top_indices(probabilities, k, banned)
     if len(best) == min(k, probabilities.shape[0]):
         return best
