@@ -9,9 +9,11 @@ generator the figure moves far less than a served p50 does, which is what an A/B
 path needs on a shared 2-core machine: run two checkouts one after the other, a few times each,
 alternating. ``--floor`` measures ``bench/contenders/floor_app.py``'s app the same way (FastAPI's
 own cost for the same body). The index is off (``--index none``), as in the bench's
-serving-overhead rows. ``--canned`` splits tiankong's figure in two: every request is answered
-with the first request's result, so the text is neither tokenized nor scored nor decoded, and
-what is left is the framework, the guard, the route, the options and the JSON answer.
+serving-overhead rows. ``--canned`` splits tiankong's figure in two: the routes' one call into
+the fill-mask work (``dispatch.fill_one``) answers every request with the first request's
+result, so preparing the request (token cache, tokenizer, kind), the rate-limit charge, the
+batcher, the engine, the softmax, the top-k, the result cache and ``finish`` are left out, and
+what is left is the framework, the guard, the route, the options check and the JSON answer.
 """
 
 from __future__ import annotations
