@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 
 from tiankong import FillMasker, Settings
-from tiankong.config import physical_cores
 from tiankong.core.decoding import softmax, top_k
 from tiankong.engines.base import EncodedBatch, pad_batch
 from tiankong.export.quality_guard import guard_sentences
+from tiankong.host import usable_cores
 
 BATCH_SIZES = (1, 8, 16, 32, 64)
 VOCAB_SIZE = 21128  # bert-base-chinese
@@ -312,7 +312,7 @@ def environment(device: str) -> dict[str, Any]:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cpu_count": os.cpu_count(),
-        "cpu_threads_used": physical_cores(),
+        "cpu_threads_used": usable_cores(),
         "versions": versions,
         "torch_cuda": torch.version.cuda,
     }
@@ -382,7 +382,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         targets.append(Target(onnx_label, "onnx", args.device, "fp32"))
     reference_target = Target("torch-cpu-fp32", "torch", "cpu", "fp32")
-    threads = physical_cores()
+    threads = usable_cores()
     quick = Budget(seconds=0.2, min_iterations=2, max_iterations=20, warmup=1)
     gpu_budget = quick if args.quick else Budget(1.0, 10, 500, 5)
     cpu_budget = quick if args.quick else Budget(1.0, 2, 100, 1)

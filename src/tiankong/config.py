@@ -9,7 +9,6 @@ never read the environment. A new setting is one row; see docs/ARCHITECTURE.md, 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
@@ -19,20 +18,11 @@ from typing import Annotated, Any, TypeVar, get_origin, get_type_hints
 from platformdirs import user_cache_dir
 
 from tiankong.errors import BadOptionError
+from tiankong.host import usable_cores
 
 ENV_PREFIX = "TIANKONG_"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 T = TypeVar("T")
-
-
-def physical_cores() -> int:
-    """Intra-op threads default to physical cores: hyper-threads only add contention."""
-    try:
-        import psutil
-
-        return psutil.cpu_count(logical=False) or os.cpu_count() or 1
-    except ImportError:  # psutil is optional for the bare library
-        return os.cpu_count() or 1
 
 
 def threads_per_worker(threads: int, workers: int) -> int:
@@ -102,7 +92,7 @@ class Settings:
     )
     device: str = setting("auto", "--device", help="auto, cpu or cuda.", shows_default=True)
     threads: int = setting(
-        MISSING, "--threads", factory=physical_cores, help="Intra-op threads (default: cores)."
+        MISSING, "--threads", factory=usable_cores, help="Intra-op threads (default: cores)."
     )
     # tokens in the window, [CLS] and [SEP] included
     max_length: int = setting(128, "--max-length", help="Token window (default {default}).")

@@ -18,7 +18,6 @@ from tiankong.core.models import ResolvedModel
 from tiankong.core.text import TextEncoder, TextLimits
 from tiankong.engines import measured_engine
 from tiankong.engines.base import pad_batch, pad_prepared
-from tiankong.engines.host_memory import MemoryLimit
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.engines.openvino_engine import OpenVinoEngine, openvino_version
 from tiankong.engines.split import SplitEngine, served_by
@@ -27,6 +26,7 @@ from tiankong.export import openvino_int8, precision_choice
 from tiankong.export.export_cache import MANIFEST_FILE, OnnxExport, ensure_export
 from tiankong.export.int8_recipe import cpu_has_bf16, cpu_kind
 from tiankong.export.quality_guard import compare_engines, guard_sentences
+from tiankong.host import MemoryLimit
 from tiankong.model_sources import resolve_model
 
 pytestmark = pytest.mark.processes  # the export cache's worker measures the auto choice

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from tiankong.config import Settings
 from tiankong.core.models import ResolvedModel
 from tiankong.engines.base import EncodedBatch, Engine, pad_batch
-from tiankong.engines.host_memory import MemoryLimit, memory_limit
 from tiankong.errors import BadOptionError
+from tiankong.host import MemoryLimit, memory_limit
 
 if TYPE_CHECKING:
     from tiankong.engines.onnx_engine import FindExport

@@ -264,11 +264,11 @@ def measure(
     file name; empty when it serves other entries' graphs)."""
     from tiankong.core.text import TextEncoder, TextLimits
     from tiankong.engines.base import Engine, pad_prepared
-    from tiankong.engines.host_memory import resident_mb
     from tiankong.engines.openvino_engine import INSTALL_HINT, OpenVinoEngine, has_openvino
     from tiankong.export import openvino_int8
     from tiankong.export.int8_recipe import cpu_has_bf16
     from tiankong.export.quality_guard import GuardReference, guard_sentences
+    from tiankong.host import resident_mb
 
     encoder = TextEncoder.from_folder(folder, TextLimits())
     prepared = [encoder.prepare(text) for text in guard_sentences()[:FULL_BATCH]]

@@ -34,7 +34,6 @@ from tiankong.config import (
     Settings,
     check_settings,
     from_environment,
-    physical_cores,
     read_environment,
     threads_per_worker,
 )
@@ -42,6 +41,7 @@ from tiankong.core.request import EngineJob
 from tiankong.errors import (
     BadOptionError,
 )
+from tiankong.host import usable_cores
 from tiankong.service import FillMasker, run_jobs
 from tiankong.serving.batch_policy import BatchLimits, BatchObserver
 from tiankong.serving.batching import DynamicBatcher
@@ -217,8 +217,9 @@ def build_application(settings: Settings, scale: ScaleOptions | None = None) -> 
 
 
 def replica_threads(scale: ScaleOptions) -> int:
-    """Default threads per replica: this machine's physical cores shared by the most replicas."""
-    return threads_per_worker(physical_cores(), scale.most_replicas)
+    """Default threads per replica: the cores this process may use (``host.usable_cores``)
+    shared by the most replicas."""
+    return threads_per_worker(usable_cores(), scale.most_replicas)
 
 
 def build_app(args: Mapping[str, object]) -> Application:

@@ -1,22 +1,27 @@
-"""What a split of two engines is weighed against: the memory limit this process runs under
-(``engines.host_memory``), and the rule that keeps a split or serves one engine
-(``engines.within_memory``)."""
+"""What the host lets the process use (``tiankong.host``): the cores ``--threads`` defaults to,
+and the memory limit a split of two engines is weighed against, with the rule that keeps a
+split or serves one engine (``engines.within_memory``)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
+from tiankong import Settings
 from tiankong.engines import SPLIT_MEMORY_SHARE, within_memory
-from tiankong.engines.host_memory import (
+from tiankong.host import (
     MemoryLimit,
+    cgroup_cpus,
     cgroup_limit,
     machine_memory,
     memory_limit,
     resident_mb,
+    usable_cores,
 )
 
 GB = 2**30
@@ -180,3 +185,50 @@ def test_without_a_measurement_or_a_limit_the_split_serves_and_the_line_says_why
     assert served["line"] == f"{LINE}; the split serves: this machine's memory is unknown"
     one = {"engine": "onnx", "precision": "int8", "split": None, "line": "int8 (onnx)"}
     assert within_memory(one, MemoryLimit(GB, "the cgroup's limit")) is one
+
+
+def test_the_cpu_quota_is_read_from_v2_then_v1_and_none_means_no_quota(tmp_path: Path) -> None:
+    v2 = tmp_path / "v2"
+    (v2 / "pod" / "app").mkdir(parents=True)
+    inside = membership(tmp_path, "0::/pod/app")
+    assert cgroup_cpus(v2, inside) is None  # no cpu.max anywhere
+    (v2 / "pod" / "app" / "cpu.max").write_text("max 100000\n")
+    assert cgroup_cpus(v2, inside) is None
+    (v2 / "pod" / "cpu.max").write_text("250000 100000\n")  # the pod's limit: 2.5 CPUs
+    assert cgroup_cpus(v2, inside) == 2.5
+    (v2 / "pod" / "app" / "cpu.max").write_text("50000 100000\n")  # the container's: half
+    assert cgroup_cpus(v2, inside) == 0.5
+    v1 = tmp_path / "v1"
+    (v1 / "cpu" / "docker" / "abc").mkdir(parents=True)
+    inside = membership(tmp_path, "5:cpu,cpuacct:/docker/abc", "0::/")
+    (v1 / "cpu" / "docker" / "abc" / "cpu.cfs_quota_us").write_text("-1\n")
+    (v1 / "cpu" / "docker" / "abc" / "cpu.cfs_period_us").write_text("100000\n")
+    assert cgroup_cpus(v1, inside) is None
+    (v1 / "cpu" / "docker" / "abc" / "cpu.cfs_quota_us").write_text("200000\n")
+    assert cgroup_cpus(v1, inside) == 2.0
+
+
+@pytest.mark.parametrize(
+    ("affinity", "quota", "cores"),
+    [
+        (64, None, 32),  # the whole machine: its physical cores, one thread a core
+        (8, None, 4),  # taskset or a cpuset of 8 logical CPUs: 4 cores' worth
+        (64, "250000 100000", 2),  # docker run --cpus 2.5: 2 threads, never over the quota
+        (64, "50000 100000", 1),  # half a CPU: still one thread
+        (2, "400000 100000", 1),  # the affinity binds before a larger quota
+    ],
+)
+def test_usable_cores_keep_to_the_affinity_and_the_cpu_quota(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, affinity: int, quota: str | None, cores: int
+) -> None:
+    """A 32-core machine with hyper-threads (64 logical CPUs), as a rented slice sees it."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 64 if logical else 32)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(affinity)))
+    if quota is not None:
+        (tmp_path / "cpu.max").write_text(quota + "\n")
+    assert usable_cores(tmp_path, membership(tmp_path, "0::/")) == cores
+
+
+def test_usable_cores_is_the_default_of_threads() -> None:
+    assert Settings().threads == usable_cores() >= 1

@@ -1,0 +1,174 @@
+"""What this host lets the process use: cores and memory, as a container or a rented slice of a
+machine sees them.
+
+``usable_cores`` is the default of ``--threads`` (``config.Settings``): the machine's physical
+cores, scaled to the CPUs the process may run on (its affinity: ``taskset``, a cpuset) and
+capped by its cgroup's CPU quota (``docker run --cpus``, a Kubernetes CPU limit), so the
+engine's threads never outnumber the cores it is given. ``resident_mb`` is what
+``precision_choice`` records for each engine it measures (the resident memory an engine adds
+when it loads and runs a full batch); ``memory_limit`` is what a split of two engines is
+weighed against when the server starts (``engines.within_memory``): the lowest cgroup limit
+on the way up from the process's cgroup where there is one under the machine's memory, else
+the machine's.
+
+>>> cgroup_limit(Path("/nonexistent"), Path("/nonexistent")) is None
+True
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+MEMBERSHIP = Path("/proc/self/cgroup")  # this process's cgroup in each hierarchy
+STATM = Path("/proc/self/statm")  # this process's memory in pages: size, resident, ...
+# Each limit's file in cgroup v2, then in v1 (under its controller's folder). Where there is
+# no limit, v2 writes "max" and v1 a huge number (memory) or -1 (the CPU quota).
+MEMORY_FILES = (("", "memory.max"), ("memory", "memory.limit_in_bytes"))
+CPU_FILES = (("", "cpu.max"), ("cpu", "cpu.cfs_quota_us"))
+MB = 2**20
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    """The memory this process may use, in bytes, and where that figure comes from."""
+
+    bytes: int
+    source: str  # "the cgroup's limit" or "the machine's memory"
+
+    @property
+    def mb(self) -> float:
+        return self.bytes / MB
+
+
+def usable_cores(root: Path = CGROUP_ROOT, membership: Path = MEMBERSHIP) -> int:
+    """The physical cores this process can keep busy: the machine's, times the share of its
+    logical CPUs the process may run on, at most the cgroup's CPU quota rounded down, and at
+    least 1. Hyper-threads share a core, so an engine gets one thread a core."""
+    logical = os.cpu_count() or 1
+    try:
+        import psutil
+
+        physical = psutil.cpu_count(logical=False) or logical
+    except ImportError:  # psutil is optional for the bare library
+        physical = logical
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else logical
+    cores = max(1, allowed * physical // logical)
+    quota = cgroup_cpus(root, membership)
+    return cores if quota is None else max(1, min(cores, math.floor(quota)))
+
+
+def cgroup_cpus(root: Path = CGROUP_ROOT, membership: Path = MEMBERSHIP) -> float | None:
+    """The CPUs the cgroup's quota allows (quota over period), the lowest on the way up from
+    the process's cgroup; None where no quota is set."""
+    return cgroup_lowest(root, membership, CPU_FILES, cpu_quota)
+
+
+def cpu_quota(file: Path) -> float | None:
+    """CPUs from a quota file: v2's ``cpu.max`` ("200000 100000", or "max 100000"), or v1's
+    ``cpu.cfs_quota_us`` (-1: none) over the ``cpu.cfs_period_us`` beside it."""
+    text = read_stripped(file)
+    if file.name == "cpu.max":
+        quota, _, period = text.partition(" ")
+    else:
+        quota, period = text, read_stripped(file.with_name("cpu.cfs_period_us"))
+    if not quota.isdigit() or not period.isdigit() or int(period) == 0:
+        return None  # "max", -1, or unreadable: no quota
+    return int(quota) / int(period)
+
+
+def resident_mb() -> float | None:
+    """This process's resident memory in MB: psutil's figure, or without psutil (the library
+    without the serve extra) Linux's ``/proc/self/statm``; None where neither can say."""
+    try:
+        import psutil
+    except ImportError:
+        try:
+            resident_pages = int(STATM.read_text().split()[1])
+            return resident_pages * os.sysconf("SC_PAGE_SIZE") / MB
+        except (OSError, ValueError, IndexError):
+            return None
+    return float(psutil.Process().memory_info().rss) / MB
+
+
+def memory_limit(root: Path = CGROUP_ROOT, membership: Path = MEMBERSHIP) -> MemoryLimit | None:
+    """The smaller of the cgroup's memory limit (``cgroup_limit``) and the machine's memory;
+    None where neither can be read."""
+    machine = machine_memory()
+    cgroup = cgroup_limit(root, membership)
+    if cgroup is not None and (machine is None or cgroup < machine):
+        return MemoryLimit(cgroup, "the cgroup's limit")
+    return MemoryLimit(machine, "the machine's memory") if machine is not None else None
+
+
+def cgroup_limit(root: Path = CGROUP_ROOT, membership: Path = MEMBERSHIP) -> int | None:
+    """The lowest memory limit set on this process's cgroup or any cgroup above it, in bytes;
+    None where none is set."""
+    limit = cgroup_lowest(root, membership, MEMORY_FILES, memory_bytes)
+    return None if limit is None else int(limit)
+
+
+def memory_bytes(file: Path) -> float | None:
+    text = read_stripped(file)
+    return float(text) if text.isdigit() else None  # "max": no limit
+
+
+def cgroup_lowest(
+    root: Path,
+    membership: Path,
+    files: tuple[tuple[str, str], ...],
+    value: Callable[[Path], float | None],
+) -> float | None:
+    """The lowest ``value`` of a limit file on the way up from this process's cgroup to the
+    hierarchy's root under ``root``: cgroup v2's file, else v1's (the first hierarchy whose
+    file is there). ``membership`` (``/proc/self/cgroup``) names the process's cgroup; where
+    that folder is not under ``root`` (a container that sees its own cgroup at the root) the
+    root's file is its limit. None where no file there sets one."""
+    paths = cgroup_paths(membership)
+    for controller, name in files:
+        base = root / controller if controller else root
+        parts = paths.get(controller or "v2", "").strip("/").split("/")
+        own = base.joinpath(*parts)
+        folders = [own, *own.parents] if ".." not in parts and own.is_dir() else [base]
+        candidates = [folder / name for folder in folders[: folders.index(base) + 1]]
+        present = [file for file in candidates if file.is_file()]
+        if present:  # this hierarchy is here
+            found = [limit for limit in map(value, present) if limit is not None]
+            return min(found) if found else None
+    return None
+
+
+def read_stripped(file: Path) -> str:
+    try:
+        return file.read_text().strip()
+    except OSError:
+        return ""
+
+
+def cgroup_paths(membership: Path) -> dict[str, str]:
+    """This process's cgroup path in each hierarchy: ``v2`` for the unified one ("0::/..."),
+    else each controller's name ("4:cpu,cpuacct:/..." gives ``cpu`` and ``cpuacct``)."""
+    try:
+        lines = membership.read_text().splitlines()
+    except OSError:
+        return {}
+    paths: dict[str, str] = {}
+    for line in lines:
+        _, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        for controller in controllers.split(",") if controllers else ["v2"]:
+            paths[controller] = path
+    return paths
+
+
+def machine_memory() -> int | None:
+    """The machine's physical memory in bytes, from the OS; None where it can't say."""
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+    return pages * size if pages > 0 and size > 0 else None
