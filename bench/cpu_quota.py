@@ -6,7 +6,9 @@ once per thread count, taking turns round after round, each under the same wrk l
 Before ``--threads`` kept to the cgroup's CPU quota (``host.usable_cores``), a container saw
 every core of its host and ran that many threads; ``TIANKONG_THREADS`` sets the count here, so
 the old default (the host's cores) and the new one (the quota's) run side by side in one image.
-Each round starts a container per thread count, waits for ``/ready``, sends 2 s of warm-up,
+Each round starts a container per thread count, waits for ``/ready``, prints the engine and
+precision ``/info`` says it serves (``--precision auto`` measures again in each container, at
+its thread count, so the two may differ), sends 2 s of warm-up,
 then c=1 and c=20 for ``--seconds`` each (``bench.wrk_load``: every request a sentence no
 earlier one used), and removes it. Medians over the rounds at the end.
 """
@@ -14,6 +16,7 @@ earlier one used), and removes it. Medians over the rounds at the end.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import time
@@ -23,7 +26,7 @@ from bench.load import LoadResult
 from bench.wrk_load import run_wrk
 
 WARMUP_S = 2.0
-FIRST_SENTENCE = 300_000  # past the sentences the bench's other tools start from
+FIRST_SENTENCE = 0  # each container starts with empty caches: no sentence is answered twice
 
 
 def ready(url: str, timeout_s: float = 120.0) -> None:
@@ -43,13 +46,16 @@ def one_round(
     name = f"tiankong-cpu-quota-{threads}"
     subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
     subprocess.run(
-        ["docker", "run", "-d", "--name", name, f"--cpus={cpus}", "-p", f"{port}:8000",
+        ["docker", "run", "-d", "--name", name, f"--cpus={cpus}", "-p", f"127.0.0.1:{port}:8000",
          "-e", f"TIANKONG_THREADS={threads}", image],
         check=True, capture_output=True,
     )  # fmt: skip
     try:
         url = f"http://127.0.0.1:{port}"
         ready(url)
+        with urllib.request.urlopen(url + "/info", timeout=5) as answer:
+            info = json.load(answer)
+        print(f"  {threads} threads: {info.get('engine')} {info.get('precision')}", flush=True)
         run_wrk(url + "/predict", 1, first, WARMUP_S)
         step = int(10_000 * seconds)  # more sentences than any run here sends
         lone = run_wrk(url + "/predict", 1, first + step, seconds)

@@ -35,6 +35,7 @@ from bench.servers import Server, ServerFailed, free_port, start
 from bench.wrk_load import CLIENTS, run_client, wrk_path
 from tiankong.engines.openvino_engine import has_openvino
 from tiankong.export.int8_recipe import cpu_kind
+from tiankong.host import usable_cores
 
 # Disjoint sentence ranges per phase, so no server sees a text twice (its cache never hits):
 # under wrk, c=1 runs for a time, and a fast server's c=1 can pass 10,000 requests.
@@ -170,7 +171,8 @@ def tiankong_figures(server: Server) -> dict[str, Any]:
 
 
 def cores() -> int:
-    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    """The cores the peers' thread settings go up to: the ones tiankong's default uses."""
+    return usable_cores()
 
 
 def settings_for(contender: Contender, plan: Plan) -> tuple[list[int | None], str]:

@@ -22,6 +22,7 @@ from tiankong.host import (
     memory_limit,
     resident_mb,
     usable_cores,
+    usable_cpus,
 )
 
 GB = 2**30
@@ -208,26 +209,88 @@ def test_the_cpu_quota_is_read_from_v2_then_v1_and_none_means_no_quota(tmp_path:
     assert cgroup_cpus(v1, inside) == 2.0
 
 
+def topology(tmp_path: Path) -> Path:
+    """A 32-core host with hyper-threads, as Linux numbers it: CPU i and CPU i + 32 are the two
+    threads of core i."""
+    sysfs = tmp_path / "sysfs"
+    for cpu in range(64):
+        folder = sysfs / f"cpu{cpu}" / "topology"
+        folder.mkdir(parents=True)
+        (folder / "physical_package_id").write_text("0\n")
+        (folder / "core_id").write_text(f"{cpu % 32}\n")
+    return sysfs
+
+
 @pytest.mark.parametrize(
     ("affinity", "quota", "cores"),
     [
-        (64, None, 32),  # the whole machine: its physical cores, one thread a core
-        (8, None, 4),  # taskset or a cpuset of 8 logical CPUs: 4 cores' worth
-        (64, "250000 100000", 2),  # docker run --cpus 2.5: 2 threads, never over the quota
-        (64, "50000 100000", 1),  # half a CPU: still one thread
-        (2, "400000 100000", 1),  # the affinity binds before a larger quota
+        (set(range(64)), None, 32),  # the whole machine: one thread a core
+        (set(range(8)), None, 8),  # --cpuset-cpus 0-7: eight separate cores
+        ({0, 32, 1, 33}, None, 2),  # two cores' both threads
+        (set(range(64)), "270000 100000", 2),  # --cpus 2.7: 2 threads, never over the quota
+        (set(range(64)), "50000 100000", 1),  # half a CPU: still one thread
+        ({0, 1}, "400000 100000", 2),  # the affinity binds before a larger quota
     ],
 )
-def test_usable_cores_keep_to_the_affinity_and_the_cpu_quota(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, affinity: int, quota: str | None, cores: int
+def test_usable_cores_count_the_cores_of_the_allowed_cpus_within_the_quota(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    affinity: set[int],
+    quota: str | None,
+    cores: int,
 ) -> None:
-    """A 32-core machine with hyper-threads (64 logical CPUs), as a rented slice sees it."""
-    monkeypatch.setattr(os, "cpu_count", lambda: 64)
-    monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 64 if logical else 32)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(affinity)))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: affinity, raising=False)
     if quota is not None:
         (tmp_path / "cpu.max").write_text(quota + "\n")
-    assert usable_cores(tmp_path, membership(tmp_path, "0::/")) == cores
+    inside = membership(tmp_path, "0::/")
+    assert usable_cores(tmp_path, inside, topology(tmp_path)) == cores
+
+
+@pytest.mark.parametrize(
+    ("affinity", "logical", "cores"),
+    [
+        (64, 64, 32),  # every CPU: the physical cores
+        (8, 64, 4),  # without the topology, the machine's share of its cores
+        (64, 2, 32),  # os.cpu_count() told 2 (PYTHON_CPU_COUNT): psutil counts the machine
+        (1, 64, 1),
+    ],
+)
+def test_without_a_topology_the_cores_are_the_machines_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, affinity: int, logical: int, cores: int
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(affinity)), raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: logical)
+    monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 64 if logical else 32)
+    inside = membership(tmp_path, "0::/")
+    assert usable_cores(tmp_path, inside, tmp_path / "no-sysfs") == cores
+    monkeypatch.setitem(sys.modules, "psutil", None)  # no psutil: every allowed CPU a core
+    assert usable_cores(tmp_path, inside, tmp_path / "no-sysfs") == affinity
+
+
+def test_usable_cpus_round_the_quota_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What torch's OpenMP pool is weighed against (``engines.base.spinning_pays``)."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    inside = membership(tmp_path, "0::/")
+    assert usable_cpus(tmp_path, inside) == 4
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert usable_cpus(tmp_path, inside) == 2
+    (tmp_path / "cpu.max").write_text("20000 100000\n")
+    assert usable_cpus(tmp_path, inside) == 1
+
+
+def test_the_lowest_quota_holds_wherever_it_is_set(tmp_path: Path) -> None:
+    v2 = tmp_path / "v2"
+    (v2 / "pod" / "app").mkdir(parents=True)
+    (v2 / "pod" / "cpu.max").write_text("50000 100000\n")  # the parent's is the lower
+    (v2 / "pod" / "app" / "cpu.max").write_text("250000 100000\n")
+    assert cgroup_cpus(v2, membership(tmp_path, "0::/pod/app")) == 0.5
+    v1 = tmp_path / "v1"  # cpu,cpuacct mounted without a "cpu" symlink, the quota on a parent
+    own = v1 / "cpu,cpuacct" / "slice" / "job"
+    own.mkdir(parents=True)
+    for folder, quota in ((own, "-1"), (own.parent, "300000")):
+        (folder / "cpu.cfs_quota_us").write_text(quota + "\n")
+        (folder / "cpu.cfs_period_us").write_text("100000\n")
+    assert cgroup_cpus(v1, membership(tmp_path, "4:cpu,cpuacct:/slice/job")) == 3.0
 
 
 def test_usable_cores_is_the_default_of_threads() -> None:

@@ -20,7 +20,7 @@ class Contender:
     engine: str = ""
     # Peers run at every intra-op thread setting of ``thread_settings()`` and keep the best one
     # per phase (lowest c=1 p50, highest c=20 rate); tiankong and the floor run once, at
-    # their own default (tiankong: physical cores).
+    # their own default (tiankong: the physical cores it may use, ``host.usable_cores``).
     tuned: bool = False
     # tiankong's --index: none where the peers look nothing up (the same work), bundled for the
     # one row that measures what the corpus index costs a request (issue 23's goal)

@@ -26,10 +26,17 @@ from pathlib import Path
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MEMBERSHIP = Path("/proc/self/cgroup")  # this process's cgroup in each hierarchy
 STATM = Path("/proc/self/statm")  # this process's memory in pages: size, resident, ...
-# Each limit's file in cgroup v2, then in v1 (under its controller's folder). Where there is
-# no limit, v2 writes "max" and v1 a huge number (memory) or -1 (the CPU quota).
-MEMORY_FILES = (("", "memory.max"), ("memory", "memory.limit_in_bytes"))
-CPU_FILES = (("", "cpu.max"), ("cpu", "cpu.cfs_quota_us"))
+SYSFS_CPUS = Path("/sys/devices/system/cpu")  # cpuN/topology: which core each CPU is on
+# Each limit's file in cgroup v2, then in v1: (the folder under the root, the hierarchy's name
+# in /proc/self/cgroup, the file). v1's CPU controller may be mounted as "cpu", or only as
+# "cpu,cpuacct" where no symlink was made. Where there is no limit, v2 writes "max" and v1 a
+# huge number (memory) or -1 (the CPU quota).
+MEMORY_FILES = (("", "v2", "memory.max"), ("memory", "memory", "memory.limit_in_bytes"))
+CPU_FILES = (
+    ("", "v2", "cpu.max"),
+    ("cpu", "cpu", "cpu.cfs_quota_us"),
+    ("cpu,cpuacct", "cpu", "cpu.cfs_quota_us"),
+)
 MB = 2**20
 
 
@@ -45,21 +52,56 @@ class MemoryLimit:
         return self.bytes / MB
 
 
-def usable_cores(root: Path = CGROUP_ROOT, membership: Path = MEMBERSHIP) -> int:
-    """The physical cores this process can keep busy: the machine's, times the share of its
-    logical CPUs the process may run on, at most the cgroup's CPU quota rounded down, and at
-    least 1. Hyper-threads share a core, so an engine gets one thread a core."""
-    logical = os.cpu_count() or 1
-    try:
-        import psutil
+def usable_cores(
+    root: Path = CGROUP_ROOT, membership: Path = MEMBERSHIP, sysfs: Path = SYSFS_CPUS
+) -> int:
+    """The physical cores this process can keep busy, at least 1: the cores that the CPUs it
+    may run on (its affinity) belong to, at most the cgroup's CPU quota rounded down.
+    Hyper-threads share a core, so an engine gets one thread a core."""
+    allowed = allowed_cpus()
+    cores = cores_of(allowed, sysfs)
+    if cores is None:  # no topology to read: the machine's share of its physical cores
+        try:
+            import psutil
 
-        physical = psutil.cpu_count(logical=False) or logical
-    except ImportError:  # psutil is optional for the bare library
-        physical = logical
-    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else logical
-    cores = max(1, allowed * physical // logical)
+            logical = psutil.cpu_count() or len(allowed)
+            physical = psutil.cpu_count(logical=False) or logical
+        except ImportError:  # psutil is optional for the bare library: a CPU a core
+            logical = physical = len(allowed)
+        cores = min(len(allowed), physical, len(allowed) * physical // max(1, logical))
     quota = cgroup_cpus(root, membership)
+    cores = max(1, cores)
     return cores if quota is None else max(1, min(cores, math.floor(quota)))
+
+
+def usable_cpus(root: Path = CGROUP_ROOT, membership: Path = MEMBERSHIP) -> int:
+    """The logical CPUs this process may keep busy: its affinity, at most the cgroup's CPU
+    quota rounded up (half a CPU still runs one thread), at least 1."""
+    cpus = len(allowed_cpus())
+    quota = cgroup_cpus(root, membership)
+    return max(1, cpus if quota is None else min(cpus, math.ceil(quota)))
+
+
+def allowed_cpus() -> set[int]:
+    """The logical CPUs this process may run on (``sched_getaffinity``; every CPU where the OS
+    can't say)."""
+    if hasattr(os, "sched_getaffinity"):
+        return set(os.sched_getaffinity(0))
+    return set(range(os.cpu_count() or 1))
+
+
+def cores_of(cpus: set[int], sysfs: Path = SYSFS_CPUS) -> int | None:
+    """How many physical cores ``cpus`` lie on (Linux's ``cpuN/topology``: each CPU's package
+    and core); None where a CPU's topology can't be read."""
+    cores = set()
+    for cpu in cpus:
+        topology = sysfs / f"cpu{cpu}" / "topology"
+        package = read_stripped(topology / "physical_package_id")
+        core = read_stripped(topology / "core_id")
+        if not package or not core:
+            return None
+        cores.add((package, core))
+    return len(cores) or None
 
 
 def cgroup_cpus(root: Path = CGROUP_ROOT, membership: Path = MEMBERSHIP) -> float | None:
@@ -112,16 +154,16 @@ def cgroup_limit(root: Path = CGROUP_ROOT, membership: Path = MEMBERSHIP) -> int
     return None if limit is None else int(limit)
 
 
-def memory_bytes(file: Path) -> float | None:
+def memory_bytes(file: Path) -> int | None:
     text = read_stripped(file)
-    return float(text) if text.isdigit() else None  # "max": no limit
+    return int(text) if text.isdigit() else None  # "max": no limit
 
 
 def cgroup_lowest(
     root: Path,
     membership: Path,
-    files: tuple[tuple[str, str], ...],
-    value: Callable[[Path], float | None],
+    files: tuple[tuple[str, str, str], ...],
+    value: Callable[[Path], float | None] | Callable[[Path], int | None],
 ) -> float | None:
     """The lowest ``value`` of a limit file on the way up from this process's cgroup to the
     hierarchy's root under ``root``: cgroup v2's file, else v1's (the first hierarchy whose
@@ -129,9 +171,9 @@ def cgroup_lowest(
     that folder is not under ``root`` (a container that sees its own cgroup at the root) the
     root's file is its limit. None where no file there sets one."""
     paths = cgroup_paths(membership)
-    for controller, name in files:
-        base = root / controller if controller else root
-        parts = paths.get(controller or "v2", "").strip("/").split("/")
+    for folder_name, hierarchy, name in files:
+        base = root / folder_name if folder_name else root
+        parts = paths.get(hierarchy, "").strip("/").split("/")
         own = base.joinpath(*parts)
         folders = [own, *own.parents] if ".." not in parts and own.is_dir() else [base]
         candidates = [folder / name for folder in folders[: folders.index(base) + 1]]

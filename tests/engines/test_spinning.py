@@ -15,7 +15,7 @@ from tiankong.engines.torch_engine import quiet_openmp
 
 @pytest.fixture
 def four_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(base.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
 
 
 def test_spinning_pays_only_with_a_core_to_spare(four_cores: None) -> None:

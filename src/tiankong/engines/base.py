@@ -6,12 +6,13 @@ the arrays they consume.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+from tiankong.host import usable_cpus
 
 if TYPE_CHECKING:
     from tiankong.core.text import PreparedText
@@ -84,5 +85,4 @@ def spinning_pays(threads: int) -> bool:
     0.68 s to 18 ms at c=1 (docs/PERFORMANCE.md, "The request path"). The rule is torch's
     only: ONNX Runtime keeps its default spinning (``build_session``; "Spinning" there).
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return 0 < threads < (cores or 1)
+    return 0 < threads < usable_cpus()  # the affinity, within a container's CPU quota
