@@ -18,7 +18,7 @@ from tiankong.core.models import ResolvedModel
 from tiankong.core.text import TextEncoder, TextLimits
 from tiankong.engines import measured_engine
 from tiankong.engines.base import pad_batch, pad_prepared
-from tiankong.engines.onnx_engine import OnnxEngine
+from tiankong.engines.onnx_engine import FindExport, OnnxEngine
 from tiankong.engines.openvino_engine import OpenVinoEngine, openvino_version
 from tiankong.engines.split import SplitEngine, served_by
 from tiankong.errors import BadOptionError, ModelUnavailableError
@@ -207,22 +207,31 @@ PAIR = [
 ]
 
 
+def split_entry(entry: Path, batch_file: str) -> tuple[dict[str, Any], FindExport]:
+    """A split choice in an ``auto`` entry at ``entry`` (ONNX Runtime INT8 under 3 texts,
+    OpenVINO's INT8 IR ``batch_file`` from 3), and an export cache that finds it there and
+    makes the other precisions as the real one does."""
+    lone: dict[str, Any] = {"engine": "onnx", "precision": "int8", "file": None,
+                            "below_rows": 3, "ms": {}, "alone": "onnx int8"}  # fmt: skip
+    choice = {"engine": "openvino", "precision": "int8", "file": batch_file, "split": lone,
+              "candidates": PAIR, "line": LINE}  # fmt: skip
+
+    def find_export(model: ResolvedModel, precision: str, asked: Settings) -> OnnxExport:
+        if precision == "auto":
+            return OnnxExport(entry, {"precision": "auto", "choice": choice})
+        return ensure_export(model, precision, asked)
+
+    return choice, find_export
+
+
 def test_a_split_choice_serves_its_lone_engine_below_its_rows_and_the_other_from_them(
     tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path
 ) -> None:
     """ONNX Runtime INT8 for small batches, OpenVINO's INT8 IR (in the auto entry) for larger."""
     graph = fp32_file(tiny_model_dir, tiny_onnx_cache)
     ir = openvino_int8.quantize(graph, tiny_model_dir, tmp_path)
-    lone = {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 3, "ms": {},
-            "alone": "onnx int8"}  # fmt: skip
-    choice = {"engine": "openvino", "precision": "int8", "file": ir.name, "split": lone,
-              "candidates": PAIR, "line": LINE}  # fmt: skip
+    choice, find_export = split_entry(tmp_path, ir.name)
     settings = Settings(threads=1, onnx_cache_dir=str(tiny_onnx_cache))
-
-    def find_export(model: ResolvedModel, precision: str, asked: Settings) -> OnnxExport:
-        if precision == "auto":
-            return OnnxExport(tmp_path, {"precision": "auto", "choice": choice})
-        return ensure_export(model, precision, asked)
 
     engine = measured_engine(resolve_model(str(tiny_model_dir)), settings, find_export)
     assert isinstance(engine, SplitEngine) and engine.rows == 3
@@ -247,15 +256,7 @@ def test_a_split_whose_batch_engine_could_never_run_serves_its_lone_engine_alone
     tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path
 ) -> None:
     """With --max-batch-size under the split's rows, OpenVINO's engine is never loaded."""
-    lone = {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 3, "ms": {},
-            "alone": "onnx int8"}  # fmt: skip
-    choice = {"engine": "openvino", "precision": "int8", "file": "missing.xml", "split": lone,
-              "candidates": PAIR, "line": LINE}  # fmt: skip
-
-    def find_export(model: ResolvedModel, precision: str, asked: Settings) -> OnnxExport:
-        if precision == "auto":
-            return OnnxExport(tmp_path, {"precision": "auto", "choice": choice})
-        return ensure_export(model, precision, asked)
+    _, find_export = split_entry(tmp_path, "missing.xml")
 
     model = resolve_model(str(tiny_model_dir))
     for cap, split in ((2, False), (3, True)):
@@ -278,15 +279,7 @@ def test_a_split_over_its_share_of_the_memory_limit_serves_the_faster_engine_alo
 ) -> None:
     """In a 400 MB cgroup the second engine's 50 MB is over a tenth: ONNX Runtime INT8 serves
     alone and OpenVINO's IR (not there) is never loaded."""
-    lone = {"engine": "onnx", "precision": "int8", "file": None, "below_rows": 3, "ms": {},
-            "alone": "onnx int8"}  # fmt: skip
-    choice = {"engine": "openvino", "precision": "int8", "file": "missing.xml", "split": lone,
-              "candidates": PAIR, "line": LINE}  # fmt: skip
-
-    def find_export(model: ResolvedModel, precision: str, asked: Settings) -> OnnxExport:
-        if precision == "auto":
-            return OnnxExport(tmp_path, {"precision": "auto", "choice": choice})
-        return ensure_export(model, precision, asked)
+    _, find_export = split_entry(tmp_path, "missing.xml")
 
     limit = MemoryLimit(400 * 2**20, "the cgroup's limit")
     monkeypatch.setattr(engines, "memory_limit", lambda: limit)
