@@ -124,10 +124,10 @@ def within_memory(choice: dict[str, Any], limit: MemoryLimit | None) -> dict[str
     split = choice.get("split")
     if not split:
         return choice
-    key = {f"{c['engine']} {c['precision']}": c for c in choice.get("candidates", ())}
+    measured = {f"{c['engine']} {c['precision']}": c for c in choice.get("candidates", ())}
     parts = {f"{part['engine']} {part['precision']}": part for part in (choice, split)}
     alone = split.get("alone")
-    second = next((key.get(name) for name in parts if name != alone), None)
+    second = next((measured.get(name) for name in parts if name != alone), None)
     if limit is None or alone not in parts or second is None or second["memory_mb"] is None:
         why = "this machine's memory is unknown"
         if limit is not None:

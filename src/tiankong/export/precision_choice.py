@@ -274,7 +274,7 @@ def measure(
     prepared = [encoder.prepare(text) for text in guard_sentences()[:FULL_BATCH]]
     full_batch = pad_prepared(prepared, encoder.pad_id)
     engines: dict[str, Engine] = {}
-    memory: dict[str, float | None] = {}
+    memory: dict[str, float] = {}  # none where this process's memory can't be read
 
     def load(key: str, build: Callable[[], Engine]) -> Engine:
         """``build()`` into ``engines``, with the resident memory that it and one full batch
@@ -286,8 +286,8 @@ def measure(
         engine = engines[key] = build()
         engine.mask_logits(full_batch)
         after = resident_mb()
-        added = None if before is None or after is None else max(0.0, after - before)
-        memory[key] = None if added is None else round(added, 1)
+        if before is not None and after is not None:
+            memory[key] = round(max(0.0, after - before), 1)
         return engine
 
     reference = load("onnx fp32", partial(timed_onnx_engine, fp32_file, "fp32", threads))
@@ -338,7 +338,7 @@ def measure(
                 round(speed[1][key], 3),
                 round(speed[FULL_BATCH][key], 3),
                 agreed[key],
-                memory_mb=memory[key],
+                memory_mb=memory.get(key),
             )
         )
     choice = choose(candidates, min_agreement, cpu)
