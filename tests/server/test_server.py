@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -391,6 +392,15 @@ def test_lifespan_loads_the_model_when_none_is_given(
         info = loading.get("/info").json()
         assert info["model"]["name"] == tiny_model_dir.name and info["engine"] == "torch"
         assert loading.post("/predict", json={"text": POEM}).status_code == 200
+
+
+def test_startup_heap_is_frozen_while_serving(settings: Settings, tiny_masker: FillMasker) -> None:
+    gc.unfreeze()  # another app of this process may have frozen its own
+    with TestClient(create_app(settings, tiny_masker)) as serving:
+        # the model, the tokenizer and the libraries: out of the full collections' way
+        assert gc.get_freeze_count() > 10_000
+        assert serving.post("/predict", json={"text": POEM}).status_code == 200
+    assert gc.get_freeze_count() == 0  # back to the collector at shutdown
 
 
 def test_info(client: TestClient, tiny_masker: FillMasker) -> None:

@@ -13,10 +13,11 @@ the app holds lives on ``app.state.tiankong`` (a ServerState); nothing is global
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import anyio
@@ -74,7 +75,8 @@ def create_app(
                 await checking.warm_up()
             state.checking = checking
             state.predictor = predictor
-            yield
+            with heap_frozen():
+                yield
         finally:
             await predictor.close()  # new requests get 503 shutting_down; queued ones finish
             checking.close()
@@ -104,6 +106,25 @@ def create_app(
     app.mount("/static", StaticFiles(directory=routes.STATIC_DIR), name="static")
     add_docs(app)
     return app
+
+
+@contextmanager
+def heap_frozen() -> Iterator[None]:
+    """While the app serves, what startup left on the heap (the model, the tokenizer, the
+    libraries' modules: about 180,000 objects with the fake engine) sits in the garbage
+    collector's permanent generation (``gc.freeze``), so the full collections that requests'
+    allocations trigger every few thousand requests walk only what serving made. Each such
+    collection walked the whole heap: 40-60 µs a request on average, in pauses of tens of
+    milliseconds (docs/PERFORMANCE.md, "The thirteenth session"). Garbage is collected first,
+    so none is kept for good; at shutdown the objects go back to the collector
+    (``gc.unfreeze``), so a process that serves several apps in turn (the tests) can free an
+    earlier app's."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def load_masker(settings: Settings) -> FillMasker:
