@@ -398,6 +398,13 @@ def test_startup_heap_is_frozen_while_serving(settings: Settings, tiny_masker: F
     gc.unfreeze()  # another app of this process may have frozen its own
     with TestClient(create_app(settings, tiny_masker)) as serving:
         # the model, the tokenizer and the libraries: out of the full collections' way
+        frozen = gc.get_freeze_count()
+        assert frozen > 10_000
+        # a second app finds the heap frozen already: it neither freezes its own objects
+        # (only a freeze adds to the count; frozen objects that die leave it) nor unfreezes
+        with TestClient(create_app(settings, tiny_masker)) as second:
+            assert second.post("/predict", json={"text": POEM}).status_code == 200
+            assert gc.get_freeze_count() <= frozen
         assert gc.get_freeze_count() > 10_000
         assert serving.post("/predict", json={"text": POEM}).status_code == 200
     assert gc.get_freeze_count() == 0  # back to the collector at shutdown

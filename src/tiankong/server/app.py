@@ -7,8 +7,9 @@
 
 The model loads once in lifespan (unless a FillMasker is passed in, as ``tiankong serve`` and the
 tests do), the dynamic batcher starts, a warm-up inference runs, and only then does GET /ready
-answer 200. At shutdown the batcher refuses new work (503) and drains what is queued. Everything
-the app holds lives on ``app.state.tiankong`` (a ServerState); nothing is global.
+answer 200; what startup built is then frozen out of the garbage collector's way
+(``heap_frozen``). At shutdown the batcher refuses new work (503) and drains what is queued.
+Everything the app holds lives on ``app.state.tiankong`` (a ServerState); nothing else is global.
 """
 
 from __future__ import annotations
@@ -111,14 +112,22 @@ def create_app(
 @contextmanager
 def heap_frozen() -> Iterator[None]:
     """While the app serves, what startup left on the heap (the model, the tokenizer, the
-    libraries' modules: about 180,000 objects with the fake engine) sits in the garbage
-    collector's permanent generation (``gc.freeze``), so the full collections that requests'
-    allocations trigger every few thousand requests walk only what serving made. Each such
-    collection walked the whole heap: 40-60 µs a request on average, in pauses of tens of
-    milliseconds (docs/PERFORMANCE.md, "The thirteenth session"). Garbage is collected first,
-    so none is kept for good; at shutdown the objects go back to the collector
-    (``gc.unfreeze``), so a process that serves several apps in turn (the tests) can free an
-    earlier app's."""
+    libraries' modules: 74,229 objects in ``tiankong serve`` on the bundled model) sits in the
+    garbage collector's permanent generation (``gc.freeze``), so the full collections that
+    requests' allocations trigger (about one in 1,500 requests) walk only what serving made
+    instead of the whole heap (18 ms each there). docs/PERFORMANCE.md, "The thirteenth
+    session", has the measurement. Garbage is collected first, so none is kept for good.
+
+    The freeze is the process's, not the app's: an app freezes only where nothing is frozen
+    yet (another app of the process, or the program embedding it, may have frozen its own
+    heap), and gives the objects back to the collector at shutdown (``gc.unfreeze``) only if
+    it froze them, so a process that runs several apps in turn (the tests) can free an
+    earlier app's. A frozen object is never collected as part of a reference cycle, so
+    anything that replaces what startup built (a model reloaded in place, say) must unfreeze
+    first."""
+    if gc.get_freeze_count():
+        yield
+        return
     gc.collect()
     gc.freeze()
     try:
