@@ -395,7 +395,16 @@ def test_lifespan_loads_the_model_when_none_is_given(
 
 
 def test_startup_heap_is_frozen_while_serving(settings: Settings, tiny_masker: FillMasker) -> None:
-    gc.unfreeze()  # another app of this process may have frozen its own
+    frozen_before = gc.get_freeze_count()  # another app of this process may have frozen its own
+    gc.unfreeze()
+    try:
+        check_heap_frozen(settings, tiny_masker)
+    finally:
+        if frozen_before:  # the other app serves on frozen, as it started
+            gc.freeze()
+
+
+def check_heap_frozen(settings: Settings, tiny_masker: FillMasker) -> None:
     with TestClient(create_app(settings, tiny_masker)) as serving:
         # the model, the tokenizer and the libraries: out of the full collections' way
         frozen = gc.get_freeze_count()

@@ -6,10 +6,10 @@
 >>> # uvicorn.run(app, host="127.0.0.1", port=8000)          # or: tiankong serve
 
 The model loads once in lifespan (unless a FillMasker is passed in, as ``tiankong serve`` and the
-tests do), the dynamic batcher starts, a warm-up inference runs, and only then does GET /ready
-answer 200; what startup built is then frozen out of the garbage collector's way
-(``heap_frozen``). At shutdown the batcher refuses new work (503) and drains what is queued.
-Everything the app holds lives on ``app.state.tiankong`` (a ServerState); nothing else is global.
+tests do), the dynamic batcher starts, a warm-up inference runs, what startup built is frozen out
+of the garbage collector's way (``heap_frozen``), and only then does GET /ready answer 200. At
+shutdown the batcher refuses new work (503) and drains what is queued. Everything the app holds
+lives on ``app.state.tiankong`` (a ServerState); the freeze is its one effect on the process.
 """
 
 from __future__ import annotations
@@ -112,19 +112,16 @@ def create_app(
 @contextmanager
 def heap_frozen() -> Iterator[None]:
     """While the app serves, what startup left on the heap (the model, the tokenizer, the
-    libraries' modules: 74,229 objects in ``tiankong serve`` on the bundled model) sits in the
-    garbage collector's permanent generation (``gc.freeze``), so the full collections that
-    requests' allocations trigger (about one in 1,500 requests) walk only what serving made
-    instead of the whole heap (18 ms each there). docs/PERFORMANCE.md, "The thirteenth
-    session", has the measurement. Garbage is collected first, so none is kept for good.
+    libraries' modules) sits in the garbage collector's permanent generation (``gc.freeze``), so
+    the full collections that requests' allocations trigger walk only what serving made, not the
+    whole heap (docs/PERFORMANCE.md, "The thirteenth session", has the measurement). Garbage is
+    collected first, so none is kept for good.
 
-    The freeze is the process's, not the app's: an app freezes only where nothing is frozen
-    yet (another app of the process, or the program embedding it, may have frozen its own
-    heap), and gives the objects back to the collector at shutdown (``gc.unfreeze``) only if
-    it froze them, so a process that runs several apps in turn (the tests) can free an
-    earlier app's. A frozen object is never collected as part of a reference cycle, so
-    anything that replaces what startup built (a model reloaded in place, say) must unfreeze
-    first."""
+    The freeze is the process's, not the app's: an app freezes only where nothing is frozen yet
+    (another app of the process, or a program embedding it, may have frozen its own heap) and
+    unfreezes at shutdown only what it froze. A frozen object is never collected as part of a
+    reference cycle, so anything that replaces what startup built (a model reloaded in place,
+    say) must unfreeze first."""
     if gc.get_freeze_count():
         yield
         return
