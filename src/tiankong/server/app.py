@@ -122,15 +122,15 @@ def heap_frozen() -> Iterator[None]:
     unfreezes at shutdown only what it froze. A frozen object is never collected as part of a
     reference cycle, so anything that replaces what startup built (a model reloaded in place,
     say) must unfreeze first."""
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.collect()
-    gc.freeze()
+    freezing = not gc.get_freeze_count()
+    if freezing:
+        gc.collect()
+        gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
+        if freezing:
+            gc.unfreeze()
 
 
 def load_masker(settings: Settings) -> FillMasker:
