@@ -48,7 +48,7 @@ from tiankong.core.text import (
     TextLimits,
     fill_text,
 )
-from tiankong.engines import Engine, create_engine, pad_batch
+from tiankong.engines import Engine, create_engine, engine_calls, pad_batch
 from tiankong.errors import TopKOutOfRangeError
 from tiankong.index.grounding import MemoryChoice, choose_memory
 from tiankong.model_sources import resolve_model
@@ -205,18 +205,23 @@ class FillMasker:
         return result
 
     def score_rows(self, rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
-        """Softmax at the ``asked`` indices of each row: one engine call per chunk of rows."""
-        chunk = max(1, self.settings.max_batch_size)
+        """Softmax at the ``asked`` indices of each row: one engine call per slice of rows
+        within the batch limits (``engine_calls``: rows, padded tokens, and output rows, at most
+        a full batch of texts with the most masks each), on every path, so no caller can make
+        one engine call larger than a server's batches."""
+        settings = self.settings
         results: list[np.ndarray] = []
-        for start in range(0, len(rows), chunk):
-            batch = pad_batch(
-                list(rows[start : start + chunk]),
-                list(asked[start : start + chunk]),
-                self.encoder.pad_id,
-            )
+        for start, end in engine_calls(
+            rows,
+            asked,
+            settings.max_batch_size,
+            settings.max_batch_tokens,
+            settings.max_batch_size * settings.max_masks,
+        ):
+            batch = pad_batch(list(rows[start:end]), list(asked[start:end]), self.encoder.pad_id)
             probabilities = softmax(self.engine.mask_logits(batch))
             first = 0
-            for item in asked[start : start + chunk]:  # slices: views, as np.split made
+            for item in asked[start:end]:  # slices: views, as np.split made
                 results.append(probabilities[first : first + len(item)])
                 first += len(item)
         return results

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import random
+
 import numpy as np
 import pytest
 
 from tiankong import FillMasker, Settings
 from tiankong.core.decoding import banned_token_ids
-from tiankong.engines.base import pad_batch
+from tiankong.engines.base import EncodedBatch, engine_calls, pad_batch
 from tiankong.errors import TopKOutOfRangeError
 
 SENTENCES = [
@@ -107,6 +110,63 @@ def test_pad_batch_pads_to_the_longest_row() -> None:
     assert batch.input_ids.shape == (2, 4)
     assert batch.attention_mask.tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]]
     assert batch.mask_positions.tolist() == [2, 5]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_engine_calls_cut_at_the_first_limit_each_call_would_pass(seed: int) -> None:
+    rng = random.Random(seed)
+    rows = [[1] * rng.randint(1, 40) for _ in range(rng.randint(0, 30))]
+    asked = [list(range(rng.randint(0, len(row)))) for row in rows]
+    max_rows, max_tokens, max_outputs = rng.randint(1, 8), rng.randint(1, 120), rng.randint(1, 60)
+    calls = engine_calls(rows, asked, max_rows, max_tokens, max_outputs)
+
+    def within(start: int, end: int) -> bool:
+        return (
+            end - start <= max_rows
+            and (end - start) * max(len(row) for row in rows[start:end]) <= max_tokens
+            and sum(len(wanted) for wanted in asked[start:end]) <= max_outputs
+        )
+
+    assert [index for call in calls for index in range(*call)] == list(range(len(rows)))
+    for start, end in calls:
+        assert end - start == 1 or within(start, end)  # a row over a limit alone runs alone
+        if end < len(rows):
+            assert not within(start, end + 1)  # cut only where the next row would pass one
+
+
+def test_no_engine_call_passes_the_batch_limits(tiny_masker: FillMasker) -> None:
+    """Whoever asks (here a proofreading-like request: every position of long rows), each engine
+    call keeps to the server's batch limits, and the answers are those of one call a row."""
+    settings = dataclasses.replace(
+        tiny_masker.settings, max_batch_size=4, max_batch_tokens=120, max_masks=5
+    )
+    seen: list[EncodedBatch] = []
+
+    class Recording:
+        def __getattr__(self, name: str) -> object:
+            return getattr(tiny_masker.engine, name)
+
+        def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
+            seen.append(batch)
+            return tiny_masker.engine.mask_logits(batch)
+
+    masker = FillMasker(
+        tiny_masker.model, tiny_masker.encoder, Recording(), settings, tiny_masker.index
+    )
+    texts = ["春眠不觉晓处处闻啼鸟", "夜来风雨声花落知多少", "白日依山尽", "黄河入海流欲穷千里目"]
+    texts *= 3
+    rows = [tiny_masker.encoder.tokenizer.encode(text).ids for text in texts]
+    asked = [list(range(1, len(row) - 1)) for row in rows]
+    together = masker.score_rows(rows, asked)
+    assert len(seen) > 3
+    for batch in seen:
+        assert batch.input_ids.shape[0] <= 4 and batch.input_ids.size <= 120
+        assert len(batch.mask_positions) <= 4 * 5 or batch.input_ids.shape[0] == 1
+    alone = [
+        tiny_masker.score_rows([row], [wanted])[0] for row, wanted in zip(rows, asked, strict=True)
+    ]
+    for mine, reference in zip(together, alone, strict=True):
+        np.testing.assert_allclose(mine, reference, atol=1e-5)
 
 
 def test_matches_transformers_pipeline(tiny_model_dir, tiny_masker: FillMasker) -> None:

@@ -471,3 +471,15 @@ def test_the_server_says_the_guard_once_and_a_cli_call_says_nothing(
     assert f"top-1 agreement with FP32 {100 * info['quality']['top1_agreement']:.1f}%" in line
     assert line.endswith("serving int8.") and info["precision"] == "int8"
     assert info["quality"]["recipe"]["name"] in line
+
+
+def test_sessions_keep_no_memory_arena(tiny_onnx_cache: Path) -> None:
+    """ORT's CPU arena would keep the most memory any run ever needed (a long proofreading
+    request's, rounded up to a power of two) for the process's life; without it, memory is
+    given back after each run."""
+    from tiankong.engines.onnx_engine import build_session
+
+    onnx_file = next(tiny_onnx_cache.rglob("*.onnx"))
+    for spin_after_run in (True, False):  # served, and timed in turns at export
+        session = build_session(onnx_file, "cpu", 1, spin_after_run=spin_after_run)
+        assert session.get_session_options().enable_cpu_mem_arena is False

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from tiankong.config import Settings
 from tiankong.core.models import ResolvedModel
-from tiankong.engines.base import EncodedBatch, Engine, pad_batch
+from tiankong.engines.base import EncodedBatch, Engine, engine_calls, pad_batch
 from tiankong.errors import BadOptionError
 from tiankong.host import MemoryLimit, memory_limit
 
 if TYPE_CHECKING:
     from tiankong.engines.onnx_engine import FindExport
 
-__all__ = ["EncodedBatch", "Engine", "create_engine", "pad_batch"]
+__all__ = ["EncodedBatch", "Engine", "create_engine", "engine_calls", "pad_batch"]
 ENGINE_NAMES = ("auto", "torch", "onnx", "openvino", "fake")
 log = logging.getLogger(__name__)
 NVIDIA_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidiactl")

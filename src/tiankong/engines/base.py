@@ -57,6 +57,39 @@ def pad_batch(rows: list[list[int]], mask_indices: list[list[int]], pad_id: int)
     return EncodedBatch(input_ids, attention_mask, np.asarray(positions, dtype=np.int64))
 
 
+def engine_calls(
+    rows: Sequence[Sequence[int]],
+    asked: Sequence[Sequence[int]],
+    max_rows: int,
+    max_tokens: int,
+    max_outputs: int,
+) -> list[tuple[int, int]]:
+    """``rows`` cut, in order, into ``(start, end)`` slices, one engine call each: at most
+    ``max_rows`` rows, ``max_tokens`` padded tokens (rows x the longest) and ``max_outputs``
+    output rows (the asked positions, one logits row of the vocabulary each). A row over a
+    limit on its own is a call alone. So one call's memory is bounded by the limits whatever
+    asked for it: a proofreading window asks for every character's distribution.
+
+    >>> engine_calls([[1, 2, 3]] * 5, [[1, 2]] * 5, max_rows=4, max_tokens=9, max_outputs=5)
+    [(0, 2), (2, 4), (4, 5)]
+    """
+    calls: list[tuple[int, int]] = []
+    start, longest, outputs = 0, 0, 0
+    for end, (row, wanted) in enumerate(zip(rows, asked, strict=True)):
+        grown = max(longest, len(row))
+        if end > start and (
+            end - start >= max_rows
+            or (end - start + 1) * grown > max_tokens
+            or outputs + len(wanted) > max_outputs
+        ):
+            calls.append((start, end))
+            start, grown, outputs = end, len(row), 0
+        longest, outputs = grown, outputs + len(wanted)
+    if start < len(rows):
+        calls.append((start, len(rows)))
+    return calls
+
+
 def pad_prepared(items: Sequence[PreparedText], pad_id: int) -> EncodedBatch:
     """``pad_batch`` of prepared texts: their token ids and mask indices."""
     return pad_batch([item.input_ids for item in items], [item.mask_indices for item in items],
