@@ -164,7 +164,7 @@ class FillMasker:
         top_k: int = DEFAULT_TOP_K,
         options: PredictOptions | None = None,
     ) -> list[FillResult]:
-        """Like ``predict`` for many texts; the plain ones share one engine call."""
+        """Like ``predict`` for many texts; the plain ones share engine calls."""
         options = self._checked(options) if options else self.options(top_k)
         return self.run_requests([self._prepared(text, options) for text in texts])
 
@@ -239,7 +239,8 @@ class FillMasker:
         allowed: np.ndarray | None = None,
         use_index: bool = True,
     ) -> list[FillResult]:
-        """One engine call for all of ``prepared``; ``allowed`` limits the candidates."""
+        """One forward pass (``score_rows``) for all of ``prepared``; ``allowed`` limits the
+        candidates."""
         return run_jobs(self, [PlainJob(item, k, allowed, use_index) for item in prepared])
 
     def start_lookups(
@@ -317,7 +318,8 @@ class FillMasker:
 
 def run_jobs(masker: FillMasker, jobs: Sequence[EngineJob]) -> list[Any]:
     """The one run of engine work, whatever asked for it (``FillMasker.run_prepared``, the
-    server's batcher, a Ray replica): one forward pass for every job, then each plain job's
+    server's batcher, a Ray replica): one forward pass for every job (``score_rows``: engine
+    calls within the batch limits), then each plain job's
     decoding, in order. A plain job is answered with its ``FillResult`` (the corpus index, when
     on, is mixed in; its lookups run during the forward pass), a search row with the
     probabilities at its asked indices."""

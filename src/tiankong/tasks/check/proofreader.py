@@ -141,8 +141,9 @@ class Proofreader:
     def run(
         self, requests: Sequence[CheckRequest], score_rows: RowScorer | None = None
     ) -> list[CheckResult]:
-        """Every request's result, in order: two engine calls through ``score_rows`` (default:
-        the masker's engine, on this thread) for all of them together."""
+        """Every request's result, in order: two ``score_rows`` calls (default: the masker's,
+        on this thread; each cut into engine calls at the batch limits) for all of them
+        together."""
         started = time.perf_counter()
         score = score_rows or self.masker.score_rows
         windows = [window for request in requests for window in request.windows]
