@@ -474,9 +474,9 @@ def test_the_server_says_the_guard_once_and_a_cli_call_says_nothing(
 
 
 def test_sessions_keep_no_memory_arena(tiny_onnx_cache: Path) -> None:
-    """ORT's CPU arena would keep the most memory any run ever needed (a long proofreading
-    request's, rounded up to a power of two) for the process's life; without it, memory is
-    given back after each run."""
+    """ORT's CPU arena would keep the blocks it took for the most memory any run ever needed (a
+    long proofreading request's) for the process's life; without it, memory is freed to the
+    allocator after each run."""
     from tiankong.engines.onnx_engine import build_session
 
     onnx_file = next(tiny_onnx_cache.rglob("*.onnx"))

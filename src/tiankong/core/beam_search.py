@@ -1,6 +1,6 @@
 """Joint decoding over several masks, candidate scoring and unknown-length blanks.
 
-Pure numpy over an injected ``RowScorer``, which runs ONE engine call for many rows and returns
+Pure numpy over an injected ``RowScorer``, which runs ONE forward pass for many rows and returns
 the softmax at the requested mask indices of each row. Every search step batches all of its
 hypotheses into a single call; nothing here calls the engine per hypothesis.
 

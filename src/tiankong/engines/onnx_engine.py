@@ -56,12 +56,12 @@ def build_session(
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
-    # No CPU memory arena: ORT's keeps, for the process's life, blocks for the most memory any
-    # run needed (they double in size as it grows), so a server's memory stepped up with each
-    # new largest batch, and long proofreading requests took the bundled server from 233 to
-    # 816 MiB for good. Freed to the allocator instead, most of it goes back. Engine calls ran
-    # 0-8% slower alone, inside the spread when served (docs/PERFORMANCE.md, "Memory that
-    # follows the work"). The CUDA provider's own arena is not this one.
+    # No CPU memory arena: ORT's keeps, for the process's life, the blocks it took for the most
+    # memory any run needed, so an engine's memory stepped up with each new largest shape, and
+    # long proofreading requests took the bundled server from 233 to 816 MiB and kept it. Freed
+    # to the allocator instead, much of it goes back. Engine calls ran 0-8% slower alone, served
+    # /predict a few percent either way, a long /check 10-18% slower (docs/PERFORMANCE.md,
+    # "Memory that follows the work"). The CUDA provider's own arena is not this one.
     options.enable_cpu_mem_arena = False
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

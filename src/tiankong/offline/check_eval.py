@@ -22,7 +22,7 @@ from typing import Any
 from tiankong.errors import BadDataFileError
 from tiankong.tasks.check import CheckResult, Proofreader
 
-BATCH = 16  # sentences per run: two engine calls each
+BATCH = 16  # sentences per run: two score_rows calls each
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,9 @@ class BatchLimits:
 
 @dataclass(frozen=True)
 class BatchStats:
-    """What one engine call cost: ``padded_tokens - real_tokens`` is padding."""
+    """What one batch cost (one engine call, but for a batch whose rows ask for more output
+    rows than one call may give, ``engines.engine_calls``): ``padded_tokens - real_tokens`` is
+    padding."""
 
     size: int
     real_tokens: int

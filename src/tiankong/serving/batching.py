@@ -447,7 +447,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         return batch
 
     async def run(self, batch: list[Pending[ItemT, ResultT]]) -> None:
-        """One engine call; every future of the batch gets its result or the batch's error."""
+        """One batch on the engine (``run_batch``: one engine call, or several where its rows ask
+        for more than the batch limits allow); every future gets its result or the batch's error."""
         assert self.executor is not None
         items = [entry.item for entry in batch]
         started = time.perf_counter()

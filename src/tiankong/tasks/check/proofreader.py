@@ -4,8 +4,9 @@ The task's three steps, over the masker's shared parts (tokenizer, engine, corpu
 
 1. **prepare** (``request.prepare_check``): validate, tokenize with character offsets, cut into
    windows; the checkable positions are the Han characters.
-2. **forward**, two engine calls for any number of texts, each through the ``RowScorer`` it is
-   given (the library's scores on the calling thread, the server's through its batcher):
+2. **forward**, two ``score_rows`` calls for any number of texts (each cut into engine calls at
+   the batch limits), each through the ``RowScorer`` it is given (the library's scores on the
+   calling thread, the server's through its batcher):
    * one *unmasked* row per window, read at every checkable position. A character is a
      *suspect* when the model gives one of its confusion-set characters (same sound or shape)
      at least ``suspect_ratio`` times its own probability there; the ``suspects`` likeliest
