@@ -16,21 +16,21 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import statistics
 import time
 from pathlib import Path
 
 import psutil
 
+from tiankong.offline.check_eval import read_check_items
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def long_text(chars: int) -> str:
-    lines = (ROOT / "data/eval/check_test.jsonl").read_text(encoding="utf-8").splitlines()
     text = ""
-    for line in lines:
-        text += json.loads(line)["text"]
+    for item in read_check_items(ROOT / "data/eval/check_test.jsonl"):
+        text += item.text
         if len(text) >= chars:
             return text[:chars]
     raise SystemExit(f"the test split has fewer than {chars} characters")

@@ -319,10 +319,9 @@ class FillMasker:
 def run_jobs(masker: FillMasker, jobs: Sequence[EngineJob]) -> list[Any]:
     """The one run of engine work, whatever asked for it (``FillMasker.run_prepared``, the
     server's batcher, a Ray replica): one forward pass for every job (``score_rows``: engine
-    calls within the batch limits), then each plain job's
-    decoding, in order. A plain job is answered with its ``FillResult`` (the corpus index, when
-    on, is mixed in; its lookups run during the forward pass), a search row with the
-    probabilities at its asked indices."""
+    calls within the batch limits), then each plain job's decoding, in order. A plain job is
+    answered with its ``FillResult`` (the corpus index, when on, is mixed in; its lookups run
+    during the forward pass), a search row with the probabilities at its asked indices."""
     if not jobs:
         return []
     plain = [job for job in jobs if isinstance(job, PlainJob)]
