@@ -113,3 +113,11 @@ def test_check_a_file_without_output_says_how(tiny_model_dir: Path, tmp_path: Pa
     source.write_text("画龙点晴\n", encoding="utf-8")
     done = run_cli("check", str(source), *model_flags(tiny_model_dir))
     assert done.returncode == 2 and "-o" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_check_a_sentence_longer_than_a_file_name(tiny_model_dir: Path) -> None:
+    """A sentence over 255 bytes is checked, not taken for a file name the OS refuses."""
+    text = "我门看电影，" * 60
+    done = run_cli("check", text, "--json", *model_flags(tiny_model_dir))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["text"] == text

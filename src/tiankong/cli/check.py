@@ -29,6 +29,18 @@ def load_checker(settings: Settings) -> Proofreader:
     return Proofreader(FillMasker.load(settings=settings))
 
 
+def names_a_file(text: str) -> bool:
+    """Whether the sentence argument is the path of an existing file. A sentence longer than a
+    file name may be (255 bytes) is not one: the check's ``OSError`` says the name is too
+    long."""
+    if len(text) >= 4096 or "\n" in text:
+        return False
+    try:
+        return Path(text).is_file()
+    except OSError:
+        return False
+
+
 @app.command("check")
 @settings_flags
 def check_command(
@@ -71,7 +83,7 @@ def check_command(
             raise BadOptionError("-o needs an input file: tiankong check FILE -o OUT.jsonl.")
         check_file(Path(text), output, field, chunk_size, restart, settings)
         return
-    if text is not None and len(text) < 4096 and "\n" not in text and Path(text).is_file():
+    if text is not None and names_a_file(text):
         raise BadOptionError(
             f"'{text}' is a file; check it with -o: tiankong check {text} -o OUT.jsonl."
         )
