@@ -8,8 +8,10 @@ The app (``create_app``: the bundled model, defaults but the result cache off) i
 called through Starlette's TestClient: its RSS at ready, after ``--checks`` ``POST /check`` of
 one text of ``--chars`` characters (the proofreading test split's texts, joined), and after
 ``--predicts`` ``POST /predict`` of new sentences; and the check's median latency, the first
-left out. ``--trim`` calls glibc's ``malloc_trim(0)`` after the checks and gives the RSS after
-it: how much of what the checks left is free memory in glibc's heap.
+left out; then the peak of one more check's allocations that ``tracemalloc`` sees (Python's
+objects and numpy's arrays, not the engine's own buffers). ``--trim`` calls glibc's
+``malloc_trim(0)`` after the checks and gives the RSS after it: how much of what the checks
+left is free memory in glibc's heap.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import ctypes
 import statistics
 import time
+import tracemalloc
 from pathlib import Path
 
 import psutil
@@ -69,11 +72,15 @@ def main() -> None:
         for number in range(args.predicts):
             client.post("/predict", json={"text": f"第{number}句：春眠不觉晓，处处闻啼[MASK]。"})
         predicted = rss()
+        tracemalloc.start()  # one more check, traced: its peak of Python's and numpy's buffers
+        client.post("/check", json={"text": text})
+        traced = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
     median = statistics.median(seconds[1:] or seconds)
     print(
         f"RSS {ready:.0f} MiB at ready, {checked:.0f} after {args.checks} checks of "
         f"{len(text)} characters{trimmed}, {predicted:.0f} after {args.predicts} predicts; "
-        f"check median {median:.2f} s"
+        f"check median {median:.2f} s; one check's traced peak {traced:.1f} MiB"
     )
 
 

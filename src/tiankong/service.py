@@ -209,22 +209,31 @@ class FillMasker:
         within the batch limits (``engine_calls``: rows, padded tokens, and output rows, at most
         a full batch of texts with the most masks each), on every path, so no caller can make
         one engine call larger than a server's batches."""
-        settings = self.settings
         results: list[np.ndarray] = []
-        for start, end in engine_calls(
-            rows,
-            asked,
-            settings.max_batch_size,
-            settings.max_batch_tokens,
-            settings.max_batch_size * settings.max_masks,
-        ):
+        for start, end in self.call_slices(rows, asked):
             batch = pad_batch(list(rows[start:end]), list(asked[start:end]), self.encoder.pad_id)
-            probabilities = softmax(self.engine.mask_logits(batch))
+            probabilities = softmax(self.engine.mask_logits(batch), overwrite=True)
             first = 0
             for item in asked[start:end]:  # slices: views, as np.split made
                 results.append(probabilities[first : first + len(item)])
                 first += len(item)
         return results
+
+    def call_slices(
+        self, rows: Sequence[list[int]], asked: Sequence[list[int]]
+    ) -> list[tuple[int, int]]:
+        """Where ``score_rows`` cuts ``rows`` into engine calls: ``engine_calls`` at this
+        masker's batch limits. A caller that reads a little of many distributions (the
+        proofreader's first pass) scores one slice at a time, so it never holds more of them
+        than one engine call makes."""
+        settings = self.settings
+        return engine_calls(
+            rows,
+            asked,
+            settings.max_batch_size,
+            settings.max_batch_tokens,
+            settings.max_batch_size * settings.max_masks,
+        )
 
     def mask_probabilities(self, prepared: Sequence[PreparedText]) -> list[np.ndarray]:
         """One ``[masks, vocab]`` probability array per text."""

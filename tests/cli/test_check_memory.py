@@ -24,4 +24,4 @@ def test_it_reports_the_memory_around_the_checks(
     check_memory.main()
     line = capsys.readouterr().out
     assert "after 2 checks of 300 characters" in line and "after malloc_trim(0)" in line
-    assert "after 2 predicts; check median" in line
+    assert "after 2 predicts; check median" in line and "one check's traced peak" in line

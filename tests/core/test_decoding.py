@@ -85,3 +85,18 @@ def test_allowed_top_passes_over_banned_ids_on_every_kind_of_row(size: int, k: i
             assert allowed_top(row, k, banned) == reference(masked, k), (row[:8], banned[:8])
     if size > 2 * 105:  # the fake engine's row is ranked once: its banned floor passed over
         assert len(top_indices(peaked, k, np.arange(105))) == k
+
+
+def test_softmax_may_overwrite_the_logits_it_owns() -> None:
+    """``overwrite`` gives the same probabilities in the caller's own array; an array that may
+    not be written is left as it was."""
+    logits = np.random.default_rng(3).normal(0.0, 3.0, (4, 21128)).astype(np.float32)
+    expected = softmax(logits)
+    owned = logits.copy()
+    probabilities = softmax(owned, overwrite=True)
+    assert probabilities is owned
+    np.testing.assert_array_equal(probabilities, expected)
+    frozen = logits.copy()
+    frozen.flags.writeable = False
+    np.testing.assert_array_equal(softmax(frozen, overwrite=True), expected)
+    np.testing.assert_array_equal(frozen, logits)

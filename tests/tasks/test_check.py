@@ -4,6 +4,7 @@ offsets, windows, and the torch and ONNX engines giving the same answers."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -158,6 +159,41 @@ def test_a_long_text_is_checked_in_windows_with_offsets_into_the_input(
     for edit in result.edits:
         assert text[edit.start : edit.end] == edit.original
     assert result.corrected.count("画龙点睛") == 20
+
+
+def test_the_first_pass_holds_one_engine_calls_rows_at_a_time(checker: Proofreader) -> None:
+    """Every window asks for all its characters' distributions, so the unmasked pass scores one
+    engine call's windows at a time (``FillMasker.call_slices``) instead of all at once; the
+    edits are those of a proofreader whose limits make that pass one call."""
+    masker = checker.masker
+    small = FillMasker(
+        masker.model,
+        masker.encoder,
+        masker.engine,
+        dataclasses.replace(masker.settings, max_batch_size=3, max_masks=40),
+        masker.index,
+    )
+    asked_at_once: list[int] = []
+
+    def recording(rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
+        if all(masker.encoder.mask_id not in row for row in rows):  # the unmasked pass
+            assert len(small.call_slices(rows, asked)) == 1
+            asked_at_once.append(sum(len(wanted) for wanted in asked))
+        return small.score_rows(rows, asked)
+
+    texts = ["我用iPhone给妈妈打电话，她说画龙点晴。" * 12, "他每天都去公圆散步。" * 30]
+    requests = [checker.prepare(text) for text in texts]
+    windows = [window for request in requests for window in request.windows]
+    assert len(windows) > 3
+    results = Proofreader(small).run(requests, recording)
+    assert len(asked_at_once) > 1
+    assert sum(asked_at_once) == sum(len(window.positions) for window in windows)
+    assert max(asked_at_once) <= 3 * 40 or len(asked_at_once) == len(windows)
+
+    def shape(results: list[CheckResult]) -> list[list[tuple[int, str, str]]]:
+        return [[(e.start, e.suggestion, e.source) for e in r.edits] for r in results]
+
+    assert shape(results) == shape(checker.run(requests))
 
 
 def test_forward_rows_bound_the_engine_rows(checker: Proofreader) -> None:

@@ -12,15 +12,23 @@ from tiankong.core.results import Memory, TokenScore
 from tiankong.errors import BadOptionError
 
 
-def softmax(logits: np.ndarray) -> np.ndarray:
+def softmax(logits: np.ndarray, overwrite: bool = False) -> np.ndarray:
     """Row-wise softmax in float32, as transformers' pipeline computes it, with each row's sum
     taken in float64. numpy's float32 ``exp`` is about twice as fast as its float64 one, and no
     float64 copy of the row is made: a 21,128-entry row took 0.25 ms in float64 and 0.12 ms
     this way on a 2-core AVX2 server (0.49 and 0.12 ms a row in a batch of 20). A probability
     under float32's smallest (about 1e-45: a logit over 100 below the row's best) reads 0; the
-    search paths clamp logs at 1e-300."""
+    search paths clamp logs at 1e-300.
+
+    ``overwrite``: the caller owns ``logits`` (an engine's output), so a float32 array that may
+    be written is turned into the probabilities where it lies, with no second array of its size:
+    512 rows took 18 ms instead of 29, and 16 rows 0.40 ms instead of 0.51 (amx, 2 cores)."""
     logits = np.asarray(logits, dtype=np.float32)
-    exp = logits - logits.max(axis=-1, keepdims=True)
+    if overwrite and logits.flags.writeable:
+        exp = logits
+        exp -= logits.max(axis=-1, keepdims=True)
+    else:
+        exp = logits - logits.max(axis=-1, keepdims=True)
     np.exp(exp, out=exp)  # in place: one row-sized array per call, not two
     exp /= exp.sum(axis=-1, keepdims=True, dtype=np.float64).astype(np.float32)
     return exp

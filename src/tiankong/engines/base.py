@@ -97,7 +97,8 @@ def pad_prepared(items: Sequence[PreparedText], pad_id: int) -> EncodedBatch:
 
 
 class Engine(Protocol):
-    """What every engine provides. ``mask_logits`` returns float32 ``[masks, vocab]``."""
+    """What every engine provides. ``mask_logits`` returns float32 ``[masks, vocab]``, a new
+    array the caller owns (``FillMasker.score_rows`` takes the softmax in it)."""
 
     name: str  # "torch", "onnx", "fake"
     device: str  # "cpu", "cuda"

@@ -22,7 +22,7 @@ from typing import Any
 from tiankong.errors import BadDataFileError
 from tiankong.tasks.check import CheckResult, Proofreader
 
-BATCH = 16  # sentences per run: two score_rows calls each
+BATCH = 16  # sentences per run of the proofreader (its two passes for all of them)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from tiankong.offline.fill import (
 )
 from tiankong.tasks.check import CheckRequest, CheckResult, Proofreader
 
-BATCH = 16  # texts per run of the proofreader (two score_rows calls)
+BATCH = 16  # texts per run of the proofreader (its two passes for all of them)
 
 
 def run_check_file(

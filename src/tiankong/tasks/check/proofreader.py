@@ -4,10 +4,11 @@ The task's three steps, over the masker's shared parts (tokenizer, engine, corpu
 
 1. **prepare** (``request.prepare_check``): validate, tokenize with character offsets, cut into
    windows; the checkable positions are the Han characters.
-2. **forward**, two ``score_rows`` calls for any number of texts (each cut into engine calls at
-   the batch limits), each through the ``RowScorer`` it is given (the library's scores on the
-   calling thread, the server's through its batcher):
-   * one *unmasked* row per window, read at every checkable position. A character is a
+2. **forward**, two passes for any number of texts, each through the ``RowScorer`` it is given
+   (the library's scores on the calling thread, the server's through its batcher):
+   * one *unmasked* row per window, read at every checkable position, scored one engine
+     call's windows at a time (``FillMasker.call_slices``) so that only one call's
+     distributions are held while they are read. A character is a
      *suspect* when the model gives one of its confusion-set characters (same sound or shape)
      at least ``suspect_ratio`` times its own probability there; the ``suspects`` likeliest
      per window are kept, and every position where a four-character window is one character
@@ -142,9 +143,10 @@ class Proofreader:
     def run(
         self, requests: Sequence[CheckRequest], score_rows: RowScorer | None = None
     ) -> list[CheckResult]:
-        """Every request's result, in order: two ``score_rows`` calls (default: the masker's,
-        on this thread; each cut into engine calls at the batch limits) for all of them
-        together."""
+        """Every request's result, in order: the two passes for all of them together, through
+        ``score_rows`` (default: the masker's, on this thread; every call cut into engine calls
+        at the batch limits): the unmasked rows one engine call's worth at a time, then the
+        suspects' masked rows in one call."""
         started = time.perf_counter()
         score = score_rows or self.masker.score_rows
         windows = [window for request in requests for window in request.windows]
@@ -206,25 +208,33 @@ class Proofreader:
                 if window.input_ids[window.positions[slot]] in self.candidates
                 or slot in near[number]
             ]
-        rows = [(n, w) for n, w in enumerate(windows) if w.positions]
-        if not rows:
-            return []
-        probabilities = score([w.input_ids for _, w in rows], [w.positions for _, w in rows])
+        read = [(n, w) for n, w in enumerate(windows) if w.positions]
+        rows, asked = [w.input_ids for _, w in read], [w.positions for _, w in read]
         suspects: list[Suspect] = []
-        for (number, window), row in zip(rows, probabilities, strict=True):
-            ranked: list[tuple[float, int]] = []
-            for slot, position in enumerate(window.positions):
-                token = window.input_ids[position]
-                others = self.candidates.get(token)
-                if not others:
-                    continue
-                ratio = float(row[slot, list(others)].max()) / max(float(row[slot, token]), 1e-12)
-                if ratio >= self.method.suspect_ratio:
-                    ranked.append((ratio, slot))
-            ranked.sort(reverse=True)
-            chosen = {slot for _, slot in ranked[: self.method.suspects]} | set(near[number])
-            suspects += [Suspect(number, slot) for slot in sorted(chosen)]
+        # one engine call's windows at a time: each window asks for every checkable character's
+        # distribution, and only a few of each row's probabilities are read
+        for start, end in self.masker.call_slices(rows, asked):
+            scored = score(rows[start:end], asked[start:end])
+            for (number, window), row in zip(read[start:end], scored, strict=True):
+                chosen = self.likeliest_suspects(window, row) | set(near[number])
+                suspects += [Suspect(number, slot) for slot in sorted(chosen)]
         return suspects
+
+    def likeliest_suspects(self, window: Window, row: np.ndarray) -> set[int]:
+        """The ``suspects`` slots of ``window`` where the unmasked ``row`` gives a confusion-set
+        character the highest ratio to the written one, of those at ``suspect_ratio`` or
+        more."""
+        ranked: list[tuple[float, int]] = []
+        for slot, position in enumerate(window.positions):
+            token = window.input_ids[position]
+            others = self.candidates.get(token)
+            if not others:
+                continue
+            ratio = float(row[slot, list(others)].max()) / max(float(row[slot, token]), 1e-12)
+            if ratio >= self.method.suspect_ratio:
+                ranked.append((ratio, slot))
+        ranked.sort(reverse=True)
+        return {slot for _, slot in ranked[: self.method.suspects]}
 
     def score_masked(
         self, windows: Sequence[Window], suspects: Sequence[Suspect], score: RowScorer
