@@ -209,3 +209,15 @@ def test_forward_rows_bound_the_rows_a_search_really_scores(
 
     tiny_masker.run_search(request, score_rows)
     assert sum(scored) <= request.forward_rows() <= 2 * sum(scored) + 2
+
+
+@pytest.mark.parametrize("text", ["畫龍點[MASK]\udcff", "画龙点[MASK]\ud800"])
+def test_a_lone_surrogate_is_bad_input_before_the_script_is_converted(
+    tiny_masker: FillMasker, text: str
+) -> None:
+    """Bad UTF-8 on a command line arrives as lone surrogates, which OpenCC can't encode: the
+    request refuses them (400 / exit 2) before converting the script."""
+    from tiankong.errors import BadInputError
+
+    with pytest.raises(BadInputError, match="lone surrogate"):
+        prepare_request(text, PredictOptions(), tiny_masker.prepare, convert_script=True)

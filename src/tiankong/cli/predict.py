@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -13,6 +12,7 @@ from rich.table import Table
 
 from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.root import app
+from tiankong.cli.stdin import printable, stdin_lines
 from tiankong.config import Settings
 from tiankong.core.options import PredictOptions
 from tiankong.core.results import FillResult, Memory
@@ -139,21 +139,16 @@ def predict_command(
         print_result(result, as_json, console, masker.model.name)
         return
     failures, exit_code = 0, 0
-    for line in sys.stdin:
-        line = line.rstrip("\n")
-        if not line.strip():
-            continue
+    for line in stdin_lines():
         try:
             result = masker.predict(line, options=options)
             print_result(result, as_json, console, masker.model.name)
         except TiankongError as error:  # one bad line doesn't stop the rest
             failures += 1
             if as_json:
+                error_fields = {"code": error.code, "message": error.message}
                 print(
-                    json.dumps(
-                        {"text": line, "error": {"code": error.code, "message": error.message}},
-                        ensure_ascii=False,
-                    )
+                    json.dumps({"text": printable(line), "error": error_fields}, ensure_ascii=False)
                 )
             else:
                 console.print(f"[red]error:[/red] {error.message}", highlight=False)

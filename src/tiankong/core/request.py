@@ -41,7 +41,7 @@ from tiankong.core.script import (
     script_of,
     written_in,
 )
-from tiankong.core.text import BLANK, MASK, PreparedText, normalize_masks
+from tiankong.core.text import BLANK, MASK, PreparedText, check_unicode, normalize_masks
 
 Path = Literal["plain", "search"]
 # What a request asks for, decided once by ``request_kind``: the search modes, the cost
@@ -125,6 +125,7 @@ def prepare_request(
     ``core/script.py``)."""
     if not isinstance(text, str):
         prepare(text)  # raises the typed error for a non-string
+    check_unicode(text)  # before OpenCC converts it
     normalised = normalize_masks(text)
     script, typed_options = None, options.candidates
     if convert_script:

@@ -103,8 +103,7 @@ class TextEncoder:
                 f"The text has {len(raw_text)} characters; the limit is "
                 f"{self.limits.max_text_chars}."
             )
-        if LONE_SURROGATE.search(raw_text):  # the tokenizer can't take them (a TypeError)
-            raise BadInputError("The text is not valid Unicode (a lone surrogate); send UTF-8.")
+        check_unicode(raw_text)
         text = normalize_masks(raw_text)
         mask_count = text.count(MASK)
         if mask_count == 0:
@@ -144,6 +143,14 @@ class TextEncoder:
     def token_string(self, token_id: int) -> str:
         token = self.tokenizer.id_to_token(token_id) or ""
         return token[2:] if token.startswith("##") else token
+
+
+def check_unicode(text: str) -> None:
+    """A lone surrogate (a str made from bad UTF-8, as Python decodes a command line or stdin)
+    has no UTF-8 form: the tokenizer and OpenCC raise on it. Checked before either sees the
+    text, on every path that takes one."""
+    if LONE_SURROGATE.search(text):
+        raise BadInputError("The text is not valid Unicode (a lone surrogate); send UTF-8.")
 
 
 def fill_text(text: str, fills: list[str], marker: str = MASK) -> str:

@@ -13,8 +13,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tiankong.core.text import LONE_SURROGATE, TextEncoder
-from tiankong.errors import BadInputError, EmptyTextError, TextTooLongError
+from tiankong.core.text import TextEncoder, check_unicode
+from tiankong.errors import EmptyTextError, TextTooLongError
 
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 SENTENCE_END = frozenset("。！？；!?;\n")
@@ -65,8 +65,7 @@ def prepare_check(text: object, encoder: TextEncoder, max_chars: int) -> CheckRe
             f"The text has {len(text):,} characters; proofreading takes at most {max_chars:,} "
             "per text (max_check_chars): split it into parts."
         )
-    if LONE_SURROGATE.search(text):
-        raise BadInputError("The text is not valid Unicode (a lone surrogate); send UTF-8.")
+    check_unicode(text)
     encoding = encoder.tokenizer.encode(text, add_special_tokens=False)
     return CheckRequest(text, windows_of(text, encoding.ids, encoding.offsets, encoder))
 

@@ -1,0 +1,37 @@
+"""What `tiankong predict` reads from stdin: bytes that aren't UTF-8 make one bad line, not
+the end of the run, whatever the locale's strictness; CRLF line ends and a byte-order mark are
+removed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.processes, pytest.mark.usefixtures("onnx_exports")]
+
+
+def test_predict_answers_the_good_lines_around_a_bad_one(tiny_model_dir: Path) -> None:
+    lines = (
+        "\ufeff守株待[MASK]\r\n".encode()
+        + b"\xe7\x94\xbb[MASK]\xff\r\n"
+        + "画龙点[MASK]\n".encode()
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tiankong", "predict", "--json", "--model", str(tiny_model_dir),
+         "--engine", "onnx", "--threads", "1"],
+        input=lines,
+        capture_output=True,
+        timeout=180,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONIOENCODING": "utf-8:strict"},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr.decode(errors="replace")
+    assert b"Traceback" not in done.stderr
+    first, bad, last = (json.loads(line) for line in done.stdout.decode().splitlines())
+    assert first["sequence"].startswith("守株待") and "\r" not in first["sequence"]
+    assert bad["error"]["code"] == "bad_input" and bad["text"] == "画[MASK]\ufffd"
+    assert last["sequence"].startswith("画龙点")
