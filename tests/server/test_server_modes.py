@@ -194,6 +194,27 @@ def test_constraints_renormalise_and_report_the_raw_score(
         assert got["raw_score"] < got["score"]  # renormalised over fewer tokens
 
 
+@pytest.mark.parametrize("field", ["allowed", "exclude"])
+def test_an_empty_constraint_word_is_a_bad_option(client: TestClient, field: str) -> None:
+    """An empty entry would match the vocabulary's empty token (id 343 in bert-base-chinese's)
+    and fill the blank with nothing."""
+    for words in ([""], ["鸟", "  "]):
+        answer = client.post("/predict", json={"text": POEM, field: words})
+        assert_error(answer, 400, "bad_option")
+        assert field in answer.json()["error"]["message"]
+    query = client.get("/predict", params={"text": POEM, field: ""})
+    assert_error(query, 400, "bad_option")
+
+
+def test_chinese_only_never_offers_the_empty_token(tiny_masker: FillMasker) -> None:
+    from tiankong.core.decoding import allowed_token_mask, banned_token_ids
+
+    vocab = tiny_masker.encoder.vocab
+    assert "" in vocab  # the real vocabulary's empty entry
+    mask = allowed_token_mask(Constraints(preset="chinese_only"), vocab, banned_token_ids(vocab))
+    assert not mask[vocab[""]] and mask[vocab["鸟"]]
+
+
 def test_allowed_characters_and_words(client: TestClient) -> None:
     data = post(client, text=POEM, allowed=["鸟", "龙", "花"])
     assert sorted(c["token"] for c in data["predictions"]) == sorted(["鸟", "龙", "花"])

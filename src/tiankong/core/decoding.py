@@ -204,7 +204,7 @@ def allowed_token_mask(
     allowed = np.ones(len(vocab), dtype=bool)
     allowed[banned] = False
     if constraints.preset == "chinese_only":
-        allowed &= preset_array(vocab, lambda token: all(is_han(char) for char in token))
+        allowed &= preset_array(vocab, lambda token: token != "" and all(map(is_han, token)))
     elif constraints.preset == "no_punctuation":
         allowed &= preset_array(vocab, lambda token: any(char.isalnum() for char in token))
     if constraints.allowed:

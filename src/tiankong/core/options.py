@@ -52,6 +52,8 @@ class PredictOptions:
             raise BadOptionError("length_alpha must be from 0 to 2.")
         if options.mode == "candidates":
             check_candidates(options.candidates)
+        if options.constraints is not None:
+            check_constraint_words(options.constraints)
         preset = options.constraints.preset if options.constraints else None
         if preset is not None and preset not in PRESETS:
             raise BadOptionError(
@@ -76,6 +78,14 @@ def check_candidates(candidates: tuple[str, ...]) -> None:
             )
         if MASK in normalize_masks(option) or BLANK in normalize_masks(option):
             raise BadOptionError("A candidate can't contain [MASK] or [BLANK].")
+
+
+def check_constraint_words(constraints: Constraints) -> None:
+    """Each ``allowed`` and ``exclude`` entry is a character or word: an empty one would match
+    the vocabulary's empty token (bert-base-chinese has one) and fill the blank with nothing."""
+    for field, words in (("allowed", constraints.allowed), ("exclude", constraints.exclude)):
+        if any(not isinstance(word, str) or not word.strip() for word in words):
+            raise BadOptionError(f"Every entry of '{field}' must be a non-empty string.")
 
 
 def check_blank(text: str) -> None:
