@@ -40,6 +40,7 @@ from tiankong.errors import (
 )
 from tiankong.index.sources import file_sha256
 from tiankong.index.tokens import TOKEN_DTYPE
+from tiankong.paths import is_dir
 
 FORMAT = "tiankong-corpus-index"
 FORMAT_VERSION = 2
@@ -265,7 +266,7 @@ def map_file(path: Path) -> mmap.mmap | bytes:
 
 def read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / MANIFEST
-    if not folder.is_dir():
+    if not is_dir(folder):
         raise IndexUnavailableError(f"There is no index at {folder}; build one first.")
     if not path.is_file():
         raise IndexCorruptError(f"{folder} is not a tiankong index (it has no {MANIFEST}).")
