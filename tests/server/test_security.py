@@ -109,7 +109,7 @@ def test_wrong_keys_are_refused(keyed: TestClient) -> None:
 def test_probes_page_and_docs_stay_public(keyed: TestClient) -> None:
     for path in ("/health", "/ready", "/", "/static/app.js", "/docs", "/openapi.json"):
         assert keyed.get(path).status_code == 200, path
-    assert keyed.head("/health").status_code == 200
+    assert keyed.head("/health").status_code == 200 and keyed.head("/ready").status_code == 200
 
 
 def test_keys_are_compared_in_constant_time_against_every_key(

@@ -476,6 +476,9 @@ def test_page_and_its_assets(client: TestClient) -> None:
     for test_id in test_ids:
         assert f'data-testid="{test_id}"' in page.text
     assert client.head("/").status_code == 200 and client.head("/health").status_code == 200
+    for path in ("/ready", "/info"):  # HEAD wherever GET answers (CORS allows it)
+        head = client.head(path)
+        assert head.status_code == 200 and head.content == b"", path
     for name in ("app.js", "render.js", "i18n.js"):  # ES modules, served as JavaScript
         script = client.get(f"/static/{name}")
         assert script.status_code == 200 and "javascript" in script.headers["content-type"]

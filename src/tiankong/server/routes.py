@@ -110,6 +110,7 @@ async def health() -> dict[str, str]:
 
 
 @router.get("/ready", tags=["operations"], responses={503: {"model": ErrorResponse}})
+@router.head("/ready", include_in_schema=False)  # probes that send HEAD, as for /health
 async def ready(state: StateDep) -> dict[str, str]:
     """Readiness: the model is loaded and a warm-up inference has run (503 before that)."""
     state.require_predictor()
@@ -117,6 +118,7 @@ async def ready(state: StateDep) -> dict[str, str]:
 
 
 @router.get("/info", tags=["operations"])
+@router.head("/info", include_in_schema=False)
 async def info(state: StateDep) -> dict[str, Any]:
     """Model, engine, limits, memory and the last minute's throughput and latency."""
     last_minute = state.metrics.last_minute()
