@@ -10,7 +10,7 @@ from tiankong.server.schemas import ErrorResponse, MemoryOut, Text
 
 CHECK_TEXT_DESCRIPTION = (
     "Chinese text to proofread: one sentence or many (a long text is checked in windows of "
-    "max_length tokens), up to max_text_chars characters."
+    "max_length tokens), up to max_check_chars characters."
 )
 CHECK_EXAMPLES: dict[str, Any] = {
     "sentence": {
