@@ -22,6 +22,18 @@ from tiankong.host import usable_cores
 
 ENV_PREFIX = "TIANKONG_"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+# The most intra-op threads one engine may start. A fixed number, not this host's CPUs, so a
+# setting valid on one machine is valid on every other (a Ray driver checks the settings its
+# replicas run elsewhere); 1024 is above the physical cores of any one host a process runs on
+# today (the largest two-socket servers have 384), so the default (``usable_cores``) is always
+# within it, and it stops a typo (100000 started some 10,000 threads and took 16 GB) before an
+# export or a ``--precision auto`` measurement, whose cache key holds the thread count, starts.
+MAX_THREADS = 1024
+# The smallest window: [CLS], one [MASK] and [SEP] (``TextEncoder.window`` keeps max_length - 2
+# tokens around the masks), and one more, for proofreading's windows hold at least 2 tokens
+# between [CLS] and [SEP] (``tasks/check/request.windows_of``). The largest is the model's
+# (``service.check_window``, where the model is known).
+MIN_WINDOW = 4
 T = TypeVar("T")
 
 
@@ -47,6 +59,7 @@ class Flag:
     names: tuple[str, ...] = ()  # ("--model", "-m"); () = no flag, the env twin only
     help: str | None = None
     at_least: float | None = None
+    at_most: float | None = None
     more_than: float | None = None
     choices: tuple[str, ...] = ()  # the CLI lower-cases the value first
     # True: the flag's default is the setting's (typer prints it); False: unset (None), so the
@@ -79,7 +92,10 @@ class Settings:
         help="Bundled model name, local HF folder, or hub id (default: the bundled model).",
     )  # None = the bundled default model
     host: str = setting("127.0.0.1", "--host", help="Address to listen on (default {default}).")
-    port: int = setting(8000, "--port", help="TCP port (default {default}).")
+    # 0: a free port the OS picks (the tests' `serve --port 0`; serve prints the one it got)
+    port: int = setting(
+        8000, "--port", help="TCP port (default {default}).", at_least=0, at_most=65535
+    )
     engine: str = setting(
         "auto", "--engine", help="auto, torch, onnx or openvino.", shows_default=True
     )
@@ -91,11 +107,18 @@ class Settings:
         shows_default=True,
     )
     device: str = setting("auto", "--device", help="auto, cpu or cuda.", shows_default=True)
-    threads: int = setting(
-        MISSING, "--threads", factory=usable_cores, help="Intra-op threads (default: cores)."
+    threads: int = setting(  # 0: the engine's own choice (ONNX Runtime's, OpenVINO's)
+        MISSING,
+        "--threads",
+        factory=usable_cores,
+        help="Intra-op threads (default: cores).",
+        at_least=0,
+        at_most=MAX_THREADS,
     )
     # tokens in the window, [CLS] and [SEP] included
-    max_length: int = setting(128, "--max-length", help="Token window (default {default}).")
+    max_length: int = setting(
+        128, "--max-length", help="Token window (default {default}).", at_least=MIN_WINDOW
+    )
     onnx_cache_dir: str | None = setting(
         None,
         "--onnx-cache-dir",
@@ -218,10 +241,11 @@ class Settings:
         more_than=0,
     )
     # No flag: set in code, or by the env twin where Ray Serve builds the app.
-    max_masks: int = setting(16)
-    max_text_chars: int = setting(10_000)
+    # Below 1 every text is refused, the servers' warm-up first (a startup traceback).
+    max_masks: int = setting(16, at_least=1)
+    max_text_chars: int = setting(10_000, at_least=1)
     # proofreading looks every character up in the corpus index: a longer text is refused
-    max_check_chars: int = setting(2_000)
+    max_check_chars: int = setting(2_000, at_least=1)
     default_top_k: int = setting(5)
     max_top_k: int = setting(50)
     int8_min_agreement: float = setting(0.98)  # the INT8 guard: least top-1 agreement with FP32
@@ -329,9 +353,19 @@ def check_rows(values: Any) -> None:
         value = getattr(values, row.name)
         if value is None:
             continue
-        if flag.at_least is not None and not value >= flag.at_least:
+        low, high = flag.at_least, flag.at_most
+        if low is not None and high is not None and not low <= value <= high:
             raise BadOptionError(
-                f"{label(row, flag)} must be {shown(flag.at_least)} or more; got {shown(value)}."
+                f"{label(row, flag)} must be from {shown(low)} to {shown(high)}; "
+                f"got {shown(value)}."
+            )
+        if low is not None and not value >= low:
+            raise BadOptionError(
+                f"{label(row, flag)} must be {shown(low)} or more; got {shown(value)}."
+            )
+        if high is not None and not value <= high:
+            raise BadOptionError(
+                f"{label(row, flag)} must be {shown(high)} or less; got {shown(value)}."
             )
         if flag.more_than is not None and not value > flag.more_than:
             raise BadOptionError(

@@ -10,6 +10,7 @@ text -> validate/tokenize (text.py) -> pad (engines.pad_batch) -> engine -> deco
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property, partial
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tiankong.config import Settings
+from tiankong.config import Settings, check_settings
 from tiankong.core.beam_search import RowScorer
 from tiankong.core.decoding import (
     Constraints,
@@ -49,11 +50,29 @@ from tiankong.core.text import (
     fill_text,
 )
 from tiankong.engines import Engine, create_engine, engine_calls, pad_batch
-from tiankong.errors import TopKOutOfRangeError
+from tiankong.errors import BadOptionError, TopKOutOfRangeError
 from tiankong.index.grounding import MemoryChoice, choose_memory
 from tiankong.model_sources import resolve_model
 
 DEFAULT_TOP_K = Settings.default_top_k  # written once, in config.py
+
+
+def check_window(model: ResolvedModel, max_length: int) -> None:
+    """Refuse a window longer than the model has positions for (``max_position_embeddings``
+    in its config.json), before its engine starts: a longer row fails in the engine, and in a
+    server every request batched with it fails too. Refused rather than cut to fit, so the
+    window in force is the one asked for; the default (128) is within every BERT's 512."""
+    try:
+        config = json.loads((model.path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # no config to read (resolve_model refuses such a folder)
+        return
+    positions = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    if isinstance(positions, int) and not isinstance(positions, bool) and max_length > positions:
+        raise BadOptionError(
+            f"--max-length {max_length} is more than model '{model.name}' can read: it has "
+            f"{positions} positions (max_position_embeddings); use --max-length {positions} "
+            "or less."
+        )
 
 
 def find_onnx_export(model: ResolvedModel, precision: str, settings: Settings) -> Any:
@@ -99,7 +118,9 @@ class FillMasker:
         """
         settings = settings or Settings()
         settings = settings.with_overrides(model=source, index=index)
+        check_settings(settings)  # the CLI and the servers checked theirs: this returns at once
         model = resolve_model(settings.model)
+        check_window(model, settings.max_length)
         limits = TextLimits(settings.max_masks, settings.max_length, settings.max_text_chars)
         encoder = TextEncoder.from_folder(model.path, limits)
         choice = choose_memory(settings.index, model, encoder.tokenizer)

@@ -76,13 +76,16 @@ def serve_with_ray(
     """``--ray``: threads are per replica (default: the cores shared by the most replicas)."""
     from tiankong.model_sources import resolve_model
     from tiankong.server.ray_serve import replica_threads, serve_on_ray
+    from tiankong.service import check_window
 
     scale = scale.checked()
     if not threads_given:
         settings = settings.with_overrides(threads=replica_threads(scale))
-    if address is None:  # a local Ray: a busy port or a missing model is one sentence now
+    # a local Ray: a busy port, a missing model or a window longer than the model's is one
+    # sentence now
+    if address is None:
         bind(settings.host, settings.port).close()
-        resolve_model(settings.model)
+        check_window(resolve_model(settings.model), settings.max_length)
     serve_on_ray(settings, scale, address)
 
 

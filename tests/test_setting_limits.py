@@ -1,0 +1,173 @@
+"""The settings' limits: a value out of a row's range (config.py's ``at_least`` / ``at_most``) and
+a window longer than the model's positions (``service.check_window``) are one sentence, exit 2,
+never an engine's or a socket's traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tiankong import FillMasker, Settings
+from tiankong.config import MAX_THREADS, MIN_WINDOW, check_settings, setting
+from tiankong.errors import BadOptionError
+from tiankong.server import create_app
+
+CLI = [sys.executable, "-m", "tiankong"]
+LONG_TEXT = "天" * 700 + "[MASK]"  # more tokens than BERT's 512 positions
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """Rows with an upper bound, apart from Settings: alone, and with a lower one."""
+
+    most: int = setting(5, "--most", help="At most 10.", at_most=10)
+    ranged: int = setting(5, "--ranged", help="0 to 10.", at_least=0, at_most=10)
+
+
+@pytest.mark.parametrize(
+    ("values", "words"),
+    [
+        ({"most": 11}, "--most must be 10 or less; got 11."),
+        ({"ranged": 11}, "--ranged must be from 0 to 10; got 11."),
+        ({"ranged": -1}, "--ranged must be from 0 to 10; got -1."),
+    ],
+)
+def test_an_upper_bound_is_one_sentence(values: dict[str, int], words: str) -> None:
+    with pytest.raises(BadOptionError) as refused:
+        check_settings(Bounded(**values))
+    assert refused.value.message == words
+
+
+def test_the_bounds_themselves_pass() -> None:
+    check_settings(Bounded(most=10, ranged=0))
+    check_settings(Bounded(most=-5, ranged=10))
+
+
+@pytest.mark.parametrize(
+    ("values", "words"),
+    [
+        ({"port": 70000}, "--port must be from 0 to 65535; got 70000."),
+        ({"port": -1}, "--port must be from 0 to 65535; got -1."),
+        ({"threads": 100_000}, f"--threads must be from 0 to {MAX_THREADS}; got 100000."),
+        ({"threads": -1}, f"--threads must be from 0 to {MAX_THREADS}; got -1."),
+        ({"max_length": 0}, f"--max-length must be {MIN_WINDOW} or more; got 0."),
+        ({"max_length": 3}, f"--max-length must be {MIN_WINDOW} or more; got 3."),
+        ({"max_masks": 0}, "max_masks must be 1 or more; got 0."),
+        ({"max_text_chars": 0}, "max_text_chars must be 1 or more; got 0."),
+        ({"max_check_chars": -1}, "max_check_chars must be 1 or more; got -1."),
+    ],
+)
+def test_settings_out_of_range_are_refused(values: dict[str, Any], words: str) -> None:
+    with pytest.raises(BadOptionError) as refused:
+        check_settings(Settings(**values))
+    assert refused.value.message == words
+
+
+def test_settings_at_their_limits_pass() -> None:
+    # port 0: the OS picks a free one (tests run `serve --port 0`)
+    check_settings(Settings(port=0, threads=0, max_length=MIN_WINDOW, max_masks=1))
+    check_settings(Settings(port=65535, threads=MAX_THREADS, max_text_chars=1, max_check_chars=1))
+    assert Settings().threads <= MAX_THREADS  # the default (this host's cores) is within it
+
+
+@pytest.fixture(scope="module")
+def short_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model with 64 positions written in its config.json (its weights have 512)."""
+    folder = Path(shutil.copytree(tiny_model_dir, tmp_path_factory.mktemp("short") / "model"))
+    config_file = folder / "config.json"
+    config = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**config, "max_position_embeddings": 64}))
+    return folder
+
+
+def test_a_window_longer_than_the_model_is_refused_on_load(tiny_model_dir: Path) -> None:
+    settings = Settings(engine="torch", threads=1, max_length=513)
+    with pytest.raises(BadOptionError) as refused:
+        FillMasker.load(str(tiny_model_dir), settings)
+    assert refused.value.message == (
+        f"--max-length 513 is more than model '{tiny_model_dir.name}' can read: it has 512 "
+        "positions (max_position_embeddings); use --max-length 512 or less."
+    )
+
+
+def test_the_default_window_is_refused_for_a_model_with_fewer_positions(
+    short_model_dir: Path,
+) -> None:
+    with pytest.raises(BadOptionError, match=r"it has 64 positions.*--max-length 64 or less"):
+        FillMasker.load(str(short_model_dir), Settings(engine="torch", threads=1))
+
+
+def test_the_model_window_serves_long_text_truncated(tiny_model_dir: Path) -> None:
+    masker = FillMasker.load(
+        str(tiny_model_dir), Settings(engine="torch", threads=1, max_length=512, index="none")
+    )
+    result = masker.predict(LONG_TEXT)
+    assert result.truncated and result.masks[0]
+
+
+def test_load_checks_the_settings_rules(tiny_model_dir: Path) -> None:
+    with pytest.raises(BadOptionError, match="--max-length must be 4 or more; got 0"):
+        FillMasker.load(str(tiny_model_dir), Settings(engine="torch", threads=1, max_length=0))
+
+
+def test_a_server_with_a_window_longer_than_the_model_does_not_start(
+    tiny_model_dir: Path,
+) -> None:
+    """Before: it started, then answered every long text (and its batch) with 500."""
+    settings = Settings(engine="torch", threads=1, model=str(tiny_model_dir), max_length=1024)
+    app = create_app(settings)  # the model loads at startup
+    with pytest.raises(BadOptionError, match="it has 512 positions"), TestClient(app):
+        pass
+
+
+def test_a_server_refuses_settings_that_refuse_every_text(settings: Settings) -> None:
+    """Before: max_masks=0 refused the warm-up's text, a startup traceback."""
+    with pytest.raises(BadOptionError, match="max_masks must be 1 or more"):
+        create_app(replace(settings, max_masks=0))
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+
+
+@pytest.mark.processes
+@pytest.mark.usefixtures("onnx_exports")  # a model that loads starts without torch
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["serve", "--port", "70000"], "--port must be from 0 to 65535; got 70000."),
+        (["serve", "--port", "-1"], "--port must be from 0 to 65535; got -1."),
+        (["serve", "--max-length", "1"], "--max-length must be 4 or more; got 1."),
+        (["predict", "天[MASK]", "--max-length", "0"], "--max-length must be 4 or more; got 0."),
+        (
+            ["predict", "天[MASK]", "--threads", "100000"],
+            f"--threads must be from 0 to {MAX_THREADS}; got 100000.",
+        ),
+        (["predict", LONG_TEXT, "--max-length", "2000"], "--max-length 2000 is more than model"),
+        (["check", "画龙点晴。", "--max-length", "2000"], "--max-length 2000 is more than model"),
+        (["serve", "--max-length", "1024", "--port", "0"], "--max-length 1024 is more than model"),
+    ],
+)
+def test_the_cli_says_a_limit_in_one_sentence(
+    tiny_model_dir: Path, args: list[str], words: str
+) -> None:
+    done = run_cli(*args, "--model", str(tiny_model_dir), "--engine", "onnx")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"error: {words}"), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
