@@ -22,7 +22,6 @@ from tiankong.core.models import (
     bundled_names,
 )
 from tiankong.errors import ModelUnavailableError
-from tiankong.paths import exists, is_dir
 
 
 def resolve_model(source: str | None) -> ResolvedModel:
@@ -43,8 +42,8 @@ def resolve_model(source: str | None) -> ResolvedModel:
             f"the bundled models are: {', '.join(bundled_names())}."
         )
     path = Path(source).expanduser()
-    if exists(path) or looks_like_path(source):
-        if not is_dir(path):
+    if os.path.exists(path) or looks_like_path(source):
+        if not os.path.isdir(path):
             raise ModelUnavailableError(
                 f"Model folder '{source}' does not exist or is not a directory; pass a folder in "
                 "Hugging Face layout (config.json, weights, vocab), a hub id, or "

@@ -44,7 +44,6 @@ from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
 from tiankong.export import export
 from tiankong.export.cache_format import CACHE_FORMAT, MANIFEST_FILE, ONNX_FILE, file_sha256
 from tiankong.export.int8_recipe import cpu_kind
-from tiankong.paths import is_dir
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +267,7 @@ def open_export(folder: Path, key: str | None) -> OnnxExport | None:
     """The export in ``folder`` if its manifest is readable, matches ``key`` (when given) and
     every file it lists has the recorded size and sha256; otherwise None."""
     manifest_file = folder / MANIFEST_FILE
-    if not is_dir(folder):  # also a name the system refuses: the cache root's creation says so
+    if not os.path.isdir(folder):  # False for a name the system refuses, where pathlib raises
         return None
     try:
         manifest = json.loads(manifest_file.read_text(encoding="utf-8"))

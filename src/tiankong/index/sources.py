@@ -7,12 +7,12 @@ import hashlib
 import io
 import json
 import lzma
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from tiankong.errors import IndexInputError
-from tiankong.paths import is_file
 
 TEXT_SUFFIXES = (".txt", ".txt.xz")
 FIELD_SUFFIXES = (".jsonl", ".jsonl.xz", ".csv", ".csv.xz")
@@ -36,7 +36,7 @@ def open_text(path: Path) -> io.TextIOBase:
 def check_input(path: Path, field: str | None) -> None:
     """Refuse unsupported or missing files before any work starts."""
     name = path.name
-    if not is_file(path):
+    if not os.path.isfile(path):
         raise IndexInputError(f"The input file {path} does not exist.")
     if name.endswith(FIELD_SUFFIXES) and not field:
         raise IndexInputError(f"{path} is JSONL/CSV; name the text field with --field.")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,7 +41,6 @@ from tiankong.errors import (
 )
 from tiankong.index.sources import file_sha256
 from tiankong.index.tokens import TOKEN_DTYPE
-from tiankong.paths import is_dir
 
 FORMAT = "tiankong-corpus-index"
 FORMAT_VERSION = 2
@@ -266,7 +266,7 @@ def map_file(path: Path) -> mmap.mmap | bytes:
 
 def read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / MANIFEST
-    if not is_dir(folder):
+    if not os.path.isdir(folder):
         raise IndexUnavailableError(f"There is no index at {folder}; build one first.")
     if not path.is_file():
         raise IndexCorruptError(f"{folder} is not a tiankong index (it has no {MANIFEST}).")
