@@ -1,6 +1,6 @@
-"""What `tiankong predict` reads from stdin: bytes that aren't UTF-8 make one bad line, not
-the end of the run, whatever the locale's strictness; CRLF line ends and a byte-order mark are
-removed."""
+"""What `tiankong predict` and `tiankong check` read from stdin: bytes that aren't UTF-8 make
+one bad line, not the end of the run, whatever the locale's strictness; CRLF line ends and a
+byte-order mark are removed."""
 
 from __future__ import annotations
 
@@ -35,3 +35,21 @@ def test_predict_answers_the_good_lines_around_a_bad_one(tiny_model_dir: Path) -
     assert first["sequence"].startswith("守株待") and "\r" not in first["sequence"]
     assert bad["error"]["code"] == "bad_input" and bad["text"] == "画[MASK]\ufffd"
     assert last["sequence"].startswith("画龙点")
+
+
+def test_check_answers_the_good_lines_around_a_bad_one(tiny_model_dir: Path) -> None:
+    lines = "画龙点晴\r\n".encode() + b"\xe7\x94\xbb\xff\n" + "守株待免\n".encode()
+    done = subprocess.run(
+        [sys.executable, "-m", "tiankong", "check", "--json", "--model", str(tiny_model_dir),
+         "--engine", "onnx", "--threads", "1"],
+        input=lines,
+        capture_output=True,
+        timeout=180,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONIOENCODING": "utf-8:strict"},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr.decode(errors="replace")
+    assert b"Traceback" not in done.stderr
+    first, bad, last = (json.loads(line) for line in done.stdout.decode().splitlines())
+    assert first["corrected"] == "画龙点睛"
+    assert bad["error"]["code"] == "bad_input" and bad["text"] == "画\ufffd"
+    assert last["text"] == "守株待免"

@@ -4,7 +4,7 @@ check`'s report. Option parsing and output only (the task is ``tiankong.tasks.ch
 from __future__ import annotations
 
 import json
-import sys
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -14,6 +14,7 @@ from rich.table import Table
 
 from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.root import app
+from tiankong.cli.stdin import printable, stdin_lines
 from tiankong.config import Settings
 from tiankong.errors import BadOptionError, TiankongError, mapping_for
 
@@ -30,15 +31,9 @@ def load_checker(settings: Settings) -> Proofreader:
 
 
 def names_a_file(text: str) -> bool:
-    """Whether the sentence argument is the path of an existing file. A sentence longer than a
-    file name may be (255 bytes) is not one: the check's ``OSError`` says the name is too
-    long."""
-    if len(text) >= 4096 or "\n" in text:
-        return False
-    try:
-        return Path(text).is_file()
-    except OSError:
-        return False
+    """Whether the sentence argument is the path of an existing file (``os.path.isfile``: a
+    sentence longer than a file name may be, 255 bytes, is not one, where pathlib raises)."""
+    return len(text) < 4096 and "\n" not in text and os.path.isfile(text)
 
 
 @app.command("check")
@@ -93,17 +88,15 @@ def check_command(
         print_check(checker.check(text), as_json, console)
         return
     failures, exit_code = 0, 0
-    for line in sys.stdin:
-        line = line.rstrip("\n")
-        if not line.strip():
-            continue
+    for line in stdin_lines():
         try:
             print_check(checker.check(line), as_json, console)
         except TiankongError as error:  # one bad line doesn't stop the rest
             failures += 1
             exit_code = mapping_for(error).exit_code
             if as_json:
-                payload = {"text": line, "error": {"code": error.code, "message": error.message}}
+                error_fields = {"code": error.code, "message": error.message}
+                payload = {"text": printable(line), "error": error_fields}
                 print(json.dumps(payload, ensure_ascii=False))
             else:
                 console.print(f"[red]error:[/red] {error.message}", highlight=False)
@@ -135,14 +128,15 @@ def check_file(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from tiankong.offline.check_file import run_check_file
-    from tiankong.offline.fill import Checkpoint, FillJob, count_records, format_of
+    from tiankong.offline.fill import Checkpoint, FillJob, check_files, count_records, format_of
 
     job = FillJob(
         input=source, output=output, text_field=field, chunk_size=chunk_size, resume=not restart
     )
+    check_files(job)  # before the model loads: a missing input, an output that is the input
+    total = count_records(source, format_of(source, "auto"))
     checker = load_checker(settings)
     console = Console(stderr=True)
-    total = count_records(source, format_of(source, "auto")) if source.is_file() else None
     progress = Progress(
         TextColumn("[bold]check"),
         BarColumn(),
@@ -170,8 +164,10 @@ def check_file(
 
 
 def eval_check(file: Path, settings: Settings, json_out: Path | None, verbose: bool) -> None:
-    """`tiankong eval --task check FILE`: the SIGHAN-style table, per category."""
+    """`tiankong eval --task check FILE`: the SIGHAN-style table, per category (``json_out``
+    is checked by ``eval_command`` before this runs)."""
     from tiankong.offline.check_eval import evaluate_check, read_check_items
+    from tiankong.offline.files import write_report
 
     items = read_check_items(file)
     report = evaluate_check(load_checker(settings), items, str(file))
@@ -185,9 +181,7 @@ def eval_check(file: Path, settings: Settings, json_out: Path | None, verbose: b
                 highlight=False,
             )
     if json_out:
-        json_out.write_text(
-            json.dumps(report.to_dict(), ensure_ascii=False, indent=1), encoding="utf-8"
-        )
+        write_report(json_out, json.dumps(report.to_dict(), ensure_ascii=False, indent=1))
         console.print(f"report written to {json_out}")
 
 

@@ -23,6 +23,7 @@ from tiankong.offline.evaluate import (
     index_changes,
     read_items,
 )
+from tiankong.offline.files import check_report, write_report
 
 
 @app.command("eval")
@@ -74,6 +75,8 @@ def eval_command(
     from tiankong.core.options import PredictOptions
     from tiankong.service import FillMasker
 
+    if json_out:  # before the work: a report that can't be written would lose it
+        check_report(json_out, file)
     if task == "check":
         from tiankong.cli.check import eval_check
 
@@ -124,7 +127,7 @@ def eval_command(
             f"top-1 {figures['top1_agreement']:.1%}, top-5 overlap {figures['top5_overlap']:.1%}"
         )
     if json_out:
-        json_out.write_text(json.dumps(payload, ensure_ascii=False, indent=1), encoding="utf-8")
+        write_report(json_out, json.dumps(payload, ensure_ascii=False, indent=1))
         console.print(f"report written to {json_out}")
 
 

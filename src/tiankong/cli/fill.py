@@ -81,7 +81,14 @@ def fill_command(
     settings: Settings = FROM_FLAGS,
 ) -> None:
     """Fill every text of INPUT_FILE into OUTPUT; resumable after an interruption."""
-    from tiankong.offline.fill import Checkpoint, FillJob, count_records, format_of, run_fill
+    from tiankong.offline.fill import (
+        Checkpoint,
+        FillJob,
+        check_files,
+        count_records,
+        format_of,
+        run_fill,
+    )
     from tiankong.service import FillMasker
 
     job = FillJob(
@@ -96,6 +103,10 @@ def fill_command(
         workers=workers,
         resume=not restart,
     )
+    total = None
+    if not ray:  # the files (and the input's encoding) are checked before the model loads
+        check_files(job)
+        total = count_records(input_file, format_of(input_file, input_format))
     masker = FillMasker.load(settings=settings)  # validates the model and the options up front
     options = decoding_options(
         masker,
@@ -117,8 +128,6 @@ def fill_command(
         Console(stderr=True).print(f"wrote {rows:,} rows to the folder {output} (Ray Data)")
         return
     console = Console(stderr=True)
-    in_kind = format_of(input_file, input_format)
-    total = count_records(input_file, in_kind) if input_file.is_file() else None
     progress = Progress(
         TextColumn("[bold]fill"),
         BarColumn(),

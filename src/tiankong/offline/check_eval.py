@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tiankong.errors import BadDataFileError
+from tiankong.offline.files import open_text, require_input
 from tiankong.tasks.check import CheckResult, Proofreader
 
 BATCH = 16  # sentences per run of the proofreader (its two passes for all of them)
@@ -108,10 +109,9 @@ class CheckReport:
 
 def read_check_items(path: Path) -> list[CheckItem]:
     """The file's items; a ``BadDataFileError`` (exit 2) naming the first bad line."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise BadDataFileError(f"Can't read '{path}': {type(error).__name__}.") from None
+    require_input(path, "Evaluation file")
+    with open_text(path, "Evaluation file") as handle:
+        lines = handle.read().splitlines()
     items = []
     for number, line in enumerate(lines, 1):
         if not line.strip():

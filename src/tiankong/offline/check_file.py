@@ -14,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
+from tiankong.errors import BadOptionError, TiankongError
 from tiankong.offline.fill import (
     Checkpoint,
     FillJob,
+    check_files,
     commit_chunk,
     format_of,
     open_append,
@@ -37,8 +38,7 @@ def run_check_file(
     on_start: Callable[[Checkpoint], None] | None = None,
 ) -> Checkpoint:
     """Check ``job.input`` into ``job.output``; the final checkpoint's counts."""
-    if not job.input.is_file():
-        raise BadDataFileError(f"Input file '{job.input}' does not exist.")
+    check_files(job)
     if job.chunk_size < 1:
         raise BadOptionError("--chunk-size must be at least 1.")
     if format_of(job.output, job.output_format) != "jsonl":

@@ -26,6 +26,7 @@ from typing import Any
 from tiankong.core.options import MASK_RUN, PredictOptions
 from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import BadDataFileError, TiankongError
+from tiankong.offline.files import open_text, require_input
 from tiankong.service import FillMasker
 
 RANK_DEPTH = 50  # MRR counts answers found within this many predictions
@@ -78,10 +79,9 @@ class EvalReport:
 
 def read_items(path: Path) -> list[ClozeItem]:
     """Read tiankong JSONL or ChID lines; bad lines raise with their line number."""
-    if not path.is_file():
-        raise BadDataFileError(f"Evaluation file '{path}' does not exist.")
+    require_input(path, "Evaluation file")
     items: list[ClozeItem] = []
-    with path.open(encoding="utf-8") as handle:
+    with open_text(path, "Evaluation file") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -106,19 +106,29 @@ def parse_record(record: dict[str, Any], number: int, name: str) -> Iterator[Clo
         raise BadDataFileError(
             f"{name} line {number}: needs 'text' (a string with [MASK]) and 'answers' (a list)."
         )
+    candidates = record.get("candidates") or []
+    if not is_strings(candidates):
+        raise BadDataFileError(f"{name} line {number}: 'candidates' must be a list of strings.")
     yield ClozeItem(
         category=str(record.get("category", "all")),
         text=text,
         answers=tuple(str(answer) for answer in answers),
-        candidates=tuple(str(option) for option in record.get("candidates") or ()),
+        candidates=tuple(candidates),
         line=number,
     )
 
 
+def is_strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
 def parse_chid(record: dict[str, Any], number: int, name: str) -> Iterator[ClozeItem]:
     content = record["content"]
+    if not isinstance(content, str):
+        raise BadDataFileError(
+            f"{name} line {number}: ChID 'content' must be a string with #idiom# placeholders."
+        )
     truths = record.get("groundTruth") or record.get("answer")
-    candidates = record.get("candidates") or []
     placeholders = CHID_PLACEHOLDER.findall(content)
     if isinstance(truths, str):
         truths = [truths]
@@ -126,14 +136,28 @@ def parse_chid(record: dict[str, Any], number: int, name: str) -> Iterator[Cloze
         raise BadDataFileError(
             f"{name} line {number}: ChID items need one groundTruth per #idiom# placeholder."
         )
-    for index, truth in enumerate(truths):
-        options = (
-            candidates[index] if candidates and isinstance(candidates[0], list) else candidates
+    per_blank = chid_options(record.get("candidates") or [], len(placeholders))
+    if per_blank is None:
+        raise BadDataFileError(
+            f"{name} line {number}: ChID 'candidates' must be a list of idioms, or one such "
+            "list per #idiom# placeholder."
         )
+    for index, truth in enumerate(truths):
         pieces = CHID_PLACEHOLDER.split(content)
         fills = [MASK if slot == index else "[UNK]" for slot in range(len(placeholders))]
         text = pieces[0] + "".join(f + piece for f, piece in zip(fills, pieces[1:], strict=True))
-        yield ClozeItem("chid", text, (str(truth),), tuple(str(o) for o in options), number)
+        yield ClozeItem("chid", text, (str(truth),), per_blank[index], number)
+
+
+def chid_options(candidates: Any, blanks: int) -> list[tuple[str, ...]] | None:
+    """Each placeholder's options: one list shared by all, or one list each (CLUE-CHID);
+    None when ``candidates`` is neither."""
+    if is_strings(candidates):
+        return [tuple(candidates)] * blanks
+    lists = isinstance(candidates, list) and len(candidates) == blanks
+    if lists and all(is_strings(options) for options in candidates):
+        return [tuple(options) for options in candidates]
+    return None
 
 
 def predicted_fills(

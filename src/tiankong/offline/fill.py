@@ -4,7 +4,9 @@ Streaming with constant memory: the input is read in chunks, each chunk is sorte
 into batches (little padding), and results are appended in input order. After each chunk the
 output (and error) file is flushed and fsynced, then a small checkpoint is replaced atomically.
 A restart truncates the output back to the last checkpoint and skips the lines it covers, so
-the output is never corrupt or duplicated.
+the output is never corrupt or duplicated. An output shorter than its checkpoint says (deleted
+or cut since) is refused, never padded: truncating "up" to the checkpoint would fill it with NUL
+bytes and lose the lines before.
 
 Every input field or column is kept and the result columns are added after it. The input
 fields stay in the driver process (only the texts go to the workers) until their line is
@@ -28,6 +30,7 @@ from tiankong.core.options import PredictOptions
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
+from tiankong.offline.files import check_writable, open_text, require_input, same_file
 
 FORMATS = ("jsonl", "csv", "txt")
 CSV_COLUMNS = ["line", "text", "sequence", "top_token", "top_score", "result"]
@@ -80,6 +83,22 @@ def format_of(path: Path, requested: str) -> str:
     return "txt"
 
 
+def check_files(job: FillJob) -> None:
+    """Refuse, before anything is deleted or loaded, files a run can't use: an input that is
+    missing or a folder, an output (or its error file or checkpoint) that is the input, which
+    ``--restart`` would delete, or that can't be written."""
+    require_input(job.input, "Input file")
+    outputs = {"output": job.output, "error file": job.error_file, "checkpoint": job.checkpoint}
+    for what, path in outputs.items():
+        if same_file(path, job.input):
+            raise BadOptionError(f"The {what} is the input ('{path}'); name another file.")
+    if same_file(job.error_file, job.output):
+        raise BadOptionError(f"The error file is the output ('{job.output}'); name another file.")
+    check_writable(job.output, "output")
+    check_writable(job.error_file, "error file")
+    check_writable(checkpoint_temp(job.checkpoint), "checkpoint")  # made, then renamed over
+
+
 def input_identity(path: Path) -> str:
     """Size plus a hash of the first 64 KiB: a resumed run must read the same input."""
     with path.open("rb") as handle:
@@ -89,23 +108,23 @@ def input_identity(path: Path) -> str:
 
 def count_records(path: Path, kind: str) -> int:
     """The number of records, the progress bar's total (constant memory). A CSV's header is
-    not a record and a quoted field may span lines, so a CSV is parsed; other files count
-    lines (a last line without a newline included)."""
-    if kind == "csv":
-        with path.open(encoding="utf-8", newline="") as handle:
+    not a record and a quoted field may span lines, so a CSV is parsed; in other files
+    lines are counted (a last line without a newline included). Decoding them checks the whole
+    file is UTF-8 before the work starts."""
+    with open_text(path, "Input file", newline="") as handle:
+        if kind == "csv":
             rows = sum(1 for row in csv.reader(handle) if row)  # DictReader skips blank rows
-        return max(rows - 1, 0)
-    count, last = 0, b"\n"
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            count += block.count(b"\n")
+            return max(rows - 1, 0)
+        count, last = 0, "\n"
+        for block in iter(lambda: handle.read(1 << 20), ""):
+            count += block.count("\n")
             last = block[-1:]
-    return count + (last != b"\n")
+    return count + (last != "\n")
 
 
 def read_records(path: Path, kind: str, field: str) -> Iterator[Row]:
     """Yield (line number, text or None, problem, the record's fields) for every record."""
-    with path.open(encoding="utf-8", newline="" if kind == "csv" else None) as handle:
+    with open_text(path, "Input file", newline="" if kind == "csv" else None) as handle:
         if kind == "csv":
             reader = csv.DictReader(handle)
             header = reader.fieldnames or []
@@ -147,7 +166,7 @@ def input_columns(path: Path, kind: str, field: str) -> list[str]:
     result's ``text``). A column named like a result column is refused, so none is lost."""
     columns: list[str] = []
     if kind == "csv":
-        with path.open(encoding="utf-8", newline="") as handle:
+        with open_text(path, "Input file", newline="") as handle:
             columns = list(csv.DictReader(handle).fieldnames or [])
     elif kind == "jsonl":
         first = next((f for _, _, _, f in read_records(path, kind, field) if f), {})
@@ -235,8 +254,7 @@ def run_fill(
 
     ``on_start`` gets the counts the run starts from (those of a resumed run's finished lines,
     zeros on a fresh run); ``on_progress`` gets each chunk's lines and the running totals."""
-    if not job.input.is_file():
-        raise BadDataFileError(f"Input file '{job.input}' does not exist.")
+    check_files(job)
     if job.workers < 1 or job.chunk_size < 1 or job.batch_size < 1:
         raise BadOptionError("--workers, --chunk-size and --batch-size must be at least 1.")
     in_kind = format_of(job.input, job.input_format)
@@ -347,7 +365,7 @@ def csv_cell(value: Any) -> Any:
 
 def start_state(job: FillJob) -> Checkpoint:
     identity = input_identity(job.input)
-    if job.resume and job.checkpoint.is_file():
+    if job.resume and os.path.isfile(job.checkpoint):
         try:
             saved = Checkpoint(**json.loads(job.checkpoint.read_text(encoding="utf-8")))
         except (ValueError, TypeError):
@@ -359,24 +377,41 @@ def start_state(job: FillJob) -> Checkpoint:
                 f"'{job.output.name}' was started from a different input; use another output "
                 "or pass --restart."
             )
+        for path, size in ((job.output, saved.output_bytes), (job.error_file, saved.error_bytes)):
+            if file_size(path) < size:
+                raise BadDataFileError(
+                    f"'{path.name}' is missing or shorter than its checkpoint "
+                    f"'{job.checkpoint.name}' says; restore it, or pass --restart to start over."
+                )
         return saved
-    if job.output.exists() and job.output.stat().st_size and not job.resume:
+    if file_size(job.output) and not job.resume:
         job.output.unlink()
-    elif job.output.exists() and job.output.stat().st_size:
+    elif file_size(job.output):
         raise BadDataFileError(
             f"'{job.output.name}' already exists and has no checkpoint; choose another output "
             "or pass --restart to overwrite it."
         )
-    job.error_file.unlink(missing_ok=True)
+    if os.path.isfile(job.error_file):
+        job.error_file.unlink()
     return Checkpoint(identity)
 
 
+def file_size(path: Path) -> int:
+    """The size of a file, 0 when there is none (or the name is one the system refuses)."""
+    return os.path.getsize(path) if os.path.isfile(path) else 0
+
+
 def open_append(path: Path, valid_bytes: int) -> TextIO:
-    """Open for appending after cutting off anything written past the last checkpoint."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("ab") as handle:
-        handle.truncate(valid_bytes)
-    return path.open("a", encoding="utf-8", newline="")
+    """Open for appending after cutting off anything written past the last checkpoint (the
+    file holds at least that much: ``start_state`` checked). What ``check_files`` can't foresee
+    (a name over 255 bytes) is one sentence too."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab") as handle:
+            handle.truncate(valid_bytes)
+        return path.open("a", encoding="utf-8", newline="")
+    except OSError as error:
+        raise BadOptionError(f"'{path}' can't be written ({error.strerror}).") from None
 
 
 def durable(handle: TextIO) -> int:
@@ -403,7 +438,11 @@ def commit_chunk(
         on_progress(lines, state.filled, state.failed)
 
 
+def checkpoint_temp(path: Path) -> Path:
+    return path.with_name(path.name + ".tmp")
+
+
 def save_checkpoint(path: Path, state: Checkpoint) -> None:
-    temp = path.with_name(path.name + ".tmp")
+    temp = checkpoint_temp(path)
     temp.write_text(json.dumps(asdict(state)), encoding="utf-8")
     os.replace(temp, path)

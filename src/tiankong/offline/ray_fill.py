@@ -16,6 +16,7 @@ from typing import Any
 from tiankong.config import Settings, threads_per_worker
 from tiankong.core.options import PredictOptions
 from tiankong.errors import BadDataFileError, TiankongError
+from tiankong.offline.files import require_input
 from tiankong.offline.fill import FillJob, format_of, record_of
 
 # sequence / top answer as plain columns, the full result (masks, sequences, candidates) as JSON
@@ -61,8 +62,7 @@ def run_ray_fill(
     """Fill ``job.input`` into the folder ``job.output`` on Ray; returns the rows written."""
     import ray
 
-    if not job.input.is_file():
-        raise BadDataFileError(f"Input file '{job.input}' does not exist.")
+    require_input(job.input, "Input file")
     kind = format_of(job.input, job.input_format)
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)

@@ -1,0 +1,88 @@
+"""The files of the offline commands (`fill`, `check FILE -o`, `eval`): inputs read as UTF-8,
+outputs checked before the work.
+
+An input is UTF-8 with or without a byte-order mark (Excel's "CSV UTF-8" starts with one); a file
+in another encoding (GBK, UTF-16) is one sentence and exit 2, as `tiankong index build` says it,
+never a ``UnicodeDecodeError``. A path is tested with ``os.path``, which answers False for a name
+the system refuses (a sentence typed where a file goes is soon over 255 bytes) where pathlib
+raises ``OSError``. An output that can't be written is refused before the model loads, not
+after the work; a missing folder above it is made when it is written, as the commands always
+have.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
+
+from tiankong.errors import BadDataFileError, BadOptionError
+
+
+def require_input(path: Path, what: str) -> None:
+    """A missing input, a folder or a sentence in place of a file name: one sentence each."""
+    if os.path.isfile(path):
+        return
+    if os.path.isdir(path):
+        raise BadDataFileError(f"{what} '{path}' is a folder, not a file.")
+    raise BadDataFileError(f"{what} '{path}' does not exist.")
+
+
+@contextmanager
+def open_text(path: Path, what: str, newline: str | None = None) -> Iterator[TextIO]:
+    """``path`` as UTF-8 text, a byte-order mark skipped. Bytes that aren't UTF-8, met at any
+    read inside the block (a generator's lines included), raise ``BadDataFileError``."""
+    try:
+        with path.open(encoding="utf-8-sig", newline=newline) as handle:
+            yield handle
+    except UnicodeDecodeError as error:
+        raise BadDataFileError(
+            f"{what} '{path}' can't be read as UTF-8 text ({error.reason}); save it as UTF-8."
+        ) from None
+    except OSError as error:
+        raise BadDataFileError(f"{what} '{path}' can't be read ({error.strerror}).") from None
+
+
+def same_file(first: Path, second: Path) -> bool:
+    """Whether two paths name one file: the same inode where both exist (a link, another
+    spelling), else the same resolved path."""
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return os.path.realpath(first) == os.path.realpath(second)
+
+
+def check_writable(path: Path, what: str) -> None:
+    """Refuse an output that can't be written: a folder, a name under a file, no permission.
+    Where the file doesn't exist yet, the nearest folder above it that does decides."""
+    if os.path.isdir(path):
+        raise BadOptionError(f"The {what} '{path}' is a folder; name a file.")
+    target = path
+    if not os.path.exists(path):
+        target = next(folder for folder in path.parents if os.path.exists(folder))
+        if not os.path.isdir(target):
+            raise BadOptionError(
+                f"The {what} '{path}' can't be written: '{target}' is a file, not a folder."
+            )
+    if not os.access(target, os.W_OK | (os.X_OK if target != path else 0)):
+        raise BadOptionError(f"The {what} '{path}' can't be written (permission denied).")
+
+
+def check_report(report: Path, source: Path) -> None:
+    """`eval --json`: checked before the evaluation runs, and never the file it reads."""
+    if same_file(report, source):
+        raise BadOptionError(f"The report is the input ('{report}'); name another file.")
+    check_writable(report, "report")
+
+
+def write_report(report: Path, text: str) -> None:
+    """Write a report, making its folder; what ``check_report`` can't foresee (a name over 255
+    bytes, a full disk) is one sentence too."""
+    try:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(text, encoding="utf-8")
+    except OSError as error:
+        message = f"The report '{report}' can't be written ({error.strerror})."
+        raise BadOptionError(message) from None

@@ -1,0 +1,200 @@
+"""`tiankong fill`, `check FILE -o` and `eval` on files that aren't what they should be: not
+UTF-8, with a byte-order mark, a folder, a sentence in place of a file name, an output that is
+the input or can't be written, an output deleted while its checkpoint was kept. Each is exit 2
+and one sentence, never a traceback, and never after the work."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# the CLI's processes find the tiny model's ONNX exports made (conftest.onnx_exports), so
+# `--engine onnx` starts without torch; the engine is not the subject here
+pytestmark = [pytest.mark.processes, pytest.mark.usefixtures("onnx_exports")]
+
+CLI = [sys.executable, "-m", "tiankong"]
+LONG_SENTENCE = "画龙点睛" * 25  # 300 bytes: longer than a file name may be
+# A model that doesn't exist is exit 3 when it is loaded: a run that answers exit 2 with this
+# "model" has refused its files before the model and the work.
+NO_MODEL = ["--model", "/nonexistent/tiankong-model"]
+
+
+def run_cli(*args: str, stdin: str | None = None, cwd: Path | None = None):
+    return subprocess.run(
+        [*CLI, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=cwd,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+
+
+def model_flags(tiny_model_dir: Path) -> list[str]:
+    return ["--model", str(tiny_model_dir), "--engine", "onnx", "--threads", "1"]
+
+
+def refused(done: subprocess.CompletedProcess[str], sentence: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert sentence in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "name", "data"),
+    [
+        ("fill", "gbk.txt", "画龙点[MASK]\n".encode("gbk")),
+        ("fill", "gbk.csv", "text\n画龙点[MASK]\n".encode("gbk")),
+        ("fill", "utf16.jsonl", '{"text": "画龙点[MASK]"}\n'.encode("utf-16")),
+        ("check", "gbk.txt", "画龙点晴\n".encode("gbk")),
+        ("eval", "gbk.jsonl", '{"text": "画龙点[MASK]", "answers": ["睛"]}\n'.encode("gbk")),
+    ],
+)
+def test_an_input_that_is_not_utf8_is_exit_2(
+    tiny_model_dir: Path, tmp_path: Path, command: str, name: str, data: bytes
+) -> None:
+    (tmp_path / name).write_bytes(data)
+    output = [] if command == "eval" else ["-o", "out.jsonl"]
+    done = run_cli(command, name, *output, *model_flags(tiny_model_dir), cwd=tmp_path)
+    refused(done, f"'{name}' can't be read as UTF-8 text")
+
+
+@pytest.mark.parametrize("name", ["excel.csv", "bom.jsonl"])
+def test_fill_reads_utf8_with_a_byte_order_mark(
+    tiny_model_dir: Path, tmp_path: Path, name: str
+) -> None:
+    source = tmp_path / name
+    if name.endswith(".csv"):
+        source.write_text("text,id\n画龙点[MASK],7\n", encoding="utf-8-sig")
+    else:
+        source.write_text('{"text": "画龙点[MASK]", "id": 7}\n', encoding="utf-8-sig")
+    out = tmp_path / "out.jsonl"
+    done = run_cli("fill", str(source), "-o", str(out), *model_flags(tiny_model_dir))
+    assert done.returncode == 0 and "filled 1 lines, 0 bad" in done.stderr, done.stderr
+    [row] = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert row["text"] == "画龙点[MASK]" and str(row["id"]) == "7"
+
+
+@pytest.mark.parametrize("command", ["fill", "check"])
+def test_an_output_deleted_after_its_checkpoint_is_refused(
+    tiny_model_dir: Path, tmp_path: Path, command: str
+) -> None:
+    source = tmp_path / "in.txt"
+    text = "画龙点[MASK]" if command == "fill" else "画龙点晴"
+    source.write_text(f"{text}\n" * 12, encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    flags = [str(source), "-o", str(out), "--chunk-size", "4", *model_flags(tiny_model_dir)]
+    assert run_cli(command, *flags).returncode == 0
+    out.unlink()
+    refused(run_cli(command, *flags), "shorter than its checkpoint")
+    assert not out.exists()  # not re-made with NUL bytes where the lines were
+    again = run_cli(command, *flags, "--restart")
+    assert again.returncode == 0, again.stderr
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 12
+
+
+@pytest.mark.parametrize("command", ["fill", "check"])
+@pytest.mark.parametrize("output", ["same.jsonl", "./same.jsonl", "link.jsonl"])
+def test_an_output_that_is_the_input_is_refused_even_with_restart(
+    tmp_path: Path, command: str, output: str
+) -> None:
+    source = tmp_path / "same.jsonl"
+    source.write_text('{"text": "画龙点[MASK]"}\n', encoding="utf-8")
+    (tmp_path / "link.jsonl").symlink_to(source)
+    for restart in ([], ["--restart"]):
+        done = run_cli(command, "same.jsonl", "-o", output, *restart, *NO_MODEL, cwd=tmp_path)
+        refused(done, "The output is the input")
+    assert source.read_text(encoding="utf-8") == '{"text": "画龙点[MASK]"}\n'
+
+
+@pytest.mark.parametrize(
+    ("args", "sentence"),
+    [
+        (["fill", "in.txt", "-o", "a.txt/out.jsonl"], "'a.txt' is a file, not a folder"),
+        (["fill", "in.txt", "-o", "folder", "--output-format", "jsonl"], "is a folder"),
+        (
+            ["fill", "in.txt", "-o", "folder", "--output-format", "jsonl", "--restart"],
+            "The output 'folder' is a folder; name a file.",
+        ),
+        (["fill", "in.txt", "-o", "o.jsonl", "--errors", "a.txt/e.jsonl"], "The error file"),
+        (["check", "in.txt", "-o", "a.txt/out.jsonl"], "'a.txt' is a file, not a folder"),
+        (["eval", "e.jsonl", "--json", "folder"], "The report 'folder' is a folder"),
+        (["eval", "e.jsonl", "--json", "a.txt/r.json"], "'a.txt' is a file, not a folder"),
+        (["eval", "e.jsonl", "--json", "e.jsonl"], "The report is the input"),
+        (["eval", "--task", "check", "c.jsonl", "--json", "folder"], "The report 'folder'"),
+    ],
+)
+def test_an_output_that_cant_be_written_is_refused_before_the_work(
+    tmp_path: Path, args: list[str], sentence: str
+) -> None:
+    (tmp_path / "in.txt").write_text("画龙点[MASK]\n", encoding="utf-8")
+    (tmp_path / "a.txt").write_text("x\n", encoding="utf-8")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "e.jsonl").write_text(
+        '{"text": "画龙点[MASK]", "answers": ["睛"]}\n', encoding="utf-8"
+    )
+    (tmp_path / "c.jsonl").write_text(
+        '{"text": "画龙点晴", "correct": "画龙点睛"}\n', encoding="utf-8"
+    )
+    refused(run_cli(*args, *NO_MODEL, cwd=tmp_path), sentence)
+    assert list((tmp_path / "folder").iterdir()) == []
+
+
+@pytest.mark.parametrize("task", ["fill", "check"])
+def test_an_eval_report_in_a_new_folder_is_written(
+    tiny_model_dir: Path, tmp_path: Path, task: str
+) -> None:
+    items = tmp_path / "items.jsonl"
+    record = {"text": "画龙点晴", "correct": "画龙点睛"}
+    if task == "fill":
+        record = {"text": "画龙点[MASK]", "answers": ["睛"]}
+    items.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
+    report = tmp_path / "reports" / "new" / "r.json"
+    flags = ["--task", task, "--json", str(report), *model_flags(tiny_model_dir)]
+    done = run_cli("eval", str(items), *flags)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(report.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", LONG_SENTENCE, "-o", "x.jsonl"],
+        ["fill", LONG_SENTENCE, "-o", "x.jsonl"],
+        ["eval", LONG_SENTENCE],
+        ["eval", "--task", "check", LONG_SENTENCE],
+    ],
+)
+def test_a_sentence_in_place_of_a_file_does_not_exist(tmp_path: Path, args: list[str]) -> None:
+    refused(run_cli(*args, *NO_MODEL, cwd=tmp_path), "does not exist")
+
+
+def test_fill_of_a_folder_says_it_is_a_folder(tmp_path: Path) -> None:
+    (tmp_path / "texts").mkdir()
+    done = run_cli("fill", "texts", "-o", "out.jsonl", *NO_MODEL, cwd=tmp_path)
+    refused(done, "Input file 'texts' is a folder, not a file.")
+
+
+def test_eval_field_of_the_wrong_type_names_the_line(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text(
+        '{"text": "画龙点[MASK]", "answers": ["睛"], "candidates": 5}\n', encoding="utf-8"
+    )
+    refused(run_cli("eval", str(items), *NO_MODEL), "items.jsonl line 1: 'candidates' must be")
+
+
+def test_check_strips_crlf_from_stdin_lines(tiny_model_dir: Path) -> None:
+    done = run_cli(
+        "check", "--json", *model_flags(tiny_model_dir), stdin="画龙点晴\r\n守株待免\r\n"
+    )
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(a["text"], a["corrected"]) for a in answers] == [
+        ("画龙点晴", "画龙点睛"),
+        ("守株待免", "守株待兔"),
+    ]

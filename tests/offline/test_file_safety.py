@@ -1,0 +1,203 @@
+"""The offline commands' files: inputs in another encoding or with a byte-order mark, paths that
+aren't files, outputs that can't be written or are the input, and an output deleted or cut while
+its checkpoint was kept. Each is one typed error (exit 2), raised before anything is deleted."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tiankong import Settings
+from tiankong.core.options import PredictOptions
+from tiankong.errors import BadDataFileError, BadInputError
+from tiankong.offline.check_eval import read_check_items
+from tiankong.offline.evaluate import read_items
+from tiankong.offline.fill import FillJob, count_records, input_columns, read_records, run_fill
+
+NOT_UTF8 = {
+    "gbk.txt": "画龙点[MASK]\n".encode("gbk"),
+    "gbk.csv": "text\n画龙点[MASK]\n".encode("gbk"),
+    "utf16.jsonl": '{"text": "画龙点[MASK]"}\n'.encode("utf-16"),
+}
+LONG_NAME = "画龙点睛" * 25  # 300 bytes: a sentence typed where a file name goes
+CHEAP = Settings(threads=1)  # for runs refused before any model loads
+
+
+@pytest.mark.parametrize("name", NOT_UTF8)
+def test_an_input_that_is_not_utf8_is_one_sentence(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(NOT_UTF8[name])
+    kind = name.rsplit(".", 1)[1]
+    with pytest.raises(BadDataFileError, match="can't be read as UTF-8 text"):
+        count_records(path, kind)
+    with pytest.raises(BadDataFileError, match="can't be read as UTF-8 text"):
+        list(read_records(path, kind, "text"))
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_field(tmp_path: Path) -> None:
+    table = tmp_path / "excel.csv"  # Excel's "CSV UTF-8"
+    table.write_text("text,id\n画龙点[MASK],7\n", encoding="utf-8-sig")
+    assert count_records(table, "csv") == 1
+    assert input_columns(table, "csv", "text") == ["text", "id"]
+    [(_, text, problem, fields)] = read_records(table, "csv", "text")
+    assert (text, problem, fields["id"]) == ("画龙点[MASK]", "", "7")
+    lines = tmp_path / "bom.jsonl"
+    lines.write_text('{"text": "画龙点[MASK]"}\n', encoding="utf-8-sig")
+    [(_, text, problem, _)] = read_records(lines, "jsonl", "text")
+    assert (text, problem) == ("画龙点[MASK]", "")
+
+
+def test_eval_files_are_utf8_with_or_without_a_byte_order_mark(tmp_path: Path) -> None:
+    cloze = tmp_path / "cloze.jsonl"
+    cloze.write_text('{"text": "画龙点[MASK]", "answers": ["睛"]}\n', encoding="utf-8-sig")
+    assert [item.answers for item in read_items(cloze)] == [("睛",)]
+    check = tmp_path / "check.jsonl"
+    check.write_text('{"text": "画龙点晴", "correct": "画龙点睛"}\n', encoding="utf-8-sig")
+    assert [item.correct for item in read_check_items(check)] == ["画龙点睛"]
+    for path in (cloze, check):
+        path.write_bytes(path.read_text(encoding="utf-8-sig").encode("gbk"))
+    with pytest.raises(BadDataFileError, match=r"cloze\.jsonl' can't be read as UTF-8 text"):
+        read_items(cloze)
+    with pytest.raises(BadDataFileError, match=r"check\.jsonl' can't be read as UTF-8 text"):
+        read_check_items(check)
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"text": "画龙点[MASK]", "answers": ["睛"], "candidates": 5}, "'candidates' must be"),
+        ({"text": "画龙点[MASK]", "answers": ["睛"], "candidates": [1]}, "'candidates' must be"),
+        ({"content": 123, "answer": "一目十行"}, "ChID 'content' must be a string"),
+        (
+            {"content": "他#idiom#。", "answer": "一目十行", "candidates": {"a": 1}},
+            "ChID 'candidates' must be",
+        ),
+        (  # one list of options per placeholder, but one list short
+            {"content": "#idiom#，#idiom#", "groundTruth": ["甲", "乙"], "candidates": [["甲"]]},
+            "ChID 'candidates' must be",
+        ),
+    ],
+)
+def test_eval_fields_of_the_wrong_type_name_the_line(
+    tmp_path: Path, record: dict, message: str
+) -> None:
+    path = tmp_path / "items.jsonl"
+    good = {"text": "处处闻啼[MASK]。", "answers": ["鸟"]}
+    path.write_text(f"{json.dumps(good)}\n{json.dumps(record)}\n", encoding="utf-8")
+    with pytest.raises(BadDataFileError, match=f"items.jsonl line 2: {message}"):
+        read_items(path)
+
+
+@pytest.mark.parametrize("reader", [read_items, read_check_items])
+def test_eval_inputs_that_are_not_files(tmp_path: Path, reader) -> None:
+    with pytest.raises(BadDataFileError, match="does not exist"):
+        reader(Path(LONG_NAME))
+    with pytest.raises(BadDataFileError, match="is a folder, not a file"):
+        reader(tmp_path)
+
+
+def test_fill_inputs_that_are_not_files(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(BadDataFileError, match="does not exist"):
+        run_fill(FillJob(Path(LONG_NAME), out), CHEAP, PredictOptions())
+    with pytest.raises(BadDataFileError, match="is a folder, not a file"):
+        run_fill(FillJob(tmp_path, out), CHEAP, PredictOptions())
+
+
+def test_an_output_that_is_the_input_is_refused_before_it_is_deleted(tmp_path: Path) -> None:
+    source = tmp_path / "same.jsonl"
+    source.write_text('{"text": "画龙点[MASK]"}\n', encoding="utf-8")
+    (tmp_path / "link.jsonl").symlink_to(source)
+    for job in (
+        FillJob(source, source, resume=False),
+        FillJob(source, tmp_path / "sub" / ".." / "same.jsonl", resume=False),
+        FillJob(source, tmp_path / "link.jsonl", resume=False),
+        FillJob(source, tmp_path / "out.jsonl", errors=source, resume=False),
+    ):
+        with pytest.raises(BadInputError, match="is the input"):
+            run_fill(job, CHEAP, PredictOptions())
+    assert source.read_text(encoding="utf-8") == '{"text": "画龙点[MASK]"}\n'
+    errors_on_output = FillJob(source, tmp_path / "o.jsonl", errors=tmp_path / "o.jsonl")
+    with pytest.raises(BadInputError, match="The error file is the output"):
+        run_fill(errors_on_output, CHEAP, PredictOptions())
+
+
+def test_outputs_that_cant_be_written_are_refused_before_anything_is_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("画龙点[MASK]\n", encoding="utf-8")
+    a_file = tmp_path / "a.txt"
+    a_file.write_text("x\n", encoding="utf-8")
+    output = tmp_path / "out.jsonl"
+    output.write_text("precious\n", encoding="utf-8")  # --restart would delete it
+    cases = {
+        "is a folder; name a file": FillJob(source, tmp_path, output_format="jsonl"),
+        r"a\.txt' is a file, not a folder": FillJob(source, a_file / "out.jsonl"),
+        r"The error file .* is a file, not a folder": FillJob(source, output, errors=a_file / "e"),
+    }
+    for message, job in cases.items():
+        with pytest.raises(BadInputError, match=message):
+            run_fill(replace(job, resume=False), CHEAP, PredictOptions())
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access  # root may write anywhere: a folder without permission, simulated
+    monkeypatch.setattr(os, "access", lambda path, mode: path != locked and real_access(path, mode))
+    with pytest.raises(BadInputError, match=r"locked/out\.jsonl' can't be written"):
+        run_fill(FillJob(source, locked / "out.jsonl"), CHEAP, PredictOptions())
+    with pytest.raises(BadInputError, match=r"locked/e\.jsonl' can't be written"):
+        run_fill(FillJob(source, output, errors=locked / "e.jsonl"), CHEAP, PredictOptions())
+    assert output.read_text(encoding="utf-8") == "precious\n"
+    assert not list(locked.iterdir())
+
+
+def test_an_output_name_the_system_refuses_is_one_sentence(tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("画龙点[MASK]\n", encoding="utf-8")
+    with pytest.raises(BadInputError, match="can't be written"):
+        run_fill(FillJob(source, tmp_path / f"{LONG_NAME}.jsonl"), CHEAP, PredictOptions())
+
+
+def interrupted(settings: Settings, tmp_path: Path) -> FillJob:
+    """A fill stopped after two of its four chunks, with one bad line in each."""
+    source = tmp_path / "in.txt"
+    source.write_text("画龙点[MASK]\n没有空\n" * 8, encoding="utf-8")
+    job = FillJob(source, tmp_path / "out.jsonl", chunk_size=4)
+    calls = []
+
+    def stop(done: int, filled: int, failed: int) -> None:
+        calls.append(done)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(job, settings, PredictOptions(), stop)
+    return job
+
+
+@pytest.mark.parametrize("damage", ["delete output", "cut output", "delete errors"])
+def test_an_output_shorter_than_its_checkpoint_is_refused_not_padded(
+    settings: Settings, tmp_path: Path, damage: str
+) -> None:
+    job = interrupted(settings, tmp_path)
+    if damage == "delete output":
+        job.output.unlink()
+    elif damage == "cut output":
+        os.truncate(job.output, 10)
+    else:
+        job.error_file.unlink()
+    with pytest.raises(BadDataFileError, match=r"shorter than its checkpoint .* --restart"):
+        run_fill(job, settings, PredictOptions())
+    if damage == "cut output":
+        assert job.output.stat().st_size == 10  # left as it was, not padded with NUL bytes
+    else:
+        assert not (job.output if damage == "delete output" else job.error_file).exists()
+    state = run_fill(replace(job, resume=False), settings, PredictOptions())
+    assert (state.filled, state.failed) == (8, 8)
+    assert b"\0" not in job.output.read_bytes()
+    lines = job.output.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["line"] for line in lines[:2]] == [1, 3]  # nothing lost
