@@ -319,7 +319,7 @@ def test_device_auto_on_the_cpu_says_why(tiny_onnx_cache: Path) -> None:
     [
         ({"precision": "fp16"}, "for fp16 on a GPU use --engine torch"),
         ({"device": "tpu"}, "Unknown device 'tpu'"),
-        ({"threads": -1}, "threads must be 0"),
+        ({"threads": -1}, "--threads must be from 0 to 1024"),  # the settings rule, at load
     ],
 )
 def test_bad_options(
