@@ -186,6 +186,22 @@ def test_predict_bad_body(
 
 
 @pytest.mark.parametrize(
+    ("path", "last"), [("/batch_predict", "守株待[MASK]"), ("/batch_check", "守株待免")]
+)
+def test_a_lone_surrogate_in_a_batch_is_that_texts_error(
+    client: TestClient, path: str, last: str
+) -> None:
+    """Like any text that can't be filled, it gets its own error and the others their answers
+    (the whole batch was a 422 before)."""
+    content = json.dumps({"texts": ["画龙点[MASK]", "\ud800[MASK]", last]}).encode()  # as \\ud800
+    answer = client.post(path, content=content, headers={"content-type": "application/json"})
+    assert answer.status_code == 200, answer.text
+    first, bad, last = answer.json()["results"]
+    assert "error" not in first and "error" not in last
+    assert bad["error"]["code"] == "bad_input" and "lone surrogate" in bad["error"]["message"]
+
+
+@pytest.mark.parametrize(
     "url",
     ["/predict", f"/predict?text={quote(POEM)}&top_k=abc", "/predict?top_k=3"],
 )

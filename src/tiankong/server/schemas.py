@@ -163,7 +163,7 @@ class OneText(BaseModel):
 
 
 class ManyTexts(BaseModel):
-    texts: list[Text] = Field(min_length=1, description="Up to max_batch_texts (64) texts.")
+    texts: list[str] = Field(min_length=1, description="Up to max_batch_texts (64) texts.")
     top_k: TopK = None
 
 
