@@ -392,6 +392,15 @@ def test_export_cli(tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path)
     assert "max |ONNX - torch|" in again.stdout
 
 
+def test_export_cli_of_the_bundled_models_shipped_graph(tmp_path: Path) -> None:
+    """The default export of the bundled model unpacks its shipped FP32 graph, whose manifest
+    has no build date (a KeyError traceback before)."""
+    done = run_cli("export", "-o", str(tmp_path / "out"), cache=tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    assert "unpacked from the graph shipped with the model" in done.stdout
+    assert json.loads((tmp_path / "out" / MANIFEST_FILE).read_text(encoding="utf-8"))["shipped"]
+
+
 @pytest.mark.parametrize(
     ("args", "exit_code", "message"),
     [

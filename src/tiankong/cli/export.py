@@ -36,7 +36,12 @@ def export_command(
     graph = manifest["graph"]
     size_mb = export.onnx_file.stat().st_size / 1e6
     typer.echo(f"{resolved.name} -> {export.folder} ({precision}, {size_mb:.1f} MB)")
-    typer.echo(f"built in {manifest['export_seconds']} s on {manifest['created']}")
+    if manifest.get("shipped"):  # the bundled model's FP32 graph: unpacked, not built here
+        typer.echo(
+            f"unpacked from the graph shipped with the model in {manifest['export_seconds']} s"
+        )
+    else:
+        typer.echo(f"built in {manifest['export_seconds']} s on {manifest['created']}")
     fused = ", ".join(f"{op} {count}" for op, count in graph["fused_ops"].items() if count)
     typer.echo(f"fused ops: {fused}")
     typer.echo(
