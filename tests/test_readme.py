@@ -34,6 +34,7 @@ import subprocess
 import sys
 import unicodedata
 from collections.abc import Callable, Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -348,15 +349,27 @@ HTTP_CLAIMS: dict[str, Callable[[re.Match[str], Any, Any], None]] = {
 }
 
 
-def curl_request(command: str) -> tuple[str, str, dict[str, Any] | None, list[str]]:
-    """Method, path with query, JSON body and `| grep` filters of one curl command."""
+def curl_request(
+    command: str,
+) -> tuple[str, str, dict[str, Any] | None, dict[str, str], list[str]]:
+    """Method, path with query, JSON body, headers and `| grep` filters of one curl command.
+    The headers are curl's: its `-H`s, and with `-d` and no Content-Type curl's own
+    `application/x-www-form-urlencoded`, which the server refuses."""
     curl, *pipes = command.split("|")
     words = shlex.split(curl)
     url = next(w for w in words if "localhost:8000" in w)
     body = json.loads(words[words.index("-d") + 1]) if "-d" in words else None
+    headers = dict(
+        (name.strip().lower(), value.strip())
+        for flag, header in pairwise(words)
+        if flag == "-H"
+        for name, value in [header.split(":", 1)]
+    )
+    if body is not None:
+        headers.setdefault("content-type", "application/x-www-form-urlencoded")
     filters = [shlex.split(pipe)[-1] for pipe in pipes]
     path = url.split("localhost:8000", 1)[1] or "/"
-    return ("POST" if body is not None else "GET"), path, body, filters
+    return ("POST" if body is not None else "GET"), path, body, headers, filters
 
 
 def http_cases() -> list[Any]:
@@ -372,8 +385,9 @@ def http_cases() -> list[Any]:
 
 @pytest.mark.parametrize(("command", "claim"), http_cases())
 def test_http_example(bundled_client: Any, command: str, claim: str | None) -> None:
-    method, path, body, filters = curl_request(command)
-    response = bundled_client.request(method, path, json=body)
+    method, path, body, headers, filters = curl_request(command)
+    content = json.dumps(body, ensure_ascii=False).encode() if body is not None else None
+    response = bundled_client.request(method, path, content=content, headers=headers)
     assert response.status_code == 200, response.text
     route = urlsplit(path).path
     if route == "/predict":
