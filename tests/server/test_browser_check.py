@@ -89,6 +89,22 @@ def test_check_mode_underlines_and_accepts_fixes(page: Page, base_url: str) -> N
     expect(page.get_by_test_id("suspect")).to_have_count(len(clean["edits"]))
 
 
+def test_fixes_after_an_emoji_land_on_their_characters(page: Page, base_url: str) -> None:
+    """The server counts characters; an emoji or a CJK Extension B character (𠀋) is two UTF-16
+    units in the page's strings, which shifted every fix after it (守株待免 showed as
+    守株免免, and accepting it wrote 守株兔免)."""
+    text = "😀𠀋" + TEXT
+    page.goto(base_url)
+    page.locator("label.mode", has=page.get_by_test_id("mode-check")).click()
+    page.get_by_test_id("input").fill(text)
+    page.get_by_test_id("predict").click()
+    expect(page.get_by_test_id("check-sentence")).to_have_text(text)
+    expect(page.get_by_test_id("suspect")).to_have_text(["晴", "免"])
+    page.get_by_test_id("accept-fix").filter(has_text="免 → 兔").click()
+    expect(page.get_by_test_id("input")).to_have_value(text.replace("免", "兔"))
+    expect(page.get_by_test_id("check-sentence")).to_have_text(text.replace("免", "兔"))
+
+
 def test_check_mode_shows_the_error_for_empty_text(page: Page, base_url: str) -> None:
     page.goto(base_url)
     page.locator("label.mode", has=page.get_by_test_id("mode-check")).click()

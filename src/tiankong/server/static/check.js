@@ -2,21 +2,28 @@
 // suggestion and score; one click accepts a fix. Model and corpus text enter through textContent.
 import { formatPercent, make } from "./render.js";
 
+// The server's offsets count characters (code points); a JS string's indices count UTF-16
+// units, two for an emoji or a CJK Extension B character, so the text is sliced as an array.
+function characters(text) {
+  return Array.from(text);
+}
+
 // Draw ``data`` (a /check answer) into ``box``; ``onAccept(edit)`` applies one fix.
 export function renderCheck(box, data, t, onAccept) {
   box.replaceChildren();
   const sentence = make("p", "sentence check-sentence");
   sentence.dataset.testid = "check-sentence";
+  const chars = characters(data.text);
   let last = 0;
   for (const edit of data.edits) {
-    sentence.append(document.createTextNode(data.text.slice(last, edit.start)));
+    sentence.append(document.createTextNode(chars.slice(last, edit.start).join("")));
     const suspect = make("mark", "suspect", edit.original);
     suspect.dataset.testid = "suspect";
     suspect.title = `${edit.original} → ${edit.suggestion} (${formatPercent(edit.score * 100)})`;
     sentence.append(suspect);
     last = edit.end;
   }
-  sentence.append(document.createTextNode(data.text.slice(last)));
+  sentence.append(document.createTextNode(chars.slice(last).join("")));
   box.append(sentence);
   if (!data.edits.length) {
     const clean = make("p", "hint", t("checkClean"));
@@ -54,6 +61,7 @@ export function renderCheck(box, data, t, onAccept) {
 // ``data`` with one edit applied: the text changes, the other edits keep their offsets
 // (each edit replaces one character with one), and the edit leaves the list.
 export function acceptEdit(data, edit) {
-  const text = data.text.slice(0, edit.start) + edit.suggestion + data.text.slice(edit.end);
+  const chars = characters(data.text);
+  const text = [...chars.slice(0, edit.start), edit.suggestion, ...chars.slice(edit.end)].join("");
   return { ...data, text, edits: data.edits.filter((other) => other !== edit) };
 }
