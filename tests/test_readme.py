@@ -591,3 +591,22 @@ def test_error_shape_example(bundled_client: Any) -> None:
 
 # Python blocks, each run by its own test.
 PYTHON_BLOCKS = {"python-api": test_python_api_example, "hf-client": test_hf_client_example}
+
+
+def test_the_proofreading_figures_are_a_run_of_the_test_split(bundled_masker: Any) -> None:
+    """The README's proofreading sentence (correction F1, precision, false alarms on the test
+    split) is what `tiankong eval --task check data/eval/check_test.jsonl` gives now."""
+    from tiankong.offline.check_eval import evaluate_check, read_check_items
+    from tiankong.tasks.check import Proofreader
+
+    claim = re.search(
+        r"correction\s+F1 is (\d\.\d\d) at precision (\d\.\d\d), with false alarms on "
+        r"(\d+\.\d)% of the clean sentences",
+        TEXT,
+    )
+    assert claim, "the README's proofreading figures were not found"
+    items = read_check_items(README.parent / "data" / "eval" / "check_test.jsonl")
+    figures = evaluate_check(Proofreader(bundled_masker), items).overall.figures()
+    assert f"{figures['correction_f1']:.2f}" == claim[1]
+    assert f"{figures['correction_precision']:.2f}" == claim[2]
+    assert f"{100 * figures['false_alarm_rate']:.1f}" == claim[3]

@@ -45,3 +45,26 @@ def test_fixes_with_their_source(
 def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:
     result = checker.check(text)
     assert result.edits == [] and result.corrected == text
+
+
+@pytest.mark.parametrize(
+    ("text", "corrected", "match"),
+    [
+        ("欲窮千里目，更上一層樓。", "欲窮千里目，更上一層樓。", None),  # correct: left alone
+        ("欲窮千里目，更上一層摟。", "欲窮千里目，更上一層樓。", "欲窮千里目，更上一層樓。"),
+        ("畫龍點晴", "畫龍點睛", "畫龍點睛"),
+    ],
+)
+def test_traditional_text_is_checked_and_fixed_in_its_own_script(
+    checker: Proofreader, text: str, corrected: str, match: str | None
+) -> None:
+    """Checked as typed, every traditional character was a "fix" to its simplified form (窮 to
+    穷, at score 1.0 from the simplified index); the text is checked in simplified form and the
+    fix and its 出处 are written back in traditional."""
+    result = checker.check(text)
+    assert result.corrected == corrected
+    assert [edit.memory["match"] for edit in result.edits if edit.memory] == (
+        [match] if match else []
+    )
+    for edit in result.edits:
+        assert text[edit.start : edit.end] == edit.original

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from tiankong.core.beam_search import RowScorer
+from tiankong.core.script import script_of
 from tiankong.errors import BadOptionError
 from tiankong.index.grounding import CorpusMemory
 from tiankong.service import FillMasker
@@ -122,7 +123,19 @@ class Proofreader:
         return self.confusion.token_candidates(self.masker.encoder.vocab)
 
     def prepare(self, text: object) -> CheckRequest:
-        return prepare_check(text, self.masker.encoder, self.masker.settings.max_check_chars)
+        """Validate and cut into windows. Traditional text, or text with variant characters, is
+        checked in standard simplified form, as the model, the confusion sets and the corpus
+        index hold it (``core.script.script_of``): checked as typed, every traditional
+        character was a candidate "fix" to its simplified form. Only where the conversion
+        keeps every character's place (almost always: OpenCC converts character for
+        character), so that an edit's offsets are the typed text's."""
+        encoder, max_chars = self.masker.encoder, self.masker.settings.max_check_chars
+        request = prepare_check(text, encoder, max_chars)
+        script = script_of(request.text)
+        if not script.converted or len(script.simplified) != len(request.text):
+            return request
+        standard_form = prepare_check(script.simplified, encoder, max_chars)
+        return replace(standard_form, text=request.text, script=script)
 
     def forward_rows(self, request: CheckRequest) -> int:
         """The engine work ``run`` does for ``request`` at most, in forward rows: one unmasked
@@ -163,9 +176,10 @@ class Proofreader:
         results, number = [], 0
         for request in requests:
             mine = [
-                replace(edit, original=request.text[edit.start : edit.end])
+                typed
                 for window_edits in edits[number : number + len(request.windows)]
                 for edit in window_edits
+                if (typed := in_typed_script(edit, request)) is not None
             ]
             number += len(request.windows)
             results.append(
@@ -431,3 +445,24 @@ class Proofreader:
             memory,
             source,
         )
+
+
+def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
+    """``edit`` (found on the checked form) on the text as typed: its original the typed
+    characters, and for a traditional text its suggestion, alternatives and evidence written
+    back in that script; None where the suggestion, so written, is what was typed."""
+    original = request.text[edit.start : edit.end]
+    script = request.script
+    if script is None:
+        return replace(edit, original=original)
+    suggestion = script.back(edit.suggestion)
+    if suggestion == original:
+        return None
+    alternatives = [replace(a, suggestion=script.back(a.suggestion)) for a in edit.alternatives]
+    memory = edit.memory
+    if memory is not None:
+        memory = {**memory, "match": script.back(memory["match"]),
+                  "example": script.back(memory["example"])}  # fmt: skip
+    return replace(
+        edit, original=original, suggestion=suggestion, alternatives=alternatives, memory=memory
+    )

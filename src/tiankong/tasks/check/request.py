@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tiankong.core.script import Script
 from tiankong.core.text import TextEncoder, check_unicode
 from tiankong.errors import EmptyTextError, TextTooLongError
 
@@ -43,10 +44,13 @@ class Window:
 
 @dataclass(frozen=True)
 class CheckRequest:
-    """One text to proofread, prepared: its windows and its cost."""
+    """One text to proofread, prepared: its windows and its cost. ``script``: the text is
+    checked in standard simplified form (``core.script``; traditional text, or variant
+    characters) and its edits are written back in the typed script; None: as typed."""
 
     text: str
     windows: list[Window]
+    script: Script | None = None
 
     @property
     def positions(self) -> int:
