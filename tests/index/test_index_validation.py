@@ -189,3 +189,24 @@ def test_rebuild_replaces_an_index_but_not_other_folders(corpus_file: Path, tmp_
     with pytest.raises(IndexInputError, match="not an index"):
         build_index([corpus_file], other, progress=False)
     assert (other / "keep.txt").read_text() == "mine"
+
+
+def test_an_input_inside_the_index_folder_is_not_replaced_with_it(
+    corpus_file: Path, tmp_path: Path
+) -> None:
+    """The build replaces its folder whole: an input kept there was deleted by the rebuild."""
+    out = tmp_path / "idx"
+    build_index([corpus_file], out, progress=False)
+    inside = out / "notes.txt"
+    inside.write_text(corpus_file.read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.raises(IndexInputError, match="inside the index folder"):
+        build_index([inside], out, progress=False)
+    assert inside.is_file()
+
+
+def test_an_index_named_like_a_file_is_refused(corpus_file: Path, tmp_path: Path) -> None:
+    taken = tmp_path / "afile"
+    taken.write_text("mine")
+    with pytest.raises(IndexInputError, match="is a file"):
+        build_index([corpus_file], taken, progress=False)
+    assert taken.read_text() == "mine"
