@@ -420,6 +420,8 @@ def test_hf_word_targets_on_several_inputs(client: TestClient) -> None:
         ({"targets": ["飞鸟"]}, TWO_BLANKS, "exactly one blank"),
         ({"targets": ["飞鸟"]}, [POEM, TWO_BLANKS], "exactly one blank"),
         ({"targets": ["😀鸟"]}, POEM, "not in the model's vocabulary"),
+        ({"targets": ["鸟", "[SEP]"]}, POEM, "special token"),  # answered before
+        ({"targets": ["[MASK]"]}, POEM, "special token"),
         ({"targets": ["一二三四五六七八九"]}, POEM, "longer than 8"),
         ({"targets": ["飞鸟", ""]}, POEM, "non-empty"),
     ],

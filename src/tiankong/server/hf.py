@@ -113,8 +113,9 @@ def plain_request(predictor: Predictor, text: str, options: PredictOptions) -> P
 
 
 def target_tokens(predictor: Predictor, targets: Sequence[str]) -> dict[str, list[int]]:
-    """Each distinct target (stripped, in order) and its token ids; an empty target or one with
-    a character the model doesn't know is a 400, so no score is ever made up for it."""
+    """Each distinct target (stripped, in order) and its token ids; an empty target, one with
+    a character the model doesn't know or a special token is a 400, so no score is ever made up
+    for it and no special token is ever an answer."""
     if not targets:
         raise BadOptionError("targets is empty; give at least one candidate or leave it out.")
     encoder = predictor.masker.encoder
@@ -128,6 +129,8 @@ def target_tokens(predictor: Predictor, targets: Sequence[str]) -> dict[str, lis
             raise BadOptionError(
                 f"The target '{target}' has a character that is not in the model's vocabulary."
             )
+        if predictor.masker.banned_in(token_ids):  # [SEP], [MASK], [unusedN]: never an answer
+            raise BadOptionError(f"The target '{target}' is a special token, never a fill.")
         target_ids.setdefault(target.strip(), token_ids)
     return target_ids
 
