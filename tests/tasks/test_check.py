@@ -5,6 +5,7 @@ offsets, windows, and the torch and ONNX engines giving the same answers."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -238,3 +239,37 @@ def test_sentence_scores_follow_sighan() -> None:
     assert figures["correction_precision"] == pytest.approx(1 / 3)
     assert figures["correction_recall"] == 0.5
     assert figures["false_alarm_rate"] == 0.5
+
+
+class Gone(Exception):
+    """The request's client left (a server's ``SearchStopped``)."""
+
+
+def test_a_gone_requests_lookups_stop_with_it(indexed: Proofreader) -> None:
+    """A server's scorer raises once its client has gone; the index lookups, on the check's
+    own thread, ask it before each window, so a long text's lookups stop there instead of
+    holding that thread for every check queued behind (a 4-character check waited 6 s)."""
+
+    class Stopping:
+        def __init__(self) -> None:
+            self.gone, self.checks, self.looking = False, 0, threading.Event()
+
+        def check(self) -> None:
+            if self.gone:
+                raise Gone
+            self.checks += 1
+            self.looking.set()
+
+        def __call__(
+            self, rows: Sequence[list[int]], asked: Sequence[list[int]]
+        ) -> list[np.ndarray]:
+            self.looking.wait(10)  # the lookups have begun (their first window asked)
+            self.gone = True  # then the client leaves, as the first engine step is asked for
+            raise Gone
+
+    request = indexed.prepare(POEM * 60)
+    scorer = Stopping()
+    with pytest.raises(Gone):
+        indexed.run([request], scorer)
+    indexed.lookup_thread.submit(lambda: None).result()  # the lookups have ended
+    assert 1 <= scorer.checks < len(request.windows)

@@ -163,7 +163,8 @@ class Proofreader:
         started = time.perf_counter()
         score = score_rows or self.masker.score_rows
         windows = [window for request in requests for window in request.windows]
-        looked_up = self.start_lookups(windows)
+        # a server's step scorer can say its request has gone (``StepScorer.check`` raises)
+        looked_up = self.start_lookups(windows, getattr(score, "check", None))
         near = [self.near_idioms(window) for window in windows]
         suspects = self.find_suspects(windows, near, score)
         masked = self.score_masked(windows, suspects, score)
@@ -270,9 +271,13 @@ class Proofreader:
             masked.setdefault(suspect.window, {})[suspect.slot] = probabilities[0]
         return masked
 
-    def start_lookups(self, windows: Sequence[Window]) -> Callable[[], list[dict[int, Any]]]:
-        """The index's match for every checkable position, on the masker's lookup thread
-        (beside the forward passes); window number -> slot -> BlankMatch."""
+    def start_lookups(
+        self, windows: Sequence[Window], still_wanted: Callable[[], None] | None = None
+    ) -> Callable[[], list[dict[int, Any]]]:
+        """The index's match for every checkable position, on the check's lookup thread
+        (beside the forward passes); window number -> slot -> BlankMatch. ``still_wanted`` is
+        called before each window and raises once the request is gone or past its deadline, so
+        its lookups stop with it instead of holding the thread for the checks queued behind."""
         memory = self.memory
         if memory is None:
             return lambda: [{} for _ in windows]
@@ -280,6 +285,8 @@ class Proofreader:
         def find_all() -> list[dict[int, Any]]:
             found: list[dict[int, Any]] = []
             for window in windows:
+                if still_wanted is not None:
+                    still_wanted()
                 ids = window.input_ids
                 matches = {}
                 for slot, position in enumerate(window.positions):
