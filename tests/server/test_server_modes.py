@@ -244,6 +244,8 @@ def test_get_predict_takes_the_options_as_query_parameters(
     blank = client.get("/predict", params={"text": BLANK_TEXT, "max_blank_length": 2}).json()
     assert all(token_count(tiny_masker, s["fill"]) <= 2 for s in blank["sequences"])
     assert_error(client.get("/predict", params={"text": POEM, "mode": "fuzzy"}), 400, "bad_option")
+    unknown = client.get("/predict", params={"text": POEM, "topk": 10})  # ignored before
+    assert "topk" in assert_error(unknown, 422, "invalid_request")["message"]
     assert_error(
         client.get("/predict", params={"text": POEM, "beam_width": "wide"}), 422, "invalid_request"
     )

@@ -179,7 +179,10 @@ class QueryText(BaseModel):
 
 class PredictQuery(OptionFields, QueryText):
     """GET /predict's query: the same fields, parsed from strings; list fields repeat the key
-    (?candidates=充电&candidates=吃饭)."""
+    (?candidates=充电&candidates=吃饭). An unknown key is a 422, as in a JSON body: ``topk=10``
+    was ignored, and five answers came back."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class BatchPredictRequest(OptionFields, ManyTexts):
