@@ -54,3 +54,24 @@ def test_answers_are_written_back_in_the_users_script() -> None:
         "example": "春眠不覺曉，處處聞啼鳥。",
     }
     assert back.sequences[0].fill == "鳥"
+
+
+@pytest.mark.parametrize(
+    ("typed", "simplified", "token"),
+    [
+        ("她的頭[MASK]很長。", "她的头[MASK]很长。", "髮"),  # 头发: hair
+        ("我們明天出[MASK]。", "我们明天出[MASK]。", "發"),  # 出发: set off
+        ("[MASK]是頭[MASK]。", "[MASK]是头[MASK]。", "髮"),  # the second of two masks
+    ],
+)
+def test_a_fill_is_written_as_the_sentence_around_it_is(
+    typed: str, simplified: str, token: str
+) -> None:
+    """发 alone converts to 發; in 头发 the sentence converted whole says 頭髮, and the token
+    must agree with the sentence (it said 發 beside 頭髮)."""
+    masks = [[TokenScore("发", 1, 0.9)]] * simplified.count("[MASK]")
+    filled = simplified.replace("[MASK]", "发")
+    result = FillResult(text=simplified, masks=masks, sequence=filled)
+    back = written_in(result, script_of(typed))
+    assert back.masks[-1][0].token == token
+    assert back.sequence.endswith(f"{token}{typed.split('[MASK]')[-1]}")

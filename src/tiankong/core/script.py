@@ -20,13 +20,14 @@ variant characters of ``resources/variants.tsv`` (隣 -> 邻; made from OpenCC's
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
 from tiankong.core.models import PACKAGE_ROOT
 from tiankong.core.results import FillResult, Memory
+from tiankong.core.text import MASK
 
 VARIANTS_FILE = PACKAGE_ROOT / "resources" / "variants.tsv"
 TO_SIMPLIFIED = "t2s"
@@ -152,13 +153,16 @@ def written_in(result: FillResult, script: Script, typed_options: Sequence[str] 
             return None
         return {**found, "match": back(found["match"]), "example": back(found["example"])}
 
+    def token_at(mask: int, token: str) -> str:
+        return in_context(result.text, mask, token, back)
+
     return replace(
         result,
         text=script.typed,
         sequence=back(result.sequence),
         masks=[
-            [replace(c, token=back(c.token), memory=memory(c.memory)) for c in candidates]
-            for candidates in result.masks
+            [replace(c, token=token_at(m, c.token), memory=memory(c.memory)) for c in candidates]
+            for m, candidates in enumerate(result.masks)
         ],
         sequences=[
             replace(s, fill=back(s.fill), text=back(s.text), memory=memory(s.memory))
@@ -174,3 +178,16 @@ def written_in(result: FillResult, script: Script, typed_options: Sequence[str] 
             for c in result.candidates
         ],
     )
+
+
+def in_context(text: str, mask: int, fill: str, back: Callable[[str], str]) -> str:
+    """``fill`` as ``back`` writes it in place of the ``mask``-th [MASK] of ``text``: OpenCC
+    picks a character by its neighbours (发 is 髮 in 头发 and 發 in 出发), so a fill converted
+    alone could disagree with the sentence converted whole. Where the conversion changes the
+    text's length, the places can't be matched, and the fill is converted alone."""
+    parts = text.split(MASK)
+    left, right = MASK.join(parts[: mask + 1]), MASK.join(parts[mask + 1 :])
+    whole = back(left + fill + right)
+    if len(whole) != len(left) + len(fill) + len(right):
+        return back(fill)
+    return whole[len(left) : len(left) + len(fill)]
