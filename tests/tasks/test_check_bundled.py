@@ -53,6 +53,8 @@ def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:
         ("欲窮千里目，更上一層樓。", "欲窮千里目，更上一層樓。", None),  # correct: left alone
         ("欲窮千里目，更上一層摟。", "欲窮千里目，更上一層樓。", "欲窮千里目，更上一層樓。"),
         ("畫龍點晴", "畫龍點睛", "畫龍點睛"),
+        ("欲窮千里目，更上一层樓。", "欲窮千里目，更上一层樓。", None),  # one simplified: left
+        ("欲窮千里目，更上一层摟。", "欲窮千里目，更上一层樓。", "欲窮千里目，更上一層樓。"),
     ],
 )
 def test_traditional_text_is_checked_and_fixed_in_its_own_script(
@@ -68,3 +70,10 @@ def test_traditional_text_is_checked_and_fixed_in_its_own_script(
     )
     for edit in result.edits:
         assert text[edit.start : edit.end] == edit.original
+
+
+def test_a_traditional_fix_is_written_as_the_sentence_around_it_is(checker: Proofreader) -> None:
+    """发 alone converts to 發; in 頭发 the sentence says 頭髮 (the fix was 發)."""
+    result = checker.check("她的頭法很長。")
+    assert [(edit.original, edit.suggestion) for edit in result.edits] == [("法", "髮")]
+    assert result.corrected == "她的頭髮很長。"

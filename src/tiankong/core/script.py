@@ -149,9 +149,7 @@ def written_in(result: FillResult, script: Script, typed_options: Sequence[str] 
     typed_of = {convert(option.strip(), TO_SIMPLIFIED): option.strip() for option in typed_options}
 
     def memory(found: Memory) -> Memory:
-        if found is None:
-            return None
-        return {**found, "match": back(found["match"]), "example": back(found["example"])}
+        return memory_in(found, back)
 
     def token_at(mask: int, token: str) -> str:
         return in_context(result.text, mask, token, back)
@@ -180,14 +178,31 @@ def written_in(result: FillResult, script: Script, typed_options: Sequence[str] 
     )
 
 
+NEIGHBOURS = 16  # characters either side of a fill that its conversion reads (OpenCC phrases)
+
+
 def in_context(text: str, mask: int, fill: str, back: Callable[[str], str]) -> str:
-    """``fill`` as ``back`` writes it in place of the ``mask``-th [MASK] of ``text``: OpenCC
-    picks a character by its neighbours (发 is 髮 in 头发 and 發 in 出发), so a fill converted
-    alone could disagree with the sentence converted whole. Where the conversion changes the
-    text's length, the places can't be matched, and the fill is converted alone."""
+    """``fill`` as ``back`` writes it in place of the ``mask``-th [MASK] of ``text``
+    (``between``)."""
     parts = text.split(MASK)
-    left, right = MASK.join(parts[: mask + 1]), MASK.join(parts[mask + 1 :])
+    return between(MASK.join(parts[: mask + 1]), fill, MASK.join(parts[mask + 1 :]), back)
+
+
+def between(left: str, fill: str, right: str, back: Callable[[str], str]) -> str:
+    """``fill`` as ``back`` writes it between ``left`` and ``right``: OpenCC picks a character
+    by its neighbours (发 is 髮 in 头发 and 發 in 出发), so a fill converted alone could disagree
+    with the sentence converted whole. ``NEIGHBOURS`` characters either side are converted with
+    it, not the whole text (one conversion per candidate). Where the conversion changes their
+    length, the places can't be matched, and the fill is converted alone."""
+    left, right = left[-NEIGHBOURS:], right[:NEIGHBOURS]
     whole = back(left + fill + right)
     if len(whole) != len(left) + len(fill) + len(right):
         return back(fill)
     return whole[len(left) : len(left) + len(fill)]
+
+
+def memory_in(found: Memory, back: Callable[[str], str]) -> Memory:
+    """Evidence (出处) with its strings written by ``back``."""
+    if found is None:
+        return None
+    return {**found, "match": back(found["match"]), "example": back(found["example"])}

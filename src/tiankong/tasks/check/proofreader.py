@@ -42,7 +42,16 @@ from typing import Any
 import numpy as np
 
 from tiankong.core.beam_search import RowScorer
-from tiankong.core.script import script_of
+from tiankong.core.script import (
+    TO_SIMPLIFIED,
+    TO_TRADITIONAL,
+    Script,
+    between,
+    convert,
+    memory_in,
+    script_of,
+    standard,
+)
 from tiankong.errors import BadOptionError
 from tiankong.index.grounding import CorpusMemory
 from tiankong.service import FillMasker
@@ -123,19 +132,25 @@ class Proofreader:
         return self.confusion.token_candidates(self.masker.encoder.vocab)
 
     def prepare(self, text: object) -> CheckRequest:
-        """Validate and cut into windows. Traditional text, or text with variant characters, is
-        checked in standard simplified form, as the model, the confusion sets and the corpus
-        index hold it (``core.script.script_of``): checked as typed, every traditional
-        character was a candidate "fix" to its simplified form. Only where the conversion
-        keeps every character's place (almost always: OpenCC converts character for
-        character), so that an edit's offsets are the typed text's."""
+        """Validate and cut into windows. Text with traditional or variant characters, all of
+        them or a few, is checked in standard simplified form (``core.script.standard``), as
+        the model, the confusion sets and the corpus index hold it: checked as typed, every
+        traditional character was a candidate "fix" to its simplified form. Only where the
+        conversion keeps every character's place (almost always: OpenCC converts character for
+        character), so that an edit's offsets are the typed text's; else as typed. Fixes go
+        back in the typed script (``in_typed_script``): traditional where any character was,
+        in the conversion that reproduces the text if one does (Taiwan, Hong Kong), else s2t."""
         encoder, max_chars = self.masker.encoder, self.masker.settings.max_check_chars
         request = prepare_check(text, encoder, max_chars)
-        script = script_of(request.text)
-        if not script.converted or len(script.simplified) != len(request.text):
+        checked = standard(request.text)
+        if checked == request.text or len(checked) != len(request.text):
             return request
-        standard_form = prepare_check(script.simplified, encoder, max_chars)
-        return replace(standard_form, text=request.text, script=script)
+        traditional = convert(request.text, TO_SIMPLIFIED) != request.text
+        to_typed = (script_of(request.text).to_typed or TO_TRADITIONAL[0]) if traditional else None
+        standard_form = prepare_check(checked, encoder, max_chars)
+        return replace(
+            standard_form, text=request.text, script=Script(request.text, checked, to_typed)
+        )
 
     def forward_rows(self, request: CheckRequest) -> int:
         """The engine work ``run`` does for ``request`` at most, in forward rows: one unmasked
@@ -456,20 +471,29 @@ class Proofreader:
 
 def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
     """``edit`` (found on the checked form) on the text as typed: its original the typed
-    characters, and for a traditional text its suggestion, alternatives and evidence written
-    back in that script; None where the suggestion, so written, is what was typed."""
+    characters; in a text with traditional characters, its suggestion and alternatives in
+    that script, converted among their neighbours (``core.script.between``), unless a simplified
+    form was typed at the place, and its evidence too; None where the suggestion, so written,
+    is what was typed."""
     original = request.text[edit.start : edit.end]
     script = request.script
     if script is None:
         return replace(edit, original=original)
-    suggestion = script.back(edit.suggestion)
+    checked = script.simplified
+    left, right = checked[: edit.start], checked[edit.end :]
+
+    def written(fill: str) -> str:
+        if script.to_typed is None or between(left, original, right, script.back) != original:
+            return fill  # a simplified form typed here (层 in 一层樓): answered so
+        return between(left, fill, right, script.back)
+
+    suggestion = written(edit.suggestion)
     if suggestion == original:
         return None
-    alternatives = [replace(a, suggestion=script.back(a.suggestion)) for a in edit.alternatives]
-    memory = edit.memory
-    if memory is not None:
-        memory = {**memory, "match": script.back(memory["match"]),
-                  "example": script.back(memory["example"])}  # fmt: skip
     return replace(
-        edit, original=original, suggestion=suggestion, alternatives=alternatives, memory=memory
+        edit,
+        original=original,
+        suggestion=suggestion,
+        alternatives=[replace(a, suggestion=written(a.suggestion)) for a in edit.alternatives],
+        memory=memory_in(edit.memory, script.back),
     )
