@@ -607,6 +607,8 @@ def test_the_proofreading_figures_are_a_run_of_the_test_split(bundled_masker: An
     assert claim, "the README's proofreading figures were not found"
     items = read_check_items(README.parent / "data" / "eval" / "check_test.jsonl")
     figures = evaluate_check(Proofreader(bundled_masker), items).overall.figures()
-    assert f"{figures['correction_f1']:.2f}" == claim[1]
-    assert f"{figures['correction_precision']:.2f}" == claim[2]
-    assert f"{100 * figures['false_alarm_rate']:.1f}" == claim[3]
+    # within a rounding step and one sentence: INT8 kernels differ between CPU kinds (AVX2,
+    # VNNI, AMX), and a borderline sentence may fall either way on another one
+    assert abs(figures["correction_f1"] - float(claim[1])) <= 0.011
+    assert abs(figures["correction_precision"] - float(claim[2])) <= 0.011
+    assert abs(100 * figures["false_alarm_rate"] - float(claim[3])) <= 0.45

@@ -110,7 +110,7 @@ class Settings:
     threads: int = setting(  # 0: the engine's own choice (ONNX Runtime's, OpenVINO's)
         MISSING,
         "--threads",
-        factory=usable_cores,
+        factory=lambda: min(usable_cores(), MAX_THREADS),  # a default within its own rule
         help="Intra-op threads (default: cores).",
         at_least=0,
         at_most=MAX_THREADS,

@@ -198,7 +198,8 @@ def test_constraints_renormalise_and_report_the_raw_score(
 def test_an_empty_constraint_word_is_a_bad_option(client: TestClient, field: str) -> None:
     """An empty entry would match the vocabulary's empty token (id 343 in bert-base-chinese's)
     and fill the blank with nothing."""
-    for words in ([""], ["鸟", "  "], []):  # [] meant "no constraint" before
+    for words in ([""], ["鸟", "  "], *([[]] if field == "allowed" else [])):
+        # allowed: [] silently meant "no constraint"; exclude: [] excludes nothing, and answers
         answer = client.post("/predict", json={"text": POEM, field: words})
         assert_error(answer, 400, "bad_option")
         assert field in answer.json()["error"]["message"]

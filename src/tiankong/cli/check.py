@@ -14,7 +14,7 @@ from rich.table import Table
 
 from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.root import app
-from tiankong.cli.stdin import printable, stdin_lines
+from tiankong.cli.stdin import print_line_error, stdin_lines
 from tiankong.config import Settings
 from tiankong.errors import BadOptionError, TiankongError, mapping_for
 
@@ -94,12 +94,7 @@ def check_command(
         except TiankongError as error:  # one bad line doesn't stop the rest
             failures += 1
             exit_code = mapping_for(error).exit_code
-            if as_json:
-                error_fields = {"code": error.code, "message": error.message}
-                payload = {"text": printable(line), "error": error_fields}
-                print(json.dumps(payload, ensure_ascii=False))
-            else:
-                console.print(f"[red]error:[/red] {error.message}", highlight=False)
+            print_line_error(line, error, as_json, console)
     if failures:
         raise typer.Exit(exit_code)
 

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.root import app
-from tiankong.cli.stdin import printable, stdin_lines
+from tiankong.cli.stdin import print_line_error, stdin_lines
 from tiankong.config import Settings
 from tiankong.core.options import PredictOptions
 from tiankong.core.results import FillResult, Memory
@@ -145,13 +145,7 @@ def predict_command(
             print_result(result, as_json, console, masker.model.name)
         except TiankongError as error:  # one bad line doesn't stop the rest
             failures += 1
-            if as_json:
-                error_fields = {"code": error.code, "message": error.message}
-                print(
-                    json.dumps({"text": printable(line), "error": error_fields}, ensure_ascii=False)
-                )
-            else:
-                console.print(f"[red]error:[/red] {error.message}", highlight=False)
+            print_line_error(line, error, as_json, console)
             exit_code = mapping_for(error).exit_code
     if failures:
         raise typer.Exit(exit_code)

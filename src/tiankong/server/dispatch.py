@@ -32,9 +32,8 @@ def options_from_fields(
         raise BadOptionError(
             "candidates is an empty list; give at least one option to rank, or leave it out."
         )
-    for name, words in (("allowed", fields.allowed), ("exclude", fields.exclude)):
-        if words is not None and not words:  # not a silent "no constraint"
-            raise BadOptionError(f"{name} is an empty list; give at least one, or leave it out.")
+    if fields.allowed is not None and not fields.allowed:  # not a silent "no constraint"
+        raise BadOptionError("allowed is an empty list; give at least one, or leave it out.")
     return predictor.options(
         top_k,
         mode=fields.mode,

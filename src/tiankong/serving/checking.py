@@ -1,7 +1,8 @@
 """Proofreading behind a server: the check task through a Predictor's batcher.
 
-A check request (``tasks.check``) makes two passes for all of its texts (the unmasked or
-masked rows, one engine call's worth a step, then the suspects' rows in one step). It is one
+A check request (``tasks.check``) makes two passes for all of its texts: the unmasked rows, one
+engine call's worth a step (or, with ``detect="masked"``, every position's masked row in one
+step), then the suspects' rows in one step. It is one
 ``core.task.Task`` run by ``TaskServing`` (``serving/tasks.py``): like a search, on a thread of
 a small pool, its steps sent through the same dynamic batcher as search rows, admitted by the
 batcher's queue by its cost in forward rows, refused over ``max_request_cost`` (400, naming
