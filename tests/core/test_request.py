@@ -139,10 +139,11 @@ def test_an_empty_candidate_list_is_bad_option(client: TestClient) -> None:
 
 @pytest.mark.usefixtures("onnx_exports")  # --engine onnx starts without torch
 @pytest.mark.processes
-def test_an_empty_candidates_flag_exits_2(tiny_model_dir: Path) -> None:
+@pytest.mark.parametrize("flag", ["--candidates", "--allowed"])  # --allowed "" meant no limit
+def test_an_empty_list_flag_exits_2(tiny_model_dir: Path, flag: str) -> None:
     done = subprocess.run(
         [
-            *(sys.executable, "-m", "tiankong", "predict", IDIOM_CLOZE, "--candidates", ""),
+            *(sys.executable, "-m", "tiankong", "predict", IDIOM_CLOZE, flag, " , "),
             *("--model", str(tiny_model_dir), "--engine", "onnx"),
         ],
         capture_output=True,
@@ -151,7 +152,7 @@ def test_an_empty_candidates_flag_exits_2(tiny_model_dir: Path) -> None:
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert done.returncode == 2, done.stderr
-    assert "--candidates is empty" in done.stderr and "Traceback" not in done.stderr
+    assert f"{flag} is empty" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_forward_rows_estimate_the_engine_work(tiny_masker: FillMasker) -> None:

@@ -73,6 +73,11 @@ def decoding_options(
         raise BadOptionError(
             "--candidates is empty; give the options to rank, separated by commas, or leave it out."
         )
+    if allowed is not None and not split_list(allowed):  # as POST /predict's allowed: []
+        raise BadOptionError(
+            "--allowed is empty; give the characters or words, separated by commas, or leave it "
+            "out."
+        )
     return masker.options(
         top_k,
         mode="whole_word" if whole_word else "single",
