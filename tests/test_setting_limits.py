@@ -5,15 +5,13 @@ never an engine's or a socket's traceback."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import run_cli
 from fastapi.testclient import TestClient
 
 from tiankong import FillMasker, Settings
@@ -21,7 +19,6 @@ from tiankong.config import MAX_THREADS, MIN_WINDOW, check_settings, setting
 from tiankong.errors import BadOptionError
 from tiankong.server import create_app
 
-CLI = [sys.executable, "-m", "tiankong"]
 LONG_TEXT = "天" * 700 + "[MASK]"  # more tokens than BERT's 512 positions
 
 
@@ -133,16 +130,6 @@ def test_a_server_refuses_settings_that_refuse_every_text(settings: Settings) ->
     """Before: max_masks=0 refused the warm-up's text, a startup traceback."""
     with pytest.raises(BadOptionError, match="max_masks must be 1 or more"):
         create_app(replace(settings, max_masks=0))
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
 
 
 @pytest.mark.processes

@@ -4,29 +4,14 @@ output shapes and exit codes."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_cli
 
 # the CLI's processes find the tiny model's ONNX exports made (conftest.onnx_exports), so
 # `--engine onnx` starts without torch; the engine is not the subject here
 pytestmark = [pytest.mark.processes, pytest.mark.usefixtures("onnx_exports")]
-
-CLI = [sys.executable, "-m", "tiankong"]
-
-
-def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
 
 
 def model_flags(tiny_model_dir: Path) -> list[str]:

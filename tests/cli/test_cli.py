@@ -3,33 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_cli
 
+# The tests run the tiny model on ONNX Runtime (--engine onnx), which starts in a fraction of
+# the time torch and transformers take to import: the CLI's shapes and exit codes are the
+# subject here, and test_predict_table_names_the_model runs the torch engine through the CLI.
 # starts processes: the CLI, a server, Ray or export workers; each finds the tiny model's ONNX
 # exports made (conftest.onnx_exports), so `--engine onnx` starts without torch
 pytestmark = [pytest.mark.processes, pytest.mark.usefixtures("onnx_exports")]
-
-CLI = [sys.executable, "-m", "tiankong"]
-
-
-def run_cli(*args: str, stdin: str | None = None, env: dict[str, str] | None = None):
-    """``tiankong ARGS`` in a fresh process. The tests run the tiny model on ONNX Runtime
-    (``--engine onnx``), which starts in a fraction of the time torch and transformers take to
-    import: the CLI's shapes and exit codes are the subject here, and
-    ``test_predict_table_names_the_model`` runs the torch engine through the CLI."""
-    return subprocess.run(
-        [*CLI, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
-    )
 
 
 def test_version() -> None:

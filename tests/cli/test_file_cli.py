@@ -6,34 +6,20 @@ and one sentence, never a traceback, and never after the work."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_cli
 
 # the CLI's processes find the tiny model's ONNX exports made (conftest.onnx_exports), so
 # `--engine onnx` starts without torch; the engine is not the subject here
 pytestmark = [pytest.mark.processes, pytest.mark.usefixtures("onnx_exports")]
 
-CLI = [sys.executable, "-m", "tiankong"]
 LONG_SENTENCE = "画龙点睛" * 25  # 300 bytes: longer than a file name may be
 # A model that doesn't exist is exit 3 when it is loaded: a run that answers exit 2 with this
 # "model" has refused its files before the model and the work.
 NO_MODEL = ["--model", "/nonexistent/tiankong-model"]
-
-
-def run_cli(*args: str, stdin: str | None = None, cwd: Path | None = None):
-    return subprocess.run(
-        [*CLI, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=cwd,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
 
 
 def model_flags(tiny_model_dir: Path) -> list[str]:

@@ -5,14 +5,20 @@ byte-order mark are removed."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_cli
 
 pytestmark = [pytest.mark.processes, pytest.mark.usefixtures("onnx_exports")]
+
+
+def on_strict_stdin(command: str, model: Path, lines: bytes) -> subprocess.CompletedProcess[bytes]:
+    """``tiankong COMMAND --json`` reading ``lines``, where a bad byte would end a strict
+    UTF-8 stdin (``PYTHONIOENCODING=utf-8:strict``)."""
+    flags = ["--json", "--model", str(model), "--engine", "onnx", "--threads", "1"]
+    return run_cli(command, *flags, stdin=lines, env={"PYTHONIOENCODING": "utf-8:strict"})
 
 
 def test_predict_answers_the_good_lines_around_a_bad_one(tiny_model_dir: Path) -> None:
@@ -21,14 +27,7 @@ def test_predict_answers_the_good_lines_around_a_bad_one(tiny_model_dir: Path) -
         + b"\xe7\x94\xbb[MASK]\xff\r\n"
         + "画龙点[MASK]\n".encode()
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "tiankong", "predict", "--json", "--model", str(tiny_model_dir),
-         "--engine", "onnx", "--threads", "1"],
-        input=lines,
-        capture_output=True,
-        timeout=180,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONIOENCODING": "utf-8:strict"},
-    )  # fmt: skip
+    done = on_strict_stdin("predict", tiny_model_dir, lines)
     assert done.returncode == 2, done.stderr.decode(errors="replace")
     assert b"Traceback" not in done.stderr
     first, bad, last = (json.loads(line) for line in done.stdout.decode().splitlines())
@@ -39,14 +38,7 @@ def test_predict_answers_the_good_lines_around_a_bad_one(tiny_model_dir: Path) -
 
 def test_check_answers_the_good_lines_around_a_bad_one(tiny_model_dir: Path) -> None:
     lines = "画龙点晴\r\n".encode() + b"\xe7\x94\xbb\xff\n" + "守株待免\n".encode()
-    done = subprocess.run(
-        [sys.executable, "-m", "tiankong", "check", "--json", "--model", str(tiny_model_dir),
-         "--engine", "onnx", "--threads", "1"],
-        input=lines,
-        capture_output=True,
-        timeout=180,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONIOENCODING": "utf-8:strict"},
-    )  # fmt: skip
+    done = on_strict_stdin("check", tiny_model_dir, lines)
     assert done.returncode == 2, done.stderr.decode(errors="replace")
     assert b"Traceback" not in done.stderr
     first, bad, last = (json.loads(line) for line in done.stdout.decode().splitlines())
