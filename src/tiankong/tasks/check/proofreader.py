@@ -2,8 +2,9 @@
 
 The task's three steps, over the masker's shared parts (tokenizer, engine, corpus index):
 
-1. **prepare** (``request.prepare_check``): validate, tokenize with character offsets, cut into
-   windows; the checkable positions are the Han characters.
+1. **prepare** (``request.prepare_check``): validate, take the form to check (``checked_form``:
+   traditional or variant characters in standard simplified), tokenize with character offsets,
+   cut into windows; the checkable positions are the Han characters.
 2. **forward**, two passes for any number of texts, each through the ``RowScorer`` it is given
    (the library's scores on the calling thread, the server's through its batcher):
    * one *unmasked* row per window, read at every checkable position, scored one engine
@@ -42,16 +43,7 @@ from typing import Any
 import numpy as np
 
 from tiankong.core.beam_search import RowScorer
-from tiankong.core.script import (
-    TO_SIMPLIFIED,
-    TO_TRADITIONAL,
-    Script,
-    between,
-    convert,
-    memory_in,
-    script_of,
-    standard,
-)
+from tiankong.core.script import between, memory_in
 from tiankong.errors import BadOptionError
 from tiankong.index.grounding import CorpusMemory
 from tiankong.service import FillMasker
@@ -132,25 +124,7 @@ class Proofreader:
         return self.confusion.token_candidates(self.masker.encoder.vocab)
 
     def prepare(self, text: object) -> CheckRequest:
-        """Validate and cut into windows. Text with traditional or variant characters, all of
-        them or a few, is checked in standard simplified form (``core.script.standard``), as
-        the model, the confusion sets and the corpus index hold it: checked as typed, every
-        traditional character was a candidate "fix" to its simplified form. Only where the
-        conversion keeps every character's place (almost always: OpenCC converts character for
-        character), so that an edit's offsets are the typed text's; else as typed. Fixes go
-        back in the typed script (``in_typed_script``): traditional where any character was,
-        in the conversion that reproduces the text if one does (Taiwan, Hong Kong), else s2t."""
-        encoder, max_chars = self.masker.encoder, self.masker.settings.max_check_chars
-        request = prepare_check(text, encoder, max_chars)
-        checked = standard(request.text)
-        if checked == request.text or len(checked) != len(request.text):
-            return request
-        traditional = convert(request.text, TO_SIMPLIFIED) != request.text
-        to_typed = (script_of(request.text).to_typed or TO_TRADITIONAL[0]) if traditional else None
-        standard_form = prepare_check(checked, encoder, max_chars)
-        return replace(
-            standard_form, text=request.text, script=Script(request.text, checked, to_typed)
-        )
+        return prepare_check(text, self.masker.encoder, self.masker.settings.max_check_chars)
 
     def forward_rows(self, request: CheckRequest) -> int:
         """The engine work ``run`` does for ``request`` at most, in forward rows: one unmasked

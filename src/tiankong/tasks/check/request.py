@@ -13,7 +13,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tiankong.core.script import Script
+from tiankong.core.script import (
+    TO_SIMPLIFIED,
+    TO_TRADITIONAL,
+    Script,
+    convert,
+    fold_variants,
+    script_of,
+)
 from tiankong.core.text import TextEncoder, check_unicode
 from tiankong.errors import EmptyTextError, TextTooLongError
 
@@ -69,9 +76,30 @@ def prepare_check(text: object, encoder: TextEncoder, max_chars: int) -> CheckRe
             f"The text has {len(text):,} characters; proofreading takes at most {max_chars:,} "
             "per text (max_check_chars): split it into parts."
         )
-    check_unicode(text)
-    encoding = encoder.tokenizer.encode(text, add_special_tokens=False)
-    return CheckRequest(text, windows_of(text, encoding.ids, encoding.offsets, encoder))
+    check_unicode(text)  # before OpenCC reads it
+    script = checked_form(text)
+    checked = script.simplified if script is not None else text
+    encoding = encoder.tokenizer.encode(checked, add_special_tokens=False)
+    return CheckRequest(text, windows_of(checked, encoding.ids, encoding.offsets, encoder), script)
+
+
+def checked_form(text: str) -> Script | None:
+    """The form ``text`` is checked in, or None for as typed. Text with traditional or variant
+    characters, all of them or a few, is checked in standard simplified form (``core.script``:
+    t2s, then the variant table), as the model, the confusion sets and the corpus index hold it:
+    checked as typed, every traditional character was a candidate "fix" to its simplified form.
+    Only where the conversion keeps every character's place (almost always: OpenCC converts
+    character for character), so that an edit's offsets are the typed text's. Fixes go back in
+    traditional where any character was (``proofreader.in_typed_script``): in the conversion
+    that reproduces the text if one does (Taiwan, Hong Kong), else s2t."""
+    simplified = convert(text, TO_SIMPLIFIED)
+    checked = fold_variants(simplified)
+    if checked == text or len(checked) != len(text):
+        return None
+    to_typed = None
+    if simplified != text:
+        to_typed = script_of(text).to_typed or TO_TRADITIONAL[0]
+    return Script(text, checked, to_typed)
 
 
 def windows_of(
