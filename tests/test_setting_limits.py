@@ -61,6 +61,9 @@ def test_the_bounds_themselves_pass() -> None:
         ({"max_masks": 0}, "max_masks must be 1 or more; got 0."),
         ({"max_text_chars": 0}, "max_text_chars must be 1 or more; got 0."),
         ({"max_check_chars": -1}, "max_check_chars must be 1 or more; got -1."),
+        ({"max_body_bytes": -5}, "--max-body-bytes must be 1 or more; got -5."),
+        ({"max_body_bytes": 0}, "--max-body-bytes must be 1 or more; got 0."),
+        ({"max_batch_texts": 0}, "--max-batch-texts must be 1 or more; got 0."),
     ],
 )
 def test_settings_out_of_range_are_refused(values: dict[str, Any], words: str) -> None:

@@ -135,11 +135,13 @@ class Settings:
         64,
         "--max-batch-texts",
         help="Most texts per /batch_predict or HF request (default {default}).",
+        at_least=1,
     )
     max_body_bytes: int = setting(
         1_000_000,
         "--max-body-bytes",
         help="Largest request body; bigger ones get 413 (default {default}).",
+        at_least=1,
     )
     log_level: str = setting(
         "info",
@@ -379,9 +381,11 @@ def check_rows(values: Any) -> None:
 
 
 def split_commas(value: Any) -> Any:
-    """An env twin's (or ``serve run`` argument's) comma-separated list, as a tuple."""
+    """An env twin's (or ``serve run`` argument's) comma-separated list, as a tuple. Empty
+    entries are kept (``"a,,b"``, ``" , "``), for the setting's own check to refuse: an API key
+    list that is all blanks must not read as no keys."""
     if isinstance(value, str):
-        return tuple(part.strip() for part in value.split(",") if part.strip())
+        return tuple(part.strip() for part in value.split(","))
     return value
 
 

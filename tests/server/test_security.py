@@ -150,6 +150,26 @@ def test_bad_keys_file_is_one_sentence(tmp_path: Path, content: str | None, word
         load_api_keys(Settings(api_keys_file=str(keys_file)))
 
 
+@pytest.mark.parametrize("keys", [("",), ("  ",), ("key-one-0123456789", "")])
+def test_an_empty_key_is_refused_not_dropped(keys: tuple[str, ...]) -> None:
+    """``--api-key "$UNSET"`` or ``TIANKONG_API_KEYS=" , "`` would have started the server open."""
+    with pytest.raises(BadOptionError, match="An API key is empty"):
+        load_api_keys(Settings(api_keys=keys))
+
+
+@pytest.mark.processes
+def test_an_all_blank_key_list_in_the_env_stops_serve() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tiankong", "serve", "--port", "1"],
+        env={"TIANKONG_API_KEYS": " , ", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "An API key is empty" in done.stderr and "Traceback" not in done.stderr
+
+
 @pytest.mark.processes
 def test_serve_takes_keys_from_the_env_twins(tmp_path: Path) -> None:
     """The CLI: TIANKONG_API_KEYS (comma-separated) and a keys file that doesn't exist, which
@@ -162,7 +182,7 @@ def test_serve_takes_keys_from_the_env_twins(tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 2, done.stderr
-    assert "Cannot read the API keys file missing.txt" in done.stderr
+    assert f"Cannot read the API keys file {tmp_path / 'missing.txt'}" in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
@@ -313,6 +333,36 @@ def test_cors_allow_list(tiny_masker: FillMasker, tiny_model_dir: Path) -> None:
         assert refused.headers["access-control-allow-origin"] == ORIGIN
         other = client.get("/health", headers={"Origin": "https://evil.example"})
         assert "access-control-allow-origin" not in other.headers
+
+
+def test_a_refused_preflight_is_the_json_error_shape(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    with make_client(tiny_masker, tiny_model_dir, cors_origins=(ORIGIN,)) as client:
+        for origin, method in (("https://evil.example", "POST"), (ORIGIN, "DELETE")):
+            preflight = client.options(
+                "/predict", headers={"Origin": origin, "Access-Control-Request-Method": method}
+            )
+            assert_error(preflight, 400, "bad_input")
+            assert "Disallowed CORS" in preflight.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "origin", ["https://app.example/", "app.example", "not a url", "", "https://app.example/x"]
+)
+def test_an_origin_that_could_never_match_is_refused_at_start(
+    tiny_masker: FillMasker, tiny_model_dir: Path, origin: str
+) -> None:
+    with pytest.raises(BadOptionError, match="is not an origin"):
+        make_client(tiny_masker, tiny_model_dir, cors_origins=(ORIGIN, origin))
+
+
+def test_origins_as_browsers_send_them_are_taken(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    origins = (ORIGIN, "http://localhost:5173", "https://[::1]:8443", "*")
+    with make_client(tiny_masker, tiny_model_dir, cors_origins=origins) as client:
+        assert client.get("/health").status_code == 200
 
 
 # --- binding ---------------------------------------------------------------------------------

@@ -23,7 +23,15 @@ from typing import Annotated, Any, TypeVar, get_origin, get_type_hints
 
 import typer
 
-from tiankong.config import Flag, check_settings, default_of, env_twin, help_text, rows
+from tiankong.config import (
+    Flag,
+    check_settings,
+    default_of,
+    env_twin,
+    help_text,
+    rows,
+    split_commas,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -73,9 +81,7 @@ def built(table: type[T], values: dict[str, Any]) -> T:
         if value is None:
             continue
         if isinstance(value, list):  # repeated flags, or the env twin's comma-separated list
-            value = tuple(
-                part.strip() for item in value for part in item.split(",") if part.strip()
-            )
+            value = tuple(part for item in value for part in split_commas(item))
         elif flag.choices and isinstance(value, str):
             value = value.lower()
         changes[row.name] = value
