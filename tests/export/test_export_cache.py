@@ -175,6 +175,8 @@ def test_export_to_folder_rules(model: ResolvedModel, cache: Path, tmp_path: Pat
         export_to_folder(model, "fp32", settings_for(cache), target)
     with pytest.raises(BadOptionError, match="is a file"):
         export_to_folder(model, "fp32", settings_for(cache), target / "notes.txt")
+    with pytest.raises(BadOptionError, match=r"notes\.txt' is a file, not a folder"):
+        export_to_folder(model, "fp32", settings_for(cache), target / "notes.txt" / "sub")
     fresh = export_to_folder(model, "fp32", settings_for(cache), tmp_path / "new" / "fp32")
     assert sorted(path.name for path in fresh.folder.iterdir()) == sorted(
         [MANIFEST_FILE, ONNX_FILE]

@@ -14,6 +14,7 @@ from tokenizers.implementations import BertWordPieceTokenizer
 from tiankong.errors import (
     EXIT_BAD_INPUT,
     EXIT_MODEL_UNAVAILABLE,
+    BadOptionError,
     IndexCorruptError,
     IndexInputError,
     IndexStaleError,
@@ -202,6 +203,20 @@ def test_an_input_inside_the_index_folder_is_not_replaced_with_it(
     with pytest.raises(IndexInputError, match="inside the index folder"):
         build_index([inside], out, progress=False)
     assert inside.is_file()
+
+
+def test_an_index_under_a_file_is_refused_before_the_work(
+    corpus_file: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "afile").write_text("mine")
+    with pytest.raises(BadOptionError, match=r"afile' is a file, not a folder"):
+        build_index([corpus_file], tmp_path / "afile" / "sub", progress=False)
+
+
+def test_a_built_index_is_readable_by_other_users(corpus_file: Path, tmp_path: Path) -> None:
+    """Not mkdtemp's 0700: the image's server (uid 10001) reads indexes mounted at /data."""
+    build_index([corpus_file], tmp_path / "idx", progress=False)
+    assert (tmp_path / "idx").stat().st_mode & 0o755 == 0o755
 
 
 def test_an_index_named_like_a_file_is_refused(corpus_file: Path, tmp_path: Path) -> None:

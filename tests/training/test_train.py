@@ -170,6 +170,11 @@ def test_bad_options(corpus: Path, tmp_path: Path) -> None:
         train(tiny_options(corpus, tmp_path / "x", data=("nope.txt",)))
     with pytest.raises(BadDataFileError, match="no checkpoint yet"):
         train(tiny_options(corpus, tmp_path / "fresh", resume=True))
+    with pytest.raises(BadOptionError, match=r"Pass --init MODEL .* or --config NAME"):
+        train(tiny_options(corpus, tmp_path / "x", config=None))  # not a random model unasked
+    (tmp_path / "afile").write_text("mine")
+    with pytest.raises(BadOptionError, match="afile' is a file, not a folder"):
+        train(tiny_options(corpus, tmp_path / "afile" / "run"))  # before any step, not at a save
 
 
 DATA_WORKERS_RUN = """

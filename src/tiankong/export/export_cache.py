@@ -40,6 +40,7 @@ from typing import Any
 
 from tiankong.config import Settings, cache_folder
 from tiankong.core.models import MODEL_FILE_PATTERNS, ResolvedModel
+from tiankong.core.output_folder import check_output_folder, made_here
 from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
 from tiankong.export import export
 from tiankong.export.cache_format import CACHE_FORMAT, MANIFEST_FILE, ONNX_FILE, file_sha256
@@ -398,9 +399,11 @@ def export_to_folder(
             f"--out '{out.name}' is not empty and holds no tiankong export; "
             "give a new or empty folder."
         )
+    check_output_folder(out, "--out")
     export = ensure_export(model, precision, settings)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    temp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=out.parent))
+    with made_here(out, "--out"):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        temp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=out.parent))
     try:
         for name in export.manifest["files"]:
             shutil.copy2(export.folder / name, temp / name)

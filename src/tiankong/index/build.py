@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
+from tiankong.core.output_folder import check_output_folder, made_here
 from tiankong.core.script import normaliser_key, standard_lines
 from tiankong.errors import IndexInputError
 from tiankong.index.sources import file_sha256, read_passages
@@ -68,6 +69,7 @@ def build_index(
         raise IndexInputError(f"{out} is a file; name a folder for the index.")
     if os.path.isdir(out) and not (out / MANIFEST).is_file() and any(out.iterdir()):
         raise IndexInputError(f"{out} exists and is not an index; choose an empty or new folder.")
+    check_output_folder(out, "--out")
     paths = [Path(path) for path in inputs]
     for path in paths:  # the build replaces the folder whole, with whatever it holds
         if out.resolve() in path.resolve().parents:
@@ -102,8 +104,9 @@ def build_index(
         task = bar.add_task("spelling", total=1)
         spelling = spelling_arrays(passages, ids, starts, tokenizer)
         bar.advance(task)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".building-", dir=out.parent))
+    with made_here(out, "--out"):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=".building-", dir=out.parent))
     try:
         position = position_dtype(len(ids))
         arrays = {
@@ -154,6 +157,9 @@ def build_index(
             "build_seconds": round(time.perf_counter() - started, 2),
         }
         (work / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=1) + "\n")
+        # mkdtemp's 0700 would keep the index from a server that runs as another user (the
+        # image's uid 10001 reading a mounted /data); a folder asked for gets the usual mode
+        os.chmod(work, 0o755)
         if out.exists():
             shutil.rmtree(out)
         os.replace(work, out)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tiankong.core.output_folder import check_output_folder
 from tiankong.errors import BadDataFileError, BadOptionError
 from tiankong.training.masking import MASKING_KINDS
 from tiankong.training.train_data import TextSource
@@ -72,6 +73,7 @@ def validate_options(options: TrainOptions) -> None:
         raise BadOptionError("--max-steps and --batch-size must be at least 1.")
     if options.init and options.config:
         raise BadOptionError("Pass either --init or --config, not both.")
+    check_output_folder(options.out, "--out")
     if options.device not in ("auto", "cpu", "cuda"):
         raise BadOptionError(f"--device '{options.device}' is not one of auto, cpu or cuda.")
     if options.precision not in ("auto", "fp32", "bf16"):

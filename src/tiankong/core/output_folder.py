@@ -1,0 +1,40 @@
+"""An output folder a command makes (``export -o``, ``index build -o``, ``train -o``), checked
+before the work: a file where it or a folder above it should be, or no permission to write
+there, is one sentence and exit 2, not a traceback after minutes of work. What no check can
+foresee (a name the file system refuses, a full disk) is caught where the folder is made
+(``made_here``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tiankong.errors import BadOptionError
+
+
+def check_output_folder(path: Path, flag: str) -> None:
+    """Refuse ``path`` (given as ``flag``) when it can't be made or replaced: it is a file, a
+    folder above it is a file, or the nearest folder above it that exists can't be written
+    (the folder is built beside itself and renamed into place)."""
+    if os.path.exists(path) and not os.path.isdir(path):  # os.path: False for refused names
+        raise BadOptionError(f"{flag} '{path}' is a file; name a folder.")
+    parent = Path(os.path.abspath(path)).parent
+    existing = next(folder for folder in (parent, *parent.parents) if os.path.exists(folder))
+    if not os.path.isdir(existing):
+        raise BadOptionError(
+            f"{flag} '{path}' can't be made: '{existing}' is a file, not a folder."
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise BadOptionError(f"{flag} '{path}' can't be made in '{existing}' (permission denied).")
+
+
+@contextmanager
+def made_here(path: Path, flag: str) -> Iterator[None]:
+    """Around making ``path``'s folders: an OSError is one sentence naming ``flag``."""
+    try:
+        yield
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise BadOptionError(f"{flag} '{path}' can't be written ({reason}).") from None
