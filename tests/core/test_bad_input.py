@@ -210,6 +210,19 @@ def test_a_candidate_the_model_cannot_read_is_bad_option(fake: FillMasker, odd: 
     assert caught.value.code == "bad_option"
 
 
+@pytest.mark.parametrize("special", ["[SEP]", "[CLS]", "鸟[PAD]"])
+def test_a_special_token_candidate_is_bad_option(fake: FillMasker, special: str) -> None:
+    """As the Hugging Face route refuses such a target: a special token is never a fill."""
+    with pytest.raises(TiankongError, match="special token") as caught:
+        fake.predict("画龙点[MASK]", candidates=("睛", special))
+    assert caught.value.code == "bad_option"
+
+
+def test_a_candidate_with_an_unknown_character_is_still_ranked(fake: FillMasker) -> None:
+    result = fake.predict("画龙点[MASK]", candidates=("睛", "𪚥"))
+    assert [c.in_vocabulary for c in result.candidates] == [True, False]
+
+
 @pytest.mark.parametrize(
     ("text", "code"),
     [

@@ -188,7 +188,10 @@ class SearchModes:
             ids = self.encoder.tokenizer.encode(option, add_special_tokens=False).ids
             if not ids:  # only characters the tokenizer drops (zero-width, control)
                 raise BadOptionError(f"The candidate {option!r} has no character the model reads.")
-            known.append(self.encoder.vocab.get("[UNK]") not in ids)
+            unknown = self.encoder.vocab.get("[UNK]")
+            if self.masker.banned_in([i for i in ids if i != unknown]):  # [SEP], [unused1]
+                raise BadOptionError(f"The candidate {option!r} is a special token, never a fill.")
+            known.append(unknown not in ids)
             prepared = self.masker.prepare(template.replace(BLANK, MASK * len(ids)))
             items.append((prepared.input_ids, prepared.mask_indices, ids))
         chains = score_chains(items, self.masker.score_rows)
