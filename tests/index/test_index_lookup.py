@@ -11,6 +11,7 @@ from index_corpus import LINES, ids
 from tokenizers import Tokenizer
 
 from tiankong.index import BlankLookup, open_index
+from tiankong.index.combine import holds_evidence
 from tiankong.index.lookup import EXAMPLE_CHARS, blanks_of, trim
 from tiankong.index.tokens import CorpusEncoder
 
@@ -95,6 +96,22 @@ def test_no_match_is_none(small_index: Path, tokenizer: Tokenizer) -> None:
     # Specials never match: [MASK] / [UNK] stop the context.
     mask, unk = tokenizer.token_to_id("[MASK]"), tokenizer.token_to_id("[UNK]")
     assert lookup.lookup([mask], [unk], 1) is None
+
+
+def test_a_context_stops_at_a_sentence_end(small_index: Path, tokenizer: Tokenizer) -> None:
+    """The corpus's 啼鸟。夜来风雨声… is no evidence for the blank of 他很开[MASK]。夜来风雨声…: the
+    right context ends with its 。, and the blank's own sentence matches nothing."""
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    after = ids(tokenizer, "。夜来风雨声，花落知多少。")
+    stray = lookup.lookup(ids(tokenizer, "他很开"), after, 1)
+    assert stray is not None and stray.right == tuple(ids(tokenizer, "。"))
+    assert not holds_evidence(stray) and not stray.whole  # cut at the 。: not the whole context
+    match = lookup.lookup(ids(tokenizer, "春眠不觉晓，处处闻啼"), after, 1)
+    assert match is not None and match.right == tuple(ids(tokenizer, "。"))
+    assert match.fills == {(ids(tokenizer, "鸟")[0],): 1} and holds_evidence(match)
+    left, right, cut = lookup.contexts(ids(tokenizer, "好，我们去公园散步。今天天气很"), [])
+    assert (left, right, cut) == (ids(tokenizer, "。今天天气很"), [], True)
+    assert lookup.contexts(ids(tokenizer, "今天天气很"), ids(tokenizer, "。"))[2] is False
 
 
 def test_evidence_fields(small_index: Path, tokenizer: Tokenizer) -> None:

@@ -120,6 +120,15 @@ def test_the_index_fixes_a_memorised_line_and_leaves_the_right_one(indexed: Proo
     assert [e for e in indexed.check(POEM).edits if e.source == "index"] == []
 
 
+@pytest.mark.parametrize("clean", ["他很开心。", "守株待兔。"])
+def test_the_next_sentence_is_not_a_blanks_context(indexed: Proofreader, clean: str) -> None:
+    """A clean sentence before a memorised line: the line (。欲穷千里目…) follows 黄河入海流 in
+    the corpus, which made 心 and 兔 into 流 at score 0.5 while the lookup read past the 。."""
+    result = indexed.check(clean + POEM)
+    assert [e for e in result.edits if e.source == "index"] == []
+    assert result.corrected.startswith(clean)
+
+
 def test_without_the_index_there_is_no_index_edit(indexed: Proofreader) -> None:
     alone = Proofreader(indexed.masker, CheckMethod(use_index=False))
     assert alone.memory is None

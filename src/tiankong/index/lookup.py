@@ -23,6 +23,7 @@ from tiankong.index.store import CorpusIndex, SearchRange
 from tiankong.index.tokens import SEPARATOR, default_tokenizer
 
 MAX_CONTEXT = 24  # tokens used on each side: longer matches add no information for a fill
+SENTENCE_ENDS = ("。", "！", "？", "；", "!", "?", ";")  # a context never reaches past one
 OCCURRENCE_LIMIT = 512  # occurrences read on each side: bounds the time per blank
 EXAMPLE_CHARS = 60  # the example line is trimmed to about this many characters
 # Pseudo-occurrences lent by the next shorter context to the fills of the best one: a
@@ -96,6 +97,10 @@ class BlankLookup:
             [SEPARATOR, *(i for t, i in vocab.items() if t.startswith("[") and t.endswith("]"))]
         )
         self.han_ids = frozenset(i for t, i in vocab.items() if len(t) == 1 and is_han(t))
+        # A context also ends at a sentence's end mark, which it keeps (a fill before 。 is
+        # told from one that goes on): the next sentence is not this blank's context
+        # (他很开[MASK]。欲穷千里目… matched 黄河入海流。欲穷千里目… and gave 流).
+        self.sentence_ends = frozenset(vocab[mark] for mark in SENTENCE_ENDS if mark in vocab)
         # the stop ids as a table over every id the index's token type can hold (an index of
         # another tokenizer is refused on open, but a fill is never out of the table's range)
         held = np.iinfo(self.tokens.dtype).max + 1
@@ -139,8 +144,7 @@ class BlankLookup:
     ) -> BlankMatch | None:
         """The fills of ``fill_length`` tokens between the longest matching contexts, or None
         when no occurrence matches at least one context token."""
-        left = clean_context(left, self.stop_ids, from_end=True)
-        right = clean_context(right, self.stop_ids, from_end=False)
+        left, right, cut = self.contexts(left, right)
         left_hits, left_length, left_exact = self.side_occurrences(left, from_end=True)
         right_hits, right_length, right_exact = self.side_occurrences(right, from_end=False)
         starts = np.sort(np.concatenate([left_hits + left_length, right_hits - fill_length]))
@@ -196,9 +200,27 @@ class BlankLookup:
             exact=bool(exact),
             backoff=backoff,
             context_han=self.han_in(matched_left, right[:b]),
-            whole=a == len(left) and b == len(right),
+            whole=not cut and a == len(left) and b == len(right),
             sides=self.sides(left, right, a, b),
         )
+
+    def contexts(
+        self, left: Sequence[int], right: Sequence[int]
+    ) -> tuple[list[int], list[int], bool]:
+        """The blank's left and right contexts as a lookup reads them (``clean_context``, each
+        ending at a sentence's end mark), and whether either was cut there with more of the
+        text beyond it: the match can then never hold the query's whole context."""
+        kept_left = clean_context(left, self.stop_ids, from_end=True, ends=self.sentence_ends)
+        kept_right = clean_context(right, self.stop_ids, from_end=False, ends=self.sentence_ends)
+        cut = self.goes_on(list(left)[::-1], kept_left) or self.goes_on(list(right), kept_right)
+        return kept_left, kept_right, cut
+
+    def goes_on(self, context: list[int], kept: list[int]) -> bool:
+        """Whether ``context`` (read outwards from the blank) goes on past a sentence end that
+        ``kept`` stopped at."""
+        if len(kept) >= len(context) or int(context[len(kept) - 1]) not in self.sentence_ends:
+            return False
+        return int(context[len(kept)]) not in self.stop_ids if kept else False
 
     def sides(
         self,
@@ -298,15 +320,23 @@ def covering(left_match: np.ndarray, right_match: np.ndarray, pair: tuple[int, i
     return int(np.count_nonzero((left_match >= pair[0]) & (right_match >= pair[1])))
 
 
-def clean_context(context: Sequence[int], stop_ids: frozenset[int], from_end: bool) -> list[int]:
-    """At most MAX_CONTEXT tokens next to the blank, ending at the first stop id (another mask,
-    [UNK], a special token), which never stands for corpus text."""
+def clean_context(
+    context: Sequence[int],
+    stop_ids: frozenset[int],
+    from_end: bool,
+    ends: frozenset[int] = frozenset(),
+) -> list[int]:
+    """At most MAX_CONTEXT tokens next to the blank, ending before the first stop id (another
+    mask, [UNK], a special token), which never stands for corpus text, and after the first of
+    ``ends`` (a sentence's end mark: ``BlankLookup.sentence_ends``)."""
     tokens = list(context)[::-1] if from_end else list(context)
     kept: list[int] = []
     for token in tokens[:MAX_CONTEXT]:
         if int(token) in stop_ids:
             break
         kept.append(int(token))
+        if int(token) in ends:
+            break
     return kept[::-1] if from_end else kept
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tiankong.index.lookup import OCCURRENCE_LIMIT, BlankLookup, BlankMatch, clean_context
+from tiankong.index.lookup import OCCURRENCE_LIMIT, BlankLookup, BlankMatch
 from tiankong.index.tokens import SEPARATOR
 
 
@@ -25,8 +25,7 @@ def option_match(
     option = [int(token) for token in option]
     if not option or lookup.stop_ids.intersection(option):
         return None
-    left = clean_context(left, lookup.stop_ids, from_end=True)
-    right = clean_context(right, lookup.stop_ids, from_end=False)
+    left, right, cut = lookup.contexts(left, right)
     index = lookup.index
 
     def occurs(a: int, b: int) -> bool:
@@ -57,7 +56,7 @@ def option_match(
         exact=exact,
         context_count=max(total, found.count),
         context_han=lookup.han_in(matched_left, matched_right),
-        whole=a == len(left) and b == len(right),
+        whole=not cut and a == len(left) and b == len(right),
         sides=lookup.sides(left, right, a, b, passage_ends(lookup, position, len(option), a, b)),
     )
 
