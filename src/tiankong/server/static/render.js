@@ -33,10 +33,32 @@ function escapeRegExp(text) {
 }
 
 // What fills each blank in ``filled`` (a sentence from the server), or null if it doesn't fit.
+// Adjacent blanks ([MASK][MASK]: nothing between them) are one run, matched as one group and
+// shared out one character a blank, as a whole word's tokens are; a run whose text has another
+// length (a token of several characters) goes whole to its first blank, so the sentence is
+// still the server's.
 export function fillsIn(segments, filled) {
-  const pattern = new RegExp(`^${segments.map(escapeRegExp).join("(.*?)")}$`, "s");
+  const outer = [segments[0]];
+  const runs = [];
+  let run = 1;
+  for (let i = 1; i < segments.length; i++) {
+    if (i < segments.length - 1 && segments[i] === "") {
+      run += 1;
+      continue;
+    }
+    runs.push(run);
+    run = 1;
+    outer.push(segments[i]);
+  }
+  const pattern = new RegExp(`^${outer.map(escapeRegExp).join("(.*?)")}$`, "s");
   const match = pattern.exec(filled);
-  return match ? match.slice(1) : null;
+  return match ? runs.flatMap((size, i) => shareRun(match[i + 1], size)) : null;
+}
+
+function shareRun(text, size) {
+  const chars = Array.from(text);
+  if (size === 1) return [text];
+  return chars.length === size ? chars : [text, ...Array(size - 1).fill("")];
 }
 
 export function renderSentence(sentence, segments, fills) {
