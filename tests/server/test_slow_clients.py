@@ -3,6 +3,7 @@ and other clients are served meanwhile. Every test is bounded (client_timeout_s 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -16,6 +17,7 @@ from reliability_helpers import fake_masker, serve_with_runner
 
 from tiankong import FillMasker, Settings
 from tiankong.server import create_app
+from tiankong.server.middleware.slow_clients import MAX_HEAD_BYTES
 
 TIMEOUT_S = 1.0
 SLACK_S = 2.0  # the loop's timers, two busy cores
@@ -144,6 +146,29 @@ def test_an_endless_request_head_is_431_and_closed(base_url: str) -> None:
     head, _, body = answer.partition(b"\r\n\r\n")
     assert b"connection: close" in head.lower()
     assert json.loads(body)["error"]["code"] == "headers_too_large"
+
+
+@pytest.mark.parametrize("size", [1_100_000, MAX_HEAD_BYTES + 100])
+def test_a_head_just_over_the_limit_in_one_piece_is_431(base_url: str, size: int) -> None:
+    """The chunk that completes a head is parsed before it is counted: a head up to one read
+    (about 256 KiB) over the limit got a 200."""
+    with connect(base_url) as sock:
+        head = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * size + b"\r\n\r\n"
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            sock.sendall(head)
+        answer = read_answer(sock)
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+    assert json.loads(answer.partition(b"\r\n\r\n")[2])["error"]["code"] == "headers_too_large"
+
+
+def test_a_head_just_under_the_limit_is_served(base_url: str) -> None:
+    with connect(base_url) as sock:
+        big = b"a" * (MAX_HEAD_BYTES - 4096)
+        sock.sendall(
+            b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: " + big + b"\r\n\r\n"
+        )
+        answer = read_answer(sock)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
 
 
 def test_a_long_get_url_is_still_served(base_url: str) -> None:

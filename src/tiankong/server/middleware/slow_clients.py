@@ -42,6 +42,16 @@ def raw_error(error: TiankongError) -> bytes:
     return head.encode() + body
 
 
+def head_too_large() -> HeadersTooLargeError:
+    return HeadersTooLargeError(
+        f"The request head is larger than the {MAX_HEAD_BYTES:,}-byte limit."
+    )
+
+
+class HeadTooLargeSignal(Exception):
+    """Raised in the parser's callback to stop a head over the limit (never seen outside)."""
+
+
 def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
     """uvicorn's httptools protocol with a deadline for each request head; "auto" (no head
     deadline, logged) where httptools is not installed."""
@@ -54,6 +64,7 @@ def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
     class HeadTimeoutProtocol(HttpToolsProtocol):
         head_timer: asyncio.TimerHandle | None = None
         head_bytes = 0
+        head_refused = False
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -65,18 +76,26 @@ def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
             if head_arriving and self.head_timer is not None:  # still no whole head
                 self.head_bytes += len(data)
                 if self.head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
-                    error = HeadersTooLargeError(
-                        f"The request head is larger than the {MAX_HEAD_BYTES:,}-byte limit."
-                    )
-                    self.transport.write(raw_error(error))
+                    self.transport.write(raw_error(head_too_large()))
                     self.transport.close()
 
         def send_400_response(self, msg: str) -> None:
-            self.transport.write(raw_error(BadInputError("The request is not valid HTTP.")))
+            error: TiankongError = BadInputError("The request is not valid HTTP.")
+            if self.head_refused:
+                error = head_too_large()
+            self.transport.write(raw_error(error))
             self.transport.close()
 
         def on_headers_complete(self) -> None:
             self.disarm_head_timer()
+            # The chunk that completes a head is parsed before data_received counts it, so a
+            # head up to one read over the limit got through: the head as parsed is measured.
+            size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+            if size > MAX_HEAD_BYTES:
+                self.head_refused = True
+                # raised in httptools' callback: uvicorn stops parsing and calls
+                # send_400_response, which answers 431
+                raise HeadTooLargeSignal
             super().on_headers_complete()
 
         def on_response_complete(self) -> None:
