@@ -227,6 +227,24 @@ def test_rate_limit_per_key_is_429_with_retry_after(
         assert client.get("/ready").status_code == 200
 
 
+def test_info_and_metrics_spend_no_allowance(tiny_masker: FillMasker, tiny_model_dir: Path) -> None:
+    """They run no forward rows; the page polls /info, which used up half a page user's limit.
+    Without a valid key they still count against the address (key guessing stays limited)."""
+    with make_client(tiny_masker, tiny_model_dir, api_keys=KEYS, rate_limit_per_minute=2) as client:
+        key = {"Authorization": f"Bearer {KEYS[0]}"}
+        polls = [client.get(path, headers=key).status_code for path in ["/info", "/metrics"] * 3]
+        assert polls == [200] * 6
+        codes = [
+            client.post("/predict", json=BODIES["/predict"], headers=key).status_code
+            for _ in range(3)
+        ]
+        assert codes == [200, 200, 429]
+        guesses = [
+            client.get("/info", headers={"X-API-Key": "wrong"}).status_code for _ in range(3)
+        ]
+        assert guesses == [401, 401, 429]
+
+
 def test_the_rate_limit_spends_a_client_allowance_by_cost(
     tiny_masker: FillMasker, tiny_model_dir: Path
 ) -> None:
@@ -290,8 +308,8 @@ def test_rate_limit_without_keys_is_per_client_address(
     tiny_masker: FillMasker, tiny_model_dir: Path
 ) -> None:
     with make_client(tiny_masker, tiny_model_dir, rate_limit_per_minute=1) as client:
-        assert client.get("/info").status_code == 200
-        assert_error(client.get("/info"), 429, "rate_limited")
+        assert client.post("/predict", json=BODIES["/predict"]).status_code == 200
+        assert_error(client.post("/predict", json=BODIES["/predict"]), 429, "rate_limited")
 
 
 # --- CORS ------------------------------------------------------------------------------------

@@ -17,8 +17,9 @@ runs the model or shows the server's state (``POST /``, ``/predict``, ``/batch_p
 With ``rate_limit_per_minute`` set, each key (or each client address when keys are off) gets
 that many forward rows a minute on the non-public paths (a plain text is one; a request is let
 in while a token is left, and the route debits the rest of its cost: ``Allowance``); past it,
-429 with ``Retry-After``. A
-request without a valid key counts against its address, so keys can't be guessed at speed.
+429 with ``Retry-After``. ``/info`` and ``/metrics`` run no forward rows and spend none
+(``UNPRICED_PATHS``). A request without a valid key counts against its address, whatever its
+path, so keys can't be guessed at speed.
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ ALLOWANCE_KEY = "tiankong_allowance"  # the request's Allowance, in the ASGI sco
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/docs", "/openapi.json"})
 PUBLIC_PREFIXES = ("/static/", "/docs-assets/")
 PAGE_METHODS = frozenset({"GET", "HEAD"})  # POST / is the Hugging Face API, not the page
+
+
+# Paths that run no forward rows: they need a key, and spend no allowance of a client whose key
+# matched (or of any client, with keys off). The page polls /info; the rate limit is counted in
+# forward rows, and a poll took one, so a page user got about half the allowance asked for.
+UNPRICED_PATHS = frozenset({"/info", "/metrics"})
 
 
 def is_public(method: str, path: str) -> bool:
@@ -137,7 +144,7 @@ class SecurityMiddleware:
             return
         client = self.client_of(scope)
         # A request without a valid key spends its address's tokens: guessing keys is limited.
-        if self.limiter is not None:
+        if self.limiter is not None and (client is None or scope["path"] not in UNPRICED_PATHS):
             wait_s = self.limiter.retry_after(client or address_of(scope))
             scope.setdefault("state", {})[ALLOWANCE_KEY] = Allowance(self.limiter, client or "")
             if wait_s > 0:
