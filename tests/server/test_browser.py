@@ -365,6 +365,10 @@ def test_the_page_works_with_api_keys_on(page: Page, keyed_url: str, tiny_model_
     expect(error).to_contain_text("API 密钥")
     expect(page.get_by_test_id("api-key")).to_be_focused()
     expect(page.get_by_test_id("info-model")).to_have_text("…")  # /info needs the key too
+    page.get_by_test_id("api-key").fill("密钥")  # not a key: said so, not "cannot reach"
+    box.press("Enter")
+    expect(error).to_contain_text("ASCII")
+    expect(error).not_to_contain_text("无法连接")
     page.get_by_test_id("api-key").fill(API_KEY)
     page.get_by_test_id("api-key").press("Tab")  # change: stored, and the panel reloads
     expect(page.get_by_test_id("info-model")).to_have_text(tiny_model_dir.name)

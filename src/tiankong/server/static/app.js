@@ -33,7 +33,18 @@ function authHeaders() {
   return state.apiKey ? { Authorization: `Bearer ${state.apiKey}` } : {};
 }
 
+// An API key is printable ASCII without spaces (the server's rule); anything else can't even go
+// in a header, and fetch would throw as if the server were unreachable.
+function keyIsValid() {
+  return /^[\x21-\x7e]*$/.test($("api-key").value.trim());
+}
+
 function saveApiKey() {
+  if (!keyIsValid()) {
+    showError({ code: "bad_api_key", message: "" });
+    return;
+  }
+  hideError();
   state.apiKey = $("api-key").value.trim();
   try {
     if (state.apiKey) localStorage.setItem(API_KEY_STORAGE, state.apiKey);
@@ -139,6 +150,11 @@ function setBusy(busy) {
 
 async function predict() {
   if (state.busy) return;
+  if (!keyIsValid()) {
+    showError({ code: "bad_api_key", message: "" });
+    $("api-key").focus();
+    return;
+  }
   hideError();
   setBusy(true);
   const checking = currentMode() === "check";
