@@ -133,6 +133,11 @@ def test_bad_inputs(tmp_path: Path) -> None:
         build_index([records], tmp_path / "out", field="text", progress=False)
     with pytest.raises(IndexInputError, match="does not exist"):
         build_index([tmp_path / "none.txt"], tmp_path / "out", progress=False)
+    with pytest.raises(IndexInputError, match="is a folder; name the files"):
+        build_index([tmp_path], tmp_path / "out", progress=False)
+    (tmp_path / "n.jsonl").write_text('{"text": 5}\n', encoding="utf-8")
+    with pytest.raises(IndexInputError, match="the field 'text' is int, not text"):
+        build_index([tmp_path / "n.jsonl"], tmp_path / "out", field="text", progress=False)
     (tmp_path / "x.pdf").write_bytes(b"%PDF")
     with pytest.raises(IndexInputError, match="not a supported input"):
         build_index([tmp_path / "x.pdf"], tmp_path / "out", progress=False)

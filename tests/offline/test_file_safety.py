@@ -58,6 +58,10 @@ def test_eval_files_are_utf8_with_or_without_a_byte_order_mark(tmp_path: Path) -
     check = tmp_path / "check.jsonl"
     check.write_text('{"text": "画龙点晴", "correct": "画龙点睛"}\n', encoding="utf-8-sig")
     assert [item.correct for item in read_check_items(check)] == ["画龙点睛"]
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"text": "画龙点晴", "correct": "画龙点睛"}\n{"text": "", "correct": ""}\n')
+    with pytest.raises(BadDataFileError, match=r"Line 2 of 'empty\.jsonl': \"text\" is empty"):
+        read_check_items(empty)
     for path in (cloze, check):
         path.write_bytes(path.read_text(encoding="utf-8-sig").encode("gbk"))
     with pytest.raises(BadDataFileError, match=r"cloze\.jsonl' can't be read as UTF-8 text"):

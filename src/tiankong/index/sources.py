@@ -36,6 +36,8 @@ def open_text(path: Path) -> io.TextIOBase:
 def check_input(path: Path, field: str | None) -> None:
     """Refuse unsupported or missing files before any work starts."""
     name = path.name
+    if os.path.isdir(path):
+        raise IndexInputError(f"The input {path} is a folder; name the files to index.")
     if not os.path.isfile(path):
         raise IndexInputError(f"The input file {path} does not exist.")
     if name.endswith(FIELD_SUFFIXES) and not field:
@@ -74,9 +76,13 @@ def json_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:
             record = json.loads(line)
         except ValueError:
             raise IndexInputError(f"Line {number} of {path} is not valid JSON.") from None
-        value = record.get(field) if isinstance(record, dict) else None
-        if not isinstance(value, str):
+        if not isinstance(record, dict) or field not in record:
             raise IndexInputError(f"Line {number} of {path} has no text field '{field}'.")
+        value = record[field]
+        if not isinstance(value, str):
+            raise IndexInputError(
+                f"Line {number} of {path}: the field '{field}' is {type(value).__name__}, not text."
+            )
         if LONE_SURROGATE.search(value):  # "\ud800" in JSON: no UTF-8 form, can't be stored
             raise IndexInputError(f"Line {number} of {path} has invalid Unicode (a surrogate).")
         yield value

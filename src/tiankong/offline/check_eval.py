@@ -125,6 +125,8 @@ def read_check_items(path: Path) -> list[CheckItem]:
                 f"Line {number} of '{path.name}' is not a JSON object with string fields "
                 '"text" and "correct".'
             ) from None
+        if not text.strip():
+            raise BadDataFileError(f"Line {number} of '{path.name}': \"text\" is empty.")
         if len(text) != len(correct):
             raise BadDataFileError(
                 f"Line {number} of '{path.name}': \"correct\" must have as many characters as "
