@@ -22,6 +22,7 @@ VARIANTS: list[tuple[str, dict[str, object]]] = [
     ("model, unmasked pass picks suspects", {"use_index": False, **NO_IDIOMS}),
     ("+ idiom list", {"use_index": False}),
     ("+ corpus index (the default)", {}),
+    ("default, any character at 8 context tokens", {"index_any_context": 8}),
     ("default, every position masked", {"detect": "masked"}),
     ("default, 8 suspects at ratio 1e-4", {"suspects": 8, "suspect_ratio": 1e-4}),
     ("default, min_ratio 30", {"min_ratio": 30.0}),

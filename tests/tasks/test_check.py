@@ -129,6 +129,26 @@ def test_the_next_sentence_is_not_a_blanks_context(indexed: Proofreader, clean: 
     assert result.corrected.startswith(clean)
 
 
+def test_an_edition_variant_is_not_a_fix(
+    tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The corpus's edition reads 春风自绿; 自 is in no confusion set of 又, so the famous 又 is
+    not an error. (With the any-character rule on, the index rewrote it at score 1.0.)"""
+    folder = tmp_path_factory.mktemp("variant-index")
+    (folder / "poem.txt").write_text(
+        "京口瓜洲一水间，钟山只隔数重山。春风自绿江南岸，明月何时照我还。\n"
+    )
+    build_index([folder / "poem.txt"], folder / "index", progress=False)
+    settings = Settings(engine="torch", threads=1)
+    masker = FillMasker.load(str(tiny_model_dir), settings, index=str(folder / "index"))
+    text = "春风又绿江南岸，明月何时照我还。"
+    assert [e for e in Proofreader(masker).check(text).edits if e.source == "index"] == []
+    anywhere = Proofreader(masker, CheckMethod(index_any_context=8)).check(text)
+    assert [(e.original, e.suggestion) for e in anywhere.edits if e.source == "index"] == [
+        ("又", "自")
+    ]
+
+
 def test_without_the_index_there_is_no_index_edit(indexed: Proofreader) -> None:
     alone = Proofreader(indexed.masker, CheckMethod(use_index=False))
     assert alone.memory is None

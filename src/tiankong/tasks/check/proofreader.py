@@ -20,8 +20,9 @@ The task's three steps, over the masker's shared parts (tokenizer, engine, corpu
 3. **decode**: a position gets at most one edit, the first rule that gives one:
    * *index*: the index matched at least ``index_context`` tokens around it, the written
      character occurs there at most 1/``index_ratio`` as often as another one (never, for a
-     memorised line with one character off), the other character being in the confusion set,
-     or any character once the context is ``index_any_context`` tokens long; a context of
+     memorised line with one character off), the other character being in the confusion set
+     (or any character once the context is ``index_any_context`` tokens long, when that is
+     on: off by default, its edits were edition variants, 春风又绿 → 自); a context of
      ``index_short_context`` counts when the masked model agrees (``index_model_ratio``). The
      index's evidence is the edit's ``memory`` (出处);
    * *idioms*: a known misspelling of an idiom (画龙点晴), or a window one character off an
@@ -66,7 +67,10 @@ class CheckMethod:
     min_probability: float = 0.05
     use_index: bool = True
     index_context: int = 4
-    index_any_context: int = 8
+    # any character, not only a confusion-set one, once the context is this long (0: never).
+    # Off: at 8 its edits on the dev split were 0 right and 2 wrong, all edition variants of a
+    # poem line (docs/PROOFREADING.md)
+    index_any_context: int = 0
     index_ratio: float = 3.0  # >0: also when the written one occurs, this many times rarer
     # a shorter context (an idiom's three other characters) counts when the masked model
     # also prefers the index's character over the written one by this factor (0: never)
@@ -358,7 +362,8 @@ class Proofreader:
                 or row[suggestion] < self.method.index_model_ratio * max(row[token], 1e-12)
             ):
                 continue
-            if suggestion in others or match.context_length >= self.method.index_any_context:
+            any_context = self.method.index_any_context
+            if suggestion in others or 0 < any_context <= match.context_length:
                 assert self.memory is not None
                 evidence = self.memory.lookup.evidence(match, fill)
                 alternatives = [
