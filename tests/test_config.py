@@ -14,6 +14,7 @@ from tiankong.cli.options import ALL_FLAGS, FLAG, FROM_FLAGS, settings_flags
 from tiankong.config import (
     Settings,
     check_settings,
+    comma_list,
     env_twin,
     from_environment,
     read_environment,
@@ -83,6 +84,20 @@ def test_flags_and_twins_build_the_table() -> None:
     assert given == {"size", "wait_s", "level", "names"}
     runner.invoke(toy_app(seen), ["run", "--name", "p", "--name", "q,r", "--quiet"])
     assert seen[-1][1] == Table(names=("p", "q", "r"), quiet=True)
+
+
+@pytest.mark.parametrize(
+    ("items", "listed"),
+    [
+        (["x,", "y,z"], ("x", "y", "z")),  # click splits an env value at whitespace first
+        (["a,,b "], ("a", "b")),  # a stray comma among values is dropped
+        ([" , "], ("",)),  # all blank: one empty entry, which an API key check refuses
+        ([""], ("",)),
+        ([], ()),
+    ],
+)
+def test_comma_lists(items: list[str], listed: tuple[str, ...]) -> None:
+    assert comma_list(items) == listed
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ never read the environment. A new setting is one row; see docs/ARCHITECTURE.md, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from pathlib import Path
@@ -381,12 +381,21 @@ def check_rows(values: Any) -> None:
 
 
 def split_commas(value: Any) -> Any:
-    """An env twin's (or ``serve run`` argument's) comma-separated list, as a tuple. Empty
-    entries are kept (``"a,,b"``, ``" , "``), for the setting's own check to refuse: an API key
-    list that is all blanks must not read as no keys."""
+    """An env twin's (or ``serve run`` argument's) comma-separated list, as a tuple
+    (``comma_list``)."""
     if isinstance(value, str):
-        return tuple(part.strip() for part in value.split(","))
+        return comma_list([value])
     return value
+
+
+def comma_list(items: Sequence[str]) -> tuple[str, ...]:
+    """Repeated flag values or an env twin's comma-separated list (click splits an env value at
+    whitespace first) as one tuple, blanks dropped; but values given that are all blank
+    (``--api-key "$UNSET"``, ``TIANKONG_API_KEYS=" , "``) are one empty entry, for the setting's
+    own check to refuse: an API key list of blanks must not read as no keys."""
+    parts = [part.strip() for item in items for part in item.split(",")]
+    kept = tuple(part for part in parts if part)
+    return kept or (("",) if parts else ())
 
 
 def from_environment(table: type[T], given: Mapping[str, object] | None = None) -> T:

@@ -26,11 +26,11 @@ import typer
 from tiankong.config import (
     Flag,
     check_settings,
+    comma_list,
     default_of,
     env_twin,
     help_text,
     rows,
-    split_commas,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -81,7 +81,7 @@ def built(table: type[T], values: dict[str, Any]) -> T:
         if value is None:
             continue
         if isinstance(value, list):  # repeated flags, or the env twin's comma-separated list
-            value = tuple(part for item in value for part in split_commas(item))
+            value = comma_list(value)
         elif flag.choices and isinstance(value, str):
             value = value.lower()
         changes[row.name] = value
