@@ -112,6 +112,14 @@ def test_a_context_stops_at_a_sentence_end(small_index: Path, tokenizer: Tokeniz
     left, right, cut = lookup.contexts(ids(tokenizer, "好，我们去公园散步。今天天气很"), [])
     assert (left, right, cut) == (ids(tokenizer, "。今天天气很"), [], True)
     assert lookup.contexts(ids(tokenizer, "今天天气很"), ids(tokenizer, "。"))[2] is False
+    assert lookup.contexts([], ids(tokenizer, "。”？！"))[2] is False  # no other sentence
+    # the corpus's whole line around the blank, then another sentence the corpus doesn't have:
+    # held on both sides up to the 。, but not the query's whole context
+    whole = lookup.lookup(ids(tokenizer, "钱包丢了，赶紧去报"), ids(tokenizer, "。"), 1)
+    assert whole is not None and whole.whole
+    cut = lookup.lookup(ids(tokenizer, "钱包丢了，赶紧去报"), ids(tokenizer, "。他很开心"), 1)
+    assert cut is not None and (cut.left, cut.right) == (whole.left, whole.right)
+    assert not cut.whole
 
 
 def test_evidence_fields(small_index: Path, tokenizer: Tokenizer) -> None:

@@ -217,10 +217,14 @@ class BlankLookup:
 
     def goes_on(self, context: list[int], kept: list[int]) -> bool:
         """Whether ``context`` (read outwards from the blank) goes on past a sentence end that
-        ``kept`` stopped at."""
-        if len(kept) >= len(context) or int(context[len(kept) - 1]) not in self.sentence_ends:
+        ``kept`` stopped at: another sentence's Han characters before the next stop id (a
+        closing quote or a second mark after the end, 好。” or ？！, is not another sentence)."""
+        if not kept or len(kept) >= len(context):
             return False
-        return int(context[len(kept)]) not in self.stop_ids if kept else False
+        if int(context[len(kept) - 1]) not in self.sentence_ends:
+            return False
+        beyond = clean_context(context[len(kept) :], self.stop_ids, from_end=False)
+        return self.han_in(beyond) > 0
 
     def sides(
         self,
