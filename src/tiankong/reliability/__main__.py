@@ -95,6 +95,14 @@ def environment() -> dict[str, Any]:
         "command": " ".join(
             [os.path.basename(sys.executable), "-m", "tiankong.reliability", *sys.argv[1:]]
         ),
+        # what the server inherits that changes its memory or threads (the soak's RSS steps:
+        # docs/RELIABILITY.md, "Soak steps: glibc's moving mmap threshold")
+        "environment": {
+            name: value
+            for name, value in sorted(os.environ.items())
+            if name.startswith(("MALLOC_", "TIANKONG_", "OMP_"))
+            and "KEY" not in name  # never an API key in a report
+        },
     }
 
 
