@@ -218,6 +218,15 @@ def test_an_index_under_a_file_is_refused_before_the_work(
         build_index([corpus_file], tmp_path / "afile" / "sub", progress=False)
 
 
+def test_an_index_folder_given_as_a_link_is_refused(corpus_file: Path, tmp_path: Path) -> None:
+    """The build replaces the folder it is given: a link would be replaced (rmtree refused it
+    with a traceback after the work), not the folder it points to."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(BadOptionError, match="is a link"):
+        build_index([corpus_file], tmp_path / "link", progress=False)
+
+
 def test_a_built_index_is_readable_by_other_users(corpus_file: Path, tmp_path: Path) -> None:
     """Not mkdtemp's 0700: the image's server (uid 10001) reads indexes mounted at /data."""
     build_index([corpus_file], tmp_path / "idx", progress=False)
@@ -227,6 +236,6 @@ def test_a_built_index_is_readable_by_other_users(corpus_file: Path, tmp_path: P
 def test_an_index_named_like_a_file_is_refused(corpus_file: Path, tmp_path: Path) -> None:
     taken = tmp_path / "afile"
     taken.write_text("mine")
-    with pytest.raises(IndexInputError, match="is a file"):
+    with pytest.raises(BadOptionError, match="is a file"):
         build_index([corpus_file], taken, progress=False)
     assert taken.read_text() == "mine"

@@ -14,20 +14,30 @@ from pathlib import Path
 from tiankong.errors import BadOptionError
 
 
-def check_output_folder(path: Path, flag: str) -> None:
-    """Refuse ``path`` (given as ``flag``) when it can't be made or replaced: it is a file, a
-    folder above it is a file, or the nearest folder above it that exists can't be written
-    (the folder is built beside itself and renamed into place)."""
+def check_output_folder(path: Path, flag: str, replaced: bool) -> None:
+    """Refuse ``path`` (given as ``flag``) when it can't be made or written: it is a file, a
+    folder above it is a file, or where it is written can't be. ``replaced``: the folder is
+    built beside itself and renamed into place (export, index build), so its parent must be
+    writable and it may not be a link (the link would be replaced, not what it points to);
+    else it is written in place (train), so an existing folder must be writable itself."""
     if os.path.exists(path) and not os.path.isdir(path):  # os.path: False for refused names
         raise BadOptionError(f"{flag} '{path}' is a file; name a folder.")
-    parent = Path(os.path.abspath(path)).parent
-    existing = next(folder for folder in (parent, *parent.parents) if os.path.exists(folder))
+    if replaced and os.path.islink(path):
+        raise BadOptionError(
+            f"{flag} '{path}' is a link, which the new folder would replace; name the folder "
+            "it points to."
+        )
+    absolute = Path(os.path.abspath(path))
+    here = absolute if not replaced and os.path.isdir(absolute) else absolute.parent
+    existing = next(folder for folder in (here, *here.parents) if os.path.exists(folder))
     if not os.path.isdir(existing):
         raise BadOptionError(
             f"{flag} '{path}' can't be made: '{existing}' is a file, not a folder."
         )
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise BadOptionError(f"{flag} '{path}' can't be made in '{existing}' (permission denied).")
+        raise BadOptionError(
+            f"{flag} '{path}' can't be written in '{existing}' (permission denied)."
+        )
 
 
 @contextmanager

@@ -392,14 +392,12 @@ def export_to_folder(
     if precision not in EXPORT_PRECISIONS:
         raise BadOptionError(f"--precision must be fp32 or int8 for an export; got '{precision}'.")
     out = out.expanduser().absolute()
-    if out.exists() and not out.is_dir():
-        raise BadOptionError(f"--out '{out.name}' is a file; give a folder for the export.")
+    check_output_folder(out, "--out", replaced=True)
     if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_FILE).is_file():
         raise BadOptionError(
             f"--out '{out.name}' is not empty and holds no tiankong export; "
             "give a new or empty folder."
         )
-    check_output_folder(out, "--out")
     export = ensure_export(model, precision, settings)
     with made_here(out, "--out"):
         out.parent.mkdir(parents=True, exist_ok=True)

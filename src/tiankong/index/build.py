@@ -65,11 +65,9 @@ def build_index(
         raise IndexInputError("Give at least one input file to index.")
     tokenizer = tokenizer or default_tokenizer()
     out = Path(out_dir)
-    if os.path.exists(out) and not os.path.isdir(out):  # os.path: False for a refused name
-        raise IndexInputError(f"{out} is a file; name a folder for the index.")
+    check_output_folder(out, "--out", replaced=True)
     if os.path.isdir(out) and not (out / MANIFEST).is_file() and any(out.iterdir()):
         raise IndexInputError(f"{out} exists and is not an index; choose an empty or new folder.")
-    check_output_folder(out, "--out")
     paths = [Path(path) for path in inputs]
     for path in paths:  # the build replaces the folder whole, with whatever it holds
         if out.resolve() in path.resolve().parents:

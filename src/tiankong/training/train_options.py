@@ -73,7 +73,7 @@ def validate_options(options: TrainOptions) -> None:
         raise BadOptionError("--max-steps and --batch-size must be at least 1.")
     if options.init and options.config:
         raise BadOptionError("Pass either --init or --config, not both.")
-    check_output_folder(options.out, "--out")
+    check_output_folder(options.out, "--out", replaced=False)
     if options.device not in ("auto", "cpu", "cuda"):
         raise BadOptionError(f"--device '{options.device}' is not one of auto, cpu or cuda.")
     if options.precision not in ("auto", "fp32", "bf16"):
