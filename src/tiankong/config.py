@@ -14,6 +14,7 @@ from contextlib import suppress
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_origin, get_type_hints
+from urllib.parse import urlsplit
 
 from platformdirs import user_cache_dir
 
@@ -62,6 +63,8 @@ class Flag:
     at_most: float | None = None
     more_than: float | None = None
     choices: tuple[str, ...] = ()  # the CLI lower-cases the value first
+    # a list setting's rule for each of its entries: the sentence that refuses one, or None
+    each: Callable[[str], str | None] | None = None
     # True: the flag's default is the setting's (typer prints it); False: unset (None), so the
     # help text says the default.
     shows_default: bool = False
@@ -210,6 +213,7 @@ class Settings:
         "--api-key",
         help="Require this API key (repeatable; the env twin takes a comma-separated list). "
         "Sent as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'.",
+        each=lambda key: api_key_problem(key),
     )
     api_keys_file: str | None = setting(
         None,
@@ -221,6 +225,7 @@ class Settings:
         "--cors-origin",
         help="Allow cross-origin requests from this origin (repeatable; the env twin takes "
         "a comma-separated list). Default: no CORS.",
+        each=lambda origin: origin_problem(origin),
     )
     rate_limit_per_minute: int = setting(
         0,
@@ -373,11 +378,56 @@ def check_rows(values: Any) -> None:
             raise BadOptionError(
                 f"{label(row, flag)} must be more than {shown(flag.more_than)}; got {shown(value)}."
             )
+        if flag.each is not None:
+            check_entries(value, flag.each)
         if flag.choices and value not in flag.choices:
             raise BadOptionError(
                 f"{label(row, flag)}: unknown value '{value}'; use one of "
                 f"{', '.join(flag.choices)}."
             )
+
+
+def check_entries(entries: Sequence[str], rule: Callable[[str], str | None]) -> None:
+    """A list setting's entries, each held to its row's ``each`` rule."""
+    for entry in entries:
+        problem = rule(entry)
+        if problem is not None:
+            raise BadOptionError(problem)
+
+
+def api_key_problem(key: str) -> str | None:
+    """An API key's rule, for the flag's and the keys file's alike: not empty (an empty one
+    would be dropped, and with no other key the server would start open), printable ASCII
+    without spaces (what a header carries)."""
+    key = key.strip()
+    if not key:
+        return (
+            "An API key is empty (--api-key or an entry of TIANKONG_API_KEYS); give the key, "
+            "or leave the setting out to run without keys."
+        )
+    if not (key.isascii() and key.isprintable()) or " " in key:
+        return "An API key must be printable ASCII without spaces."
+    return None
+
+
+def origin_problem(origin: str) -> str | None:
+    """A ``--cors-origin``: an origin as a browser sends it (``scheme://host[:port]``: no path,
+    not even a trailing slash) or ``*``; anything else would never match a request, and the
+    server would run with CORS silently refused."""
+    if origin == "*":
+        return None
+    parts = urlsplit(origin)
+    if (
+        parts.scheme in ("http", "https")
+        and parts.hostname
+        and origin == f"{parts.scheme}://{parts.netloc}"
+        and "@" not in parts.netloc
+    ):
+        return None
+    return (
+        f"--cors-origin '{origin}' is not an origin; write it as the browser sends it, "
+        "scheme://host[:port] with no path or trailing slash (https://app.example)."
+    )
 
 
 def split_commas(value: Any) -> Any:

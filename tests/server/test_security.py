@@ -16,6 +16,7 @@ from server_helpers import assert_error, capture_serve_settings
 
 from tiankong import FillMasker, Settings
 from tiankong.cli.serve import bind
+from tiankong.config import check_settings
 from tiankong.errors import BadOptionError
 from tiankong.server import create_app
 from tiankong.server.middleware.rate_limit import RateLimiter
@@ -154,7 +155,7 @@ def test_bad_keys_file_is_one_sentence(tmp_path: Path, content: str | None, word
 def test_an_empty_key_is_refused_not_dropped(keys: tuple[str, ...]) -> None:
     """``--api-key "$UNSET"`` or ``TIANKONG_API_KEYS=" , "`` would have started the server open."""
     with pytest.raises(BadOptionError, match="An API key is empty"):
-        load_api_keys(Settings(api_keys=keys))
+        check_settings(Settings(api_keys=keys))  # with the settings: Ray's replicas too
 
 
 @pytest.mark.processes

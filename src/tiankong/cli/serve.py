@@ -36,13 +36,12 @@ def serve_command(
 ) -> None:
     """Serve the HTTP API, the Hugging Face-compatible route and the web page."""
     from tiankong.server import create_app
-    from tiankong.server.middleware.security import check_cors_origins, load_api_keys
+    from tiankong.server.middleware.security import load_api_keys
     from tiankong.server.uvicorn_server import run_server
     from tiankong.service import FillMasker
 
     # a bad flag was refused in one sentence when the flags were read (cli/options.py)
     load_api_keys(settings)  # an unreadable or empty keys file: one sentence, before loading
-    check_cors_origins(settings)
     if ray:
         serve_with_ray(settings, scale, "threads" in given, ray_address)
         return
