@@ -251,13 +251,13 @@ def test_whole_word_and_candidate_modes(page: Page, base_url: str) -> None:
         page.get_by_test_id("blank-1").text_content(),
     )
     assert "".join(part or "" for part in blanks) == expected[0]["fill"]
-    if len(expected[0]["fill"]) == 2:  # one character a blank, not "" and both in the second
-        assert blanks == tuple(expected[0]["fill"])
-        # a per-mask choice replaces its own blank's character only
-        second = page.get_by_test_id("candidate").nth(6)
-        token = second.get_attribute("data-value")
-        second.click()
-        expect(sentence).to_have_text(f"手机没电了，赶紧去{blanks[0]}{token}。")
+    assert len(expected[0]["fill"]) == 2  # two one-character tokens: the case below needs it
+    assert blanks == tuple(expected[0]["fill"])  # one character a blank, not "" and both
+    # a per-mask choice replaces its own blank's character only (5 candidates a mask)
+    second = page.get_by_test_id("candidate").nth(6)
+    token = second.get_attribute("data-value")
+    second.click()
+    expect(sentence).to_have_text(f"手机没电了，赶紧去{blanks[0]}{token}。")
     sequences.nth(2).click()
     expect(sentence).to_have_text(expected[2]["text"])
     expect(sequences.nth(2)).to_have_attribute("aria-pressed", "true")
