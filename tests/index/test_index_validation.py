@@ -136,7 +136,10 @@ def test_bad_inputs(tmp_path: Path) -> None:
     with pytest.raises(IndexInputError, match="is a folder; name the files"):
         build_index([tmp_path], tmp_path / "out", progress=False)
     (tmp_path / "n.jsonl").write_text('{"text": 5}\n', encoding="utf-8")
-    with pytest.raises(IndexInputError, match="the field 'text' is int, not text"):
+    with pytest.raises(IndexInputError, match="the field 'text' is a number, not text"):
+        build_index([tmp_path / "n.jsonl"], tmp_path / "out", field="text", progress=False)
+    (tmp_path / "n.jsonl").write_text('{"text": null}\n', encoding="utf-8")
+    with pytest.raises(IndexInputError, match="the field 'text' is null, not text"):
         build_index([tmp_path / "n.jsonl"], tmp_path / "out", field="text", progress=False)
     (tmp_path / "x.pdf").write_bytes(b"%PDF")
     with pytest.raises(IndexInputError, match="not a supported input"):

@@ -81,7 +81,7 @@ def json_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:
         value = record[field]
         if not isinstance(value, str):
             raise IndexInputError(
-                f"Line {number} of {path}: the field '{field}' is {type(value).__name__}, not text."
+                f"Line {number} of {path}: the field '{field}' is {json_type(value)}, not text."
             )
         if LONE_SURROGATE.search(value):  # "\ud800" in JSON: no UTF-8 form, can't be stored
             raise IndexInputError(f"Line {number} of {path} has invalid Unicode (a surrogate).")
@@ -94,3 +94,14 @@ def csv_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:
         raise IndexInputError(f"{path} has no column '{field}'.")
     for row in reader:
         yield row.get(field) or ""
+
+
+def json_type(value: object) -> str:
+    """A JSON value's type as JSON names it (null, a number, an array...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "an array" if isinstance(value, list) else "an object"

@@ -79,12 +79,7 @@ def load_starting_point(options: TrainOptions) -> tuple[Any, Any]:
         # and training float16 weights under bf16 autocast fails on mixed dtypes.
         model = AutoModelForMaskedLM.from_pretrained(resolved.path, dtype=torch.float32)
         return model, AutoTokenizer.from_pretrained(resolved.path)
-    name = options.config
-    if name is None:  # a forgotten --init must not quietly train a random model
-        raise BadOptionError(
-            "Pass --init MODEL to continue training a model, or --config NAME "
-            f"({', '.join(MODEL_CONFIGS)}) to start one from scratch."
-        )
+    name = options.config or ""  # validate_options: --init or --config unless resuming
     if name not in MODEL_CONFIGS:
         raise BadOptionError(
             f"Unknown --config '{name}'; choose one of {', '.join(MODEL_CONFIGS)} or pass --init."

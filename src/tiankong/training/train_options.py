@@ -73,6 +73,11 @@ def validate_options(options: TrainOptions) -> None:
         raise BadOptionError("--max-steps and --batch-size must be at least 1.")
     if options.init and options.config:
         raise BadOptionError("Pass either --init or --config, not both.")
+    if not (options.init or options.config or options.resume):  # never a random model unasked
+        raise BadOptionError(
+            "Pass --init MODEL to continue training a model, or --config NAME "
+            f"({', '.join(MODEL_CONFIGS)}) to start one from scratch."
+        )
     check_output_folder(options.out, "--out", replaced=False)
     if options.device not in ("auto", "cpu", "cuda"):
         raise BadOptionError(f"--device '{options.device}' is not one of auto, cpu or cuda.")
