@@ -84,6 +84,41 @@ def setting(
     return field(default=default, metadata={"flag": flag})
 
 
+def api_key_problem(key: str) -> str | None:
+    """An API key's rule, for the flag's and the keys file's alike: not empty (an empty one
+    would be dropped, and with no other key the server would start open), printable ASCII
+    without spaces (what a header carries)."""
+    key = key.strip()
+    if not key:
+        return (
+            "An API key is empty (--api-key or an entry of TIANKONG_API_KEYS); give the key, "
+            "or leave the setting out to run without keys."
+        )
+    if not (key.isascii() and key.isprintable()) or " " in key:
+        return "An API key must be printable ASCII without spaces."
+    return None
+
+
+def origin_problem(origin: str) -> str | None:
+    """A ``--cors-origin``: an origin as a browser sends it (``scheme://host[:port]``: no path,
+    not even a trailing slash) or ``*``; anything else would never match a request, and the
+    server would run with CORS silently refused."""
+    if origin == "*":
+        return None
+    parts = urlsplit(origin)
+    if (
+        parts.scheme in ("http", "https")
+        and parts.hostname
+        and origin == f"{parts.scheme}://{parts.netloc}"
+        and "@" not in parts.netloc
+    ):
+        return None
+    return (
+        f"--cors-origin '{origin}' is not an origin; write it as the browser sends it, "
+        "scheme://host[:port] with no path or trailing slash (https://app.example)."
+    )
+
+
 @dataclass(frozen=True)
 class Settings:
     # The flags of `tiankong serve`, in its --help order; predict, fill, eval and export take
@@ -213,7 +248,7 @@ class Settings:
         "--api-key",
         help="Require this API key (repeatable; the env twin takes a comma-separated list). "
         "Sent as 'Authorization: Bearer KEY' or 'X-API-Key: KEY'.",
-        each=lambda key: api_key_problem(key),
+        each=api_key_problem,
     )
     api_keys_file: str | None = setting(
         None,
@@ -225,7 +260,7 @@ class Settings:
         "--cors-origin",
         help="Allow cross-origin requests from this origin (repeatable; the env twin takes "
         "a comma-separated list). Default: no CORS.",
-        each=lambda origin: origin_problem(origin),
+        each=origin_problem,
     )
     rate_limit_per_minute: int = setting(
         0,
@@ -393,41 +428,6 @@ def check_entries(entries: Sequence[str], rule: Callable[[str], str | None]) -> 
         problem = rule(entry)
         if problem is not None:
             raise BadOptionError(problem)
-
-
-def api_key_problem(key: str) -> str | None:
-    """An API key's rule, for the flag's and the keys file's alike: not empty (an empty one
-    would be dropped, and with no other key the server would start open), printable ASCII
-    without spaces (what a header carries)."""
-    key = key.strip()
-    if not key:
-        return (
-            "An API key is empty (--api-key or an entry of TIANKONG_API_KEYS); give the key, "
-            "or leave the setting out to run without keys."
-        )
-    if not (key.isascii() and key.isprintable()) or " " in key:
-        return "An API key must be printable ASCII without spaces."
-    return None
-
-
-def origin_problem(origin: str) -> str | None:
-    """A ``--cors-origin``: an origin as a browser sends it (``scheme://host[:port]``: no path,
-    not even a trailing slash) or ``*``; anything else would never match a request, and the
-    server would run with CORS silently refused."""
-    if origin == "*":
-        return None
-    parts = urlsplit(origin)
-    if (
-        parts.scheme in ("http", "https")
-        and parts.hostname
-        and origin == f"{parts.scheme}://{parts.netloc}"
-        and "@" not in parts.netloc
-    ):
-        return None
-    return (
-        f"--cors-origin '{origin}' is not an origin; write it as the browser sends it, "
-        "scheme://host[:port] with no path or trailing slash (https://app.example)."
-    )
 
 
 def split_commas(value: Any) -> Any:

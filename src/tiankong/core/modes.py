@@ -183,12 +183,12 @@ class SearchModes:
         """Score each option in the blank (``template``: the text with its one blank as
         [BLANK]) by its exact left-to-right chain probability."""
         items, known = [], []
+        unknown = self.encoder.vocab.get("[UNK]")
         for option in options.candidates:
             option = option.strip()
             ids = self.encoder.tokenizer.encode(option, add_special_tokens=False).ids
             if not ids:  # only characters the tokenizer drops (zero-width, control)
                 raise BadOptionError(f"The candidate {option!r} has no character the model reads.")
-            unknown = self.encoder.vocab.get("[UNK]")
             if self.masker.banned_in([i for i in ids if i != unknown]):  # [SEP], [unused1]
                 raise BadOptionError(f"The candidate {option!r} is a special token, never a fill.")
             known.append(unknown not in ids)

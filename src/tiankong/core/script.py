@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from tiankong.core.models import PACKAGE_ROOT
@@ -148,8 +148,7 @@ def written_in(result: FillResult, script: Script, typed_options: Sequence[str] 
     back = script.back
     typed_of = {convert(option.strip(), TO_SIMPLIFIED): option.strip() for option in typed_options}
 
-    def memory(found: Memory) -> Memory:
-        return memory_in(found, back)
+    memory = partial(memory_in, back=back)
 
     def token_at(mask: int, token: str) -> str:
         return in_context(result.text, mask, token, back)

@@ -36,7 +36,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tiankong.config import Settings, api_key_problem
+from tiankong.config import Settings, api_key_problem, check_entries
 from tiankong.errors import (
     BadInputError,
     BadOptionError,
@@ -84,10 +84,7 @@ def load_api_keys(settings: Settings) -> tuple[str, ...]:
         from_file = [line for line in from_file if not line.startswith("#")]
         if not from_file:
             raise BadOptionError(f"The API keys file {settings.api_keys_file} holds no key.")
-        for key in from_file:
-            problem = api_key_problem(key)
-            if problem is not None:
-                raise BadOptionError(problem)
+        check_entries(from_file, api_key_problem)
         keys.extend(from_file)
     return tuple(dict.fromkeys(keys))
 

@@ -34,16 +34,15 @@ function authHeaders() {
 }
 
 // An API key is printable ASCII without spaces (the server's rule); anything else can't even go
-// in a header, and fetch would throw as if the server were unreachable.
-function keyIsValid() {
-  return /^[\x21-\x7e]*$/.test($("api-key").value.trim());
+// in a header, and fetch would throw as if the server were unreachable. Says so when it isn't.
+function keyRefused() {
+  const refused = !/^[\x21-\x7e]*$/.test($("api-key").value.trim());
+  if (refused) showError({ code: "bad_api_key", message: "" });
+  return refused;
 }
 
 function saveApiKey() {
-  if (!keyIsValid()) {
-    showError({ code: "bad_api_key", message: "" });
-    return;
-  }
+  if (keyRefused()) return;
   hideError();
   state.apiKey = $("api-key").value.trim();
   try {
@@ -150,8 +149,7 @@ function setBusy(busy) {
 
 async function predict() {
   if (state.busy) return;
-  if (!keyIsValid()) {
-    showError({ code: "bad_api_key", message: "" });
+  if (keyRefused()) {
     $("api-key").focus();
     return;
   }
