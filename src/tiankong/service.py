@@ -142,7 +142,24 @@ class FillMasker:
         """The one check of a request's options, where they enter: top_k against this model's
         ``max_top_k``, then every option's rule (``PredictOptions.validated``)."""
         self.check_top_k(options.top_k)
-        return options.validated()
+        options = options.validated()
+        if options.mode == "candidates":  # refused here, before a server spends any allowance
+            for option in options.candidates:
+                self.option_tokens(option, "candidate")
+        return options
+
+    def option_tokens(self, option: str, name: str) -> list[int]:
+        """The token ids of a candidate or a Hugging Face target (stripped): the one rule
+        for both. One with no character the model reads, or holding a special token ([SEP],
+        [unused1]: never a fill), is a ``BadOptionError``; a character outside the vocabulary
+        reads as [UNK], which the caller weighs (a candidate is ranked, a target refused)."""
+        ids = self.encoder.tokenizer.encode(option.strip(), add_special_tokens=False).ids
+        if not ids:  # only characters the tokenizer drops (zero-width, control)
+            raise BadOptionError(f"The {name} {option.strip()!r} has no character the model reads.")
+        unknown = self.encoder.vocab.get("[UNK]")
+        if self.banned_in([i for i in ids if i != unknown]):
+            raise BadOptionError(f"The {name} {option.strip()!r} is a special token, never a fill.")
+        return ids
 
     def prepare(self, text: str) -> PreparedText:
         """Validate and tokenize; raises a typed BadInputError for bad input."""

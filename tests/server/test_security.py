@@ -293,6 +293,31 @@ def test_the_hugging_face_route_spends_the_allowance_by_cost_too(
         assert codes == [200] * 5 + [429]
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/predict", {"text": "画龙点[MASK]", "candidates": ["睛", "[SEP]"]}),
+        ("/", {"inputs": POEM, "parameters": {"targets": ["飞鸟", "[SEP]"]}}),
+    ],
+)
+def test_a_special_token_option_is_refused_before_any_allowance_is_spent(
+    tiny_masker: FillMasker, tiny_model_dir: Path, path: str, body: dict[str, Any]
+) -> None:
+    """A candidate or target that holds a special token is a 400 found where the options are
+    checked: the request takes the one token of its admission, and the 7 rows it would have
+    cost stay the client's (9 of 10 left)."""
+    with make_client(
+        tiny_masker, tiny_model_dir, api_keys=KEYS, rate_limit_per_minute=10
+    ) as client:
+        key = {"X-API-Key": KEYS[0]}
+        assert_error(client.post(path, json=body, headers=key), 400, "bad_option")
+        codes = [
+            client.post("/predict", json=BODIES["/predict"], headers=key).status_code
+            for _ in range(11)
+        ]
+        assert codes == [200] * 9 + [429, 429]
+
+
 def test_key_guessing_is_rate_limited_per_address(
     tiny_masker: FillMasker, tiny_model_dir: Path
 ) -> None:

@@ -19,7 +19,6 @@ from tiankong.core.options import PredictOptions
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import CandidateScore, FillResult, Memory, SequenceFill
 from tiankong.core.text import BLANK, MASK, PreparedText, TextEncoder, fill_text
-from tiankong.errors import BadOptionError
 
 
 class Grounded(NamedTuple):
@@ -59,6 +58,8 @@ class Scorer(Protocol):
     def allowed_tokens(self, constraints: Constraints) -> np.ndarray: ...
 
     def banned_in(self, token_ids: Sequence[int]) -> bool: ...
+
+    def option_tokens(self, option: str, name: str) -> list[int]: ...
 
 
 class SearchModes:
@@ -185,12 +186,7 @@ class SearchModes:
         items, known = [], []
         unknown = self.encoder.vocab.get("[UNK]")
         for option in options.candidates:
-            option = option.strip()
-            ids = self.encoder.tokenizer.encode(option, add_special_tokens=False).ids
-            if not ids:  # only characters the tokenizer drops (zero-width, control)
-                raise BadOptionError(f"The candidate {option!r} has no character the model reads.")
-            if self.masker.banned_in([i for i in ids if i != unknown]):  # [SEP], [unused1]
-                raise BadOptionError(f"The candidate {option!r} is a special token, never a fill.")
+            ids = self.masker.option_tokens(option, "candidate")
             known.append(unknown not in ids)
             prepared = self.masker.prepare(template.replace(BLANK, MASK * len(ids)))
             items.append((prepared.input_ids, prepared.mask_indices, ids))
@@ -291,3 +287,6 @@ class ScheduledScorer:
 
     def banned_in(self, token_ids: Sequence[int]) -> bool:
         return self.scorer.banned_in(token_ids)
+
+    def option_tokens(self, option: str, name: str) -> list[int]:
+        return self.scorer.option_tokens(option, name)

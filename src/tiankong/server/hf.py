@@ -118,19 +118,17 @@ def target_tokens(predictor: Predictor, targets: Sequence[str]) -> dict[str, lis
     for it and no special token is ever an answer."""
     if not targets:
         raise BadOptionError("targets is empty; give at least one candidate or leave it out.")
-    encoder = predictor.masker.encoder
-    unknown_id = encoder.vocab.get("[UNK]")
+    masker = predictor.masker
+    unknown_id = masker.encoder.vocab.get("[UNK]")
     target_ids: dict[str, list[int]] = {}
     for target in targets:
-        token_ids = encoder.tokenizer.encode(target.strip(), add_special_tokens=False).ids
-        if not token_ids:
+        if not target.strip():
             raise BadOptionError("Every target must be a non-empty string.")
+        token_ids = masker.option_tokens(target, "target")
         if unknown_id in token_ids:
             raise BadOptionError(
                 f"The target '{target}' has a character that is not in the model's vocabulary."
             )
-        if predictor.masker.banned_in(token_ids):  # [SEP], [MASK], [unusedN]: never an answer
-            raise BadOptionError(f"The target '{target}' is a special token, never a fill.")
         target_ids.setdefault(target.strip(), token_ids)
     return target_ids
 
