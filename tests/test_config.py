@@ -134,6 +134,22 @@ def test_env_twins_and_given_values_through_pydantic_settings(
         read_environment(Table, {"sizes": "1"})
 
 
+def test_an_empty_twin_is_unset_on_the_cli_and_on_ray_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """click reads ``TIANKONG_SIZE=`` as unset; the environment reading for Ray must too (it
+    refused an empty number and read an empty list as one empty entry)."""
+    seen: list[Any] = []
+    empty = {"TIANKONG_SIZE": "", "TIANKONG_NAMES": ""}
+    done = CliRunner().invoke(toy_app(seen), ["run"], env=empty)
+    assert done.exit_code == 0, done.output
+    assert seen[-1][1] == Table()
+    for name, value in empty.items():
+        monkeypatch.setenv(name, value)
+    assert read_environment(Table) == {}
+    assert from_environment(Table) == Table()
+
+
 def test_settings_rows_are_checked_and_every_twin_is_distinct() -> None:
     twins = [env_twin(row.name) for row, _ in rows(Settings)]
     assert len(set(twins)) == len(twins)

@@ -461,7 +461,11 @@ def read_environment(table: type, given: Mapping[str, object] | None = None) -> 
     from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
     class Environment(BaseSettings):
-        model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+        # an empty variable is unset, as the CLI (click) reads it: TIANKONG_THREADS= is the
+        # default on both, not an error on Ray alone
+        model_config = SettingsConfigDict(
+            env_prefix=ENV_PREFIX, extra="forbid", env_ignore_empty=True
+        )
 
     given = dict(given or {})
     names = {
