@@ -394,9 +394,15 @@ def test_export_cli(tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path)
 
 def test_export_cli_of_the_bundled_models_shipped_graph(tmp_path: Path) -> None:
     """The default export of the bundled model unpacks its shipped FP32 graph, whose manifest
-    has no build date (a KeyError traceback before)."""
-    done = run_cli("export", "-o", str(tmp_path / "out"), cache=tmp_path / "cache")
+    has no build date (a KeyError traceback before). The folder gets the mode the umask
+    gives a new folder (it was 0755 whatever the umask)."""
+    before = os.umask(0o027)  # the command inherits it
+    try:
+        done = run_cli("export", "-o", str(tmp_path / "out"), cache=tmp_path / "cache")
+    finally:
+        os.umask(before)
     assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out").stat().st_mode & 0o777 == 0o750
     assert "unpacked from the graph shipped with the model" in done.stdout
     assert json.loads((tmp_path / "out" / MANIFEST_FILE).read_text(encoding="utf-8"))["shipped"]
 

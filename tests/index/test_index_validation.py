@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import os
 import shutil
 from pathlib import Path
 
@@ -230,10 +231,18 @@ def test_an_index_folder_given_as_a_link_is_refused(corpus_file: Path, tmp_path:
         build_index([corpus_file], tmp_path / "link", progress=False)
 
 
-def test_a_built_index_is_readable_by_other_users(corpus_file: Path, tmp_path: Path) -> None:
-    """Not mkdtemp's 0700: the image's server (uid 10001) reads indexes mounted at /data."""
-    build_index([corpus_file], tmp_path / "idx", progress=False)
-    assert (tmp_path / "idx").stat().st_mode & 0o755 == 0o755
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o755), (0o027, 0o750), (0o077, 0o700)])
+def test_a_built_index_is_readable_as_the_umask_says(
+    corpus_file: Path, tmp_path: Path, umask: int, mode: int
+) -> None:
+    """Not mkdtemp's 0700: the image's server (uid 10001) reads indexes mounted at /data; but
+    a private umask keeps the folder private, as mkdir would."""
+    before = os.umask(umask)
+    try:
+        build_index([corpus_file], tmp_path / "idx", progress=False)
+    finally:
+        os.umask(before)
+    assert (tmp_path / "idx").stat().st_mode & 0o777 == mode
 
 
 def test_an_index_named_like_a_file_is_refused(corpus_file: Path, tmp_path: Path) -> None:

@@ -48,3 +48,13 @@ def made_here(path: Path, flag: str) -> Iterator[None]:
     except OSError as error:
         reason = error.strerror or type(error).__name__
         raise BadOptionError(f"{flag} '{path}' can't be written ({reason}).") from None
+
+
+def folder_mode() -> int:
+    """The mode a folder asked for gets, as ``mkdir`` would make it (0777 less the umask): a
+    folder built in ``mkdtemp`` (0700) and renamed into place is set to it, so others may read
+    it where the umask lets them (the image's server, uid 10001, reading a mounted index) and
+    not where it doesn't (umask 077)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o777 & ~mask

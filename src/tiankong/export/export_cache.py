@@ -40,7 +40,7 @@ from typing import Any
 
 from tiankong.config import Settings, cache_folder
 from tiankong.core.models import MODEL_FILE_PATTERNS, ResolvedModel
-from tiankong.core.output_folder import check_output_folder, made_here
+from tiankong.core.output_folder import check_output_folder, folder_mode, made_here
 from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
 from tiankong.export import export
 from tiankong.export.cache_format import CACHE_FORMAT, MANIFEST_FILE, ONNX_FILE, file_sha256
@@ -406,7 +406,7 @@ def export_to_folder(
         for name in export.manifest["files"]:
             shutil.copy2(export.folder / name, temp / name)
         shutil.copy2(export.folder / MANIFEST_FILE, temp / MANIFEST_FILE)
-        os.chmod(temp, 0o755)  # mkdtemp's 0700 suits the private cache, not a folder asked for
+        os.chmod(temp, folder_mode())  # mkdtemp's 0700 suits the private cache, not --out
         if out.exists():
             discard(out)
         os.rename(temp, out)

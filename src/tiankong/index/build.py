@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from tiankong.core.output_folder import check_output_folder, made_here
+from tiankong.core.output_folder import check_output_folder, folder_mode, made_here
 from tiankong.core.script import normaliser_key, standard_lines
 from tiankong.errors import IndexInputError
 from tiankong.index.sources import file_sha256, read_passages
@@ -157,7 +157,7 @@ def build_index(
         (work / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=1) + "\n")
         # mkdtemp's 0700 would keep the index from a server that runs as another user (the
         # image's uid 10001 reading a mounted /data); a folder asked for gets the usual mode
-        os.chmod(work, 0o755)
+        os.chmod(work, folder_mode())
         if out.exists():
             shutil.rmtree(out)
         os.replace(work, out)
