@@ -79,6 +79,10 @@ def test_sigterm_drains_in_flight_and_refuses_new_requests(tiny_model_dir: Path)
         assert answers[0].status_code == 200 and answers[0].json()["predictions"]
         assert process.wait(timeout=drain_timeout) in CLEAN_EXITS
         assert time.monotonic() - signalled < 3.0 + 2.0, "did not exit once drained"
+        assert process.stdout is not None
+        logged = process.stdout.read()  # tiankong's own info lines, as docs/INDEX.md shows
+        assert "INFO:     corpus index: none (--index auto: " in logged
+        assert "INFO:     draining: 1 request(s) in flight" in logged
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{url}/health", timeout=5)
 

@@ -37,7 +37,7 @@ def serve_command(
     """Serve the HTTP API, the Hugging Face-compatible route and the web page."""
     from tiankong.server import create_app
     from tiankong.server.middleware.security import load_api_keys
-    from tiankong.server.uvicorn_server import run_server
+    from tiankong.server.uvicorn_server import run_server, show_logs
     from tiankong.service import FillMasker
 
     # a bad flag was refused in one sentence when the flags were read (cli/options.py)
@@ -67,6 +67,7 @@ def serve_command(
         from tiankong.engines import choice_line
 
         typer.echo(f"tiankong: {choice_line(masker.model.name, quality['choice'])}", err=True)
+    show_logs(settings.log_level)  # from here: the load's decisions were said above, once
     run_server(app, settings, listener)
 
 

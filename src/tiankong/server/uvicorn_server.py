@@ -63,6 +63,22 @@ def hard_exit() -> None:
     os._exit(EXIT_INTERNAL)
 
 
+def show_logs(level: str) -> None:
+    """tiankong's own log lines (an export at a first start, the corpus index chosen, a drain)
+    on stderr at ``--log-level``, in uvicorn's format. Without a handler of its own Python
+    printed only their warnings and errors, bare, and none of the rest."""
+    from uvicorn.config import LOG_LEVELS
+    from uvicorn.logging import DefaultFormatter
+
+    logs = logging.getLogger("tiankong")
+    logs.setLevel(LOG_LEVELS[level])
+    if not any(getattr(handler, "tiankong_terminal", False) for handler in logs.handlers):
+        handler = logging.StreamHandler()  # stderr, as uvicorn's own lines
+        handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s"))
+        handler.tiankong_terminal = True  # type: ignore[attr-defined]
+        logs.addHandler(handler)
+
+
 def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
     return uvicorn.Config(
         app,
