@@ -50,7 +50,9 @@ FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
 CLAIM = re.compile(r"\s{2,}#\s+(.*)$")
 # The intro quotes the bundled model's answer to its poem: 「POEM」 ... answers ... with X (P%).
 POEM_CLAIM = re.compile(
-    r"「(.+?\[MASK\].*?)」.*?answers the poem above with (\S) \((\d+\.\d)%\)", re.S
+    r"「(.+?\[MASK\].*?)」.*?answers the poem above with (\S) \((\d+\.\d)%\); the model alone"
+    r" gives (\S) (\d+\.\d)%",
+    re.S,
 )
 # Lines that are not run: the venv activation (the test defines `tiankong` itself) and hub
 # models, which need the network that no test touches. Such a line may claim no output.
@@ -550,20 +552,27 @@ def test_hf_client_example(bundled_masker: Any, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_intro_poem_figure(bundled_masker: Any) -> None:
-    """The intro's 'answers the poem above with X (P%)', on the default install. The figure has
-    one decimal; the default engine may differ from the card's FP32 run in that last digit."""
+    """The intro's 'answers the poem above with X (P%); the model alone gives X Q%', on the
+    default install. The figures have one decimal; the default engine may differ from the
+    card's FP32 run in that last digit."""
     match = POEM_CLAIM.search(TEXT)
     assert match is not None, "the intro no longer quotes the poem's answer; update this test"
     poem, token, percent = match.group(1), match.group(2), float(match.group(3))
+    alone_token, alone_percent = match.group(4), float(match.group(5))
     best = bundled_masker.predict(poem, top_k=1).masks[0][0]
     assert best.token == token
     assert abs(best.score * 100 - percent) <= 0.1
+    alone = bundled_masker.predict(poem, top_k=1, index=False).masks[0][0]
+    assert alone.token == alone_token
+    assert abs(alone.score * 100 - alone_percent) <= 0.1
 
 
 # The intro's figures, quoted from the model card (which says how they were measured).
 CARD_CLAIM = re.compile(
     r"gets (\d+\.\d)% held-out masked-token accuracy and\s+(\d+\.\d)% top-5 on the public cloze"
-    r" set \((\d+\.\d)% top-1\)"
+    r" set \((\d+\.\d)% top-1\)\. With the bundled corpus index.*?it gets (\d+\.\d)% top-1 on that"
+    r" set",
+    re.S,
 )
 # The error shape the README shows, as `{"error": ...}` in the Errors paragraph.
 ERROR_CLAIM = re.compile(r"\*\*Errors\*\* always have one shape, `(\{.*?\}\})`", re.S)
@@ -575,9 +584,12 @@ def test_intro_figures_are_the_cards() -> None:
     card = (BUNDLED_ROOT / DEFAULT_MODEL / "MODEL_CARD.md").read_text(encoding="utf-8")
     held_out = re.search(r"held-out masked-token accuracy: \*\*(\d+\.\d)%\*\*", card)
     overall = re.search(r"\| \*\*overall\*\* \| \d+ \| (\d+\.\d)% \| (\d+\.\d)% \|", card)
-    assert held_out is not None and overall is not None
+    # the index table's row: top-1, +index top-1, top-5, +index top-5
+    indexed = re.search(r"\| \*\*overall\*\* \| \d+ \| \d+\.\d% \| (\d+\.\d)% \| \d+\.\d% \|", card)
+    assert held_out is not None and overall is not None and indexed is not None
     assert match.group(1) == held_out.group(1)
     assert (match.group(3), match.group(2)) == overall.groups()  # top-1, top-5
+    assert match.group(4) == indexed.group(1)  # with the bundled index, top-1
 
 
 def test_error_shape_example(bundled_client: Any) -> None:
