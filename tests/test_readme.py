@@ -592,6 +592,22 @@ def test_intro_figures_are_the_cards() -> None:
     assert match.group(4) == indexed.group(1)  # with the bundled index, top-1
 
 
+# The evidence the README shows for the cli-index block's first line, in the prose after it.
+SHOWN_MEMORY = re.compile(
+    r"tiankong predict \"([^\"\n]+)\" --json[^\n]*# (\S) first, with its memory.*?"
+    r"The first answer's top candidate carries `\"memory\": (\{.*?\})`",
+    re.S,
+)
+
+
+def test_the_shown_memory_is_the_answers(bundled_client: Any) -> None:
+    match = SHOWN_MEMORY.search(TEXT)
+    assert match is not None, "the README no longer shows the memory; update this test"
+    text, token, shown = match.group(1), match.group(2), json.loads(match.group(3))
+    best = bundled_client.post("/predict", json={"text": text}).json()["predictions"][0]
+    assert (best["token"], best["memory"]) == (token, shown)
+
+
 def test_error_shape_example(bundled_client: Any) -> None:
     match = ERROR_CLAIM.search(TEXT)
     assert match is not None, "the README no longer shows the error shape; update this test"
