@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tiankong import FillMasker, Settings
+from tiankong.core.decoding import Constraints
 from tiankong.core.models import BUNDLED_ROOT, DEFAULT_MODEL
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.engines.split import served_by
@@ -116,3 +117,20 @@ def test_bundled_model_passes_the_int8_guard_and_the_cli_stays_quiet(tmp_path: P
     assert [attempt["recipe"] for attempt in quality["attempts"]] == chain[
         : chain.index(quality["recipe"]["name"]) + 1
     ]
+
+
+@pytest.mark.parametrize("allowed", [("，",), ("。", "！"), ("#",), ("，", "好")])
+def test_punctuation_allowed_at_a_texts_end_is_ranked_among_the_allowed(
+    allowed: tuple[str, ...],
+) -> None:
+    """The bundled index holds 画龙点睛, so at this text-final blank it gives punctuation no
+    score. Where only punctuation is allowed, the model's row ranks it, with no evidence (a
+    500 IndexError on the server and a [PAD] candidate before); with a character allowed too,
+    the index's row ranks them. Never a token outside ``allowed``."""
+    masker = FillMasker.load()
+    result = masker.predict("画龙点[MASK]", top_k=3, constraints=Constraints(allowed=allowed))
+    candidates = result.masks[0]
+    assert sorted(c.token for c in candidates) == sorted(allowed)
+    assert sum(c.score for c in candidates) == pytest.approx(1.0)
+    if "好" not in allowed:
+        assert all(c.memory is None and c.score == c.model_score for c in candidates)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tiankong.core.decoding import allowed_top, softmax, top_indices, top_k
+from tiankong.core.decoding import allowed_top, softmax, top_indices, top_k, top_k_constrained
 
 
 def reference(scores: np.ndarray, k: int) -> list[int]:
@@ -100,3 +100,16 @@ def test_softmax_may_overwrite_the_logits_it_owns() -> None:
     frozen.flags.writeable = False
     np.testing.assert_array_equal(softmax(frozen, overwrite=True), expected)
     np.testing.assert_array_equal(frozen, logits)
+
+
+def test_constrained_top_k_never_returns_a_token_outside_allowed() -> None:
+    """Allowed tokens that score 0 tie with every other 0; the lowest ids (the specials) won
+    the tie before."""
+    row = np.zeros(64, dtype=np.float32)
+    row[[3, 9]] = [0.7, 0.3]
+    allowed = np.zeros(64, dtype=bool)
+    allowed[[20, 41]] = True
+    chosen = top_k_constrained(row, 5, allowed, str)
+    assert [c.token_id for c in chosen] == [20, 41]
+    allowed[9] = True
+    assert [c.token_id for c in top_k_constrained(row, 2, allowed, str)] == [9, 20]

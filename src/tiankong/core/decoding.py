@@ -248,13 +248,20 @@ def top_k_constrained(
     allowed: np.ndarray,
     token_string: Callable[[int], str],
 ) -> list[TokenScore]:
-    """Top-k among allowed tokens: ``score`` renormalised, ``raw_score`` the model's softmax."""
+    """Top-k among allowed tokens: ``score`` renormalised, ``raw_score`` the model's softmax.
+    Ranked among the allowed ids alone, so a token outside them never comes back, even where
+    the allowed ones score 0 (an underflow; the index's punctuation rule) and tie with it."""
     renormalised = restrict(probabilities, allowed)
-    best = top_indices(renormalised, min(k, int(allowed.sum())))
+    ids = np.flatnonzero(allowed)  # ascending: equal scores by index, as top_indices ranks
+    best = ids[top_indices(renormalised[ids], k)].tolist()
     return [
         TokenScore(token_string(i), i, float(renormalised[i]), float(probabilities[i]))
         for i in best
     ]
+
+
+def no_evidence(_token_id: int) -> Memory:
+    return None
 
 
 def ranked_candidates(
@@ -279,6 +286,11 @@ def ranked_candidates(
             )
             for i in allowed_top(scores, k, banned)
         ]
+    if scores is not model and not np.any(scores[allowed]):
+        # the index left no allowed token any score (its punctuation rule at a text's end,
+        # where only punctuation is allowed): it has nothing to say, the model's row ranks
+        # and no evidence is shown
+        scores, evidence = model, no_evidence
     chosen = top_k_constrained(scores, k, allowed, token_string)
     kept = model if scores is model else restrict(model, allowed)
     return [
