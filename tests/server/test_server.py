@@ -280,6 +280,13 @@ def test_hf_top_k_and_ignored_extras(client: TestClient) -> None:
     assert len(rows) == 2
 
 
+def test_hf_an_unknown_parameter_is_refused(client: TestClient) -> None:
+    """As the pipeline refuses an unknown keyword: ``topk`` was ignored, and five came back."""
+    body = {"inputs": IDIOM, "parameters": {"topk": 2}}
+    error = assert_error(client.post("/", json=body), 422, "invalid_request")
+    assert "topk" in error["message"]
+
+
 def test_hf_several_masks_is_a_list_per_mask(client: TestClient) -> None:
     per_mask = client.post("/", json={"inputs": TWO_MASKS, "parameters": {"top_k": 3}}).json()
     assert len(per_mask) == 2 and all(len(rows) == 3 for rows in per_mask)

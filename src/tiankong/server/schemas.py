@@ -313,6 +313,11 @@ class BatchPredictResponse(BaseModel):
 
 
 class HFParameters(BaseModel):
+    """The pipeline's fill-mask parameters. An unknown key is a 422, as the pipeline refuses
+    an unknown keyword."""
+
+    model_config = ConfigDict(extra="forbid")  # "topk" was ignored: five answers came back
+
     top_k: TopK = None
     targets: Text | list[Text] | None = Field(
         default=None,
