@@ -153,12 +153,18 @@ class FillMasker:
         for both. One with no character the model reads, or holding a special token ([SEP],
         [unused1]: never a fill), is a ``BadOptionError``; a character outside the vocabulary
         reads as [UNK], which the caller weighs (a candidate is ranked, a target refused)."""
-        ids = self.encoder.tokenizer.encode(option.strip(), add_special_tokens=False).ids
+        option = option.strip()
+        encoding = self.encoder.tokenizer.encode(option, add_special_tokens=False)
+        ids = encoding.ids
         if not ids:  # only characters the tokenizer drops (zero-width, control)
-            raise BadOptionError(f"The {name} {option.strip()!r} has no character the model reads.")
+            raise BadOptionError(f"The {name} {option!r} has no character the model reads.")
         unknown = self.encoder.vocab.get("[UNK]")
-        if self.banned_in([i for i in ids if i != unknown]):
-            raise BadOptionError(f"The {name} {option.strip()!r} is a special token, never a fill.")
+        typed_unknown = any(  # "[UNK]" typed, not a character the model doesn't know
+            token == unknown and option[start:end] == "[UNK]"
+            for token, (start, end) in zip(ids, encoding.offsets, strict=True)
+        )
+        if typed_unknown or self.banned_in([i for i in ids if i != unknown]):
+            raise BadOptionError(f"The {name} {option!r} is a special token, never a fill.")
         return ids
 
     def prepare(self, text: str) -> PreparedText:

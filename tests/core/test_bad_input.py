@@ -210,7 +210,7 @@ def test_a_candidate_the_model_cannot_read_is_bad_option(fake: FillMasker, odd: 
     assert caught.value.code == "bad_option"
 
 
-@pytest.mark.parametrize("special", ["[SEP]", "[CLS]", "鸟[PAD]"])
+@pytest.mark.parametrize("special", ["[SEP]", "[CLS]", "鸟[PAD]", "[UNK]", "好[UNK]"])
 def test_a_special_token_candidate_is_bad_option(fake: FillMasker, special: str) -> None:
     """As the Hugging Face route refuses such a target: a special token is never a fill."""
     with pytest.raises(TiankongError, match="special token") as caught:
