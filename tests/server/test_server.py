@@ -209,6 +209,16 @@ def test_predict_get_bad_query(client: TestClient, url: str) -> None:
     assert_error(client.get(url), 422, "invalid_request")
 
 
+@pytest.mark.parametrize(
+    "query", ["text=%FF%E7%94%BB%5BMASK%5D", "text=%ED%A0%80%5BMASK%5D", "text=a%5BMASK%5D&x=%C3"]
+)
+def test_predict_get_bytes_that_are_not_utf8_are_refused(client: TestClient, query: str) -> None:
+    """Not read as U+FFFD (a 200 for a text the user never sent): a POST body with the same
+    bytes is refused too."""
+    error = assert_error(client.get(f"/predict?{query}"), 422, "invalid_request")
+    assert "not valid UTF-8" in error["message"]
+
+
 def test_predict_get_bad_values(client: TestClient) -> None:
     assert_error(client.get("/predict?text=abc"), 400, "no_mask")
     assert_error(client.get(f"/predict?text={quote(POEM)}&top_k=99"), 400, "top_k_out_of_range")

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Annotated
+from urllib.parse import unquote_to_bytes
 
 from fastapi import Depends, Request
 
+from tiankong.errors import InvalidRequestError
 from tiankong.server.middleware.security import Allowance, allowance_of
 from tiankong.server.state import ServerState, server_state
 from tiankong.serving.predictor import Predictor
@@ -45,6 +47,19 @@ def serving_now(request: Request) -> Serving:
 async def serving_of(request: Request) -> Serving:
     """``serving_now`` as a dependency (``ServingRoute`` calls ``serving_now`` itself)."""
     return serving_now(request)
+
+
+async def utf8_query(request: Request) -> None:
+    """A query string percent-encodes UTF-8: other bytes (a surrogate's among them) are a 422,
+    not read as U+FFFD as Starlette reads them, so GET /predict answers what a POST body with
+    the same bytes answers."""
+    for part in request.scope.get("query_string", b"").split(b"&"):
+        try:
+            unquote_to_bytes(part.replace(b"+", b" ")).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidRequestError(
+                "The query string is not valid UTF-8; percent-encode the text as UTF-8."
+            ) from None
 
 
 StateDep = Annotated[ServerState, Depends(state_of)]

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import psutil
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Depends, Query
 from fastapi.responses import FileResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from tiankong import __version__
-from tiankong.server.deps import ServingDep, StateDep
+from tiankong.server.deps import ServingDep, StateDep, utf8_query
 from tiankong.server.dispatch import check_batch_size, fill_many, fill_one, options_from_fields
 from tiankong.server.middleware.security import Allowance
 from tiankong.server.responses import JSONBody, batch_payload, fill_payload
@@ -73,7 +73,11 @@ async def predict(
 
 
 @router.get(
-    "/predict", response_model=PredictResponse, responses=ERROR_RESPONSES, tags=["fill-mask"]
+    "/predict",
+    response_model=PredictResponse,
+    responses=ERROR_RESPONSES,
+    tags=["fill-mask"],
+    dependencies=[Depends(utf8_query)],
 )
 async def predict_get(serving: ServingDep, query: Annotated[PredictQuery, Query()]) -> Response:
     """The same as POST /predict, for load tests on a URL (percent-encoded UTF-8 text); list
