@@ -103,6 +103,19 @@ async def test_a_search_past_its_deadline_answers_504_and_stops_within_one_step(
         assert predictor.batcher.describe()["searches"] == 0
 
 
+@pytest.mark.parametrize(("path", "key"), [("/check", "text"), ("/batch_check", "texts")])
+async def test_a_check_past_its_deadline_says_what_a_check_can_ask_less_of(
+    tiny_masker: FillMasker, tiny_model_dir: Path, path: str, key: str
+) -> None:
+    """A check has no beam_width or max_blank_length to lower (its 504 named them)."""
+    text = "画龙点晴，守株待免。" * 40
+    async with slow_server(tiny_masker, tiny_model_dir, request_timeout_s=0.3) as (client, _, _):
+        response = await client.post(path, json={key: text if key == "text" else [text]})
+        assert response.status_code == 504, response.text
+        message = response.json()["error"]["message"]
+        assert "(shorter or fewer texts)" in message and "beam_width" not in message
+
+
 async def test_batch_predict_answers_the_finished_texts_and_a_timeout_for_the_rest(
     tiny_masker: FillMasker, tiny_model_dir: Path
 ) -> None:

@@ -33,6 +33,8 @@ class Task(Protocol[RequestT, ResultT]):
 
     # The message of a request over the server's cost cap, with ``{cost}`` and ``{cap}``.
     over_cost: str
+    # What a request past its deadline can ask for less of, for the 504's message.
+    less_work: str
 
     def prepare(self, text: object) -> RequestT: ...
 

@@ -39,10 +39,14 @@ class SearchStopped(Exception):
     """The search's request has gone (client disconnected or handler cancelled)."""
 
 
-def timed_out(timeout_s: float) -> RequestTimeoutError:
+# What a fill-mask request can ask for less of; a task names its own (``Task.less_work``).
+FILL_LESS_WORK = "fewer texts or masks, a smaller beam_width or max_blank_length"
+
+
+def timed_out(timeout_s: float, less_work: str = FILL_LESS_WORK) -> RequestTimeoutError:
     return RequestTimeoutError(
         f"The request did not finish within {timeout_s:g} s; retry later, or ask for less "
-        "(fewer texts or masks, a smaller beam_width or max_blank_length)."
+        f"({less_work})."
     )
 
 
@@ -56,11 +60,13 @@ class StepScorer:
         loop: asyncio.AbstractEventLoop,
         deadline: float,
         timeout_s: float,
+        less_work: str = FILL_LESS_WORK,
     ) -> None:
         self.submit = submit
         self.loop = loop
         self.deadline = deadline  # time.monotonic()
         self.timeout_s = timeout_s  # for the message
+        self.less_work = less_work
         self.lock = threading.Lock()
         self.stopped = False
         self.step: concurrent.futures.Future[list[np.ndarray]] | None = None
@@ -70,7 +76,7 @@ class StepScorer:
         if self.stopped:
             raise SearchStopped
         if time.monotonic() >= self.deadline:
-            raise timed_out(self.timeout_s)
+            raise timed_out(self.timeout_s, self.less_work)
 
     def __call__(self, rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
         jobs = [RowJob(list(row), list(indices)) for row, indices in zip(rows, asked, strict=True)]
@@ -104,9 +110,11 @@ class StepRunner:
         submit_rows: Callable[[list[RowJob], float], Coroutine[Any, Any, list[np.ndarray]]],
         timeout_s: float,
         thread_name: str = "tiankong-search",
+        less_work: str = FILL_LESS_WORK,
     ) -> None:
         self.submit_rows = submit_rows
         self.timeout_s = timeout_s
+        self.less_work = less_work  # the timeout message's hint
         self.pool = ThreadPoolExecutor(SEARCH_WORKERS, thread_name_prefix=thread_name)
 
     async def run_steps(self, work: Callable[[RowScorer], T], deadline: float) -> T:
@@ -118,13 +126,13 @@ class StepRunner:
         def submit(jobs: list[RowJob]) -> Coroutine[Any, Any, list[np.ndarray]]:
             return self.submit_rows(jobs, deadline)
 
-        scorer = StepScorer(submit, loop, deadline, self.timeout_s)
+        scorer = StepScorer(submit, loop, deadline, self.timeout_s, self.less_work)
         running = loop.run_in_executor(self.pool, work, scorer)
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                 return await running
         except TimeoutError:  # waited for a thread, or between steps, past the deadline
-            raise timed_out(self.timeout_s) from None
+            raise timed_out(self.timeout_s, self.less_work) from None
         finally:
             scorer.stop()  # a no-op once the work has ended
 

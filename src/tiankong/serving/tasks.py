@@ -36,7 +36,9 @@ class TaskServing(Generic[RequestT, ResultT]):
         self.predictor = predictor
         self.task = task
         self.warmup_text = warmup_text
-        self.steps = StepRunner(predictor.submit_rows, predictor.limits.timeout_s, "tiankong-task")
+        self.steps = StepRunner(
+            predictor.submit_rows, predictor.limits.timeout_s, "tiankong-task", task.less_work
+        )
 
     def prepare(self, text: object) -> RequestT:
         """Validate and tokenize; a typed BadInputError (400) before anything is queued."""

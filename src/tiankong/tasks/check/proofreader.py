@@ -107,6 +107,7 @@ class Proofreader:
         "Checking this would cost {cost:,} forward rows, over this server's limit of {cap:,} "
         "(max_request_cost); send shorter or fewer texts."
     )
+    less_work = "shorter or fewer texts"
 
     def __init__(
         self,
