@@ -94,12 +94,16 @@ def test_a_request_longer_than_the_drain_timeout_cannot_hold_the_exit(
     args = fake_serve_args(tiny_model_dir, "--drain-timeout", str(drain_timeout), "--no-warmup")
     with serve_process(*args, delay_s=30.0) as (url, process):
         answers: list[httpx.Response | Exception] = []
-        start_in_flight(url, answers)
+        in_flight = start_in_flight(url, answers)
         wait_for_in_flight(url)
         process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
         process.wait(timeout=drain_timeout + HARD_EXIT_MARGIN_S + 10)
         elapsed = time.monotonic() - signalled
+        in_flight.join(timeout=10)
+    # the request cut off gets the one JSON shape (uvicorn's plain-text 500 before)
+    assert len(answers) == 1 and isinstance(answers[0], httpx.Response), answers
+    assert_error(answers[0], 503, "shutting_down")
     # the engine call (30 s) is still running: the request is cancelled after the grace time,
     # the batcher stops waiting for it, and the re-raised SIGTERM (or, failing that, the
     # watchdog, exit code 1) ends the process

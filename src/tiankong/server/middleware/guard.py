@@ -176,6 +176,10 @@ class RequestGuard:
         except asyncio.CancelledError:
             # Our own cancellation (the client went) ends here; any other goes on.
             if not exchange.client_gone or handler is None or handler.uncancel() > 0:
+                if self.drain.draining and not exchange.response_started:
+                    # the drain's time is up and uvicorn cancels what is left: the client gets
+                    # the one JSON shape (503 shutting_down), not uvicorn's plain-text 500
+                    await self.refusal(scope, receive, send)
                 raise
         finally:
             exchange.response_done = True  # the app is done: a disconnect now cancels nothing
