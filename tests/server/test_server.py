@@ -251,6 +251,24 @@ def test_unknown_route_and_wrong_method_use_the_error_shape(client: TestClient) 
     assert_error(response, 405, "method_not_allowed")
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("PUT", "/predict", "GET, POST"),  # Starlette's Allow said POST
+        ("DELETE", "/health", "GET, HEAD"),  # and HEAD here
+        ("POST", "/info", "GET, HEAD"),
+        ("GET", "/batch_predict", "POST"),
+    ],
+)
+def test_a_wrong_method_is_told_every_method_the_path_answers(
+    client: TestClient, method: str, path: str, allowed: str
+) -> None:
+    response = client.request(method, path)
+    error = assert_error(response, 405, "method_not_allowed")
+    assert response.headers["allow"] == allowed
+    assert error["message"] == f"{method} is not allowed on {path}; use {allowed}."
+
+
 def test_engine_failure_is_a_clean_500_and_the_server_lives_on(
     settings: Settings, tiny_masker: FillMasker
 ) -> None:

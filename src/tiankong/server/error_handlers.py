@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -106,11 +107,26 @@ async def handle_http_error(request: Request, error: Exception) -> JSONResponse:
         return error_response(OverloadedError("The server is busy; retry shortly."))
     phrase = HTTPStatus(error.status_code).phrase
     message = {404: "Not found; GET /docs lists the routes."}.get(error.status_code, phrase + ".")
+    headers = error.headers
+    if error.status_code == 405:
+        allowed = allowed_methods(request, headers or {})
+        message = f"{request.method} is not allowed on {request.url.path}; use {allowed}."
+        headers = {**(headers or {}), "Allow": allowed}
     return JSONResponse(
         error_body(phrase.lower().replace(" ", "_").replace("-", "_"), message),
         error.status_code,
-        headers=error.headers,
+        headers=headers,
     )
+
+
+def allowed_methods(request: Request, headers: Mapping[str, str]) -> str:
+    """Every method the path answers: Starlette's Allow names only the first route that
+    matched the path (POST for /predict, whose GET is another route; HEAD for /health), so
+    the OpenAPI document's methods for the path are added to it."""
+    documented = request.app.openapi().get("paths", {}).get(request.url.path, {})
+    methods = {method.upper() for method in documented}
+    methods.update(part.strip() for part in headers.get("Allow", "").split(",") if part.strip())
+    return ", ".join(sorted(methods))
 
 
 async def handle_unexpected_error(request: Request, error: Exception) -> JSONResponse:
