@@ -373,17 +373,21 @@ def test_hf_bad_input(client: TestClient, body: Any, status: int, code: str) -> 
 
 
 @pytest.mark.parametrize(
-    "content",
+    ("content", "problem"),
     [
-        b'{"inputs": "\\udfff[MASK]"}',
-        b'{"inputs": ["\\udfff[MASK]"]}',
-        b'{"inputs": "[MASK]", "parameters": {"targets": ["\\ud800"]}}',
+        (b'{"inputs": "\\udfff[MASK]"}', "inputs: Value error, the text is not valid Unicode"),
+        (b'{"inputs": ["\\udfff[MASK]"]}', "inputs.0: Value error, the text is not valid Unicode"),
+        (b'{"inputs": "[MASK]", "parameters": {"targets": ["\\ud800"]}}', "parameters.targets.0: "),
+        # the list branch's error, not the text branch's "inputs: a valid string"
+        (b'{"inputs": ["\xe7\x94\xbb[MASK]", 5]}', "inputs.1: Input should be a valid string"),
     ],
 )
-def test_hf_lone_surrogates_are_rejected_not_crashed_on(client: TestClient, content: bytes) -> None:
+def test_hf_bad_texts_are_named_where_they_are(
+    client: TestClient, content: bytes, problem: str
+) -> None:
     response = client.post("/", content=content, headers={"content-type": "application/json"})
     error = assert_error(response, 422, "invalid_request")
-    assert error["message"].startswith(("inputs: ", "parameters.targets"))
+    assert error["message"].startswith(problem)
 
 
 def test_hf_matches_the_transformers_pipeline(client: TestClient, tiny_model_dir: Path) -> None:

@@ -60,14 +60,13 @@ def body_too_slow(timeout_s: float) -> ClientTimeoutError:
 
 
 def describe_validation(errors: list[Any], content_type: str) -> str:
-    """One sentence for the first problem FastAPI found in the request."""
-    first = errors[0] if errors else {}
+    """One sentence for the most specific problem FastAPI found in the request: of a union's
+    errors (``inputs``: a text or a list of texts), the one that reached furthest into the
+    value (``inputs.1`` for a list with a number in it, not the text branch's "a valid
+    string"); the first of equals."""
+    first: Mapping[str, Any] = max(errors, key=lambda error: len(error_location(error)), default={})
     kind = first.get("type", "")
-    location = [  # field names and list indices; not "body", nor pydantic's union-member tags
-        str(part)
-        for part in first.get("loc", ())
-        if part not in ("body", "query") and re.fullmatch(r"\w+", str(part))
-    ]
+    location = error_location(first)
     if kind == "json_invalid":
         return "The body is not valid JSON."
     if kind in ("model_attributes_type", "dict_type") and not location:
@@ -79,6 +78,15 @@ def describe_validation(errors: list[Any], content_type: str) -> str:
     field = ".".join(location) or "request"
     more = f" ({len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     return f"{field}: {first.get('msg', 'invalid value')}{more}."
+
+
+def error_location(error: Mapping[str, Any]) -> list[str]:
+    """Field names and list indices; not "body", nor pydantic's union-member tags."""
+    return [
+        str(part)
+        for part in error.get("loc", ())
+        if part not in ("body", "query") and re.fullmatch(r"\w+", str(part))
+    ]
 
 
 async def handle_tiankong_error(request: Request, error: Exception) -> JSONResponse:
