@@ -134,3 +134,15 @@ def test_punctuation_allowed_at_a_texts_end_is_ranked_among_the_allowed(
     assert sum(c.score for c in candidates) == pytest.approx(1.0)
     if "好" not in allowed:
         assert all(c.memory is None and c.score == c.model_score for c in candidates)
+
+
+def test_traditional_options_with_one_simplified_form_keep_each_its_own_row() -> None:
+    """发, 髮 and 發 are one option in simplified (the model's text): three rows with one score,
+    each labelled and filled as typed (all three read 發 before)."""
+    result = FillMasker.load().predict("她的頭[MASK]很長。", candidates=("发", "髮", "發"))
+    rows = {c.option: c for c in result.candidates}
+    assert sorted(rows) == sorted(["发", "髮", "發"])
+    assert {option: row.text for option, row in rows.items()} == {
+        option: f"她的頭{option}很長。" for option in rows
+    }
+    assert len({row.score for row in rows.values()}) == 1

@@ -26,8 +26,9 @@ from functools import cache, partial
 from typing import Any
 
 from tiankong.core.models import PACKAGE_ROOT
-from tiankong.core.results import FillResult, Memory
-from tiankong.core.text import MASK
+from tiankong.core.options import one_blank
+from tiankong.core.results import CandidateScore, FillResult, Memory
+from tiankong.core.text import BLANK, MASK
 
 VARIANTS_FILE = PACKAGE_ROOT / "resources" / "variants.tsv"
 TO_SIMPLIFIED = "t2s"
@@ -146,7 +147,21 @@ def written_in(result: FillResult, script: Script, typed_options: Sequence[str] 
     """``result`` (of the simplified text) with every string the user reads in their script:
     the text as typed, candidates, sequences, options (as typed) and the evidence."""
     back = script.back
-    typed_of = {convert(option.strip(), TO_SIMPLIFIED): option.strip() for option in typed_options}
+    # options by their simplified form, each typed one once: 发, 髮 and 發 are one simplified
+    # option (the same score) but three rows, each labelled and filled as it was typed
+    typed_of: dict[str, list[str]] = {}
+    for option in typed_options:
+        typed_of.setdefault(convert(option.strip(), TO_SIMPLIFIED), []).append(option.strip())
+    before_blank = len(one_blank(result.text).split(BLANK)[0]) if result.candidates else 0
+
+    def option_as_typed(candidate: CandidateScore) -> CandidateScore:
+        typed = typed_of.get(candidate.option, [])
+        option = typed.pop(0) if typed else back(candidate.option)
+        text = back(candidate.text)
+        end = before_blank + len(candidate.option)
+        if len(text) == len(candidate.text) and len(option) == len(candidate.option):
+            text = text[:before_blank] + option + text[end:]  # the fill as typed
+        return replace(candidate, option=option, text=text, memory=memory(candidate.memory))
 
     memory = partial(memory_in, back=back)
 
@@ -165,15 +180,7 @@ def written_in(result: FillResult, script: Script, typed_options: Sequence[str] 
             replace(s, fill=back(s.fill), text=back(s.text), memory=memory(s.memory))
             for s in result.sequences
         ],
-        candidates=[
-            replace(
-                c,
-                option=typed_of.get(c.option, back(c.option)),
-                text=back(c.text),
-                memory=memory(c.memory),
-            )
-            for c in result.candidates
-        ],
+        candidates=[option_as_typed(c) for c in result.candidates],
     )
 
 
