@@ -146,3 +146,13 @@ def test_traditional_options_with_one_simplified_form_keep_each_its_own_row() ->
         option: f"她的頭{option}很長。" for option in rows
     }
     assert len({row.score for row in rows.values()}) == 1
+
+
+def test_the_index_proposes_no_punctuation_where_a_character_was_typed() -> None:
+    """The corpus's 百余载作江藩翰，十几年来 put its line break where the user wrote 二 (a
+    right answer turned into ， before: docs/INDEX.md, "Running text")."""
+    text = "挺有名的，近达[MASK]十几年的时间里，发表了数张摇滚及民族摇滚风格的专辑和单曲。"
+    masker = FillMasker.load()
+    best = masker.predict(text, top_k=1).masks[0][0]
+    alone = masker.predict(text, top_k=1, index=False).masks[0][0]
+    assert best.token == alone.token == "二"

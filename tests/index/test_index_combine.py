@@ -52,6 +52,23 @@ def test_mixture_is_a_distribution_that_favours_the_match(
     assert mixed[other] == pytest.approx((1 - w) * row[other])
 
 
+def test_a_skipped_fill_keeps_its_share_with_the_model(
+    small_index: Path, tokenizer: Tokenizer
+) -> None:
+    """The index proposes no punctuation (``CorpusMemory.mix`` skips it): a skipped fill gets
+    nothing from the index and its share stays with the model, so the row still sums to 1."""
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    match = lookup.lookup(ids(tokenizer, "画龙点"), [], 1)
+    assert match is not None
+    row = model_row(tokenizer.get_vocab_size(), seed=1)
+    eye = ids(tokenizer, "睛")[0]
+    mixed = combine_distribution(row, match, skipped=frozenset({eye}))
+    assert mixed.sum() == pytest.approx(1.0)
+    assert mixed[eye] < combine_distribution(row, match)[eye]
+    if len(match.fills) == 1:  # 睛 was the only fill: nothing is left to mix
+        assert mixed is row
+
+
 def test_weight_grows_with_match_length_and_count() -> None:
     weight = IndexWeight(bias=-2.0, per_token=0.5, per_log_count=0.3)
 

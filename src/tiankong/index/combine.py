@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,14 +77,16 @@ class IndexWeight:
 FITTED_WEIGHT = IndexWeight(bias=-2.543, per_token=0.521, per_log_count=-0.127)
 
 
-def index_row(model: np.ndarray, match: BlankMatch, position: int = 0) -> np.ndarray:
+def index_row(
+    model: np.ndarray, match: BlankMatch, position: int = 0, skipped: AbstractSet[int] = frozenset()
+) -> np.ndarray:
     """The index's distribution at one mask, over the fills the model finds plausible there
-    (the fills' token at ``position``); it sums to at most 1."""
+    (the fills' token at ``position``) and not in ``skipped``; it sums to at most 1."""
     index = np.zeros_like(model)
     floor = MIN_MODEL_RATIO * float(model.max())
     for fill in match.fills:
         token = fill[position]
-        if model[token] >= floor:
+        if token not in skipped and model[token] >= floor:
             index[token] += match.probability(fill)
     return index
 
@@ -93,14 +96,16 @@ def combine_distribution(
     match: BlankMatch | None,
     weight: IndexWeight = FITTED_WEIGHT,
     position: int = 0,
+    skipped: AbstractSet[int] = frozenset(),
 ) -> np.ndarray:
     """Mix one mask's vocabulary distribution with a match: for a blank of several masks, the
-    mask at ``position`` gets the index's marginal there. The share of implausible fills stays
-    with the model, so the row sums to 1."""
+    mask at ``position`` gets the index's marginal there. The share of implausible fills, and
+    of ``skipped`` ones (punctuation: ``CorpusMemory.mix``), stays with the model, so the row
+    sums to 1."""
     w = weight.of(match)
     if match is None or w == 0.0 or not spans_blank(match, len(next(iter(match.fills), ()))):
         return model
-    index = index_row(model, match, position)
+    index = index_row(model, match, position, skipped)
     kept = float(index.sum())
     if kept == 0.0:
         return model

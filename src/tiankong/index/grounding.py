@@ -61,6 +61,7 @@ class CorpusMemory:
         self.punctuation = np.array(
             sorted(i for t, i in vocab.items() if len(t) == 1 and is_punctuation(t)), dtype=np.int64
         )
+        self.punctuation_ids = frozenset(int(i) for i in self.punctuation)
         self.mask_id = vocab.get("[MASK]")
 
     @property
@@ -95,7 +96,11 @@ class CorpusMemory:
             for position in range(blank.length):
                 number = number_of[blank.first + position]
                 row = rows[number]  # (a new view object on every indexing: compare this one)
-                mixed = combine_distribution(row, match, FITTED_WEIGHT, position)
+                # the corpus's punctuation where the user typed a character is its line
+                # breaks, not a fill: the index proposes none (docs/INDEX.md, "Running text")
+                mixed = combine_distribution(
+                    row, match, FITTED_WEIGHT, position, self.punctuation_ids
+                )
                 if mixed is not row:
                     if rows is probabilities:
                         rows = probabilities.copy()  # never write into the model's array
