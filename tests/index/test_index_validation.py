@@ -167,6 +167,24 @@ def test_jsonl_and_csv_fields(tmp_path: Path) -> None:
     assert index.passage_at(int(index.passage_tokens[3]))[0] == "有,逗号"
 
 
+def test_a_byte_order_mark_is_not_text(tmp_path: Path) -> None:
+    """As tiankong fill reads files: the BOM hid the CSV's first column name, broke the JSONL's
+    first line and began the TXT's first passage."""
+    (tmp_path / "a.csv").write_text("text,id\n画龙点睛,1\n", encoding="utf-8-sig")
+    (tmp_path / "b.jsonl").write_text('{"text": "守株待兔"}\n', encoding="utf-8-sig")
+    (tmp_path / "c.txt").write_text("亡羊补牢\n", encoding="utf-8-sig")
+    build_index(
+        [tmp_path / "a.csv", tmp_path / "b.jsonl"], tmp_path / "f", field="text", progress=False
+    )
+    build_index([tmp_path / "c.txt"], tmp_path / "t", progress=False)
+    fields, lines = open_index(tmp_path / "f"), open_index(tmp_path / "t")
+    assert [fields.passage_at(int(start))[0] for start in fields.passage_tokens] == [
+        "画龙点睛",
+        "守株待兔",
+    ]
+    assert lines.passage_at(int(lines.passage_tokens[0]))[0] == "亡羊补牢"
+
+
 def test_every_passage_reads_back_as_it_was(tmp_path: Path) -> None:
     """The text is spelled from the tokens: rare characters ([UNK]), letters, digits and folded
     spaces come back exactly, and nothing is stored twice."""

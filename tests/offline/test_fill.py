@@ -7,13 +7,14 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tiankong import Settings
 from tiankong.core.options import PredictOptions
-from tiankong.errors import BadDataFileError
+from tiankong.errors import BadDataFileError, BadOptionError
 from tiankong.offline.fill import (
     CSV_COLUMNS,
     Checkpoint,
@@ -107,6 +108,57 @@ def test_resume_after_interruption_gives_the_same_output(
     )
     again = run_fill(job, settings, PredictOptions())  # finished: nothing more to do
     assert again.lines_done == len(TEXTS) and again.filled == state.filled
+
+
+def test_a_resumed_run_must_be_the_same_run(settings: Settings, tmp_path: Path) -> None:
+    """Another top_k (or model) was appended to the first run's rows; now it is refused, and
+    --restart (resume=False) starts over."""
+    source = write_jsonl(tmp_path / "in.jsonl", TEXTS)
+    job = FillJob(source, tmp_path / "out.jsonl", chunk_size=16)
+
+    def interrupt(done: int, filled: int, failed: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(job, settings, PredictOptions(top_k=1), interrupt)
+    with pytest.raises(BadDataFileError, match="another model or other options"):
+        run_fill(job, settings, PredictOptions(top_k=5))
+    with pytest.raises(BadDataFileError, match="another model or other options"):
+        run_fill(job, replace(settings, precision="int8"), PredictOptions(top_k=1))
+    resumed = run_fill(job, replace(settings, threads=1), PredictOptions(top_k=1))
+    assert resumed.lines_done == len(TEXTS)  # threads are not the answers: the same run
+    fresh = FillJob(source, job.output, chunk_size=16, resume=False)
+    assert run_fill(fresh, settings, PredictOptions(top_k=5)).lines_done == len(TEXTS)
+
+
+def test_a_csv_without_the_column_leaves_no_output(settings: Settings, tmp_path: Path) -> None:
+    """A header-only output was left behind, and the corrected run was then refused."""
+    source = tmp_path / "in.csv"
+    source.write_text("id,review\n1,画龙点[MASK]\n", encoding="utf-8")
+    for output in (tmp_path / "out.csv", tmp_path / "out.jsonl"):
+        with pytest.raises(BadDataFileError, match="has no column 'text'"):
+            run_fill(FillJob(source, output), settings, PredictOptions())
+        assert not output.exists()
+        state = run_fill(FillJob(source, output, text_field="review"), settings, PredictOptions())
+        assert state.filled == 1
+
+
+def test_file_formats_by_suffix_in_any_case(settings: Settings, tmp_path: Path) -> None:
+    source = tmp_path / "IN.CSV"
+    source.write_text("id,text\n1,画龙点[MASK]\n", encoding="utf-8")
+    state = run_fill(FillJob(source, tmp_path / "OUT.JSONL"), settings, PredictOptions())
+    assert (state.filled, state.failed) == (1, 0)  # the header was a bad TXT line before
+    assert read_jsonl(tmp_path / "OUT.JSONL")[0]["text"] == "画龙点[MASK]"
+
+
+def test_an_error_file_named_like_the_checkpoint_is_refused(
+    settings: Settings, tmp_path: Path
+) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", TEXTS[:2])
+    output = tmp_path / "out.jsonl"
+    checkpoint = FillJob(source, output).checkpoint
+    with pytest.raises(BadOptionError, match="is the checkpoint"):
+        run_fill(FillJob(source, output, errors=checkpoint), settings, PredictOptions())
 
 
 def test_existing_output_without_checkpoint_is_not_clobbered(settings, tmp_path: Path) -> None:

@@ -28,9 +28,11 @@ def file_sha256(path: Path) -> str:
 
 
 def open_text(path: Path) -> io.TextIOBase:
+    """UTF-8, a byte-order mark at the start dropped (as ``tiankong fill`` reads files): it
+    hid a CSV's first column name and broke a JSONL's first line."""
     if path.name.endswith(".xz"):
-        return lzma.open(path, "rt", encoding="utf-8", newline="")
-    return path.open("r", encoding="utf-8", newline="")
+        return lzma.open(path, "rt", encoding="utf-8-sig", newline="")
+    return path.open("r", encoding="utf-8-sig", newline="")
 
 
 def check_input(path: Path, field: str | None) -> None:

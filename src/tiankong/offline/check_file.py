@@ -19,10 +19,11 @@ from tiankong.offline.fill import (
     Checkpoint,
     FillJob,
     check_files,
+    checked_records,
     commit_chunk,
     format_of,
     open_append,
-    read_records,
+    run_key,
     start_state,
     take,
 )
@@ -44,10 +45,10 @@ def run_check_file(
     if format_of(job.output, job.output_format) != "jsonl":
         raise BadOptionError("tiankong check writes JSONL; name the output .jsonl.")
     kind = format_of(job.input, job.input_format)
-    state = start_state(job)
+    rows = checked_records(job.input, kind, job.text_field)  # before any file is touched
+    state = start_state(job, run_key(checker.masker.settings, checker.method))
     if on_start:
         on_start(Checkpoint(**asdict(state)))
-    rows = read_records(job.input, kind, job.text_field)
     for _ in range(state.lines_done):
         next(rows, None)
     with (

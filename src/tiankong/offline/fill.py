@@ -21,7 +21,8 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -69,6 +70,7 @@ class Checkpoint:
     error_bytes: int = 0
     filled: int = 0
     failed: int = 0
+    run_key: str = ""  # run_key of the run that wrote it ("" in a checkpoint from before it)
 
 
 def format_of(path: Path, requested: str) -> str:
@@ -76,7 +78,7 @@ def format_of(path: Path, requested: str) -> str:
         if requested not in FORMATS:
             raise BadOptionError(f"Unknown format '{requested}'; use one of {', '.join(FORMATS)}.")
         return requested
-    suffixes = [s.lstrip(".") for s in path.suffixes]
+    suffixes = [s.lstrip(".").lower() for s in path.suffixes]  # OUT.CSV is a CSV too
     for suffix in reversed(suffixes):
         if suffix in FORMATS or suffix == "json":
             return "jsonl" if suffix == "json" else suffix
@@ -94,6 +96,9 @@ def check_files(job: FillJob) -> None:
             raise BadOptionError(f"The {what} is the input ('{path}'); name another file.")
     if same_file(job.error_file, job.output):
         raise BadOptionError(f"The error file is the output ('{job.output}'); name another file.")
+    for what, path in (("output", job.output), ("error file", job.error_file)):
+        if same_file(path, job.checkpoint) or same_file(path, checkpoint_temp(job.checkpoint)):
+            raise BadOptionError(f"The {what} is the checkpoint ('{path}'); name another file.")
     check_writable(job.output, "output")
     check_writable(job.error_file, "error file")
     check_writable(checkpoint_temp(job.checkpoint), "checkpoint")  # made, then renamed over
@@ -120,6 +125,15 @@ def count_records(path: Path, kind: str) -> int:
             count += block.count("\n")
             last = block[-1:]
     return count + (last != "\n")
+
+
+def checked_records(path: Path, kind: str, field: str) -> Iterator[Row]:
+    """``read_records`` with its first record read now: a CSV without the column is refused
+    before the caller makes its output files (a failed run left a header-only output behind,
+    which the corrected run then refused to overwrite)."""
+    rows = read_records(path, kind, field)
+    first = next(rows, None)
+    return chain(() if first is None else (first,), rows)
 
 
 def read_records(path: Path, kind: str, field: str) -> Iterator[Row]:
@@ -262,10 +276,10 @@ def run_fill(
     if out_kind == "txt":
         raise BadOptionError("The output format must be jsonl or csv.")
     columns = input_columns(job.input, in_kind, job.text_field) if out_kind == "csv" else None
-    state = start_state(job)
+    rows = checked_records(job.input, in_kind, job.text_field)  # before any file is touched
+    state = start_state(job, run_key(settings, options))
     if on_start:
         on_start(Checkpoint(**asdict(state)))
-    rows = read_records(job.input, in_kind, job.text_field)
     for _ in range(state.lines_done):
         next(rows, None)
     kept: dict[int, dict[str, Any]] = {}  # the input fields of the lines in flight
@@ -363,7 +377,21 @@ def csv_cell(value: Any) -> Any:
     return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
 
 
-def start_state(job: FillJob) -> Checkpoint:
+def run_key(settings: Settings, options: object) -> str:
+    """What a run's answers depend on (the model, precision, window, index and the options), so
+    that a resumed run is the same run: a rerun with another model or top_k was appended to the
+    first one's rows. The engine (torch and ONNX Runtime give the same FP32 answers), threads,
+    workers and batch sizes are not in it."""
+    answers = [getattr(settings, name) for name in ANSWER_SETTINGS]
+    given = asdict(options) if is_dataclass(options) and not isinstance(options, type) else options
+    text = json.dumps([answers, given], default=str, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+ANSWER_SETTINGS = ("model", "precision", "max_length", "index", "max_masks")
+
+
+def start_state(job: FillJob, key: str = "") -> Checkpoint:
     identity = input_identity(job.input)
     if job.resume and os.path.isfile(job.checkpoint):
         try:
@@ -376,6 +404,11 @@ def start_state(job: FillJob) -> Checkpoint:
             raise BadDataFileError(
                 f"'{job.output.name}' was started from a different input; use another output "
                 "or pass --restart."
+            )
+        if saved.run_key and saved.run_key != key:
+            raise BadDataFileError(
+                f"'{job.output.name}' was started with another model or other options; run the "
+                "same command to resume it, or pass --restart to start over."
             )
         for path, size in ((job.output, saved.output_bytes), (job.error_file, saved.error_bytes)):
             if file_size(path) < size:
@@ -393,7 +426,7 @@ def start_state(job: FillJob) -> Checkpoint:
         )
     if os.path.isfile(job.error_file):
         job.error_file.unlink()
-    return Checkpoint(identity)
+    return Checkpoint(identity, run_key=key)
 
 
 def file_size(path: Path) -> int:
