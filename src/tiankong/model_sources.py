@@ -106,9 +106,11 @@ def check_model_folder(path: Path, source: str) -> None:
             f"Model '{source}' is a {', '.join(architectures)}, not a masked language model; "
             "tiankong needs a *ForMaskedLM model such as bert-base-chinese."
         )
-    weights = list(path.glob("*.safetensors")) + list(path.glob("pytorch_model.bin"))
+    weights = [*path.glob("*.safetensors"), *path.glob("pytorch_model*.bin")]
     if not weights:
-        raise ModelUnavailableError(f"Model '{source}' has no weights (*.safetensors).")
+        raise ModelUnavailableError(
+            f"Model '{source}' has no weights (*.safetensors or pytorch_model*.bin)."
+        )
     if not has_mask_token(path):
         raise ModelUnavailableError(
             f"The tokenizer of model '{source}' has no [MASK] token, so it can't fill blanks."

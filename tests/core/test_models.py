@@ -93,6 +93,57 @@ def test_missing_config_and_weights(tmp_path: Path, tiny_model_dir: Path) -> Non
         resolve_model(str(empty))
 
 
+def test_a_model_without_a_trained_masked_lm_head_is_refused(tmp_path: Path) -> None:
+    """An ELECTRA discriminator is a *ForPreTraining: transformers built it a random generator
+    head, and its answers were random, with exit 0. Both load paths (torch, the export) refuse."""
+    import torch
+    from transformers import BertTokenizer, ElectraConfig, ElectraForPreTraining
+
+    from tiankong.engines.torch_engine import TorchEngine
+    from tiankong.export.export import load_masked_lm
+
+    torch.manual_seed(0)
+    folder = tmp_path / "discriminator"
+    config = ElectraConfig(
+        vocab_size=21128, embedding_size=32, hidden_size=32, num_hidden_layers=1,
+        num_attention_heads=2, intermediate_size=64, tokenizer_class="BertTokenizer",
+    )  # fmt: skip
+    ElectraForPreTraining(config).save_pretrained(folder)
+    BertTokenizer(str(VOCAB_FILE)).save_pretrained(folder)
+    resolve_model(str(folder))  # the folder itself is fine: a *ForPreTraining
+    with pytest.raises(ModelUnavailableError, match="no trained masked-LM head"):
+        load_masked_lm(folder)
+    with pytest.raises(ModelUnavailableError, match="no trained masked-LM head"):
+        TorchEngine(folder, threads=1)
+
+
+def test_sharded_weights_load(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """pytorch_model-0000N-of-0000M.bin with its index, as transformers saves a large model:
+    refused as 'has no weights' before."""
+    import torch
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from tiankong.engines.torch_engine import TorchEngine
+
+    folder = tmp_path / "sharded"
+    model = AutoModelForMaskedLM.from_pretrained(tiny_model_dir)
+    model.config.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(folder)
+    state = model.state_dict()
+    names = sorted(state)
+    halves = {
+        "pytorch_model-00001-of-00002.bin": names[::2],
+        "pytorch_model-00002-of-00002.bin": names[1::2],
+    }
+    for file, part in halves.items():
+        torch.save({name: state[name].contiguous() for name in part}, folder / file)
+    weight_map = {name: file for file, part in halves.items() for name in part}
+    index = {"metadata": {"total_size": 0}, "weight_map": weight_map}
+    (folder / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    resolve_model(str(folder))
+    TorchEngine(folder, threads=1)
+
+
 def test_bundled_registry_is_data() -> None:
     assert DEFAULT_MODEL == BUNDLED_MODELS[0].name == "tiankong-mini-zh"
     with pytest.raises(ModelUnavailableError, match="bundled models are: tiankong-mini-zh"):

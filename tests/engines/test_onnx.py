@@ -18,6 +18,7 @@ import pytest
 from server_helpers import START_TIMEOUT_S, free_port, wait_until_ready
 
 from tiankong import FillMasker, Settings
+from tiankong.core.models import VOCAB_FILE
 from tiankong.engines.base import EncodedBatch, pad_batch
 from tiankong.engines.onnx_engine import OnnxEngine
 from tiankong.engines.split import served_by
@@ -390,6 +391,27 @@ def test_export_cli(tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path)
     assert again.returncode == 0, again.stderr  # an earlier export is replaced whole
     assert json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))["precision"] == "fp32"
     assert "max |ONNX - torch|" in again.stdout
+
+
+def test_a_distilbert_exports_to_int8(tmp_path: Path) -> None:
+    """DistilBERT names its width "dim": the INT8 export stopped with a KeyError traceback."""
+    import torch
+    from transformers import BertTokenizer, DistilBertConfig, DistilBertForMaskedLM
+
+    torch.manual_seed(0)
+    folder = tmp_path / "distilbert"
+    config = DistilBertConfig(
+        vocab_size=21128, dim=32, n_layers=1, n_heads=2, hidden_dim=64,
+        tokenizer_class="BertTokenizer",
+    )  # fmt: skip
+    DistilBertForMaskedLM(config).save_pretrained(folder)
+    BertTokenizer(str(VOCAB_FILE)).save_pretrained(folder)
+    done = run_cli(
+        "predict", "春眠不觉晓，处处闻啼[MASK]。", "--model", str(folder), "--index", "none",
+        "--engine", "onnx", "--precision", "int8", cache=tmp_path / "cache",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_export_cli_of_the_bundled_models_shipped_graph(tmp_path: Path) -> None:

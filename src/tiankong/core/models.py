@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,13 +20,29 @@ DEFAULT_HUB_MODEL = "google-bert/bert-base-chinese"
 MODEL_FILE_PATTERNS = (
     "config.json",
     "*.safetensors",
-    "pytorch_model.bin",
+    "pytorch_model*.bin",  # one file, or shards with the index below
+    "*.index.json",  # a sharded model's map of its weights to its shards
     "vocab.txt",
     "tokenizer.json",
     "tokenizer_config.json",
     "special_tokens_map.json",
 )
 MASKED_LM_SUFFIXES = ("ForMaskedLM", "ForPreTraining")
+
+
+def untrained_weights(missing: Sequence[str], dims: Mapping[str, int]) -> list[str]:
+    """The weight matrices a loaded masked LM made up: ``missing`` (transformers' loading info)
+    that are matrices (``dims``: each parameter's number of dimensions; a bias or a norm that
+    starts at 0 or 1 is no answer made up). An ELECTRA discriminator (``*ForPreTraining``) has
+    no generator head: transformers builds a random one, and its answers were random."""
+    return [name for name in missing if dims.get(name, 0) >= 2]
+
+
+def untrained_message(folder: str, weights: Sequence[str]) -> str:
+    return (
+        f"Model '{folder}' has no trained masked-LM head ({weights[0]} is not in its weights): "
+        "it was not trained to fill blanks (an ELECTRA discriminator, say; use its generator)."
+    )
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from tiankong.core.models import untrained_message, untrained_weights
 from tiankong.engines.base import EncodedBatch, spinning_pays
 from tiankong.errors import BadOptionError, ModelUnavailableError
 
@@ -79,12 +80,18 @@ class TorchEngine:
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
         try:
-            model = AutoModelForMaskedLM.from_pretrained(folder, dtype=torch.float32)
+            model, loading = AutoModelForMaskedLM.from_pretrained(
+                folder, dtype=torch.float32, output_loading_info=True
+            )
         except Exception as error:
             raise ModelUnavailableError(
                 f"The model weights in '{folder.name}' could not be loaded "
                 f"({type(error).__name__}); the files may be missing, truncated or corrupt."
             ) from None
+        dims = {name: tensor.dim() for name, tensor in model.state_dict().items()}
+        made_up = untrained_weights(list(loading["missing_keys"]), dims)
+        if made_up:
+            raise ModelUnavailableError(untrained_message(folder.name, made_up))
         # In FP16 the encoder runs in half precision and the MLM head stays FP32, in a copy
         # of its own (its decoder is tied to the embeddings, which become FP16). It costs
         # masks x vocab, and FP16 logits would round near-tied candidates together: a logit

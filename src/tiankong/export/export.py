@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tiankong.core.models import untrained_message, untrained_weights
 from tiankong.errors import EngineError, ModelUnavailableError
 
 if TYPE_CHECKING:
@@ -206,12 +207,18 @@ def load_masked_lm(folder: Path) -> Any:
     hf_logging.disable_progress_bar()
     try:
         # Eager attention exports as the MatMul/Softmax pattern ORT fuses into one Attention op.
-        model = AutoModelForMaskedLM.from_pretrained(folder, attn_implementation="eager")
+        model, loading = AutoModelForMaskedLM.from_pretrained(
+            folder, attn_implementation="eager", output_loading_info=True
+        )
     except Exception as error:
         raise ModelUnavailableError(
             f"The model weights in '{folder.name}' could not be loaded for export "
             f"({type(error).__name__}); the files may be missing, truncated or corrupt."
         ) from None
+    dims = {name: tensor.dim() for name, tensor in model.state_dict().items()}
+    made_up = untrained_weights(list(loading["missing_keys"]), dims)
+    if made_up:
+        raise ModelUnavailableError(untrained_message(folder.name, made_up))
     return model.float().eval()
 
 

@@ -44,7 +44,8 @@ def export_int8(
     from tiankong.export.quality_guard import GuardReference
 
     config = read_config(folder)
-    vocab_size, hidden = int(config["vocab_size"]), int(config["hidden_size"])
+    # DistilBERT names its width "dim" (a KeyError here stopped its INT8 export)
+    vocab_size, hidden = int(config["vocab_size"]), int(config.get("hidden_size", config["dim"]))
     guard = GuardReference(OnnxEngine(fp32_file, "cpu", "fp32", threads), folder)
     chain = recipe_chain(cpu)
     candidates: dict[str, Path] = {}
