@@ -106,6 +106,31 @@ def test_the_default_window_is_refused_for_a_model_with_fewer_positions(
         FillMasker.load(str(short_model_dir), Settings(engine="torch", threads=1))
 
 
+def test_a_roberta_window_counts_the_positions_it_can_read(tmp_path: Path) -> None:
+    """RoBERTa's positions start after its padding id (pad_token_id 1: two unread), so 66 of
+    them read 64 tokens: a window of 66 crashed in the engine (a 500 on the server)."""
+    import torch
+    from transformers import BertTokenizer, RobertaConfig, RobertaForMaskedLM
+
+    from tiankong.core.models import VOCAB_FILE
+
+    torch.manual_seed(0)
+    folder = tmp_path / "roberta"
+    config = RobertaConfig(
+        vocab_size=21128, max_position_embeddings=66, type_vocab_size=1, hidden_size=32,
+        num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        tokenizer_class="BertTokenizer",
+    )  # fmt: skip
+    RobertaForMaskedLM(config).save_pretrained(folder)
+    BertTokenizer(str(VOCAB_FILE)).save_pretrained(folder)
+    refused = r"it has 64 positions \(max_position_embeddings 66 less the 2 before"
+    with pytest.raises(BadOptionError, match=refused):
+        FillMasker.load(str(folder), Settings(engine="torch", threads=1, max_length=66))
+    masker = FillMasker.load(str(folder), Settings(engine="torch", threads=1, max_length=64))
+    result = masker.predict("春眠不觉晓，" * 30 + "处处闻啼[MASK]。", index=False)
+    assert result.truncated and result.masks[0]
+
+
 def test_the_model_window_serves_long_text_truncated(tiny_model_dir: Path) -> None:
     masker = FillMasker.load(
         str(tiny_model_dir), Settings(engine="torch", threads=1, max_length=512, index="none")

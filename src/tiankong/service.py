@@ -57,6 +57,11 @@ from tiankong.model_sources import resolve_model
 DEFAULT_TOP_K = Settings.default_top_k  # written once, in config.py
 
 
+# Model types whose position ids start at pad_token_id + 1 (transformers'
+# create_position_ids_from_input_ids), so that many of their positions are never read.
+OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "data2vec-text", "xmod")
+
+
 def check_window(model: ResolvedModel, max_length: int) -> None:
     """Refuse a window longer than the model has positions for (``max_position_embeddings``
     in its config.json), before its engine starts: a longer row fails in the engine, and in a
@@ -67,11 +72,18 @@ def check_window(model: ResolvedModel, max_length: int) -> None:
     except (OSError, ValueError):  # no config to read (resolve_model refuses such a folder)
         return
     positions = config.get("max_position_embeddings") if isinstance(config, dict) else None
-    if isinstance(positions, int) and not isinstance(positions, bool) and max_length > positions:
+    if not isinstance(positions, int) or isinstance(positions, bool):
+        return
+    which = "max_position_embeddings"
+    if config.get("model_type") in OFFSET_POSITIONS:
+        # RoBERTa's positions start after its padding id: 514 of them read 512 tokens (a
+        # window of 514 failed in the engine with an index error)
+        offset = int(config.get("pad_token_id") or 0) + 1
+        positions, which = positions - offset, f"{which} {positions} less the {offset} before"
+    if max_length > positions:
         raise BadOptionError(
             f"--max-length {max_length} is more than model '{model.name}' can read: it has "
-            f"{positions} positions (max_position_embeddings); use --max-length {positions} "
-            "or less."
+            f"{positions} positions ({which}); use --max-length {positions} or less."
         )
 
 

@@ -45,7 +45,7 @@ def export_int8(
 
     config = read_config(folder)
     # DistilBERT names its width "dim" (a KeyError here stopped its INT8 export)
-    vocab_size, hidden = int(config["vocab_size"]), int(config.get("hidden_size", config["dim"]))
+    vocab_size, hidden = int(config["vocab_size"]), int(config.get("hidden_size") or config["dim"])
     guard = GuardReference(OnnxEngine(fp32_file, "cpu", "fp32", threads), folder)
     chain = recipe_chain(cpu)
     candidates: dict[str, Path] = {}
