@@ -177,6 +177,38 @@ def test_bad_options(corpus: Path, tmp_path: Path) -> None:
         train(tiny_options(corpus, tmp_path / "afile" / "run"))  # before any step, not at a save
 
 
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"lr": -1.0}, "--lr must be more than 0; got -1."),
+        ({"save_every": 0}, "--save-every must be 1 or more; got 0."),  # ZeroDivisionError
+        ({"threads": -1}, "--threads must be 1 or more; got -1."),
+        ({"shuffle_buffer": 0}, "--shuffle-buffer must be 1 or more; got 0."),
+        ({"eval_lines": 0}, "--eval-lines must be 1 or more; got 0."),  # IndexError
+        ({"warmup_steps": -5}, "--warmup-steps must be 0 or more; got -5."),  # was accepted
+        ({"position_init": "foo"}, "--position-init 'foo' is not one of random, sinusoidal."),
+    ],
+)
+def test_bad_numbers_are_one_sentence_before_training(
+    corpus: Path, tmp_path: Path, changes: dict[str, object], words: str
+) -> None:
+    """Each was a traceback from torch or the loop (or silently accepted)."""
+    with pytest.raises(BadOptionError) as refused:
+        train(tiny_options(corpus, tmp_path / "x", **changes))
+    assert refused.value.message == words
+
+
+def test_a_zero_data_weight_and_a_file_not_in_utf8_are_one_sentence(
+    corpus: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(BadOptionError, match=r"weight \(FILE:WEIGHT\) must be more than 0"):
+        train(tiny_options(corpus, tmp_path / "x", data=(f"{corpus / 'tiny.txt.xz'}:0",)))
+    gbk = tmp_path / "gbk.txt"
+    gbk.write_bytes("春眠不觉晓，处处闻啼鸟。\n".encode("gbk") * 50)
+    with pytest.raises(BadDataFileError, match="is not UTF-8 text"):
+        train(tiny_options(corpus, tmp_path / "y", data=(str(gbk),), heldout=(str(gbk),)))
+
+
 DATA_WORKERS_RUN = """
 import json, sys
 sys.path.insert(0, sys.argv[1])

@@ -47,10 +47,15 @@ def open_text(path: Path) -> TextIO:
 
 def read_lines(path: Path) -> Iterator[str]:
     with open_text(path) as handle:
-        for line in handle:
-            line = line.strip()
-            if line:
-                yield line
+        try:
+            for line in handle:
+                line = line.strip()
+                if line:
+                    yield line
+        except UnicodeDecodeError:
+            raise BadDataFileError(
+                f"Training file '{path}' is not UTF-8 text; convert it (e.g. iconv -f GBK)."
+            ) from None
 
 
 def endless_lines(path: Path) -> Iterator[str]:

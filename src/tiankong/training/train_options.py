@@ -57,6 +57,33 @@ class TrainOptions:
     masking: str = "token"  # token | word (jieba's whole words) | ngram (1-4 whole words)
 
 
+POSITION_INITS = ("random", "sinusoidal")
+# The numbers that took a traceback from torch or the loop (ZeroDivisionError, IndexError):
+# each flag, its TrainOptions field, its least value and whether that least is allowed.
+LIMITS = (
+    ("--lr", "lr", 0, False),
+    ("--max-time", "max_time_s", 0, False),
+    ("--warmup-steps", "warmup_steps", 0, True),
+    ("--weight-decay", "weight_decay", 0, True),
+    ("--eval-every", "eval_every", 1, True),
+    ("--eval-lines", "eval_lines", 1, True),
+    ("--save-every", "save_every", 1, True),
+    ("--shuffle-buffer", "shuffle_buffer", 1, True),
+    ("--threads", "threads", 1, True),
+    ("--stop-after-steps", "stop_after_steps", 1, True),
+)
+
+
+def check_numbers(options: TrainOptions) -> None:
+    """Each number of ``LIMITS`` within it (unset ones, None, are the defaults)."""
+    for flag, name, least, allowed in LIMITS:
+        value = getattr(options, name)
+        if value is None or value > least or (allowed and value == least):
+            continue
+        rule = f"{least:g} or more" if allowed else f"more than {least:g}"
+        raise BadOptionError(f"{flag} must be {rule}; got {value:g}.")
+
+
 def validate_options(options: TrainOptions) -> None:
     if not options.data:
         raise BadOptionError("Give at least one training file with --data.")
@@ -95,5 +122,12 @@ def validate_options(options: TrainOptions) -> None:
         )
     if options.data_workers < 0:
         raise BadOptionError("--data-workers must be 0 or more.")
+    check_numbers(options)
+    if any(TextSource.parse(spec).weight <= 0 for spec in options.data):
+        raise BadOptionError("A --data weight (FILE:WEIGHT) must be more than 0.")
+    if options.position_init not in POSITION_INITS:
+        raise BadOptionError(
+            f"--position-init '{options.position_init}' is not one of {', '.join(POSITION_INITS)}."
+        )
     if options.resume and not (options.out / CHECKPOINT_DIR).is_dir():
         raise BadDataFileError(f"--resume was given but '{options.out}' has no checkpoint yet.")
