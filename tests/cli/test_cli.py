@@ -72,6 +72,23 @@ def test_predict_stdin_one_result_per_line(tiny_model_dir: Path) -> None:
     assert done.returncode == 2
 
 
+def test_predict_stdin_as_text_errors_on_stderr_and_notes_and_long_lines_whole(
+    tiny_model_dir: Path,
+) -> None:
+    """Without --json a bad line's sentence goes to stderr (it went to stdout); a warning the
+    JSON carries is shown (it was dropped); a long answer stays one line in a file (it was cut
+    at 80 columns)."""
+    long_text = "春眠不觉晓，" * 20 + "处处闻啼[MASK]。"
+    done = run_cli(
+        "predict", "--model", str(tiny_model_dir), "--engine", "onnx",
+        stdin=f"没有空\nhello [MASK]\n{long_text}\n",
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "error: The text has no [MASK]" in done.stderr and "error" not in done.stdout
+    assert "note: The text has no Chinese (Han) character" in done.stdout
+    assert any(line.startswith("春眠不觉晓，" * 20) for line in done.stdout.splitlines())
+
+
 @pytest.mark.parametrize(
     ("text", "code"),
     [("没有空", "no [MASK]"), ("   ", "empty"), ("[MASK]" * 17, "limit is 16")],

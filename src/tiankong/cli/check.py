@@ -83,7 +83,7 @@ def check_command(
             f"'{text}' is a file; check it with -o: tiankong check {text} -o OUT.jsonl."
         )
     checker = load_checker(settings)
-    console = Console()
+    console = Console(soft_wrap=True)  # a long sentence is one line, also in a file
     if text is not None:
         print_check(checker.check(text), as_json, console)
         return
@@ -166,7 +166,7 @@ def eval_check(file: Path, settings: Settings, json_out: Path | None, verbose: b
 
     items = read_check_items(file)
     report = evaluate_check(load_checker(settings), items, str(file))
-    console = Console()
+    console = Console(soft_wrap=True)  # a long sentence is one line, also in a file
     print_check_report(console, report)
     if verbose:
         for miss in report.misses:

@@ -138,7 +138,7 @@ def predict_command(
         preset,
         max_blank_length,
     )
-    console = Console()
+    console = Console(soft_wrap=True)  # a long sentence is one line, also in a file
     if text is not None:
         result = masker.predict(text, options=options)
         print_result(result, as_json, console, masker.model.name)
@@ -174,6 +174,8 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
     if result.truncated:
         title += "   [yellow](text was cut to a window around the masks)[/yellow]"
     console.print(title, highlight=False)
+    for warning in result.warnings:  # as --json carries them (no Han character, ...)
+        console.print(f"[yellow]note:[/yellow] {warning}", highlight=False)
     # Options and [BLANK] fills differ in length, so they are ranked by the probability per
     # token or character (the geometric mean), not by the joint one (that of the whole fill):
     # the ranking column comes first and the title names it.
@@ -229,7 +231,7 @@ def models_command() -> None:
     """List the bundled models and show their model cards."""
     from tiankong.core.models import BUNDLED_MODELS, BUNDLED_ROOT
 
-    console = Console()
+    console = Console(soft_wrap=True)  # a long sentence is one line, also in a file
     for entry in BUNDLED_MODELS:
         console.rule(f"[bold]{entry.name}[/bold] (bundled, default)")
         card = BUNDLED_ROOT / entry.folder / "MODEL_CARD.md"

@@ -41,5 +41,7 @@ def print_line_error(line: str, error: TiankongError, as_json: bool, console: Co
     if as_json:
         fields = {"code": error.code, "message": error.message}
         print(json.dumps({"text": printable(line), "error": fields}, ensure_ascii=False))
-    else:
-        console.print(f"[red]error:[/red] {error.message}", highlight=False)
+    else:  # an error sentence goes to stderr, as every error of the CLI does
+        Console(stderr=True, soft_wrap=True).print(
+            f"[red]error:[/red] {error.message}", highlight=False
+        )
