@@ -27,6 +27,7 @@ VARIANTS: list[tuple[str, dict[str, object]]] = [
     ("default, 8 suspects at ratio 1e-4", {"suspects": 8, "suspect_ratio": 1e-4}),
     ("default, min_ratio 30", {"min_ratio": 30.0}),
     ("default, index context 3 with the model", {"index_context": 3}),
+    ("default, index context on one side enough", {"index_both_sides": False}),
 ]
 
 

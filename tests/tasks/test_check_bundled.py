@@ -40,6 +40,9 @@ def test_fixes_with_their_source(
         "春眠不觉晓，处处闻啼鸟。",
         "画龙点睛",
         "守株待兔",
+        # the index's context on one side only (，大家都 from 语，大家都) made 吃语, 以候
+        "我们去吃鱼，大家都很高兴。",
+        "这件事以后，大家都明白了。",
     ],
 )
 def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:
