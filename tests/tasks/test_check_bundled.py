@@ -43,6 +43,9 @@ def test_fixes_with_their_source(
         # the index's context on one side only (，大家都 from 语，大家都) made 吃语, 以候
         "我们去吃鱼，大家都很高兴。",
         "这件事以后，大家都明白了。",
+        # known idioms as written: the model made 亡羊不牢, the one-off rule 来说去脉
+        "亡羊补牢，犹未为晚。",
+        "他说来龙去脉很清楚。",
     ],
 )
 def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:

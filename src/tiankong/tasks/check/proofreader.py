@@ -208,6 +208,19 @@ class Proofreader:
                     near.setdefault(first + offset, (vocab[char], idiom, known is not None))
         return near
 
+    def in_idioms(self, window: Window) -> set[int]:
+        """The slots inside a four-character run that is a known idiom as written (来龙去脉,
+        亡羊补牢): the model made 亡羊不牢 of one, and the one-off rule 来说去脉 of another,
+        whose 说来龙去 is one character off 说来说去."""
+        if self.idioms is None:
+            return set()
+        return {
+            first + offset
+            for first in window.runs(4)
+            if window.chars[first : first + 4] in self.idioms.idioms
+            for offset in range(4)
+        }
+
     def find_suspects(
         self,
         windows: Sequence[Window],
@@ -335,7 +348,10 @@ class Proofreader:
         near: dict[int, tuple[int, str, bool]],
     ) -> list[Edit]:
         edits = []
+        attested = self.in_idioms(window)
         for slot in sorted(set(masked) | set(matches)):
+            if slot in attested:  # 亡羊补牢 as written: no rule may break a known idiom
+                continue
             edit = (
                 self.index_edit(window, slot, matches[slot], masked.get(slot))
                 if slot in matches
