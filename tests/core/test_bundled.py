@@ -156,3 +156,14 @@ def test_the_index_proposes_no_punctuation_where_a_character_was_typed() -> None
     best = masker.predict(text, top_k=1).masks[0][0]
     alone = masker.predict(text, top_k=1, index=False).masks[0][0]
     assert best.token == alone.token == "二"
+
+
+def test_the_index_grounds_no_blank_fill_across_punctuation() -> None:
+    """A [BLANK] fill running across the corpus's punctuation (床前[BLANK]光 -> 暖。斜, 守株待
+    [BLANK] -> 兔，白鹭) is no fill: the index neither proposes nor grounds one."""
+    masker = FillMasker.load()
+    result = masker.predict("床前[BLANK]光")
+    assert result.sequence == "床前明月光"
+    for text in ("床前[BLANK]光", "守株待[BLANK]", "举头望[BLANK]"):
+        fills = masker.predict(text).sequences
+        assert not [f.fill for f in fills if f.memory and not f.fill.isalnum()], text

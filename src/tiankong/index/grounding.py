@@ -150,6 +150,8 @@ class CorpusMemory:
         best_model_score: float | None = None,
         joint_over: int | None = None,
     ) -> tuple[float, Memory]:
+        if self.punctuation_ids.intersection(fill_ids):
+            return model_score, None  # the corpus's line breaks are not a fill (mix, propose)
         left = list(input_ids[:first])
         right = list(input_ids[first + len(fill_ids) :])
         match = option_match(self.lookup, left, right, fill_ids)
@@ -166,7 +168,9 @@ class CorpusMemory:
         match = self.lookup.lookup(left, right, length)
         if match is None:
             return []
-        ranked = sorted(match.fills, key=lambda fill: (-match.fills[fill], fill))
+        # a fill running across the corpus's punctuation (守株待[BLANK] -> 兔，白鹭) is no fill
+        fills = [fill for fill in match.fills if not self.punctuation_ids.intersection(fill)]
+        ranked = sorted(fills, key=lambda fill: (-match.fills[fill], fill))
         return [list(fill) for fill in ranked[:PROPOSALS]]
 
     def describe(self) -> dict[str, Any]:
