@@ -83,3 +83,15 @@ def test_a_traditional_fix_is_written_as_the_sentence_around_it_is(checker: Proo
     result = checker.check("她的頭法很長。")
     assert [(edit.original, edit.suggestion) for edit in result.edits] == [("法", "髮")]
     assert result.corrected == "她的頭髮很長。"
+
+
+@pytest.mark.parametrize("at", [118, 121, 123, 124, 125, 126])
+def test_an_error_at_the_cut_of_a_long_text_is_fixed_once(checker: Proofreader, at: int) -> None:
+    """A text without a sentence end is cut into overlapping windows, each editing its half of
+    the shared tokens: 画龙点晴 at 123 to 125 sat at the cut and was not fixed."""
+    filler = "我们今天在公园里散步看见很多人在锻炼身体还有小朋友在放风筝大家都很开心" * 10
+    text = filler[:at] + "画龙点晴" + filler[:150]
+    result = checker.check(text)
+    assert [(edit.start, edit.original, edit.suggestion) for edit in result.edits] == [
+        (at + 3, "晴", "睛")
+    ]

@@ -352,6 +352,8 @@ class Proofreader:
         for slot in sorted(set(masked) | set(matches)):
             if slot in attested:  # 亡羊补牢 as written: no rule may break a known idiom
                 continue
+            if window.owned is not None and slot not in window.owned:
+                continue  # the overlapping window's to edit (request.windows_of)
             edit = (
                 self.index_edit(window, slot, matches[slot], masked.get(slot))
                 if slot in matches
