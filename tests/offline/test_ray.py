@@ -56,3 +56,32 @@ def test_fill_through_ray_data(local_ray, tiny_model_dir: Path, tmp_path: Path) 
         result = json.loads(record["result"])
         assert record["sequence"] == result["sequence"] and "[MASK]" not in record["sequence"]
         assert len(result["predictions"]) == 2
+
+
+def test_what_ray_data_would_stop_on_is_one_sentence_first(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """A non-empty output folder (a second run doubled every row), input not in UTF-8 and a
+    JSONL line that isn't JSON were tracebacks from Ray; they are refused before Ray starts."""
+    from tiankong.errors import BadDataFileError, BadOptionError
+    from tiankong.offline.ray_fill import run_ray_fill
+
+    settings = Settings(model=str(tiny_model_dir), engine="torch", threads=1)
+    good = tmp_path / "in.txt"
+    good.write_text("画龙点[MASK]\n", encoding="utf-8")
+    (tmp_path / "done").mkdir()
+    (tmp_path / "done" / "part-0.json").write_text("{}\n")
+    cases = [
+        (FillJob(good, tmp_path / "done"), BadOptionError, "is not empty"),
+        (FillJob(good, good), BadOptionError, "is a file; name a folder"),
+    ]
+    gbk = tmp_path / "gbk.txt"
+    gbk.write_bytes("画龙点[MASK]\n".encode("gbk"))
+    cases.append((FillJob(gbk, tmp_path / "a"), BadDataFileError, "can't be read as UTF-8"))
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text('{"text": "画龙点[MASK]"}\nnot json\n', encoding="utf-8")
+    cases.append((FillJob(mixed, tmp_path / "b"), BadDataFileError, "Line 2 of 'mixed.jsonl'"))
+    for job, error, words in cases:
+        with pytest.raises(error, match=words):
+            run_ray_fill(job, settings, PredictOptions())
+    assert not ray.is_initialized()

@@ -15,8 +15,8 @@ from typing import Any
 
 from tiankong.config import Settings, threads_per_worker
 from tiankong.core.options import PredictOptions
-from tiankong.errors import BadDataFileError, TiankongError
-from tiankong.offline.files import require_input
+from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
+from tiankong.offline.files import open_text, require_input
 from tiankong.offline.fill import FillJob, format_of, record_of
 
 # sequence / top answer as plain columns, the full result (masks, sequences, candidates) as JSON
@@ -64,6 +64,7 @@ def run_ray_fill(
 
     require_input(job.input, "Input file")
     kind = format_of(job.input, job.input_format)
+    check_ray_files(job, kind)
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     path = str(job.input.resolve())
@@ -104,6 +105,32 @@ def run_ray_fill(
     output.mkdir(parents=True, exist_ok=True)
     filled.write_json(str(output.resolve()), force_ascii=False)
     return count_rows(output)
+
+
+def check_ray_files(job: FillJob, kind: str) -> None:
+    """What Ray Data would stop on with a traceback, refused first in one sentence: an output
+    that is a file or a folder holding files (a second run added a second shard: every row
+    twice), input that isn't UTF-8, and a JSONL line that isn't JSON (on Ray a bad line stops
+    the run; ``tiankong fill`` without --ray sends it to the errors file instead)."""
+    output = Path(job.output)
+    if output.exists() and not output.is_dir():
+        raise BadOptionError(f"--ray writes a folder, and '{output}' is a file; name a folder.")
+    if output.is_dir() and any(output.iterdir()):
+        raise BadOptionError(
+            f"The output folder '{output}' is not empty; name a new or empty folder (--ray "
+            "writes its shards there, and a second run's would sit beside the first's)."
+        )
+    with open_text(job.input, "Input file") as handle:
+        for number, line in enumerate(handle, start=1):
+            if kind != "jsonl" or not line.strip():
+                continue
+            try:
+                json.loads(line)
+            except ValueError:
+                raise BadDataFileError(
+                    f"Line {number} of '{job.input.name}' is not valid JSON; on Ray every line "
+                    "must be (tiankong fill without --ray sends bad lines to an errors file)."
+                ) from None
 
 
 def count_rows(folder: Path) -> int:
