@@ -449,3 +449,34 @@ def test_fill_cli_progress_on_csv_and_a_resumed_run(
     assert "10/10 100%" in done.stderr  # the header is no record; the 9 done lines count
     assert "9 lines already done, 1 filled now, 0 bad now" in done.stderr
     assert [r["id"] for r in read_csv(job.output)[1]] == [f"r{i}" for i in range(10)]
+
+
+@pytest.mark.processes
+def test_sigterm_to_the_driver_ends_its_workers_too(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """kill PID (a job scheduler's stop) to `fill --workers 2` left both workers running,
+    re-parented to init, holding the caller's pipes; now it ends as Ctrl-C does."""
+    import signal
+    import time
+
+    import psutil
+
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"第{i}句，画龙点[MASK]。\n" for i in range(200_000)), "utf-8")
+    output = tmp_path / "out.jsonl"
+    command = [
+        sys.executable, "-m", "tiankong", "fill", str(source), "-o", str(output),
+        "--model", str(tiny_model_dir), "--engine", "torch", "--workers", "2",
+        "--chunk-size", "256",
+    ]  # fmt: skip
+    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    checkpoint = output.with_name(output.name + ".checkpoint.json")
+    deadline = time.monotonic() + 120
+    while not checkpoint.exists() and time.monotonic() < deadline and driver.poll() is None:
+        time.sleep(0.2)
+    assert checkpoint.exists(), "the run never got going"
+    workers = psutil.Process(driver.pid).children(recursive=True)
+    assert workers
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(timeout=60) == 130
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive, f"workers left running: {[p.pid for p in alive]}"

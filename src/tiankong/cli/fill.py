@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -127,6 +129,9 @@ def fill_command(
         rows = run_ray_fill(job, settings, options, address=ray_address)
         Console(stderr=True).print(f"wrote {rows:,} rows to the folder {output} (Ray Data)")
         return
+    # SIGTERM to this process alone (kill PID, a job scheduler) ends the run as Ctrl-C does:
+    # the worker pool is shut down on the way out, where its processes were left running
+    signal.signal(signal.SIGTERM, stop_as_interrupted)
     console = Console(stderr=True)
     progress = Progress(
         TextColumn("[bold]fill"),
@@ -162,3 +167,8 @@ def fill_command(
         else f"filled {filled:,} lines, {failed:,} bad"
     )
     console.print(f"{done} (see {job.error_file.name}); output: {output}")
+
+
+def stop_as_interrupted(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM as Ctrl-C: ``main`` prints "interrupted" and exits 130."""
+    raise KeyboardInterrupt
