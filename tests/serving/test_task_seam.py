@@ -29,6 +29,7 @@ class FirstCharacter:
     tokens never answer)."""
 
     over_cost = "First characters for {cost:,} rows, over the limit of {cap:,}."
+    less_work = "fewer texts"
 
     def __init__(self, masker: FillMasker) -> None:
         self.masker = masker
