@@ -83,6 +83,27 @@ def test_vocab_only_folder_loads(tmp_path: Path, tiny_model_dir: Path) -> None:
     assert from_vocab.prepare(text).input_ids == from_json.prepare(text).input_ids
 
 
+def test_a_vocab_only_folder_keeps_its_added_tokens(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """added_tokens.json (or tokenizer_config's added_tokens_decoder) past vocab.txt: the tokens
+    were read as pieces, so the model answered another text. Ids that can't be reproduced are
+    one sentence, not a guess."""
+    import shutil
+
+    from tiankong.core.text import TextEncoder, TextLimits
+
+    folder = tmp_path / "added"
+    shutil.copytree(tiny_model_dir, folder)
+    (folder / "tokenizer.json").unlink()
+    shutil.copy(VOCAB_FILE, folder / "vocab.txt")
+    (folder / "added_tokens.json").write_text(json.dumps({"哈哈哈": 21128, "ChatGPT": 21129}))
+    encoder = TextEncoder.from_folder(folder, TextLimits())
+    ids = encoder.prepare("哈哈哈ChatGPT真[MASK]").input_ids
+    assert ids[1:3] == [21128, 21129]
+    (folder / "added_tokens.json").write_text(json.dumps({"哈哈哈": 30000}))
+    with pytest.raises(ModelUnavailableError, match="adds '哈哈哈' at id 30000"):
+        TextEncoder.from_folder(folder, TextLimits())
+
+
 def test_missing_config_and_weights(tmp_path: Path, tiny_model_dir: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -88,6 +88,7 @@ class TextEncoder:
                 strip_accents=strip_accents if isinstance(strip_accents, bool) else None,
                 handle_chinese_chars=bool(config.get("tokenize_chinese_chars", True)),
             )._tokenizer
+            add_folder_tokens(tokenizer, folder, config)
         tokenizer.no_truncation()
         tokenizer.no_padding()
         return cls(tokenizer, limits)
@@ -143,6 +144,35 @@ class TextEncoder:
     def token_string(self, token_id: int) -> str:
         token = self.tokenizer.id_to_token(token_id) or ""
         return token[2:] if token.startswith("##") else token
+
+
+def add_folder_tokens(tokenizer: Tokenizer, folder: Path, config: dict[str, object]) -> None:
+    """The tokens a vocab.txt-only folder adds past its vocabulary (``added_tokens.json``, or
+    ``added_tokens_decoder`` in tokenizer_config.json), at the ids it gives them: without them
+    a text holding one was tokenized as pieces, and the model's answers were for another text.
+    Ids that can't be reproduced in order are a ``ModelUnavailableError``, never a guess."""
+    from tokenizers import AddedToken
+
+    from tiankong.errors import ModelUnavailableError
+
+    added: dict[int, tuple[str, bool]] = {}
+    listed = read_json(folder / "added_tokens.json")
+    for token, index in listed.items():
+        if isinstance(index, int):
+            added[index] = (token, False)
+    decoder = config.get("added_tokens_decoder")
+    for key, entry in decoder.items() if isinstance(decoder, dict) else []:
+        if str(key).isdigit() and isinstance(entry, dict) and isinstance(entry.get("content"), str):
+            added[int(key)] = (entry["content"], bool(entry.get("special", False)))
+    size = tokenizer.get_vocab_size(with_added_tokens=False)
+    for index in sorted(i for i in added if i >= size):
+        token, special = added[index]
+        tokenizer.add_tokens([AddedToken(token, special=special, normalized=not special)])
+        if tokenizer.token_to_id(token) != index:
+            raise ModelUnavailableError(
+                f"The tokenizer of model '{folder.name}' adds '{token}' at id {index}, which "
+                "tiankong can't reproduce from vocab.txt; add the model's tokenizer.json."
+            )
 
 
 def check_unicode(text: str) -> None:
