@@ -424,9 +424,14 @@ def test_hf_word_targets_on_several_inputs(client: TestClient) -> None:
         ({"targets": ["飞鸟"]}, [POEM, TWO_BLANKS], "exactly one blank"),
         ({"targets": ["😀鸟"]}, POEM, "not in the model's vocabulary"),
         ({"targets": ["鸟", "[SEP]"]}, POEM, "special token"),  # answered before
-        ({"targets": ["[MASK]"]}, POEM, "special token"),
-        ({"targets": ["一二三四五六七八九"]}, POEM, "longer than 8"),
-        ({"targets": ["飞鸟", ""]}, POEM, "non-empty"),
+        ({"targets": ["[MASK]"]}, POEM, "A target can't contain [MASK]"),  # as a candidate
+        (
+            {"targets": ["一二三四五六七八九"]},
+            POEM,
+            "The target '一二三四五六七八九' is longer than 8",
+        ),
+        ({"targets": ["飞鸟", ""]}, POEM, "Every target must be a non-empty"),
+        ({"targets": ["[BLANK]"]}, POEM, "A target can't contain [MASK] or [BLANK]"),
     ],
 )
 def test_hf_target_errors(

@@ -70,14 +70,20 @@ def check_candidates(candidates: tuple[str, ...]) -> None:
     if len(candidates) > MAX_CANDIDATES:
         raise BadOptionError(f"At most {MAX_CANDIDATES} candidates; got {len(candidates)}.")
     for option in candidates:
-        if not isinstance(option, str) or not option.strip():
-            raise BadOptionError("Every candidate must be a non-empty string.")
-        if len(option.strip()) > MAX_OPTION_CHARS:
-            raise BadOptionError(
-                f"Candidate '{option[:20]}' is longer than {MAX_OPTION_CHARS} characters."
-            )
-        if MASK in normalize_masks(option) or BLANK in normalize_masks(option):
-            raise BadOptionError("A candidate can't contain [MASK] or [BLANK].")
+        check_option(option, "candidate")
+
+
+def check_option(option: object, name: str) -> None:
+    """One candidate's (or Hugging Face target's, ``name``) rule: a non-empty string of at most
+    MAX_OPTION_CHARS characters, without a blank marker."""
+    if not isinstance(option, str) or not option.strip():
+        raise BadOptionError(f"Every {name} must be a non-empty string.")
+    if len(option.strip()) > MAX_OPTION_CHARS:
+        raise BadOptionError(
+            f"The {name} '{option[:20]}' is longer than {MAX_OPTION_CHARS} characters."
+        )
+    if MASK in normalize_masks(option) or BLANK in normalize_masks(option):
+        raise BadOptionError(f"A {name} can't contain [MASK] or [BLANK].")
 
 
 def check_constraint_words(constraints: Constraints) -> None:

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import APIRouter, Body
 
-from tiankong.core.options import PredictOptions
+from tiankong.core.options import PredictOptions, check_option
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.core.text import fill_text
@@ -122,8 +122,7 @@ def target_tokens(predictor: Predictor, targets: Sequence[str]) -> dict[str, lis
     unknown_id = masker.encoder.vocab.get("[UNK]")
     target_ids: dict[str, list[int]] = {}
     for target in targets:
-        if not target.strip():
-            raise BadOptionError("Every target must be a non-empty string.")
+        check_option(target, "target")  # the candidates' rule, named for this field
         token_ids = masker.option_tokens(target, "target")
         if unknown_id in token_ids:
             raise BadOptionError(
