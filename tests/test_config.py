@@ -150,6 +150,15 @@ def test_an_empty_twin_is_unset_on_the_cli_and_on_ray_alike(
     assert from_environment(Table) == Table()
 
 
+@pytest.mark.parametrize("value", ["", " ", " , "])
+def test_a_blank_secret_twin_is_refused_on_ray(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """Unlike any other blank twin: a secret missing from a manifest must not start Ray's
+    replicas open (TIANKONG_API_KEYS= read as no keys)."""
+    monkeypatch.setenv("TIANKONG_API_KEYS", value)
+    with pytest.raises(BadOptionError, match="An API key is empty"):
+        read_environment(Settings)
+
+
 def test_settings_rows_are_checked_and_every_twin_is_distinct() -> None:
     twins = [env_twin(row.name) for row, _ in rows(Settings)]
     assert len(set(twins)) == len(twins)

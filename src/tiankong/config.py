@@ -9,6 +9,7 @@ never read the environment. A new setting is one row; see docs/ARCHITECTURE.md, 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
@@ -454,6 +455,23 @@ def from_environment(table: type[T], given: Mapping[str, object] | None = None) 
     return table(**read_environment(table, given))
 
 
+# Settings whose env twin set but blank is refused rather than read as unset: a secret missing
+# from a manifest (TIANKONG_API_KEYS=$KEYS with KEYS unset) must not start the server open.
+SECRET_SETTINGS = ("api_keys", "api_keys_file")
+
+
+def check_blank_secrets(environment: Mapping[str, str]) -> None:
+    """A ``SECRET_SETTINGS`` twin that is set but blank: the API key rule's one sentence. Both
+    readers of the environment (the CLI through click, Ray through ``read_environment``) read
+    any other blank twin as unset."""
+    for name in SECRET_SETTINGS:
+        value = environment.get(env_twin(name))
+        if value is not None and not value.replace(",", "").strip():
+            problem = api_key_problem("")
+            assert problem is not None
+            raise BadOptionError(problem.replace("TIANKONG_API_KEYS", env_twin(name), 1))
+
+
 def read_environment(table: type, given: Mapping[str, object] | None = None) -> dict[str, Any]:
     """The rows of ``table`` set by ``given`` or by their TIANKONG_* env twins, converted to the
     rows' types by pydantic-settings."""
@@ -467,6 +485,8 @@ def read_environment(table: type, given: Mapping[str, object] | None = None) -> 
             env_prefix=ENV_PREFIX, extra="forbid", env_ignore_empty=True
         )
 
+    if table is Settings:
+        check_blank_secrets(os.environ)
     given = dict(given or {})
     names = {
         env_twin(row.name).removeprefix(ENV_PREFIX).lower(): row.name for row, _ in rows(table)

@@ -8,6 +8,7 @@ error table) instead of a startup traceback.
 from __future__ import annotations
 
 import errno
+import os
 import socket
 from typing import Annotated
 
@@ -15,7 +16,7 @@ import typer
 
 from tiankong.cli.options import ALL_FLAGS, settings_flags
 from tiankong.cli.root import app
-from tiankong.config import ScaleOptions, Settings
+from tiankong.config import ScaleOptions, Settings, check_blank_secrets
 from tiankong.errors import BadOptionError
 
 
@@ -40,7 +41,9 @@ def serve_command(
     from tiankong.server.uvicorn_server import run_server, show_logs
     from tiankong.service import FillMasker
 
-    # a bad flag was refused in one sentence when the flags were read (cli/options.py)
+    # a bad flag was refused in one sentence when the flags were read (cli/options.py); click
+    # reads a blank env twin as unset, but a blank secret (TIANKONG_API_KEYS=) is refused
+    check_blank_secrets(os.environ)
     load_api_keys(settings)  # an unreadable or empty keys file: one sentence, before loading
     if ray:
         serve_with_ray(settings, scale, "threads" in given, ray_address)
