@@ -102,6 +102,9 @@ def test_a_vocab_only_folder_keeps_its_added_tokens(tmp_path: Path, tiny_model_d
     (folder / "added_tokens.json").write_text(json.dumps({"哈哈哈": 30000}))
     with pytest.raises(ModelUnavailableError, match="adds '哈哈哈' at id 30000"):
         TextEncoder.from_folder(folder, TextLimits())
+    (folder / "added_tokens.json").write_text('{"哈哈哈": 21128,')  # cut short
+    with pytest.raises(ModelUnavailableError, match="unreadable or corrupt"):
+        TextEncoder.from_folder(folder, TextLimits())
 
 
 def test_missing_config_and_weights(tmp_path: Path, tiny_model_dir: Path) -> None:

@@ -125,7 +125,9 @@ def test_a_resumed_run_must_be_the_same_run(settings: Settings, tmp_path: Path) 
         run_fill(job, settings, PredictOptions(top_k=5))
     with pytest.raises(BadDataFileError, match="another model or other options"):
         run_fill(job, replace(settings, precision="int8"), PredictOptions(top_k=1))
-    resumed = run_fill(job, replace(settings, threads=1), PredictOptions(top_k=1))
+    with pytest.raises(BadDataFileError, match="another model or other options"):
+        run_fill(job, replace(settings, engine="auto"), PredictOptions(top_k=1))  # INT8 there
+    resumed = run_fill(job, replace(settings, threads=2), PredictOptions(top_k=1))
     assert resumed.lines_done == len(TEXTS)  # threads are not the answers: the same run
     fresh = FillJob(source, job.output, chunk_size=16, resume=False)
     assert run_fill(fresh, settings, PredictOptions(top_k=5)).lines_done == len(TEXTS)
@@ -434,7 +436,7 @@ def test_a_resumed_run_starts_from_its_finished_lines(settings: Settings, tmp_pa
 def test_fill_cli_progress_on_csv_and_a_resumed_run(
     settings: Settings, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    job = interrupted_csv_fill(settings, tmp_path)
+    job = interrupted_csv_fill(replace(settings, engine="onnx"), tmp_path)  # the same run
     done = subprocess.run(
         [
             *[sys.executable, "-m", "tiankong", "fill", str(job.input), "-o", str(job.output)],

@@ -207,6 +207,10 @@ def test_a_zero_data_weight_and_a_file_not_in_utf8_are_one_sentence(
     gbk.write_bytes("春眠不觉晓，处处闻啼鸟。\n".encode("gbk") * 50)
     with pytest.raises(BadDataFileError, match="is not UTF-8 text"):
         train(tiny_options(corpus, tmp_path / "y", data=(str(gbk),), heldout=(str(gbk),)))
+    cloze = tmp_path / "cloze.csv"
+    cloze.write_bytes("text,label\n画龙点[MASK],睛\n".encode("gbk"))
+    with pytest.raises(BadDataFileError, match="is not UTF-8 text"):
+        read_cloze_csv(cloze, {}, skip_bad_rows=False)
 
 
 DATA_WORKERS_RUN = """

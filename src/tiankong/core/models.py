@@ -22,6 +22,7 @@ MODEL_FILE_PATTERNS = (
     "*.safetensors",
     "pytorch_model*.bin",  # one file, or shards with the index below
     "*.index.json",  # a sharded model's map of its weights to its shards
+    "added_tokens.json",  # the tokens a vocab.txt-only tokenizer adds past its vocabulary
     "vocab.txt",
     "tokenizer.json",
     "tokenizer_config.json",

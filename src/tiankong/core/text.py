@@ -156,7 +156,14 @@ def add_folder_tokens(tokenizer: Tokenizer, folder: Path, config: dict[str, obje
     from tiankong.errors import ModelUnavailableError
 
     added: dict[int, tuple[str, bool]] = {}
-    listed = read_json(folder / "added_tokens.json")
+    path = folder / "added_tokens.json"
+    listed = read_json(path)
+    if path.is_file() and not listed:  # {} or unreadable: read_json can't tell them apart
+        raw = path.read_text(encoding="utf-8", errors="replace").strip()
+        if raw not in ("", "{}"):
+            raise ModelUnavailableError(
+                f"The added_tokens.json of model '{folder.name}' is unreadable or corrupt."
+            )
     for token, index in listed.items():
         if isinstance(index, int):
             added[index] = (token, False)

@@ -378,17 +378,17 @@ def csv_cell(value: Any) -> Any:
 
 
 def run_key(settings: Settings, options: object) -> str:
-    """What a run's answers depend on (the model, precision, window, index and the options), so
-    that a resumed run is the same run: a rerun with another model or top_k was appended to the
-    first one's rows. The engine (torch and ONNX Runtime give the same FP32 answers), threads,
-    workers and batch sizes are not in it."""
+    """What a run's answers depend on (the model, engine, precision, device, window, index and
+    the options, as asked), so that a resumed run is the same run: a rerun with another model or
+    top_k was appended to the first one's rows. Threads, workers and batch sizes are not in it;
+    the engine is, as asked (``auto`` may serve INT8 where ``torch`` serves FP32)."""
     answers = [getattr(settings, name) for name in ANSWER_SETTINGS]
     given = asdict(options) if is_dataclass(options) and not isinstance(options, type) else options
     text = json.dumps([answers, given], default=str, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-ANSWER_SETTINGS = ("model", "precision", "max_length", "index", "max_masks")
+ANSWER_SETTINGS = ("model", "engine", "precision", "device", "max_length", "index", "max_masks")
 
 
 def start_state(job: FillJob, key: str = "") -> Checkpoint:

@@ -135,6 +135,12 @@ def read_cloze_csv(
     """
     rows: list[ClozeRow] = []
     problems: list[str] = []
+    try:
+        path.read_bytes().decode("utf-8")  # a fine-tuning CSV is small: checked whole, first
+    except UnicodeDecodeError:
+        raise BadDataFileError(
+            f"Training file '{path}' is not UTF-8 text; convert it (e.g. iconv -f GBK)."
+        ) from None
     with path.open("r", encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
         fields = reader.fieldnames or []
