@@ -379,7 +379,8 @@ def test_hf_bad_input(client: TestClient, body: Any, status: int, code: str) -> 
         (b'{"inputs": ["\\udfff[MASK]"]}', "inputs.0: Value error, the text is not valid Unicode"),
         (b'{"inputs": "[MASK]", "parameters": {"targets": ["\\ud800"]}}', "parameters.targets.0: "),
         # the list branch's error, not the text branch's "inputs: a valid string"
-        (b'{"inputs": ["\xe7\x94\xbb[MASK]", 5]}', "inputs.1: Input should be a valid string"),
+        # one problem, not "(1 more problem(s))": the text branch's error is the same value's
+        (b'{"inputs": ["\xe7\x94\xbb[MASK]", 5]}', "inputs.1: Input should be a valid string."),
     ],
 )
 def test_hf_bad_texts_are_named_where_they_are(

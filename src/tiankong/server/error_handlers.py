@@ -76,7 +76,13 @@ def describe_validation(errors: list[Any], content_type: str) -> str:
     if kind == "missing" and not location:
         return "The request body is missing; send a JSON object."
     field = ".".join(location) or "request"
-    more = f" ({len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    # a union's other branches failing the same value are not more problems (inputs, inputs.1)
+    others = [
+        error
+        for error in errors
+        if error is not first and location[: len(error_location(error))] != error_location(error)
+    ]
+    more = f" ({len(others)} more problem(s))" if others else ""
     return f"{field}: {first.get('msg', 'invalid value')}{more}."
 
 

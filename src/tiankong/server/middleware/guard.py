@@ -30,6 +30,7 @@ state and wraps each once, and the watcher is one plain asyncio task.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 from starlette.exceptions import HTTPException
@@ -179,7 +180,8 @@ class RequestGuard:
                 if self.drain.draining and not exchange.response_started:
                     # the drain's time is up and uvicorn cancels what is left: the client gets
                     # the one JSON shape (503 shutting_down), not uvicorn's plain-text 500
-                    await self.refusal(scope, receive, send)
+                    with contextlib.suppress(Exception):  # a gone client: the cancel goes on
+                        await self.refusal(scope, receive, send)
                 raise
         finally:
             exchange.response_done = True  # the app is done: a disconnect now cancels nothing
