@@ -306,3 +306,26 @@ def test_a_gone_requests_lookups_stop_with_it(indexed: Proofreader) -> None:
         indexed.run([request], scorer)
     indexed.lookup_thread.submit(lambda: None).result()  # the lookups have ended
     assert scorer.checks == 1 < len(request.windows)  # the second window was not looked up
+
+
+def test_a_window_picks_suspects_only_among_the_slots_it_edits(checker: Proofreader) -> None:
+    """Overlapping windows share slots, each editing its half: a suspect picked among the
+    other window's slots took the place of one of its own, and its edit was thrown away."""
+    from tiankong.tasks.check.request import Window
+
+    encoder = checker.masker.encoder
+    chars = "我门在在公园"
+    ids = [encoder.vocab[char] for char in chars]
+    spans = [(at, at + 1) for at in range(len(chars))]
+    positions = list(range(1, len(chars) + 1))
+    window = Window([encoder.cls_id, *ids, encoder.sep_id], positions, spans, chars, None)
+    row = np.full((len(chars), len(encoder.vocab)), 1e-6, dtype=np.float32)
+    for slot, char in enumerate(chars):
+        row[slot, encoder.vocab[char]] = 1e-3  # every written character unlikely...
+        for other in checker.candidates.get(encoder.vocab[char], ())[:1]:
+            row[slot, other] = 0.9  # ...and a confusable one likely, at every slot
+    everywhere = checker.likeliest_suspects(window, row)
+    assert everywhere - {0, 1, 2}  # the precondition: the row makes suspects past slot 2
+    mine = Window(window.input_ids, positions, spans, chars, frozenset({0, 1, 2}))
+    picked = checker.likeliest_suspects(mine, row)
+    assert picked and picked <= {0, 1, 2}

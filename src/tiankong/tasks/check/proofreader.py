@@ -233,8 +233,11 @@ class Proofreader:
                 Suspect(number, slot)
                 for number, window in enumerate(windows)
                 for slot in range(len(window.positions))
-                if window.input_ids[window.positions[slot]] in self.candidates
-                or slot in near[number]
+                if owns(window, slot)
+                and (
+                    window.input_ids[window.positions[slot]] in self.candidates
+                    or slot in near[number]
+                )
             ]
         read = [(n, w) for n, w in enumerate(windows) if w.positions]
         rows, asked = [w.input_ids for _, w in read], [w.positions for _, w in read]
@@ -245,7 +248,7 @@ class Proofreader:
             scored = score(rows[start:end], asked[start:end])
             for (number, window), row in zip(read[start:end], scored, strict=True):
                 chosen = self.likeliest_suspects(window, row) | set(near[number])
-                suspects += [Suspect(number, slot) for slot in sorted(chosen)]
+                suspects += [Suspect(number, slot) for slot in sorted(chosen) if owns(window, slot)]
         return suspects
 
     def likeliest_suspects(self, window: Window, row: np.ndarray) -> set[int]:
@@ -256,7 +259,7 @@ class Proofreader:
         for slot, position in enumerate(window.positions):
             token = window.input_ids[position]
             others = self.candidates.get(token)
-            if not others:
+            if not others or not owns(window, slot):  # the overlapping window's to pick
                 continue
             ratio = float(row[slot, list(others)].max()) / max(float(row[slot, token]), 1e-12)
             if ratio >= self.method.suspect_ratio:
@@ -353,7 +356,7 @@ class Proofreader:
         for slot in sorted(set(masked) | set(matches)):
             if slot in attested:  # 亡羊补牢 as written: no rule may break a known idiom
                 continue
-            if window.owned is not None and slot not in window.owned:
+            if not owns(window, slot):
                 continue  # the overlapping window's to edit (request.windows_of)
             edit = (
                 self.index_edit(window, slot, matches[slot], masked.get(slot))
@@ -503,3 +506,8 @@ def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
         alternatives=[replace(a, suggestion=written(a.suggestion)) for a in edit.alternatives],
         memory=memory_in(edit.memory, script.back),
     )
+
+
+def owns(window: Window, slot: int) -> bool:
+    """Whether ``window`` edits ``slot`` (``Window.owned``; overlapping windows share some)."""
+    return window.owned is None or slot in window.owned
