@@ -6,9 +6,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PACKAGE_ROOT = Path(__file__).parent.parent
 BUNDLED_ROOT = PACKAGE_ROOT / "bundled"
@@ -31,19 +32,22 @@ MODEL_FILE_PATTERNS = (
 MASKED_LM_SUFFIXES = ("ForMaskedLM", "ForPreTraining")
 
 
-def untrained_weights(missing: Sequence[str], dims: Mapping[str, int]) -> list[str]:
-    """The weight matrices a loaded masked LM made up: ``missing`` (transformers' loading info)
-    that are matrices (``dims``: each parameter's number of dimensions; a bias or a norm that
-    starts at 0 or 1 is no answer made up). An ELECTRA discriminator (``*ForPreTraining``) has
-    no generator head: transformers builds a random one, and its answers were random."""
-    return [name for name in missing if dims.get(name, 0) >= 2]
+def require_trained(model: Any, loading: Mapping[str, Any], folder: str) -> None:
+    """Refuse a masked LM (loaded with transformers' ``output_loading_info``) whose weight
+    matrices were made up: missing from the files and so initialised at random (a bias or a
+    norm that starts at 0 or 1 is no answer made up). An ELECTRA discriminator
+    (``*ForPreTraining``) has no generator head: transformers builds a random one, and its
+    answers were random. The one check of both load paths (the torch engine, the export)."""
+    from tiankong.errors import ModelUnavailableError
 
-
-def untrained_message(folder: str, weights: Sequence[str]) -> str:
-    return (
-        f"Model '{folder}' has no trained masked-LM head ({weights[0]} is not in its weights): "
-        "it was not trained to fill blanks (an ELECTRA discriminator, say; use its generator)."
-    )
+    dims = {name: tensor.dim() for name, tensor in model.state_dict().items()}
+    made_up = [name for name in loading["missing_keys"] if dims.get(name, 0) >= 2]
+    if made_up:
+        raise ModelUnavailableError(
+            f"Model '{folder}' has no trained masked-LM head ({made_up[0]} is not in its "
+            "weights): it was not trained to fill blanks (an ELECTRA discriminator, say; use "
+            "its generator)."
+        )
 
 
 @dataclass(frozen=True)

@@ -157,13 +157,16 @@ def add_folder_tokens(tokenizer: Tokenizer, folder: Path, config: dict[str, obje
 
     added: dict[int, tuple[str, bool]] = {}
     path = folder / "added_tokens.json"
-    listed = read_json(path)
-    if path.is_file() and not listed:  # {} or unreadable: read_json can't tell them apart
-        raw = path.read_text(encoding="utf-8", errors="replace").strip()
-        if raw not in ("", "{}"):
-            raise ModelUnavailableError(
-                f"The added_tokens.json of model '{folder.name}' is unreadable or corrupt."
-            )
+    listed: object = {}
+    if path.is_file():  # read strictly: read_json's {} for a broken file would drop its tokens
+        try:
+            listed = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            listed = None
+    if not isinstance(listed, dict):
+        raise ModelUnavailableError(
+            f"The added_tokens.json of model '{folder.name}' is unreadable or corrupt."
+        )
     for token, index in listed.items():
         if isinstance(index, int):
             added[index] = (token, False)

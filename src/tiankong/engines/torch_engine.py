@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tiankong.core.models import untrained_message, untrained_weights
+from tiankong.core.models import require_trained
 from tiankong.engines.base import EncodedBatch, spinning_pays
 from tiankong.errors import BadOptionError, ModelUnavailableError
 
@@ -88,10 +88,7 @@ class TorchEngine:
                 f"The model weights in '{folder.name}' could not be loaded "
                 f"({type(error).__name__}); the files may be missing, truncated or corrupt."
             ) from None
-        dims = {name: tensor.dim() for name, tensor in model.state_dict().items()}
-        made_up = untrained_weights(list(loading["missing_keys"]), dims)
-        if made_up:
-            raise ModelUnavailableError(untrained_message(folder.name, made_up))
+        require_trained(model, loading, folder.name)
         # In FP16 the encoder runs in half precision and the MLM head stays FP32, in a copy
         # of its own (its decoder is tied to the embeddings, which become FP16). It costs
         # masks x vocab, and FP16 logits would round near-tied candidates together: a logit

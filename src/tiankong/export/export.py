@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tiankong.core.models import untrained_message, untrained_weights
+from tiankong.core.models import require_trained
 from tiankong.errors import EngineError, ModelUnavailableError
 
 if TYPE_CHECKING:
@@ -215,10 +215,7 @@ def load_masked_lm(folder: Path) -> Any:
             f"The model weights in '{folder.name}' could not be loaded for export "
             f"({type(error).__name__}); the files may be missing, truncated or corrupt."
         ) from None
-    dims = {name: tensor.dim() for name, tensor in model.state_dict().items()}
-    made_up = untrained_weights(list(loading["missing_keys"]), dims)
-    if made_up:
-        raise ModelUnavailableError(untrained_message(folder.name, made_up))
+    require_trained(model, loading, folder.name)
     return model.float().eval()
 
 

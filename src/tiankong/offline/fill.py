@@ -21,7 +21,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass
 from itertools import chain
 from pathlib import Path
 from typing import Any, TextIO
@@ -377,14 +377,13 @@ def csv_cell(value: Any) -> Any:
     return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
 
 
-def run_key(settings: Settings, options: object) -> str:
+def run_key(settings: Settings, options: Any) -> str:
     """What a run's answers depend on (the model, engine, precision, device, window, index and
     the options, as asked), so that a resumed run is the same run: a rerun with another model or
     top_k was appended to the first one's rows. Threads, workers and batch sizes are not in it;
     the engine is, as asked (``auto`` may serve INT8 where ``torch`` serves FP32)."""
     answers = [getattr(settings, name) for name in ANSWER_SETTINGS]
-    given = asdict(options) if is_dataclass(options) and not isinstance(options, type) else options
-    text = json.dumps([answers, given], default=str, sort_keys=True)
+    text = json.dumps([answers, asdict(options)], default=str, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
