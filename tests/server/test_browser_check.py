@@ -70,6 +70,10 @@ def test_check_mode_underlines_and_accepts_fixes(page: Page, base_url: str) -> N
     ]
     expect(buttons.first.locator(".main-score")).to_have_text(re.compile(r"%$"))
     expect(page.get_by_test_id("source").first).to_contain_text("画龙点睛")
+    # the 出处's match is highlighted, as under a candidate in the fill modes
+    expect(page.get_by_test_id("source").first.get_by_test_id("source-match")).to_have_text(
+        "画龙点睛"
+    )
     expect(page.get_by_test_id("check-latency")).to_have_text(re.compile(r"^\d+\.\d ms$"))
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page-check.png"), full_page=True)

@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
+from tiankong.cli.predict import excerpt
 from tiankong.cli.root import app
 from tiankong.cli.stdin import print_line_error, stdin_lines
 from tiankong.config import Settings
@@ -104,17 +106,17 @@ def print_check(result: CheckResult, as_json: bool, console: Console) -> None:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
         return
     if not result.edits:
-        console.print(f"{result.text}  [green]no errors found[/green]", highlight=False)
+        console.print(f"{escape(result.text)}  [green]no errors found[/green]", highlight=False)
         return
-    console.print(result.corrected, highlight=False)
+    console.print(result.corrected, highlight=False, markup=False)
     for edit in result.edits:
         line = (
             f"  {edit.start}: {edit.original} → {edit.suggestion}  score {edit.score:.2f}"
             f"  ({edit.source})"
         )
         if edit.memory is not None:
-            line += f"  出处: {edit.memory['example']}"
-        console.print(line, highlight=False)
+            line += f"  出处: {excerpt(edit.memory['example'], edit.memory.get('match'))}"
+        console.print(line, highlight=False, markup=False)  # the text is the user's
 
 
 def check_file(
@@ -174,6 +176,7 @@ def eval_check(file: Path, settings: Settings, json_out: Path | None, verbose: b
                 f"  line {miss['line']} [{miss['category']}] {miss['text']} → "
                 f"{miss['corrected']}  (correct: {miss['correct']})",
                 highlight=False,
+                markup=False,  # the file's own text and categories
             )
     if json_out:
         write_report(json_out, json.dumps(report.to_dict(), ensure_ascii=False, indent=1))
@@ -182,7 +185,9 @@ def eval_check(file: Path, settings: Settings, json_out: Path | None, verbose: b
 
 def print_check_report(console: Console, report: CheckReport) -> None:
     table = Table(
-        title=f"{report.model} · {report.engine} {report.precision} · check · index {report.index}",
+        title=escape(
+            f"{report.model} · {report.engine} {report.precision} · check · index {report.index}"
+        ),
         title_justify="left",
     )
     columns = (
@@ -202,7 +207,7 @@ def print_check_report(console: Console, report: CheckReport) -> None:
         figures = scores.figures()
         clean = scores.sentences - scores.with_errors
         table.add_row(
-            scores.category,
+            escape(scores.category),
             str(scores.sentences),
             *(
                 f"{figures[f'{kind}_{name}']:.3f}"

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
@@ -140,7 +141,8 @@ def print_index_comparison(
     """Per category, side by side: the model alone and with the corpus index, and how many
     items the index turned from right to wrong and from wrong to right (top-1)."""
     table = Table(
-        title=f"{grounded.model}: without the index vs with {grounded.index}", title_justify="left"
+        title=escape(f"{grounded.model}: without the index vs with {grounded.index}"),
+        title_justify="left",
     )
     columns = (
         "category", "items", "top-1", "+index top-1", "top-5", "+index top-5",
@@ -151,7 +153,7 @@ def print_index_comparison(
     alone_rows = [*without.categories, without.overall]
     for alone, mixed in zip(alone_rows, [*grounded.categories, grounded.overall], strict=True):
         table.add_row(
-            alone.category,
+            escape(alone.category),
             str(alone.items),
             f"{alone.top1:.1%}",
             f"{mixed.top1:.1%}",
@@ -166,15 +168,17 @@ def print_index_comparison(
 
 def print_report(console: Console, report: EvalReport, verbose: bool) -> None:
     table = Table(
-        title=f"{report.model} · {report.engine} {report.precision} · {report.mode} · "
-        f"index {report.index}",
+        title=escape(
+            f"{report.model} · {report.engine} {report.precision} · {report.mode} · "
+            f"index {report.index}"
+        ),
         title_justify="left",
     )
     for column in ("category", "items", "top-1", "top-5", "MRR", "latency ms", "errors"):
         table.add_column(column, justify="left" if column == "category" else "right")
     for row in [*report.categories, report.overall]:
         table.add_row(
-            row.category,
+            escape(row.category),
             str(row.items),
             f"{row.top1:.1%}",
             f"{row.top5:.1%}",
@@ -191,4 +195,5 @@ def print_report(console: Console, report: EvalReport, verbose: bool) -> None:
                 f"answers {failure['answers']}  got {failure['predicted']}"
                 + (f"  error: {failure['error']}" if failure["error"] else ""),
                 highlight=False,
+                markup=False,  # the file's own text and categories
             )

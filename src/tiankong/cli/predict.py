@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
@@ -159,23 +160,40 @@ def predict_command(
 SOURCE = "出处 (corpus index)"  # a column only when some row has evidence
 
 
+SOURCE_WIDTH = 30  # characters of the source line shown around its match
+
+
+def excerpt(example: str, match: str | None, width: int = SOURCE_WIDTH) -> str:
+    """The part of a source line that holds its match: ``width`` characters centred on it,
+    with … where the line goes on, so a long line never hides the match past a table's edge."""
+    at = example.find(match) if match else -1
+    if at < 0 or len(example) <= width:
+        return example
+    assert match is not None
+    start = max(0, min(at + len(match) // 2 - width // 2, len(example) - width, at))
+    end = max(start + width, at + len(match))
+    return ("…" if start else "") + example[start:end] + ("…" if end < len(example) else "")
+
+
 def source_of(memory: Memory) -> str:
-    """The example line of a candidate's evidence with its count, or nothing."""
+    """The source line of a candidate's evidence around its match, with its count, or nothing
+    (as rich markup: the corpus's own brackets are escaped)."""
     if memory is None:
         return ""
-    return f"{memory['example']} (×{memory['count']})"
+    return escape(f"{excerpt(memory['example'], memory.get('match'))} (×{memory['count']})")
 
 
 def print_result(result: FillResult, as_json: bool, console: Console, model: str) -> None:
     if as_json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
         return
-    title = f"{result.sequence}   [dim](model: {model})[/dim]"
+    # the user's text, the corpus's and the model's tokens are escaped: rich reads [x] as markup
+    title = f"{escape(result.sequence)}   [dim](model: {escape(model)})[/dim]"
     if result.truncated:
         title += "   [yellow](text was cut to a window around the masks)[/yellow]"
     console.print(title, highlight=False)
     for warning in result.warnings:  # as --json carries them (no Han character, ...)
-        console.print(f"[yellow]note:[/yellow] {warning}", highlight=False)
+        console.print(f"[yellow]note:[/yellow] {escape(warning)}", highlight=False)
     # Options and [BLANK] fills differ in length, so they are ranked by the probability per
     # token or character (the geometric mean), not by the joint one (that of the whole fill):
     # the ranking column comes first and the title names it.
@@ -186,7 +204,7 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
             table.add_column(column, justify="left" if column in ("option", SOURCE) else "right")
         for rank, option in enumerate(result.candidates, start=1):
             name = option.option if option.in_vocabulary else f"{option.option} (unknown, last)"
-            cells = [str(rank), name, f"{option.score:.4g}", f"{option.joint:.4g}"]
+            cells = [str(rank), escape(name), f"{option.score:.4g}", f"{option.joint:.4g}"]
             table.add_row(*cells, *[source_of(option.memory)] * sourced)
         console.print(table)
         return
@@ -197,7 +215,8 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
             left = column in ("fill", "sentence", SOURCE)
             table.add_column(column, justify="left" if left else "right")
         for rank, fill in enumerate(result.sequences, start=1):
-            cells = [str(rank), fill.fill, fill.text, f"{fill.normalised:.4g}", f"{fill.score:.4g}"]
+            cells = [str(rank), escape(fill.fill), escape(fill.text)]
+            cells += [f"{fill.normalised:.4g}", f"{fill.score:.4g}"]
             table.add_row(*cells, *[source_of(fill.memory)] * sourced)
         console.print(table)
     elif result.sequences:  # one length: the joint probability ranks them
@@ -207,7 +226,7 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
             left = column in ("fill", "sentence", SOURCE)
             table.add_column(column, justify="left" if left else "right")
         for rank, fill in enumerate(result.sequences, start=1):
-            cells = [str(rank), fill.fill, fill.text, f"{fill.score:.4g}"]
+            cells = [str(rank), escape(fill.fill), escape(fill.text), f"{fill.score:.4g}"]
             table.add_row(*cells, *[source_of(fill.memory)] * sourced)
         console.print(table)
     for index, candidates in enumerate(result.masks, start=1):
@@ -221,7 +240,7 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
             table.add_column(SOURCE)
         for rank, candidate in enumerate(candidates, start=1):
             bar = "█" * max(1, round(candidate.score * 20)) if candidate.score >= 0.025 else "▏"
-            cells = [str(rank), candidate.token, f"{candidate.score:.4f}", bar]
+            cells = [str(rank), escape(candidate.token), f"{candidate.score:.4f}", bar]
             table.add_row(*cells, *[source_of(candidate.memory)] * sourced)
         console.print(table)
 

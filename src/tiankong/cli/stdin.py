@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 
 from rich.console import Console
+from rich.markup import escape
 
 from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import TiankongError
@@ -43,5 +44,5 @@ def print_line_error(line: str, error: TiankongError, as_json: bool, console: Co
         print(json.dumps({"text": printable(line), "error": fields}, ensure_ascii=False))
     else:  # an error sentence goes to stderr, as every error of the CLI does
         Console(stderr=True, soft_wrap=True).print(
-            f"[red]error:[/red] {error.message}", highlight=False
+            f"[red]error:[/red] {escape(error.message)}", highlight=False
         )

@@ -1,6 +1,6 @@
 // 校对 (proofreading) mode: POST /check, the sentence with each suspect underlined, its
 // suggestion and score; one click accepts a fix. Model and corpus text enter through textContent.
-import { formatPercent, make } from "./render.js";
+import { formatPercent, make, sourceLine } from "./render.js";
 
 // The server's offsets count characters (code points); a JS string's indices count UTF-16
 // units, two for an emoji or a CJK Extension B character, so the text is sliced as an array.
@@ -46,13 +46,7 @@ export function renderCheck(box, data, t, onAccept) {
     button.title = t("checkAccept");
     button.addEventListener("click", () => onAccept(edit));
     item.append(button);
-    if (edit.memory) {
-      const line = make("p", "source");
-      line.dataset.testid = "source";
-      line.append(make("span", "source-label", t("source")));
-      line.append(make("span", "source-text", edit.memory.example));
-      item.append(line);
-    }
+    if (edit.memory) item.append(sourceLine(edit.memory, t)); // its match highlighted
     list.append(item);
   }
   box.append(list);

@@ -77,7 +77,7 @@ export function renderSentence(sentence, segments, fills) {
 // The example is corpus text, so it enters the page through textContent like everything else.
 // The server sends memory only under real evidence (docs/INDEX.md, the evidence rule), and the
 // part of the line that matches the user's text is highlighted.
-function sourceLine(memory, t) {
+export function sourceLine(memory, t) {
   const line = make("p", "source");
   line.dataset.testid = "source";
   line.append(make("span", "source-label", `${t("source")} ×${memory.count}`));
