@@ -109,6 +109,9 @@ def test_an_output_that_is_the_input_is_refused_even_with_restart(
         ),
         (["fill", "in.txt", "-o", "o.jsonl", "--errors", "a.txt/e.jsonl"], "The error file"),
         (["check", "in.txt", "-o", "a.txt/out.jsonl"], "'a.txt' is a file, not a folder"),
+        # a folder with no name of its own: the error file beside it can't be named
+        (["fill", "in.txt", "-o", "."], "The output '.' is a folder; name a file."),
+        (["check", "in.txt", "-o", "/"], "The output '/' is a folder; name a file."),
         (["eval", "e.jsonl", "--json", "folder"], "The report 'folder' is a folder"),
         (["eval", "e.jsonl", "--json", "a.txt/r.json"], "'a.txt' is a file, not a folder"),
         (["eval", "e.jsonl", "--json", "e.jsonl"], "The report is the input"),

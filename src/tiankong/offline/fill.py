@@ -90,6 +90,7 @@ def check_files(job: FillJob) -> None:
     missing or a folder, an output (or its error file or checkpoint) that is the input, which
     ``--restart`` would delete, or that can't be written."""
     require_input(job.input, "Input file")
+    check_writable(job.output, "output")  # first: '.' or '/' names no file to put beside it
     outputs = {"output": job.output, "error file": job.error_file, "checkpoint": job.checkpoint}
     for what, path in outputs.items():
         if same_file(path, job.input):
@@ -99,7 +100,6 @@ def check_files(job: FillJob) -> None:
     for what, path in (("output", job.output), ("error file", job.error_file)):
         if same_file(path, job.checkpoint) or same_file(path, checkpoint_temp(job.checkpoint)):
             raise BadOptionError(f"The {what} is the checkpoint ('{path}'); name another file.")
-    check_writable(job.output, "output")
     check_writable(job.error_file, "error file")
     check_writable(checkpoint_temp(job.checkpoint), "checkpoint")  # made, then renamed over
 
