@@ -21,6 +21,7 @@ from tiankong.offline.fill import (
     check_files,
     checked_records,
     commit_chunk,
+    fields_problem,
     format_of,
     open_append,
     run_key,
@@ -30,6 +31,8 @@ from tiankong.offline.fill import (
 from tiankong.tasks.check import CheckRequest, CheckResult, Proofreader
 
 BATCH = 16  # texts per run of the proofreader (its two passes for all of them)
+# an input field named like one of these would be overwritten in the output: refused, as in fill
+CHECK_KEYS = frozenset(["line", *CheckResult.__dataclass_fields__])
 
 
 def run_check_file(
@@ -57,7 +60,7 @@ def run_check_file(
     ):
         while chunk := take(rows, job.chunk_size):
             checked = failed = 0
-            for line, outcome, fields in check_chunk(checker, chunk):
+            for line, outcome, fields in check_chunk(checker, chunk, job.text_field):
                 if isinstance(outcome, CheckResult):
                     record = {**fields, "line": line, **outcome.to_dict()}
                     output.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -72,13 +75,14 @@ def run_check_file(
 
 
 def check_chunk(
-    checker: Proofreader, chunk: list[tuple[int, str | None, str, dict[str, Any]]]
+    checker: Proofreader, chunk: list[tuple[int, str | None, str, dict[str, Any]]], field: str
 ) -> list[tuple[int, CheckResult | dict[str, str], dict[str, Any]]]:
-    """Each record's result or error, in input order."""
+    """Each record's result or error, in input order (``field``: the text's field)."""
     outcomes: dict[int, CheckResult | dict[str, str]] = {}
     ready: list[tuple[int, CheckRequest]] = []
-    for line, text, problem, _fields in chunk:
-        if text is None:
+    for line, text, problem, fields in chunk:
+        problem = problem or fields_problem(fields, field, None, CHECK_KEYS)
+        if text is None or problem:
             outcomes[line] = {"code": "bad_record", "message": problem}
             continue
         try:

@@ -194,13 +194,19 @@ def input_columns(path: Path, kind: str, field: str) -> list[str]:
     return columns
 
 
-def fields_problem(fields: dict[str, Any], field: str, columns: list[str] | None) -> str:
+def fields_problem(
+    fields: dict[str, Any],
+    field: str,
+    columns: list[str] | None,
+    result_keys: frozenset[str] = RESULT_KEYS,
+) -> str:
     """Why a record's own fields can't go into the output ("" when they can): a JSONL field
-    named like a result key, or a field a CSV output has no column for."""
+    named like a result key (``result_keys``: the task's), or a field a CSV output has no
+    column for."""
     if columns is not None:
         extra = [name for name in fields if name not in columns]
         return f"field '{extra[0]}' is not a CSV column ({', '.join(columns)})" if extra else ""
-    clashes = [name for name in fields if name in RESULT_KEYS and not name == field == "text"]
+    clashes = [name for name in fields if name in result_keys and not name == field == "text"]
     return f"field '{clashes[0]}' has the name of a result field; rename it" if clashes else ""
 
 
