@@ -154,6 +154,8 @@ class CorpusMemory:
             return model_score, None  # the corpus's line breaks are not a fill (mix, propose)
         left = list(input_ids[:first])
         right = list(input_ids[first + len(fill_ids) :])
+        if self.ends_passage(right) and self.runs_on(left, fill_ids):
+            return model_score, None
         match = option_match(self.lookup, left, right, fill_ids)
         length = len(fill_ids) if joint_over is None else joint_over
         if not supports(match, model_score, best_model_score, length, len(fill_ids)):
@@ -161,6 +163,29 @@ class CorpusMemory:
         assert match is not None
         score = combine_score(model_score, match, fill_ids)  # the rules held above
         return score, self.lookup.evidence(match, fill_ids)
+
+    def ends_passage(self, right: Sequence[int]) -> bool:
+        """Nothing but punctuation and the text's end after a blank (no character, no mask)."""
+        return all(
+            t != self.mask_id and (t in self.lookup.stop_ids or t in self.punctuation_ids)
+            for t in right
+        )
+
+    def runs_on(self, left: list[int], fill_ids: Sequence[int]) -> bool:
+        """Whether a fill at the text's end runs on past where the corpus's passages end: after
+        some first part of it, the corpus more often has punctuation than the fill's next token
+        (守株待[BLANK] -> 兔亡机变: 守株待兔 is followed by ， or 。 in every passage but the one
+        that reads 守株待兔亡机变). With nothing on the right to hold it, such a fill is one
+        passage running on, not the answer, and the index does not ground it (docs/INDEX.md)."""
+        while left and left[0] in self.lookup.stop_ids:  # [CLS] would hold passages' starts
+            left = left[1:]
+        ends = self.punctuation_ids | self.lookup.stop_ids
+        for cut in range(1, len(fill_ids)):
+            after = self.lookup.followers([*left, *fill_ids[:cut]])
+            ended = sum(n for token, n in after.items() if token in ends)
+            if ended > after.get(int(fill_ids[cut]), 0):
+                return True
+        return False
 
     def propose(self, input_ids: Sequence[int], first: int, length: int) -> list[list[int]]:
         left = list(input_ids[:first])

@@ -111,6 +111,19 @@ class BlankLookup:
         """How many of the tokens in ``parts`` are Han characters."""
         return sum(int(token) in self.han_ids for part in parts for token in part)
 
+    def followers(self, context: Sequence[int], longest: int = 8) -> dict[int, int]:
+        """What follows the longest suffix of ``context`` (at most ``longest`` tokens) that the
+        corpus holds: token id -> occurrences, a passage's end (a stop id) included."""
+        for size in range(min(len(context), longest), 0, -1):
+            found = self.index.search(list(context[len(context) - size :]))
+            if found.count == 0:
+                continue
+            after = self.index.positions(found, OCCURRENCE_LIMIT).astype(np.int64) + size
+            after = after[after < len(self.tokens)]
+            ids, counts = np.unique(np.asarray(self.tokens[after]), return_counts=True)
+            return dict(zip(ids.tolist(), counts.tolist(), strict=True))
+        return {}
+
     def side_occurrences(
         self, context: Sequence[int], from_end: bool
     ) -> tuple[np.ndarray, int, bool]:

@@ -1,0 +1,62 @@
+"""[BLANK] fills of different lengths, ranked with the corpus index. The index's share of a
+fill does not shrink with its length as the model's chain does, so a passage that runs on
+once past an idiom (守株待兔亡机变) outranked the idiom's own character, which the corpus
+holds in every passage, for being longer. Such a run-on keeps only the model's score."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tiankong import FillMasker, Settings
+from tiankong.index import build_index, combine
+
+PASSAGES = [
+    "宋人有耕者，田中有株，兔走触株，折颈而死，因释其耒而守株待兔。",
+    "他不肯努力，只想守株待兔。",
+    "做生意不能守株待兔，要主动找客户。",
+    "与其守株待兔，不如自己去找。",
+    "莫学承虚接响人，守株待兔亡机变。",  # the one passage that runs on past 兔
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_plausibility_floor() -> Iterator[None]:
+    """A tiny random model finds every real word absurd; the plausibility rule has its own
+    tests (test_index_combine.py), this module is about ranking lengths."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(combine, "MIN_MODEL_RATIO", 0.0)
+        yield
+
+
+@pytest.fixture(scope="module")
+def grounded(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> FillMasker:
+    folder = tmp_path_factory.mktemp("idiom-index")
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join(PASSAGES) + "\n", encoding="utf-8")
+    build_index([corpus], folder / "index", progress=False)
+    settings = Settings(engine="torch", threads=1)
+    return FillMasker.load(str(tiny_model_dir), settings, index=str(folder / "index"))
+
+
+def test_a_longer_one_off_fill_does_not_outrank_the_idiom(grounded: FillMasker) -> None:
+    fills = grounded.predict("守株待[BLANK]", top_k=50).sequences
+    assert fills[0].fill == "兔" and fills[0].memory is not None
+    assert fills[0].memory["count"] == len(PASSAGES)
+    run_ons = [fill for fill in fills if fill.fill.startswith("兔亡")]
+    assert run_ons  # still offered, on the model's own score
+    assert all(fill.memory is None and fill.score == fill.model_score for fill in run_ons)
+
+
+def test_the_ranking_score_is_the_normalised_one(grounded: FillMasker) -> None:
+    """``normalised`` is what ranks (best first); for a fill the index did not move it is the
+    model's own per-character score."""
+    fills = grounded.predict("他只想守株[BLANK]。").sequences
+    assert [f.normalised for f in fills] == sorted((f.normalised for f in fills), reverse=True)
+    for fill in fills:
+        if fill.memory is None:
+            per_char = math.exp(math.log(fill.model_score) / len(fill.fill))
+            assert fill.normalised == pytest.approx(per_char, rel=1e-9)
