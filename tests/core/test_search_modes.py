@@ -198,6 +198,27 @@ def test_candidates_with_whole_word_mode_is_an_error(tiny_masker: FillMasker) ->
         tiny_masker.options(5, mode="whole_word", candidates=("充电",))
 
 
+@pytest.mark.parametrize(
+    "constraints",
+    [
+        Constraints(exclude=("睛",)),
+        Constraints(allowed=("头",)),
+        Constraints(preset="chinese_only"),
+    ],
+)
+def test_candidates_with_constraints_is_an_error(
+    tiny_masker: FillMasker, constraints: Constraints
+) -> None:
+    """The candidates are the blank's only fills; a constraint beside them was ignored."""
+    with pytest.raises(BadOptionError, match="allowed, exclude and preset don't apply"):
+        tiny_masker.predict("画龙点[MASK]", candidates=("睛", "头"), constraints=constraints)
+
+
+def test_a_candidate_given_twice_is_an_error(tiny_masker: FillMasker) -> None:
+    with pytest.raises(BadOptionError, match="The candidate '好' is given twice"):
+        tiny_masker.predict("他很[MASK]。", candidates=(" 好 ", "坏", "好"))
+
+
 def test_unknown_options_rank_last(tiny_masker: FillMasker) -> None:
     result = tiny_masker.predict(
         "赶紧去[MASK]。", candidates=("\U0001f600好", "充电", "吃饭", "睡")

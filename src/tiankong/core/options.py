@@ -61,6 +61,11 @@ class PredictOptions:
             )
         if options.constraints is not None and not options.constraints.active:
             options = replace(options, constraints=None)
+        if options.mode == "candidates" and options.constraints is not None:
+            raise BadOptionError(  # they were ignored before: the options are the blank's fills
+                "Candidates are the blank's only fills, so allowed, exclude and preset don't "
+                "apply to them; leave those out or the candidates."
+            )
         return options
 
 
@@ -69,8 +74,12 @@ def check_candidates(candidates: tuple[str, ...]) -> None:
         raise BadOptionError("Candidate mode needs at least one option in 'candidates'.")
     if len(candidates) > MAX_CANDIDATES:
         raise BadOptionError(f"At most {MAX_CANDIDATES} candidates; got {len(candidates)}.")
+    seen: set[str] = set()
     for option in candidates:
         check_option(option, "candidate")
+        if option.strip() in seen:
+            raise BadOptionError(f"The candidate {option.strip()!r} is given twice.")
+        seen.add(option.strip())
 
 
 def check_option(option: object, name: str) -> None:
