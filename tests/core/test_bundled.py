@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,20 @@ def test_the_index_proposes_no_punctuation_where_a_character_was_typed() -> None
     best = masker.predict(text, top_k=1).masks[0][0]
     alone = masker.predict(text, top_k=1, index=False).masks[0][0]
     assert best.token == alone.token == "二"
+
+
+def test_a_mask_of_a_run_is_not_grounded_by_a_fill_with_punctuation() -> None:
+    """Each mask of 守株[MASK][MASK] gets the index's share of the blank's fills; the fill 人，
+    (from a line 守株人，) lifted 人 above the model's own best with that line as its 出处."""
+    masker = FillMasker.load()
+    for text in ("守株[MASK][MASK]", "[MASK][MASK]添足"):
+        for candidates in masker.predict(text, top_k=10).masks:
+            for candidate in candidates:
+                if candidate.memory is not None:
+                    match = str(candidate.memory["match"])
+                    assert all(unicodedata.category(c)[0] != "P" for c in match), (text, match)
+                else:
+                    assert candidate.score <= candidate.model_score + 1e-9
 
 
 def test_the_index_grounds_no_blank_fill_across_punctuation() -> None:

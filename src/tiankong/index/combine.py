@@ -81,12 +81,13 @@ def index_row(
     model: np.ndarray, match: BlankMatch, position: int = 0, skipped: AbstractSet[int] = frozenset()
 ) -> np.ndarray:
     """The index's distribution at one mask, over the fills the model finds plausible there
-    (the fills' token at ``position``) and not in ``skipped``; it sums to at most 1."""
+    (the fills' token at ``position``) with no token in ``skipped`` at any of the blank's
+    masks (守株[MASK][MASK]: the fill 人， is no evidence for 人); it sums to at most 1."""
     index = np.zeros_like(model)
     floor = MIN_MODEL_RATIO * float(model.max())
     for fill in match.fills:
         token = fill[position]
-        if token not in skipped and model[token] >= floor:
+        if not skipped.intersection(fill) and model[token] >= floor:
             index[token] += match.probability(fill)
     return index
 

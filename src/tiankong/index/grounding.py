@@ -119,7 +119,11 @@ class CorpusMemory:
             model_row = probabilities[number]
             if not plausible(float(model_row[token_id]), float(model_row.max())):
                 return None  # the index did not move it: no evidence shown
-            counts = {fill: n for fill, n in match.fills.items() if fill[position] == token_id}
+            counts = {
+                fill: n
+                for fill, n in match.fills.items()
+                if fill[position] == token_id and not self.punctuation_ids.intersection(fill)
+            }
             if not counts:
                 return None
             best: tuple[int, ...] = max(counts, key=counts.__getitem__)
