@@ -107,6 +107,8 @@ def test_the_idiom_lexicon() -> None:
     lexicon = IdiomLexicon.bundled()
     assert lexicon.near("守株待免") == [(3, "兔", "守株待兔")]
     assert lexicon.near("守株待兔") == []  # an idiom is never near another
+    # one off two idioms at two places (五陵年少, 五陵豪气): ambiguous, no fix
+    assert lexicon.near("五陵豪少") == []
     assert lexicon.known_misspelling("画龙点晴") == (3, "睛", "画龙点睛")
     assert "画龙点晴" not in lexicon.idioms
 

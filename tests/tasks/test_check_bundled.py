@@ -21,6 +21,8 @@ def checker() -> Proofreader:
         ("画龙点晴", "画龙点睛", "画龙点睛"),
         ("守株待免", "守株待兔", "守株待兔"),
         ("欲穷千里目，更上一层搂。", "欲穷千里目，更上一层楼。", "更上一层楼"),
+        # one fix, the idiom's: the model's 补 -> 不 beside it made 亡羊不牢
+        ("亡羊补劳，犹未为晚。", "亡羊补牢，犹未为晚。", "亡羊补牢"),
     ],
 )
 def test_fixes_with_their_source(
@@ -46,6 +48,8 @@ def test_fixes_with_their_source(
         # known idioms as written: the model made 亡羊不牢, the one-off rule 来说去脉
         "亡羊补牢，犹未为晚。",
         "他说来龙去脉很清楚。",
+        # one off two idioms (五陵年少, 五陵豪气): both fixes made 五陵年气, neither
+        "中山黄封倾百壶，五陵豪少来欢娱。",
     ],
 )
 def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:

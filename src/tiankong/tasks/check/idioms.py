@@ -59,15 +59,18 @@ class IdiomLexicon:
         return position, idiom[position], idiom
 
     def near(self, window: str) -> list[tuple[int, str, str]]:
-        """(position, the idiom's character there, the idiom) for each idiom ``window`` is one
-        character off; [] when ``window`` is an idiom or near none, or near several at the
-        same position (ambiguous)."""
+        """(position, the idiom's character there, the idiom) where ``window`` is one
+        character off exactly one idiom; [] when ``window`` is an idiom or near none, or near
+        several (ambiguous): 五陵豪少 is one off 五陵年少 and 五陵豪气, and fixing both made
+        五陵年气, neither."""
         if len(window) != LENGTH or window in self.idioms:
             return []
         found = []
         for position in range(LENGTH):
             pattern = window[:position] + WILDCARD + window[position + 1 :]
             idioms = self.by_pattern.get(pattern, [])
-            if len(idioms) == 1:
+            if len(idioms) > 1:
+                return []
+            if idioms:
                 found.append((position, idioms[0][position], idioms[0]))
-        return found
+        return found if len(found) == 1 else []

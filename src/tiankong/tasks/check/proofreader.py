@@ -100,6 +100,15 @@ class Suspect:
     slot: int  # the position's number in that window
 
 
+def idiom_run(chars: str, slot: int, suggestion: str, idiom: str) -> range:
+    """The slots of the four characters that ``suggestion`` at ``slot`` makes ``idiom``."""
+    for first in range(max(0, slot - len(idiom) + 1), slot + 1):
+        end = first + len(idiom)
+        if end <= len(chars) and chars[first:slot] + suggestion + chars[slot + 1 : end] == idiom:
+            return range(first, end)
+    return range(slot, slot + 1)
+
+
 class Proofreader:
     """Check Chinese text for wrong characters with a ``FillMasker``'s model and index.
 
@@ -369,7 +378,23 @@ class Proofreader:
                 edit = self.model_edit(window, slot, masked[slot])
             if edit is not None:
                 edits.append(edit)
-        return edits
+        return self.within_idioms(window, edits, near)
+
+    def within_idioms(
+        self, window: Window, edits: list[Edit], near: dict[int, tuple[int, str, bool]]
+    ) -> list[Edit]:
+        """An idiom fix makes its four characters the idiom, so no other edit may change one of
+        them (亡羊补劳 was fixed to 亡羊不牢: the model's 补 -> 不 beside the idiom's 劳 -> 牢)."""
+        held: set[int] = set()
+        for edit in edits:
+            if edit.source == "idioms":
+                slot = window.slot_of(edit.start)
+                held |= set(idiom_run(window.chars, slot, edit.suggestion, near[slot][1]))
+        return [
+            edit
+            for edit in edits
+            if edit.source == "idioms" or window.slot_of(edit.start) not in held
+        ]
 
     def index_edit(
         self, window: Window, slot: int, match: Any, row: np.ndarray | None

@@ -40,6 +40,10 @@ class Window:
     # sentence end), each reads the shared tokens as context and edits its half of them
     owned: frozenset[int] | None = None  # None: every slot
 
+    def slot_of(self, start: int) -> int:
+        """The slot whose characters begin at ``start`` in the input text."""
+        return next(slot for slot, span in enumerate(self.spans) if span[0] == start)
+
     def runs(self, length: int) -> list[int]:
         """The first slot of every ``length`` positions in a row that are adjacent in the
         text (a four-character window for the idiom lexicon)."""
