@@ -149,6 +149,15 @@ def test_traditional_options_with_one_simplified_form_keep_each_its_own_row() ->
     assert len({row.score for row in rows.values()}) == 1
 
 
+def test_candidates_answer_with_the_best_option_as_typed() -> None:
+    """In traditional text the answer (``sequence``) is the best option's sentence as typed:
+    it read 馬馬虎虎 where the option and its row read 马马虎虎."""
+    options = ("一絲不苟", "马马虎虎", "半途而廢")
+    result = FillMasker.load().predict("他做事一向[MASK]，從來不出差錯。", candidates=options)
+    assert result.sequence == result.candidates[0].text
+    assert result.candidates[0].option in result.sequence
+
+
 def test_the_index_proposes_no_punctuation_where_a_character_was_typed() -> None:
     """The corpus's 百余载作江藩翰，十几年来 put its line break where the user wrote 二 (a
     right answer turned into ， before: docs/INDEX.md, "Running text")."""

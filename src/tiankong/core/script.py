@@ -168,10 +168,12 @@ def written_in(result: FillResult, script: Script, typed_options: Sequence[str] 
     def token_at(mask: int, token: str) -> str:
         return in_context(result.text, mask, token, back)
 
+    candidates = [option_as_typed(c) for c in result.candidates]
     return replace(
         result,
         text=script.typed,
-        sequence=back(result.sequence),
+        # candidates mode's answer is its best option's sentence, with the option as typed
+        sequence=candidates[0].text if candidates else back(result.sequence),
         masks=[
             [replace(c, token=token_at(m, c.token), memory=memory(c.memory)) for c in candidates]
             for m, candidates in enumerate(result.masks)
@@ -180,7 +182,7 @@ def written_in(result: FillResult, script: Script, typed_options: Sequence[str] 
             replace(s, fill=back(s.fill), text=back(s.text), memory=memory(s.memory))
             for s in result.sequences
         ],
-        candidates=[option_as_typed(c) for c in result.candidates],
+        candidates=candidates,
     )
 
 
