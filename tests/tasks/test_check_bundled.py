@@ -23,6 +23,9 @@ def checker() -> Proofreader:
         ("欲穷千里目，更上一层搂。", "欲穷千里目，更上一层楼。", "更上一层楼"),
         # one fix, the idiom's: the model's 补 -> 不 beside it made 亡羊不牢
         ("亡羊补劳，犹未为晚。", "亡羊补牢，犹未为晚。", "亡羊补牢"),
+        # the text's last mark is not the corpus's (。 there, ？ in the poem): still the line
+        ("床前明月光，疑是地上箱！", "床前明月光，疑是地上霜！", "疑是地上霜"),
+        ("红豆生南国，春来发几技。", "红豆生南国，春来发几枝。", "春来发几枝"),
     ],
 )
 def test_fixes_with_their_source(
@@ -65,6 +68,10 @@ def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:
         ("畫龍點晴", "畫龍點睛", "畫龍點睛"),
         ("欲窮千里目，更上一层樓。", "欲窮千里目，更上一层樓。", None),  # one simplified: left
         ("欲窮千里目，更上一层摟。", "欲窮千里目，更上一层樓。", "欲窮千里目，更上一層樓。"),
+        # the wrong character typed simplified among traditional ones: answered in traditional
+        ("欲窮千里目，更上一層搂。", "欲窮千里目，更上一層樓。", "欲窮千里目，更上一層樓。"),
+        # ... and among simplified ones, in simplified
+        ("欲窮千里目，更上一层搂。", "欲窮千里目，更上一层楼。", "欲窮千里目，更上一層樓。"),
     ],
 )
 def test_traditional_text_is_checked_and_fixed_in_its_own_script(

@@ -503,6 +503,9 @@ class Proofreader:
         )
 
 
+AROUND = 4  # characters each side of an edit whose typed script decides a simplified original's
+
+
 def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
     """``edit`` (found on the checked form) on the text as typed: its original the typed
     characters; in a text with traditional characters, its suggestion and alternatives in
@@ -515,10 +518,15 @@ def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
         return replace(edit, original=original)
     checked = script.simplified
     left, right = checked[: edit.start], checked[edit.end :]
+    # the characters typed around the edit, in the text's own script as typed: a wrong
+    # character says little of the script (一層搂: 搂 is simplified, its neighbours are not)
+    around = (slice(max(0, edit.start - AROUND), edit.start), slice(edit.end, edit.end + AROUND))
+    neighbours_typed = all(script.back(checked[part]) == request.text[part] for part in around)
+    simplified_here = between(left, original, right, script.back) != original
 
     def written(fill: str) -> str:
-        if script.to_typed is None or between(left, original, right, script.back) != original:
-            return fill  # a simplified form typed here (层 in 一层樓): answered so
+        if script.to_typed is None or (simplified_here and not neighbours_typed):
+            return fill  # a simplified form typed here (一层搂, or 层 in 一层樓): answered so
         return between(left, fill, right, script.back)
 
     suggestion = written(edit.suggestion)
