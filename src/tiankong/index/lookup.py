@@ -11,6 +11,7 @@ For a blank of ``fill_length`` tokens with left context L and right context R (t
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -101,11 +102,22 @@ class BlankLookup:
         # told from one that goes on): the next sentence is not this blank's context
         # (他很开[MASK]。欲穷千里目… matched 黄河入海流。欲穷千里目… and gave 流).
         self.sentence_ends = frozenset(vocab[mark] for mark in SENTENCE_ENDS if mark in vocab)
+        self.punctuation_ids = frozenset(
+            i for t, i in vocab.items() if len(t) == 1 and unicodedata.category(t)[0] == "P"
+        )
         # the stop ids as a table over every id the index's token type can hold (an index of
         # another tokenizer is refused on open, but a fill is never out of the table's range)
         held = np.iinfo(self.tokens.dtype).max + 1
         self.is_stop = np.zeros(max(held, len(vocab), max(self.stop_ids) + 1), dtype=bool)
         self.is_stop[list(self.stop_ids)] = True
+
+    def boundary(self, position: int) -> bool:
+        """Whether the corpus has a passage's end or punctuation at ``position`` (outside the
+        tokens: the corpus's own ends)."""
+        if position < 0 or position >= len(self.tokens):
+            return True
+        token = int(self.tokens[position])
+        return token == SEPARATOR or token in self.punctuation_ids or token in self.stop_ids
 
     def han_in(self, *parts: Sequence[int]) -> int:
         """How many of the tokens in ``parts`` are Han characters."""
@@ -214,7 +226,7 @@ class BlankLookup:
             backoff=backoff,
             context_han=self.han_in(matched_left, right[:b]),
             whole=not cut and a == len(left) and b == len(right),
-            sides=self.sides(left, right, a, b),
+            sides=self.sides(left, right, a, b, self.bounded(starts[chosen], fill_length, a, b)),
         )
 
     def contexts(
@@ -239,6 +251,16 @@ class BlankLookup:
         beyond = clean_context(context[len(kept) :], self.stop_ids, from_end=False)
         return self.han_in(beyond) > 0
 
+    def bounded(
+        self, starts: np.ndarray, fill_length: int, a: int, b: int
+    ) -> tuple[bool, bool]:
+        """Per side, whether some occurrence (its fill at ``starts``) has a boundary right past
+        its matched context: 地上霜。 for the user's 地上箱！, whose ！ the corpus doesn't hold."""
+        return (
+            any(self.boundary(int(start) - a - 1) for start in starts),
+            any(self.boundary(int(start) + fill_length + b) for start in starts),
+        )
+
     def sides(
         self,
         left: Sequence[int],
@@ -249,8 +271,9 @@ class BlankLookup:
     ) -> tuple[bool, bool]:
         """Per side: does the match (a tokens of ``left``, b of ``right``) hold the query's
         context there? It does when the query has none there, when the match holds some of it,
-        or when the query has only punctuation there and the corpus passage ends there (an
-        idiom-list line, 哭笑不得, for the user's 哭笑不得。)."""
+        or when the query has only punctuation there and the corpus passage ends there or has
+        punctuation of its own (an idiom-list line, 哭笑不得, for the user's 哭笑不得。; 地上霜。
+        for 地上箱！)."""
 
         def held(context: Sequence[int], matched: int, passage_end: bool) -> bool:
             return not context or matched > 0 or (passage_end and self.han_in(context) == 0)

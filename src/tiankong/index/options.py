@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from tiankong.index.lookup import OCCURRENCE_LIMIT, BlankLookup, BlankMatch
-from tiankong.index.tokens import SEPARATOR
 
 
 def option_match(
@@ -64,14 +63,9 @@ def option_match(
 def passage_ends(
     lookup: BlankLookup, position: int, length: int, a: int, b: int
 ) -> tuple[bool, bool]:
-    """Whether the passage of one occurrence ends right before its matched left context, and
-    right after its matched right context."""
-    tokens = lookup.tokens
-    before, after = position - a - 1, position + length + b
-    return (
-        before < 0 or int(tokens[before]) == SEPARATOR,
-        after >= len(tokens) or int(tokens[after]) == SEPARATOR,
-    )
+    """Whether one occurrence has a boundary (its passage's end, punctuation) right before
+    its matched left context, and right after its matched right context."""
+    return lookup.boundary(position - a - 1), lookup.boundary(position + length + b)
 
 
 def longest(limit: int, occurs: Callable[[int], bool]) -> int:
