@@ -158,6 +158,23 @@ def test_candidates_answer_with_the_best_option_as_typed() -> None:
     assert result.candidates[0].option in result.sequence
 
 
+def test_joint_fills_are_characters_never_punctuation() -> None:
+    """A whole word or a [BLANK] fill is a word's characters: the bundled model answered
+    手机没电了，赶紧去[MASK][MASK]。 with 了。 (the sentence 赶紧去了。。). A constraint
+    decides where one is given."""
+    masker = FillMasker.load()
+    whole = masker.predict("手机没电了，赶紧去[MASK][MASK]。", mode="whole_word", top_k=10)
+    blank = masker.predict("画龙点[BLANK]", top_k=10)
+    for fills in (whole.sequences, blank.sequences):
+        assert fills and all(
+            unicodedata.category(c)[0] != "P" for fill in fills for c in fill.fill
+        ), [fill.fill for fill in fills]
+    asked = masker.predict(
+        "你好[MASK][MASK]", mode="whole_word", constraints=Constraints(allowed=("吗", "？"))
+    )
+    assert "吗？" in [fill.fill for fill in asked.sequences]
+
+
 def test_the_index_proposes_no_punctuation_where_a_character_was_typed() -> None:
     """The corpus's 百余载作江藩翰，十几年来 put its line break where the user wrote 二 (a
     right answer turned into ， before: docs/INDEX.md, "Running text")."""

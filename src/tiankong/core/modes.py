@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import cached_property
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -110,9 +111,14 @@ class SearchModes:
             renormalise=allowed is not None,
         )
 
-    @property
+    @cached_property
     def default_allowed(self) -> np.ndarray:
-        allowed = np.ones(len(self.encoder.vocab), dtype=bool)
+        """A joint fill's tokens without constraints: a word's characters, never punctuation
+        (手机没电了，赶紧去[MASK][MASK]。 was answered 了。, and [BLANK] fills ran into the next
+        clause: 画龙点[BLANK] -> 小，不错); ``allowed`` or a preset decide where given."""
+        allowed = np.zeros(len(self.encoder.vocab), dtype=bool)
+        for token, token_id in self.encoder.vocab.items():
+            allowed[token_id] = any(char.isalnum() for char in token)
         allowed[self.masker.banned] = False
         return allowed
 
