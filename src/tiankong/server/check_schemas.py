@@ -15,7 +15,7 @@ CHECK_TEXT_DESCRIPTION = (
 CHECK_EXAMPLES: dict[str, Any] = {
     "sentence": {
         "summary": "A sentence with a wrong character",
-        "value": {"text": "我门看美国电影，我觉得很有意事。"},
+        "value": {"text": "这个问题很复杂，我们需要仔细考律一下。"},
     },
     "idiom": {
         "summary": "An idiom one character off (出处 in memory)",
