@@ -87,7 +87,7 @@ def index_row(
     floor = MIN_MODEL_RATIO * float(model.max())
     for fill in match.fills:
         token = fill[position]
-        if not skipped.intersection(fill) and model[token] >= floor:
+        if not any(t in skipped for t in fill) and model[token] >= floor:
             index[token] += match.probability(fill)
     return index
 
