@@ -44,6 +44,18 @@ def test_check_stdin_lines_answers_each_and_exits_2_for_a_bad_one(tiny_model_dir
     assert "Traceback" not in done.stderr
 
 
+def test_a_text_without_chinese_is_said_to_have_nothing_checked(tiny_model_dir: Path) -> None:
+    """As predict warns: "no errors found" alone read as if the text had been checked."""
+    done = run_cli("check", "hello world 123", "--json", *model_flags(tiny_model_dir))
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["edits"] == [] and "no Chinese (Han) character" in answer["warnings"][0]
+    table = run_cli("check", "hello world 123", *model_flags(tiny_model_dir))
+    assert table.stdout.startswith("note: The text has no Chinese (Han) character")
+    chinese = run_cli("check", "画龙点晴", "--json", *model_flags(tiny_model_dir))
+    assert json.loads(chinese.stdout)["warnings"] == []
+
+
 def test_check_table_output(tiny_model_dir: Path) -> None:
     done = run_cli("check", "画龙点晴", *model_flags(tiny_model_dir))
     assert done.returncode == 0, done.stderr

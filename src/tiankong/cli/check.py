@@ -105,6 +105,8 @@ def print_check(result: CheckResult, as_json: bool, console: Console) -> None:
     if as_json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
         return
+    for warning in result.warnings:  # as --json carries them (no Chinese character)
+        console.print(f"[yellow]note:[/yellow] {escape(warning)}", highlight=False)
     if not result.edits:
         console.print(f"{escape(result.text)}  [green]no errors found[/green]", highlight=False)
         return

@@ -72,6 +72,9 @@ class CheckOut(BaseModel):
     edits: list[EditOut] = Field(description="Empty for a clean text.")
     model: str
     latency_ms: float | None = None
+    warnings: list[str] = Field(
+        default_factory=list, description="E.g. the text has no Chinese character to check."
+    )
 
 
 class BatchCheckResponse(BaseModel):

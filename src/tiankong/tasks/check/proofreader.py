@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from tiankong.core.beam_search import RowScorer
-from tiankong.core.script import between, memory_in
+from tiankong.core.script import between, has_han, memory_in
 from tiankong.errors import BadOptionError
 from tiankong.index.grounding import CorpusMemory
 from tiankong.service import FillMasker
@@ -55,6 +55,7 @@ from tiankong.tasks.check.request import CheckRequest, Window, prepare_check
 from tiankong.tasks.check.results import Alternative, CheckResult, Edit, apply_edits
 
 ALTERNATIVES = 3  # other characters listed with an edit
+NO_HAN_TO_CHECK = "The text has no Chinese (Han) character: only Chinese characters are checked."
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,7 @@ class Proofreader:
                     mine,
                     self.masker.model.name,
                     round(latency, 2),
+                    [] if has_han(request.text) else [NO_HAN_TO_CHECK],
                 )
             )
         return results

@@ -46,6 +46,7 @@ class CheckResult:
     edits: list[Edit]
     model: str = ""
     latency_ms: float | None = None
+    warnings: list[str] = field(default_factory=list)  # e.g. no Chinese character to check
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
