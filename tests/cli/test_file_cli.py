@@ -163,6 +163,18 @@ def test_a_sentence_in_place_of_a_file_does_not_exist(tmp_path: Path, args: list
     refused(run_cli(*args, *NO_MODEL, cwd=tmp_path), "does not exist")
 
 
+def test_a_device_in_place_of_a_file_is_named_so(tmp_path: Path) -> None:
+    done = run_cli("eval", "/dev/null", *NO_MODEL, cwd=tmp_path)
+    refused(done, "Evaluation file '/dev/null' is not a regular file.")
+
+
+def test_index_build_names_its_own_flag(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("画龙点睛\n", encoding="utf-8")
+    (tmp_path / "a.txt").write_text("x\n", encoding="utf-8")
+    done = run_cli("index", "build", "in.txt", "-o", "a.txt", cwd=tmp_path)
+    refused(done, "--output 'a.txt' is a file; name a folder.")
+
+
 def test_fill_of_a_folder_says_it_is_a_folder(tmp_path: Path) -> None:
     (tmp_path / "texts").mkdir()
     done = run_cli("fill", "texts", "-o", "out.jsonl", *NO_MODEL, cwd=tmp_path)

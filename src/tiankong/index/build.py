@@ -65,7 +65,7 @@ def build_index(
         raise IndexInputError("Give at least one input file to index.")
     tokenizer = tokenizer or default_tokenizer()
     out = Path(out_dir)
-    check_output_folder(out, "--out", replaced=True)
+    check_output_folder(out, "--output", replaced=True)
     if os.path.isdir(out) and not (out / MANIFEST).is_file() and any(out.iterdir()):
         raise IndexInputError(f"{out} exists and is not an index; choose an empty or new folder.")
     paths = [Path(path) for path in inputs]
@@ -102,7 +102,7 @@ def build_index(
         task = bar.add_task("spelling", total=1)
         spelling = spelling_arrays(passages, ids, starts, tokenizer)
         bar.advance(task)
-    with made_here(out, "--out"):
+    with made_here(out, "--output"):
         out.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=".building-", dir=out.parent))
     try:

@@ -27,6 +27,8 @@ def require_input(path: Path, what: str) -> None:
         return
     if os.path.isdir(path):
         raise BadDataFileError(f"{what} '{path}' is a folder, not a file.")
+    if os.path.exists(path):  # a device, a pipe or a socket (/dev/null)
+        raise BadDataFileError(f"{what} '{path}' is not a regular file.")
     raise BadDataFileError(f"{what} '{path}' does not exist.")
 
 
