@@ -25,6 +25,11 @@ export function renderCheck(box, data, t, onAccept) {
   }
   sentence.append(document.createTextNode(chars.slice(last).join("")));
   box.append(sentence);
+  for (const warning of data.warnings ?? []) {
+    const note = make("p", "hint", warning); // e.g. no Chinese character: nothing was checked
+    note.dataset.testid = "check-warning";
+    box.append(note);
+  }
   if (!data.edits.length) {
     const clean = make("p", "hint", t("checkClean"));
     clean.dataset.testid = "check-clean";
