@@ -219,6 +219,18 @@ def test_predict_get_bytes_that_are_not_utf8_are_refused(client: TestClient, que
     assert "not valid UTF-8" in error["message"]
 
 
+@pytest.mark.parametrize(
+    ("query", "key"),
+    [(f"text={quote(POEM)}&text=abc", "text"), (f"text={quote(POEM)}&top_k=2&top_k=3", "top_k")],
+)
+def test_predict_get_a_key_given_twice_is_refused(client: TestClient, query: str, key: str) -> None:
+    """The last value was used without a word; a list option still repeats its key."""
+    error = assert_error(client.get(f"/predict?{query}"), 422, "invalid_request")
+    assert error["message"] == f"'{key}' is given 2 times in the query string; give it once."
+    listed = client.get(f"/predict?text={quote(POEM)}&candidates=鸟&candidates=花")
+    assert listed.status_code == 200 and len(listed.json()["candidates"]) == 2
+
+
 def test_predict_get_bad_values(client: TestClient) -> None:
     assert_error(client.get("/predict?text=abc"), 400, "no_mask")
     assert_error(client.get(f"/predict?text={quote(POEM)}&top_k=99"), 400, "top_k_out_of_range")

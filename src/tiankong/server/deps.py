@@ -9,14 +9,17 @@ solves each dependency of each request anew, so one costs a third of the three i
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import Annotated
-from urllib.parse import unquote_to_bytes
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
+from urllib.parse import parse_qsl, unquote_to_bytes
 
 from fastapi import Depends, Request
 
 from tiankong.errors import InvalidRequestError
 from tiankong.server.middleware.security import Allowance, allowance_of
+from tiankong.server.schemas import PredictQuery
 from tiankong.server.state import ServerState, server_state
 from tiankong.serving.predictor import Predictor
 
@@ -60,6 +63,31 @@ async def utf8_query(request: Request) -> None:
             raise InvalidRequestError(
                 "The query string is not valid UTF-8; percent-encode the text as UTF-8."
             ) from None
+
+
+async def once_each(request: Request) -> None:
+    """A key that takes one value, given twice in the query string, is a 422: the last one
+    was used without a word (``?text=画龙点[MASK]&text=abc`` answered abc's error). List
+    options repeat their key (``?candidates=充电&candidates=吃饭``)."""
+    counts = Counter(key for key, _ in parse_qsl(request.scope.get("query_string", b"").decode()))
+    for key, count in counts.items():
+        field = PredictQuery.model_fields.get(key)
+        if (
+            count > 1
+            and field is not None
+            and get_origin(strip_optional(field.annotation)) is not list
+        ):
+            raise InvalidRequestError(
+                f"'{key}' is given {count} times in the query string; give it once."
+            )
+
+
+def strip_optional(annotation: Any) -> Any:
+    """``X | None`` -> ``X``."""
+    args = [arg for arg in get_args(annotation) if arg is not type(None)]
+    return (
+        args[0] if get_origin(annotation) in (Union, UnionType) and len(args) == 1 else annotation
+    )
 
 
 StateDep = Annotated[ServerState, Depends(state_of)]

@@ -13,7 +13,7 @@ from fastapi.responses import FileResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from tiankong import __version__
-from tiankong.server.deps import ServingDep, StateDep, utf8_query
+from tiankong.server.deps import ServingDep, StateDep, once_each, utf8_query
 from tiankong.server.dispatch import check_batch_size, fill_many, fill_one, options_from_fields
 from tiankong.server.middleware.security import Allowance
 from tiankong.server.responses import JSONBody, batch_payload, fill_payload
@@ -77,7 +77,7 @@ async def predict(
     response_model=PredictResponse,
     responses=ERROR_RESPONSES,
     tags=["fill-mask"],
-    dependencies=[Depends(utf8_query)],
+    dependencies=[Depends(utf8_query), Depends(once_each)],
 )
 async def predict_get(serving: ServingDep, query: Annotated[PredictQuery, Query()]) -> Response:
     """The same as POST /predict, for load tests on a URL (percent-encoded UTF-8 text); list
