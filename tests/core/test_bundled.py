@@ -149,6 +149,13 @@ def test_traditional_options_with_one_simplified_form_keep_each_its_own_row() ->
     assert len({row.score for row in rows.values()}) == 1
 
 
+def test_a_traditional_text_any_convention_reproduces_is_answered_in_taiwans() -> None:
+    """OpenCC's standard s2t writes 喫 for 吃, which few users write; it came first."""
+    result = FillMasker.load().predict("肚子餓了，我們去[MASK][MASK]吧。", mode="whole_word")
+    fills = [fill.fill for fill in result.sequences]
+    assert "吃了" in fills and not any("喫" in fill for fill in fills)
+
+
 def test_candidates_answer_with_the_best_option_as_typed() -> None:
     """In traditional text the answer (``sequence``) is the best option's sentence as typed:
     it read 馬馬虎虎 where the option and its row read 马马虎虎."""

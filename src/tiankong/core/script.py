@@ -4,8 +4,9 @@ answered in traditional characters (OpenCC, the ``opencc`` package's own data).
 ``script_of(text)`` decides once per request:
 
 * **traditional**: converting the text to simplified changes it, and one of OpenCC's
-  simplified -> traditional conversions (``s2t``, Taiwan ``s2tw``, Hong Kong ``s2hk``) gives
-  the typed text back exactly. The answer is written with that same conversion;
+  simplified -> traditional conversions (Taiwan ``s2tw``, Hong Kong ``s2hk``, then ``s2t``,
+  whose 喫 and 裏 few users write) gives the typed text back exactly. The answer is written
+  with that same conversion;
 * anything else (simplified text, text with no Han characters, or a mix that no conversion
   reproduces) stays **as typed**: nothing is converted.
 
@@ -32,7 +33,7 @@ from tiankong.core.text import BLANK, MASK
 
 VARIANTS_FILE = PACKAGE_ROOT / "resources" / "variants.tsv"
 TO_SIMPLIFIED = "t2s"
-TO_TRADITIONAL = ("s2t", "s2tw", "s2hk")  # tried in this order: the first that round-trips
+TO_TRADITIONAL = ("s2tw", "s2hk", "s2t")  # tried in this order: the first that round-trips
 NO_HAN_WARNING = (
     "The text has no Chinese (Han) character: this model is for Chinese, so its answers here "
     "mean little."
