@@ -70,8 +70,10 @@ def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:
         ("欲窮千里目，更上一层摟。", "欲窮千里目，更上一层樓。", "欲窮千里目，更上一層樓。"),
         # the wrong character typed simplified among traditional ones: answered in traditional
         ("欲窮千里目，更上一層搂。", "欲窮千里目，更上一層樓。", "欲窮千里目，更上一層樓。"),
-        # ... and among simplified ones, in simplified
-        ("欲窮千里目，更上一层搂。", "欲窮千里目，更上一层楼。", "欲窮千里目，更上一層樓。"),
+        # ... and among simplified ones, in simplified, its 出处 too
+        ("欲窮千里目，更上一层搂。", "欲窮千里目，更上一层楼。", "欲穷千里目，更上一层楼。"),
+        # an idiom typed simplified in a text with traditional words: its 出处 was 畫龍點睛
+        ("我的頭髮很長，画龙点晴。", "我的頭髮很長，画龙点睛。", "画龙点睛"),
     ],
 )
 def test_traditional_text_is_checked_and_fixed_in_its_own_script(

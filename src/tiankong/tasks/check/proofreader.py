@@ -524,11 +524,14 @@ def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
     # character says little of the script (一層搂: 搂 is simplified, its neighbours are not)
     around = (slice(max(0, edit.start - AROUND), edit.start), slice(edit.end, edit.end + AROUND))
     neighbours_typed = all(script.back(checked[part]) == request.text[part] for part in around)
-    simplified_here = between(left, original, right, script.back) != original
+    traditional_here = checked[edit.start : edit.end] != original  # 摟 in 一层摟
+    # traditional where the character was typed so, else where its neighbours were (一層搂);
+    # a simplified form typed here and beside it (一层搂, 画龙点晴 after 頭髮) is answered so
+    as_typed = script.to_typed is not None and (traditional_here or neighbours_typed)
 
     def written(fill: str) -> str:
-        if script.to_typed is None or (simplified_here and not neighbours_typed):
-            return fill  # a simplified form typed here (一层搂, or 层 in 一层樓): answered so
+        if not as_typed:
+            return fill
         return between(left, fill, right, script.back)
 
     suggestion = written(edit.suggestion)
@@ -539,7 +542,8 @@ def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
         original=original,
         suggestion=suggestion,
         alternatives=[replace(a, suggestion=written(a.suggestion)) for a in edit.alternatives],
-        memory=memory_in(edit.memory, script.back),
+        # the 出处 in the script the fix is written in (畫龍點睛 for 画龙点晴 in a text with 頭髮)
+        memory=memory_in(edit.memory, script.back) if as_typed else edit.memory,
     )
 
 
