@@ -241,6 +241,8 @@ def test_oversized_body_by_content_length(client: TestClient) -> None:
     response = client.post("/predict", content=body, headers={"content-type": "application/json"})
     error = assert_error(response, 413, "body_too_large")
     assert "1,000,000" in error["message"]
+    # answered before routing, and still counted under its route, as a streamed body's 413 is
+    assert metric_value(client, "tiankong_requests_total", route="/predict", status="413") >= 1
 
 
 def test_oversized_body_streamed_without_content_length(client: TestClient) -> None:

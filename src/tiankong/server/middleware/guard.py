@@ -106,6 +106,17 @@ class Exchange:
             self.handler.cancel()
 
 
+def route_label(scope: Scope) -> str:
+    """The metrics label of a request: its route's path template. An inference request
+    answered before routing (a 413 by its Content-Length, a 401, a 429, the drain's 503) is
+    labelled by its route too, as one whose body ran over mid-stream is: the same 413 was
+    counted under ``unmatched`` or ``/predict`` by how the body was sent."""
+    route = getattr(scope.get("route"), "path", None)
+    if route is None and (scope["method"], scope["path"]) in INFERENCE_ROUTES:
+        route = scope["path"]  # these routes' templates are their paths
+    return route or "unmatched"
+
+
 class RequestGuard:
     """Metrics, drain, body limit and deadline and disconnects, in one layer (module docstring).
 
@@ -148,9 +159,8 @@ class RequestGuard:
         finally:
             request_timing.reset(token)
             self.metrics.requests_in_flight -= 1
-            route = getattr(scope.get("route"), "path", None) or "unmatched"
             self.metrics.observe_request(
-                route, scope["method"], exchange.status, time.perf_counter() - started
+                route_label(scope), scope["method"], exchange.status, time.perf_counter() - started
             )
 
     async def drain_stage(self, scope: Scope, receive: Receive, send: Send) -> None:
