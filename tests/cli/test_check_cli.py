@@ -140,3 +140,29 @@ def test_check_a_sentence_longer_than_a_file_name(tiny_model_dir: Path) -> None:
     done = run_cli("check", text, "--json", *model_flags(tiny_model_dir))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["text"] == text
+
+
+def test_sigterm_ends_a_file_check_as_ctrl_c_does(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """As in fill: exit 130 with the checkpoint kept, so the run resumes (it was 143)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"第{i}句，画龙点晴。\n" for i in range(20_000)), "utf-8")
+    output = tmp_path / "out.jsonl"
+    command = [sys.executable, "-m", "tiankong", "check", str(source), "-o", str(output)]
+    command += [*model_flags(tiny_model_dir), "--chunk-size", "16"]
+    run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    checkpoint = output.with_name(output.name + ".checkpoint.json")
+    deadline = time.monotonic() + 120
+    while not checkpoint.exists() and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.2)
+    assert checkpoint.exists(), "the run never got going"
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=60) == 130
+    again = run_cli("check", str(source), "-o", str(output), *model_flags(tiny_model_dir))
+    assert again.returncode == 0, again.stderr
+    lines = [json.loads(row)["line"] for row in output.read_text(encoding="utf-8").splitlines()]
+    assert lines == list(range(1, 20_001))  # resumed where it stopped: none twice, none lost

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tiankong.cli.fill import stop_as_interrupted
 from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.predict import excerpt
 from tiankong.cli.root import app
@@ -135,6 +137,8 @@ def check_file(
     check_files(job)  # before the model loads: a missing input, an output that is the input
     total = count_records(source, format_of(source, "auto"))
     checker = load_checker(settings)
+    # SIGTERM ends the run as Ctrl-C does (exit 130, the checkpoint kept), as in fill
+    signal.signal(signal.SIGTERM, stop_as_interrupted)
     console = Console(stderr=True)
     progress = Progress(
         TextColumn("[bold]check"),
