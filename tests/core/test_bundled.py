@@ -165,6 +165,14 @@ def test_candidates_answer_with_the_best_option_as_typed() -> None:
     assert result.candidates[0].option in result.sequence
 
 
+def test_a_corpus_typo_is_not_lifted_where_the_model_refuses_the_right_form() -> None:
+    """One classical line reads 守株待免 (a typo); the idiom's 守株待兔 is held four times but
+    the model finds 兔 absurd in this sentence, so only the typo was lifted: 免 came first."""
+    [candidates] = FillMasker.load().predict("我们不能守株待[MASK]，要主动出击。").masks
+    assert all(c.memory is None for c in candidates), [(c.token, c.memory) for c in candidates]
+    assert candidates[0].token != "免"
+
+
 def test_joint_fills_are_characters_never_punctuation() -> None:
     """A whole word or a [BLANK] fill is a word's characters: the bundled model answered
     手机没电了，赶紧去[MASK][MASK]。 with 了。 (the sentence 赶紧去了。。). A constraint

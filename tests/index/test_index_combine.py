@@ -17,7 +17,8 @@ from tiankong.index import (
     combine_score,
     open_index,
 )
-from tiankong.index.combine import MIN_MODEL_RATIO, holds_evidence
+from tiankong.index.combine import MIN_MODEL_RATIO, holds_evidence, index_row, kept_fills
+from tiankong.index.lookup import BlankMatch
 
 
 def model_row(size: int, seed: int = 0) -> np.ndarray:
@@ -104,6 +105,20 @@ def test_the_index_never_lifts_a_fill_the_model_finds_implausible(
     assert combine_score(plausible_score, match, fill, best_model_score=best) > plausible_score
     absurd = plausible_score / 2
     assert combine_score(absurd, match, fill, best_model_score=best) == absurd
+
+
+def test_a_less_frequent_fill_is_not_moved_where_a_more_frequent_one_was_refused() -> None:
+    """A context whose most frequent fill the model finds absurd: its rarer fills are variants
+    or typos of it (守株待免 beside 守株待兔), or the context is a coincidence."""
+    row = np.full(100, 1e-3)
+    row[10], row[20], row[30] = 0.5, 1e-9, 0.01  # 10: the model's best; 20: absurd to it
+    match = BlankMatch(
+        left=(1, 2, 3), right=(), fills={(20,): 4, (30,): 1, (10,): 4}, positions={}, exact=True
+    )
+    assert kept_fills(row, match) == [(10,)]  # 30 is held less often than the refused 20
+    assert index_row(row, match)[30] == 0.0 and index_row(row, match)[10] > 0.0
+    row[20] = 0.01  # now plausible: every fill is moved
+    assert sorted(kept_fills(row, match)) == [(10,), (20,), (30,)]
 
 
 def test_a_match_of_one_or_two_han_characters_is_no_evidence(

@@ -84,12 +84,25 @@ def index_row(
     (the fills' token at ``position``) with no token in ``skipped`` at any of the blank's
     masks (守株[MASK][MASK]: the fill 人， is no evidence for 人); it sums to at most 1."""
     index = np.zeros_like(model)
-    floor = MIN_MODEL_RATIO * float(model.max())
-    for fill in match.fills:
-        token = fill[position]
-        if not any(t in skipped for t in fill) and model[token] >= floor:
-            index[token] += match.probability(fill)
+    kept = kept_fills(model, match, position, skipped)
+    for fill in kept:
+        index[fill[position]] += match.probability(fill)
     return index
+
+
+def kept_fills(
+    model: np.ndarray, match: BlankMatch, position: int = 0, skipped: AbstractSet[int] = frozenset()
+) -> list[tuple[int, ...]]:
+    """The fills the index may move at one mask: the model finds their token there plausible,
+    none of their tokens is ``skipped``, and no fill the corpus holds more often was refused
+    as implausible. A corpus's less frequent fill of a context whose most frequent one the
+    model finds absurd is a variant or a typo of it (我们不能守株待[MASK]: the model refuses 兔,
+    held four times, and 免, one classical line's typo, was lifted first), or the context is a
+    coincidence."""
+    floor = MIN_MODEL_RATIO * float(model.max())
+    fills = [fill for fill in match.fills if not any(t in skipped for t in fill)]
+    refused = max((match.fills[f] for f in fills if model[f[position]] < floor), default=0)
+    return [f for f in fills if model[f[position]] >= floor and match.fills[f] >= refused]
 
 
 def combine_distribution(

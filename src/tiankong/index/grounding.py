@@ -31,7 +31,7 @@ from tiankong.index.combine import (
     FITTED_WEIGHT,
     combine_distribution,
     combine_score,
-    plausible,
+    kept_fills,
     supports,
 )
 from tiankong.index.lookup import Blank, BlankLookup, BlankMatch, blanks_of
@@ -116,14 +116,9 @@ class CorpusMemory:
             if found is None:
                 return None
             match, position = found
-            model_row = probabilities[number]
-            if not plausible(float(model_row[token_id]), float(model_row.max())):
-                return None  # the index did not move it: no evidence shown
-            counts = {
-                fill: n
-                for fill, n in match.fills.items()
-                if fill[position] == token_id and not self.punctuation_ids.intersection(fill)
-            }
+            kept = kept_fills(probabilities[number], match, position, self.punctuation_ids)
+            # only what the index moved has evidence (combine.index_row, the same fills)
+            counts = {fill: match.fills[fill] for fill in kept if fill[position] == token_id}
             if not counts:
                 return None
             best: tuple[int, ...] = max(counts, key=counts.__getitem__)
