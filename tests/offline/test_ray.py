@@ -82,6 +82,20 @@ def test_what_ray_data_would_stop_on_is_one_sentence_first(
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text('{"text": "画龙点[MASK]"}\nnot json\n', encoding="utf-8")
     cases.append((FillJob(mixed, tmp_path / "b"), BadDataFileError, "Line 2 of 'mixed.jsonl'"))
+    # a line that is JSON but no object (a traceback from pandas), a field that changes type
+    # (Ray turned the number 1 into the string "1", or stopped on the block)
+    array = tmp_path / "array.jsonl"
+    array.write_text('{"text": "画龙点[MASK]"}\n["a", "b"]\n', encoding="utf-8")
+    cases.append((FillJob(array, tmp_path / "c"), BadDataFileError, "Line 2 .* not a JSON object"))
+    typed = tmp_path / "typed.jsonl"
+    typed.write_text(
+        '{"text": "画龙点[MASK]", "id": 1}\n{"text": "好[MASK]", "id": null}\n'
+        '{"text": "春眠不觉[MASK]", "id": "b"}\n',
+        encoding="utf-8",
+    )
+    cases.append(
+        (FillJob(typed, tmp_path / "d"), BadDataFileError, "Line 3 .* 'id' as a string, line 1")
+    )
     for job, error, words in cases:
         with pytest.raises(error, match=words):
             run_ray_fill(job, settings, PredictOptions())

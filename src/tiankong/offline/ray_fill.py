@@ -120,17 +120,44 @@ def check_ray_files(job: FillJob, kind: str) -> None:
             f"The output folder '{output}' is not empty; name a new or empty folder (--ray "
             "writes its shards there, and a second run's would sit beside the first's)."
         )
+    seen: dict[str, tuple[str, int]] = {}  # field -> (its JSON type, the line it was first seen)
+    elsewhere = "(tiankong fill without --ray sends bad lines to an errors file)"
     with open_text(job.input, "Input file") as handle:
         for number, line in enumerate(handle, start=1):
             if kind != "jsonl" or not line.strip():
                 continue
+            where = f"Line {number} of '{job.input.name}'"
             try:
-                json.loads(line)
+                record = json.loads(line)
             except ValueError:
                 raise BadDataFileError(
-                    f"Line {number} of '{job.input.name}' is not valid JSON; on Ray every line "
-                    "must be (tiankong fill without --ray sends bad lines to an errors file)."
+                    f"{where} is not valid JSON; on Ray every line must be {elsewhere}."
                 ) from None
+            if not isinstance(record, dict):
+                raise BadDataFileError(
+                    f"{where} is not a JSON object; on Ray every line must be one {elsewhere}."
+                )
+            for field, value in record.items():  # Arrow gives a column one type
+                kind_of = json_type(value)
+                first = seen.setdefault(field, (kind_of, number))
+                if kind_of != first[0] and "null" not in (kind_of, first[0]):
+                    raise BadDataFileError(
+                        f"{where} has field '{field}' as {kind_of}, line {first[1]} as "
+                        f"{first[0]}; on Ray a field keeps one type {elsewhere}."
+                    )
+
+
+def json_type(value: object) -> str:
+    """JSON's name for the type of a parsed value (a number is one type, as Arrow widens it)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
 
 
 def count_rows(folder: Path) -> int:
