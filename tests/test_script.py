@@ -11,8 +11,11 @@ from tiankong.core.script import script_of, standard, standard_lines, written_in
 
 def test_traditional_text_is_converted_and_mixed_text_is_left_as_typed() -> None:
     assert script_of("處處聞啼[MASK]。").simplified == "处处闻啼[MASK]。"
-    assert script_of("處處聞啼[MASK]。").to_typed == "s2t"
+    # every convention reproduces it: Taiwan's comes first (s2t writes 喫 for 吃)
+    assert script_of("處處聞啼[MASK]。").to_typed == "s2tw"
     assert script_of("臺灣的[MASK]很好吃").to_typed == "s2tw"  # Taiwan forms round-trip there
+    assert script_of("這裏的[MASK]很好").to_typed == "s2hk"  # 裏: Hong Kong's, not Taiwan's 裡
+    assert script_of("他喫了[MASK]").to_typed == "s2t"  # 喫: only OpenCC's standard
     assert not script_of("处处闻啼[MASK]。").converted  # simplified already
     assert not script_of("这裏[MASK]").converted  # mixed: as typed
     assert not script_of("The [MASK] is").converted
