@@ -23,6 +23,9 @@ def checker() -> Proofreader:
         ("欲穷千里目，更上一层搂。", "欲穷千里目，更上一层楼。", "更上一层楼"),
         # one fix, the idiom's: the model's 补 -> 不 beside it made 亡羊不牢
         ("亡羊补劳，犹未为晚。", "亡羊补牢，犹未为晚。", "亡羊补牢"),
+        # ... and where the corpus index's match fixes it (its 出处 reads 补 as written)
+        ("亡羊补劳。", "亡羊补牢。", "亡羊补牢"),
+        ("亡羊补劳", "亡羊补牢", "亡羊补牢"),
         # the text's last mark is not the corpus's (。 there, ？ in the poem): still the line
         ("床前明月光，疑是地上箱！", "床前明月光，疑是地上霜！", "疑是地上霜"),
         ("红豆生南国，春来发几技。", "红豆生南国，春来发几枝。", "春来发几枝"),

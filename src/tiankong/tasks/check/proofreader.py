@@ -380,22 +380,31 @@ class Proofreader:
                 edit = self.model_edit(window, slot, masked[slot])
             if edit is not None:
                 edits.append(edit)
-        return self.within_idioms(window, edits, near)
+        return self.confirmed(window, edits, near, matches)
 
-    def within_idioms(
-        self, window: Window, edits: list[Edit], near: dict[int, tuple[int, str, bool]]
+    def confirmed(
+        self,
+        window: Window,
+        edits: list[Edit],
+        near: dict[int, tuple[int, str, bool]],
+        matches: dict[int, Any],
     ) -> list[Edit]:
-        """An idiom fix makes its four characters the idiom, so no other edit may change one of
-        them (亡羊补劳 was fixed to 亡羊不牢: the model's 补 -> 不 beside the idiom's 劳 -> 牢)."""
+        """A fix with evidence holds the characters its evidence reads as written: an idiom's
+        four, the corpus match's context. The model may not edit one of them (亡羊补劳 was
+        fixed to 亡羊不牢: the model's 补 -> 不 beside 劳 -> 牢, whose 出处 reads 亡羊补牢)."""
         held: set[int] = set()
         for edit in edits:
+            slot = window.slot_of(edit.start)
             if edit.source == "idioms":
-                slot = window.slot_of(edit.start)
                 held |= set(idiom_run(window.chars, slot, edit.suggestion, near[slot][1]))
+            elif edit.source == "index":
+                match, at = matches[slot], window.positions[slot]
+                low, high = at - len(match.left), at + len(match.right)
+                held |= {other for other, p in enumerate(window.positions) if low <= p <= high}
         return [
             edit
             for edit in edits
-            if edit.source == "idioms" or window.slot_of(edit.start) not in held
+            if edit.source != "model" or window.slot_of(edit.start) not in held
         ]
 
     def index_edit(
