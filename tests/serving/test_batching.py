@@ -542,8 +542,12 @@ async def test_a_search_reserves_its_rows_in_the_queue_but_not_ahead_of_plain_it
             # larger than the queue: admitted while no other search is ahead, plain or not
             with batcher.search_admission(50):
                 assert batcher.describe()["searches"] == 1
-                with pytest.raises(OverloadedError), batcher.search_admission(1):
-                    pass
+                # it reserves half the queue, not all of it: a small search still gets in
+                assert batcher.describe()["search_rows_reserved"] == 5
+                with batcher.search_admission(3):
+                    assert batcher.describe()["searches"] == 2
+                with pytest.raises(OverloadedError), batcher.search_admission(5):
+                    pass  # 1 plain + 5 reserved + 5 > 10
         assert await asyncio.gather(*plain) == ["P"]
 
 
