@@ -159,9 +159,8 @@ def test_predict_choose_copy_and_errors(page: Page, base_url: str, tiny_model_di
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page.png"), full_page=True)
 
-    # top-k changes the list length
+    # top-k changes the list length, as soon as it is chosen (it waited for Enter before)
     page.get_by_test_id("top-k").select_option("3")
-    box.press("Enter")
     expect(candidates).to_have_count(3)
 
     # a sentence without a mask shows the error, in Chinese first
@@ -178,6 +177,40 @@ def test_predict_choose_copy_and_errors(page: Page, base_url: str, tiny_model_di
     expect(box).to_have_value("画龙点[MASK]")
     expect(error).to_be_hidden()
     expect(candidates).to_have_count(3)
+
+
+def test_constraints_are_off_in_candidates_mode(page: Page, base_url: str) -> None:
+    """The candidates are the blank's only fills: a preset left from another mode made the
+    成语选择 example a 400; the fields are disabled there and not sent."""
+    page.goto(base_url)
+    page.get_by_test_id("advanced").locator("summary").click()
+    page.get_by_test_id("preset").select_option("no_punctuation")
+    page.get_by_test_id("example-choice").click()
+    expect(page.get_by_test_id("mode-candidates")).to_be_checked()
+    expect(page.get_by_test_id("option")).to_have_count(4)
+    expect(page.get_by_test_id("error")).to_be_hidden()
+    for field in ("preset", "allowed", "exclude"):
+        expect(page.get_by_test_id(field)).to_be_disabled()
+    choose_mode(page, "single")
+    expect(page.get_by_test_id("preset")).to_be_enabled()
+
+
+def test_a_prediction_asked_for_while_one_runs_is_answered(page: Page, base_url: str) -> None:
+    """A click while a request ran was dropped: the old answer stayed under the new text."""
+    slow = {"first": True}
+
+    def delay_the_first(route: Any) -> None:
+        if slow.pop("first", False):
+            page.wait_for_timeout(1500)
+        route.continue_()
+
+    page.goto(base_url)
+    page.route("**/predict", delay_the_first)
+    box = page.get_by_test_id("input")
+    box.fill("太阳从东[MASK]升起。")
+    box.press("Enter")
+    page.get_by_test_id("example-idiom").click()  # while the first is still on its way
+    expect(page.get_by_test_id("sentence")).to_contain_text("画龙点")
 
 
 def test_english_toggle_and_phone_width(page: Page, base_url: str) -> None:

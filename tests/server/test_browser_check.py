@@ -84,6 +84,13 @@ def test_check_mode_underlines_and_accepts_fixes(page: Page, base_url: str) -> N
     expect(page.get_by_test_id("check-sentence")).to_have_text(TEXT.replace("晴", "睛"))
     expect(page.get_by_test_id("suspect")).to_have_count(len(fixes) - 1)
 
+    # text typed after the check: its fixes would overwrite it, so the answer goes
+    page.get_by_test_id("input").press("End")
+    page.get_by_test_id("input").press_sequentially("我今天很高兴。")
+    expect(page.get_by_test_id("check-output")).to_be_hidden()
+    page.get_by_test_id("predict").click()
+    expect(page.get_by_test_id("check-output")).to_be_visible()
+
     # a clean sentence says so
     page.get_by_test_id("input").fill("白日依山尽，黄河入海流。")
     page.get_by_test_id("predict").click()

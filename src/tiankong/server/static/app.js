@@ -24,6 +24,7 @@ const EXAMPLES = {
 const state = {
   lang: "zh", data: null, segments: [], fills: [], busy: false, lastError: null, apiKey: "",
   checked: null, // the last /check answer (校对 mode), with the fixes accepted so far
+  again: false, // asked to predict while a request ran
 };
 const $ = (id) => document.getElementById(id);
 const API_KEY_STORAGE = "tiankong-api-key";
@@ -98,7 +99,10 @@ function setMode(mode) {
 }
 
 function onModeChange() {
-  $("candidates-box").hidden = currentMode() !== "candidates";
+  const mode = currentMode();
+  $("candidates-box").hidden = mode !== "candidates";
+  // the candidates are the blank's only fills: constraints don't apply there (a 400 if sent)
+  for (const id of ["preset", "allowed", "exclude"]) $(id).disabled = mode === "candidates";
   showModeHint();
 }
 
@@ -121,7 +125,10 @@ function requestBody() {
     order: $("order").value,
     max_blank_length: Number($("max-blank").value),
   };
-  if (mode === "candidates") body.candidates = splitList($("candidates").value);
+  if (mode === "candidates") {
+    body.candidates = splitList($("candidates").value);
+    return body; // the constraint fields are disabled in this mode (onModeChange)
+  }
   if ($("preset").value) body.preset = $("preset").value;
   const allowed = splitList($("allowed").value);
   const exclude = splitList($("exclude").value);
@@ -148,7 +155,11 @@ function setBusy(busy) {
 }
 
 async function predict() {
-  if (state.busy) return;
+  if (state.busy) {
+    state.again = true; // asked again while a request runs: run once more after it, not dropped
+    return;
+  }
+  state.again = false;
   if (keyRefused()) {
     $("api-key").focus();
     return;
@@ -175,6 +186,7 @@ async function predict() {
   } finally {
     setBusy(false);
     refreshInfo();
+    if (state.again) predict(); // the text or mode changed meanwhile: answer what is shown now
   }
 }
 
@@ -205,6 +217,8 @@ function renderChecked(data) {
   renderCheck($("check-result"), data, t, (edit) => {
     renderChecked(acceptEdit(state.checked, edit));
     $("text").value = state.checked.text;
+    // the list was drawn anew: focus goes to the next fix, or back to the text
+    (document.querySelector('[data-testid="accept-fix"]') ?? $("text")).focus();
   });
   $("output").hidden = true;
   $("check-output").hidden = false;
@@ -325,6 +339,15 @@ function init() {
   onModeChange();
   applyLanguage();
   $("text").addEventListener("keydown", onKeyDown);
+  // a check answers the text as it was sent: once the text changes, its fixes would overwrite
+  // what was typed since, so the answer goes
+  $("text").addEventListener("input", () => {
+    if (state.checked && $("text").value !== state.checked.text) $("check-output").hidden = true;
+  });
+  // the list length follows the selector: answered again when an answer is shown
+  $("top-k").addEventListener("change", () => {
+    if (!$("output").hidden) predict();
+  });
   for (const id of ["candidates", "allowed", "exclude"]) $(id).addEventListener("keydown", onKeyDown);
   $("predict").addEventListener("click", predict);
   $("insert-mask").addEventListener("click", () => insertMarker(MASK));
