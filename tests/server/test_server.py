@@ -377,6 +377,8 @@ def test_hf_targets_capped_by_top_k(client: TestClient) -> None:
         ({"inputs": POEM, "parameters": {"targets": []}}, 400, "bad_option"),
         ({"inputs": POEM, "parameters": {"targets": ["😀"]}}, 400, "bad_option"),
         ({"inputs": POEM, "parameters": {"targets": [""]}}, 400, "bad_option"),
+        # a word piece: read as # # 鸟, it was scored as the token # under the name ##鸟
+        ({"inputs": POEM, "parameters": {"targets": ["鸟", "##鸟"]}}, 400, "bad_option"),
         ({"inputs": 7}, 422, "invalid_request"),
         ({"text": POEM}, 422, "invalid_request"),
         ({"inputs": POEM, "parameters": {"top_k": "x"}}, 422, "invalid_request"),
