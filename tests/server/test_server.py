@@ -519,6 +519,8 @@ def test_metrics(client: TestClient) -> None:
     assert "tiankong_queue_depth" in response.text and "tiankong_batch_size_bucket" in response.text
     client.get("/no/such/page/123")
     assert "/no/such/page/123" not in client.get("/metrics").text  # unmatched paths share a label
+    assert client.get("/static/app.js").status_code == 200  # the page's files: their own label
+    assert metric_value(client, "tiankong_requests_total", route="/static", status="200") >= 1
 
 
 def test_docs_and_openapi_examples(client: TestClient) -> None:

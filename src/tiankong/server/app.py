@@ -32,7 +32,7 @@ from tiankong.config import Settings, check_settings
 from tiankong.server import check_routes, hf, routes
 from tiankong.server.error_handlers import install_error_handlers
 from tiankong.server.metrics import ServerMetrics
-from tiankong.server.middleware.guard import RequestGuard
+from tiankong.server.middleware.guard import STATIC_PATH, RequestGuard
 from tiankong.server.middleware.security import cors_layer, security_layer
 from tiankong.server.state import ServerState
 from tiankong.service import FillMasker
@@ -104,7 +104,7 @@ def create_app(
     app.include_router(routes.router)
     app.include_router(hf.router)
     app.include_router(check_routes.router)
-    app.mount("/static", StaticFiles(directory=routes.STATIC_DIR), name="static")
+    app.mount(STATIC_PATH, StaticFiles(directory=routes.STATIC_DIR), name="static")
     add_docs(app)
     return app
 

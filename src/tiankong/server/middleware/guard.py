@@ -106,6 +106,9 @@ class Exchange:
             self.handler.cancel()
 
 
+STATIC_PATH = "/static"  # where server/app.py mounts the page's files
+
+
 def route_label(scope: Scope) -> str:
     """The metrics label of a request: its route's path template. An inference request
     answered before routing (a 413 by its Content-Length, a 401, a 429, the drain's 503) is
@@ -114,6 +117,8 @@ def route_label(scope: Scope) -> str:
     route = getattr(scope.get("route"), "path", None)
     if route is None and (scope["method"], scope["path"]) in INFERENCE_ROUTES:
         route = scope["path"]  # these routes' templates are their paths
+    if route is None and scope["path"].startswith(f"{STATIC_PATH}/"):
+        route = STATIC_PATH  # the page's files (a mount sets no route): one label
     return route or "unmatched"
 
 
