@@ -62,16 +62,33 @@ DEFAULT_TOP_K = Settings.default_top_k  # written once, in config.py
 OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "data2vec-text", "xmod")
 
 
+# Models whose mixing of tokens ignores the attention mask (ConvBERT's convolution, Funnel's
+# pooling, FNet's Fourier transform): padding changes their answers, so they run unpadded.
+READS_PADDING = ("convbert", "funnel", "fnet")
+
+
+def model_config(model: ResolvedModel) -> dict[str, Any]:
+    """The model's config.json, or {} where it has none to read."""
+    try:
+        config = json.loads((model.path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # no config to read (resolve_model refuses such a folder)
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def reads_padding(model: ResolvedModel) -> bool:
+    """Whether a padded row's answer differs from the row alone (``READS_PADDING``): a text
+    batched with longer ones got other answers (ConvBERT: 8 of 12 top-1s), kept by the cache."""
+    return model_config(model).get("model_type") in READS_PADDING
+
+
 def check_window(model: ResolvedModel, max_length: int) -> None:
     """Refuse a window longer than the model has positions for (``max_position_embeddings``
     in its config.json), before its engine starts: a longer row fails in the engine, and in a
     server every request batched with it fails too. Refused rather than cut to fit, so the
     window in force is the one asked for; the default (128) is within every BERT's 512."""
-    try:
-        config = json.loads((model.path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # no config to read (resolve_model refuses such a folder)
-        return
-    positions = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    config = model_config(model)
+    positions = config.get("max_position_embeddings")
     if not isinstance(positions, int) or isinstance(positions, bool):
         return
     which = "max_position_embeddings"
@@ -111,6 +128,7 @@ class FillMasker:
         self.engine = engine
         self.settings = settings
         self.banned = banned_token_ids(encoder.vocab)
+        self.unpadded = reads_padding(model)  # each engine call's rows of one length
         self.index = index or MemoryChoice("none", None, "no index was given")
         # the corpus index, mixed in at the decode stage (None: the model's own numbers)
         self.memory: FillMemory | None = self.index.memory
@@ -289,6 +307,7 @@ class FillMasker:
             settings.max_batch_size,
             settings.max_batch_tokens,
             settings.max_batch_size * settings.max_masks,
+            same_length=self.unpadded,
         )
 
     def mask_probabilities(self, prepared: Sequence[PreparedText]) -> list[np.ndarray]:

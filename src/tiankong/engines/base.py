@@ -63,12 +63,15 @@ def engine_calls(
     max_rows: int,
     max_tokens: int,
     max_outputs: int,
+    same_length: bool = False,
 ) -> list[tuple[int, int]]:
     """``rows`` cut, in order, into ``(start, end)`` slices, one engine call each: at most
     ``max_rows`` rows, ``max_tokens`` padded tokens (rows x the longest) and ``max_outputs``
     output rows (the asked positions, one logits row of the vocabulary each). A row over a
     limit on its own is a call alone. So one call's memory is bounded by the limits whatever
     asked for it: a proofreading window asks for every character's distribution.
+    ``same_length``: rows of one call are all one length, never padded (a model whose mixing
+    of tokens reads the padding: ``reads_padding``).
 
     >>> engine_calls([[1, 2, 3]] * 5, [[1, 2]] * 5, max_rows=4, max_tokens=9, max_outputs=5)
     [(0, 2), (2, 4), (4, 5)]
@@ -78,7 +81,8 @@ def engine_calls(
     for end, (row, wanted) in enumerate(zip(rows, asked, strict=True)):
         grown = max(longest, len(row))
         if end > start and (
-            end - start >= max_rows
+            (same_length and len(row) != len(rows[start]))
+            or end - start >= max_rows
             or (end - start + 1) * grown > max_tokens
             or outputs + len(wanted) > max_outputs
         ):
