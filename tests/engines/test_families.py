@@ -48,3 +48,29 @@ def test_a_text_batched_with_longer_ones_gets_its_own_answer(tmp_path: Path) -> 
         assert [c.token_id for c in alone] == [row["token"] for row in reference], text
         for ours, theirs in zip(alone, reference, strict=True):
             assert ours.score == pytest.approx(theirs["score"], abs=1e-4)
+
+
+def test_an_ernie_with_task_ids_exports_to_onnx(tmp_path: Path) -> None:
+    """ERNIE 3.0's task-type embedding (use_task_id): ORT's fused EmbedLayerNormalization
+    dropped it, the export differed from torch by 15, and the default engine refused the model
+    (exit 1); the fusion is off for such a model."""
+    import torch
+    from transformers import BertTokenizer, ErnieConfig, ErnieForMaskedLM, pipeline
+
+    torch.manual_seed(0)
+    folder = tmp_path / "ernie"
+    config = ErnieConfig(
+        vocab_size=21128, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=128, use_task_id=True, task_type_vocab_size=3, initializer_range=0.4,
+    )  # fmt: skip
+    ErnieForMaskedLM(config).save_pretrained(folder)
+    BertTokenizer(str(VOCAB_FILE)).save_pretrained(folder)
+    settings = Settings(
+        engine="onnx", precision="fp32", threads=1, onnx_cache_dir=str(tmp_path / "cache")
+    )
+    masker = FillMasker.load(str(folder), settings, index="none")
+    reference = pipeline("fill-mask", model=str(folder), top_k=3)(TEXTS[0])
+    ours = masker.predict(TEXTS[0], top_k=3).masks[0]
+    assert [c.token_id for c in ours] == [row["token"] for row in reference]
+    for candidate, row in zip(ours, reference, strict=True):
+        assert candidate.score == pytest.approx(row["score"], abs=1e-4)
