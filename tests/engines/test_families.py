@@ -74,3 +74,30 @@ def test_an_ernie_with_task_ids_exports_to_onnx(tmp_path: Path) -> None:
     assert [c.token_id for c in ours] == [row["token"] for row in reference]
     for candidate, row in zip(ours, reference, strict=True):
         assert candidate.score == pytest.approx(row["score"], abs=1e-4)
+
+
+def test_a_mobilebert_exports_the_whole_sequence_graph(tmp_path: Path) -> None:
+    """MobileBERT's layers pass the last-layer-at-the-masks check but compute otherwise: that
+    graph's trace raised and the export failed with a traceback (exit 1); it falls back to the
+    whole-sequence graph, as it does when that graph differs from torch."""
+    import torch
+    from transformers import BertTokenizer, MobileBertConfig, MobileBertForMaskedLM, pipeline
+
+    torch.manual_seed(0)
+    folder = tmp_path / "mobilebert"
+    config = MobileBertConfig(
+        vocab_size=21128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, embedding_size=32, intra_bottleneck_size=32, true_hidden_size=32,
+        num_feedforward_networks=1, initializer_range=0.4,
+    )  # fmt: skip
+    MobileBertForMaskedLM(config).save_pretrained(folder)
+    BertTokenizer(str(VOCAB_FILE)).save_pretrained(folder)
+    settings = Settings(
+        engine="onnx", precision="fp32", threads=1, onnx_cache_dir=str(tmp_path / "cache")
+    )
+    masker = FillMasker.load(str(folder), settings, index="none")
+    reference = pipeline("fill-mask", model=str(folder), top_k=3)(TEXTS[0])
+    ours = masker.predict(TEXTS[0], top_k=3).masks[0]
+    assert [c.token_id for c in ours] == [row["token"] for row in reference]
+    for candidate, row in zip(ours, reference, strict=True):
+        assert candidate.score == pytest.approx(row["score"], abs=1e-4)

@@ -134,15 +134,26 @@ def export_fp32(folder: Path, out_file: Path, threads: int) -> dict[str, Any]:
         faster = masks_only_last_layer(load_masked_lm(folder))
         report: dict[str, Any] = {}
         if faster is not None:
-            report = export_checked(faster, out_file, model.config, check_inputs, expected, 1)
-            report["last_layer"] = "at_masks"
-            if report["max_abs_diff_vs_torch"] > MAX_EXPORT_DIFF:
+            try:
+                report = export_checked(faster, out_file, model.config, check_inputs, expected, 1)
+            except Exception as error:
+                # MobileBERT's and I-BERT's layers pass the structural check (query, key,
+                # value) but compute otherwise, and the hand-written last layer failed in the
+                # trace; the whole-sequence graph exports them (6e-6 and 3e-5 from torch)
+                log.warning(
+                    "The ONNX graph with the last layer at the masks could not be made (%s); "
+                    "exporting the whole-sequence graph instead.",
+                    type(error).__name__,
+                )
+            if report and report["max_abs_diff_vs_torch"] > MAX_EXPORT_DIFF:
                 log.warning(
                     "The ONNX graph with the last layer at the masks differs from torch by %.2g; "
                     "exporting the whole-sequence graph instead.",
                     report["max_abs_diff_vs_torch"],
                 )
                 report = {}
+            if report:
+                report["last_layer"] = "at_masks"
         if not report:
             report = export_checked(reference, out_file, model.config, check_inputs, expected)
             report["last_layer"] = "every_row"
