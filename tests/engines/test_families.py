@@ -101,3 +101,32 @@ def test_a_mobilebert_exports_the_whole_sequence_graph(tmp_path: Path) -> None:
     assert [c.token_id for c in ours] == [row["token"] for row in reference]
     for candidate, row in zip(ours, reference, strict=True):
         assert candidate.score == pytest.approx(row["score"], abs=1e-4)
+
+
+@pytest.mark.processes
+def test_an_export_that_fails_is_one_sentence_with_its_details_in_a_file(tmp_path: Path) -> None:
+    """FNet's Fourier transform has no ONNX op: the export worker printed a 28-line traceback
+    before the sentence; the traceback now goes to a file the sentence names."""
+    import torch
+    from cli_helpers import run_cli
+    from transformers import BertTokenizer, FNetConfig, FNetForMaskedLM
+
+    torch.manual_seed(0)
+    folder = tmp_path / "fnet"
+    config = FNetConfig(
+        vocab_size=21128, hidden_size=64, num_hidden_layers=2, intermediate_size=128
+    )
+    FNetForMaskedLM(config).save_pretrained(folder)
+    BertTokenizer(str(VOCAB_FILE)).save_pretrained(folder)
+    done = run_cli(
+        "predict", TEXTS[0], "--model", str(folder), "--index", "none", "--engine", "onnx",
+        "--precision", "fp32", "--onnx-cache-dir", str(tmp_path / "cache"),
+    )  # fmt: skip
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    [sentence] = [line for line in done.stderr.splitlines() if line.strip()]
+    assert (
+        sentence.startswith("error: Exporting 'fnet' to ONNX failed")
+        and "--engine torch" in sentence
+    )
+    log_file = Path(sentence.split("the details are in ")[1].split(";")[0])
+    assert "Traceback" in log_file.read_text(encoding="utf-8")

@@ -154,9 +154,15 @@ def main() -> int:
     except TiankongError as error:
         print(json.dumps({"error": type(error).__name__, "message": error.message}))
         return 1
-    except Exception as error:  # a bug or a library failure: details to stderr, one line out
-        traceback.print_exc()
-        message = f"Exporting '{request.model_name}' to ONNX failed ({type(error).__name__})."
+    except Exception as error:  # a bug or a library failure: details to a file, one line out
+        message = f"Exporting '{request.model_name}' to ONNX failed ({type(error).__name__})"
+        log_file = Path(request.entry).with_name(Path(request.entry).name + ".failed.log")
+        try:  # the traceback (28-68 lines on the user's screen before) kept for a report
+            log_file.write_text(traceback.format_exc(), encoding="utf-8")
+            message += f"; the details are in {log_file}"
+        except OSError:
+            traceback.print_exc()
+        message += "; use --engine torch for this model."
         print(json.dumps({"error": "EngineError", "message": message}))
         return 1
     return 0
