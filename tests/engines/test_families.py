@@ -4,6 +4,7 @@ whatever it is batched with, on the torch engine (FP32, index off)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,6 +30,22 @@ def build_convbert(folder: Path) -> Path:
         intermediate_size=128, embedding_size=64, initializer_range=0.4,
     )  # fmt: skip
     ConvBertForMaskedLM(config).save_pretrained(folder)
+    BertTokenizer(str(VOCAB_FILE)).save_pretrained(folder)
+    return folder
+
+
+def build_mobilebert(folder: Path) -> Path:
+    """A tiny random MobileBERT (its layers have BERT's names but compute otherwise)."""
+    import torch
+    from transformers import BertTokenizer, MobileBertConfig, MobileBertForMaskedLM
+
+    torch.manual_seed(0)
+    config = MobileBertConfig(
+        vocab_size=21128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, embedding_size=32, intra_bottleneck_size=32, true_hidden_size=32,
+        num_feedforward_networks=1, initializer_range=0.4,
+    )  # fmt: skip
+    MobileBertForMaskedLM(config).save_pretrained(folder)
     BertTokenizer(str(VOCAB_FILE)).save_pretrained(folder)
     return folder
 
@@ -80,18 +97,9 @@ def test_a_mobilebert_exports_the_whole_sequence_graph(tmp_path: Path) -> None:
     """MobileBERT's layers pass the last-layer-at-the-masks check but compute otherwise: that
     graph's trace raised and the export failed with a traceback (exit 1); it falls back to the
     whole-sequence graph, as it does when that graph differs from torch."""
-    import torch
-    from transformers import BertTokenizer, MobileBertConfig, MobileBertForMaskedLM, pipeline
+    from transformers import pipeline
 
-    torch.manual_seed(0)
-    folder = tmp_path / "mobilebert"
-    config = MobileBertConfig(
-        vocab_size=21128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=64, embedding_size=32, intra_bottleneck_size=32, true_hidden_size=32,
-        num_feedforward_networks=1, initializer_range=0.4,
-    )  # fmt: skip
-    MobileBertForMaskedLM(config).save_pretrained(folder)
-    BertTokenizer(str(VOCAB_FILE)).save_pretrained(folder)
+    folder = build_mobilebert(tmp_path / "mobilebert")
     settings = Settings(
         engine="onnx", precision="fp32", threads=1, onnx_cache_dir=str(tmp_path / "cache")
     )
@@ -101,6 +109,20 @@ def test_a_mobilebert_exports_the_whole_sequence_graph(tmp_path: Path) -> None:
     assert [c.token_id for c in ours] == [row["token"] for row in reference]
     for candidate, row in zip(ours, reference, strict=True):
         assert candidate.score == pytest.approx(row["score"], abs=1e-4)
+
+
+def test_torch_int8_keeps_the_head_in_fp32(tmp_path: Path) -> None:
+    """Dynamic INT8 quantized the head's decoder too; MobileBERT's head reads its weight, which
+    a quantized Linear has not, and the first request failed with a traceback."""
+    import torch
+
+    folder = build_mobilebert(tmp_path / "mobilebert")
+    settings = Settings(engine="torch", precision="int8", threads=1)
+    masker = FillMasker.load(str(folder), settings, index="none")
+    assert len(masker.predict(TEXTS[0], top_k=3).masks[0]) == 3
+    engine: Any = masker.engine
+    linears = [m for m in engine.model.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears and all(any(m is h for h in engine.head.modules()) for m in linears)
 
 
 @pytest.mark.processes

@@ -22,6 +22,24 @@ def mlm_head(model: Any) -> Any | None:
     return getattr(model, "cls", None) or getattr(model, "lm_head", None)
 
 
+def int8_linears(model: Any) -> set[Any]:
+    """What dynamic INT8 quantizes: every Linear of the encoder. The MLM head stays FP32 (its
+    decoder is tied to the embeddings; MobileBERT's head reads ``decoder.weight``, which a
+    quantized Linear has not, and failed on the first request), as the ONNX recipe scores its
+    best candidates with an FP32 head. Without a known head, every Linear, by type."""
+    import torch
+
+    head = mlm_head(model)
+    if head is None:
+        return {torch.nn.Linear}
+    in_head = {id(module) for module in head.modules()}
+    return {
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear) and id(module) not in in_head
+    }
+
+
 def pick_device(requested: str) -> str:
     import torch
 
@@ -95,7 +113,7 @@ class TorchEngine:
         # of 12 is stored in steps of 0.008.
         fp32_head = copy.deepcopy(mlm_head(model)) if precision == "fp16" else None
         if precision == "int8":
-            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, torch.qint8)
+            model = torch.ao.quantization.quantize_dynamic(model, int8_linears(model), torch.qint8)
         elif precision == "fp16":
             model = model.half()
         self.model = model.to(self.device).eval()
