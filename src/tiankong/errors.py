@@ -93,6 +93,13 @@ class ModelUnavailableError(TiankongError):
     code = "model_unavailable"
 
 
+class EngineUnavailableError(ModelUnavailableError):
+    """The model can't run on the engine asked for: its ONNX export fails, or differs from the
+    torch model (another engine may serve it: the message names one)."""
+
+    code = "engine_unavailable"
+
+
 # --- corpus index availability ----------------------------------------------------------------
 
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tiankong.core.models import require_trained
-from tiankong.errors import EngineError, ModelUnavailableError
+from tiankong.errors import EngineUnavailableError, ModelUnavailableError
 
 if TYPE_CHECKING:
     pass
@@ -160,7 +160,7 @@ def export_fp32(folder: Path, out_file: Path, threads: int) -> dict[str, Any]:
     finally:
         torch.set_num_threads(previous_threads)
     if report["max_abs_diff_vs_torch"] > MAX_EXPORT_DIFF:
-        raise EngineError(
+        raise EngineUnavailableError(
             f"The ONNX export of '{folder.name}' differs from the torch model by "
             f"{report['max_abs_diff_vs_torch']:.2g}; use --engine torch for this model."
         )

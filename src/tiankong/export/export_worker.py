@@ -163,7 +163,7 @@ def main() -> int:
         except OSError:
             traceback.print_exc()
         message += "; use --engine torch for this model."
-        print(json.dumps({"error": "EngineError", "message": message}))
+        print(json.dumps({"error": "EngineUnavailableError", "message": message}))
         return 1
     return 0
 
