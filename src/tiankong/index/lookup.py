@@ -251,9 +251,7 @@ class BlankLookup:
         beyond = clean_context(context[len(kept) :], self.stop_ids, from_end=False)
         return self.han_in(beyond) > 0
 
-    def bounded(
-        self, starts: np.ndarray, fill_length: int, a: int, b: int
-    ) -> tuple[bool, bool]:
+    def bounded(self, starts: np.ndarray, fill_length: int, a: int, b: int) -> tuple[bool, bool]:
         """Per side, whether some occurrence (its fill at ``starts``) has a boundary right past
         its matched context: 地上霜。 for the user's 地上箱！, whose ！ the corpus doesn't hold."""
         return (
