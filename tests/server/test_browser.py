@@ -195,6 +195,16 @@ def test_constraints_are_off_in_candidates_mode(page: Page, base_url: str) -> No
     expect(page.get_by_test_id("preset")).to_be_enabled()
 
 
+def test_the_single_mode_hint_names_the_blank_lengths_tried(page: Page, base_url: str) -> None:
+    """It said 1 to 4 characters whatever the advanced option was."""
+    page.goto(base_url)
+    hint = page.get_by_test_id("mode-hint")
+    expect(hint).to_contain_text("1 到 4 个字")
+    page.get_by_test_id("advanced").locator("summary").click()
+    page.get_by_test_id("max-blank").select_option("2")
+    expect(hint).to_contain_text("1 到 2 个字")
+
+
 def test_a_prediction_asked_for_while_one_runs_is_answered(page: Page, base_url: str) -> None:
     """A click while a request ran was dropped: the old answer stayed under the new text."""
     slow = {"first": True}

@@ -107,7 +107,8 @@ function onModeChange() {
 }
 
 function showModeHint() {
-  $("mode-hint").textContent = t(`modeHint_${currentMode()}`);
+  // the [BLANK] lengths tried follow the advanced option (the hint said 1 to 4 whatever it was)
+  $("mode-hint").textContent = t(`modeHint_${currentMode()}`).replace("{max}", $("max-blank").value);
 }
 
 // "一丝不苟、马马虎虎, 半途而废 画蛇添足" -> four options
@@ -339,6 +340,7 @@ function init() {
   onModeChange();
   applyLanguage();
   $("text").addEventListener("keydown", onKeyDown);
+  $("max-blank").addEventListener("change", showModeHint);
   // a check answers the text as it was sent: once the text changes, its fixes would overwrite
   // what was typed since, so the answer goes
   $("text").addEventListener("input", () => {
