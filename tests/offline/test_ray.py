@@ -96,6 +96,19 @@ def test_what_ray_data_would_stop_on_is_one_sentence_first(
     cases.append(
         (FillJob(typed, tmp_path / "d"), BadDataFileError, "Line 3 .* 'id' as a string, line 1")
     )
+    after_null = tmp_path / "after_null.jsonl"  # a null first says nothing of the type
+    after_null.write_text(
+        '{"text": "a[MASK]", "id": null}\n{"text": "b[MASK]", "id": "x"}\n'
+        '{"text": "c[MASK]", "id": 1}\n',
+        encoding="utf-8",
+    )
+    cases.append(
+        (
+            FillJob(after_null, tmp_path / "e"),
+            BadDataFileError,
+            "Line 3 .* 'id' as a number, line 2",
+        )
+    )
     for job, error, words in cases:
         with pytest.raises(error, match=words):
             run_ray_fill(job, settings, PredictOptions())

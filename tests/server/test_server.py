@@ -221,7 +221,11 @@ def test_predict_get_bytes_that_are_not_utf8_are_refused(client: TestClient, que
 
 @pytest.mark.parametrize(
     ("query", "key"),
-    [(f"text={quote(POEM)}&text=abc", "text"), (f"text={quote(POEM)}&top_k=2&top_k=3", "top_k")],
+    [
+        (f"text={quote(POEM)}&text=abc", "text"),
+        (f"text={quote(POEM)}&top_k=2&top_k=3", "top_k"),
+        (f"text={quote(POEM)}&text=", "text"),  # a blank value counts too
+    ],
 )
 def test_predict_get_a_key_given_twice_is_refused(client: TestClient, query: str, key: str) -> None:
     """The last value was used without a word; a list option still repeats its key."""
@@ -241,8 +245,12 @@ def test_oversized_body_by_content_length(client: TestClient) -> None:
     response = client.post("/predict", content=body, headers={"content-type": "application/json"})
     error = assert_error(response, 413, "body_too_large")
     assert "1,000,000" in error["message"]
-    # answered before routing, and still counted under its route, as a streamed body's 413 is
+    # answered before routing, and still counted under its route, as a streamed body's 413 is,
+    # but not among the requests served (/info's count and its last minute)
     assert metric_value(client, "tiankong_requests_total", route="/predict", status="413") >= 1
+    served = client.get("/info").json()["requests_served"]
+    client.post("/predict", content=body, headers={"content-type": "application/json"})
+    assert client.get("/info").json()["requests_served"] == served
 
 
 def test_oversized_body_streamed_without_content_length(client: TestClient) -> None:

@@ -527,14 +527,16 @@ async def test_search_rows_fill_whole_batches_when_no_plain_request_came_lately(
 
 async def test_a_search_reserves_its_rows_in_the_queue_but_not_ahead_of_plain_items() -> None:
     async with started(Recorder(), max_queue=10) as batcher:
-        with batcher.search_admission(8):
-            assert batcher.describe()["search_rows_reserved"] == 8
+        with batcher.search_admission(4):
+            assert batcher.describe()["search_rows_reserved"] == 4
             with (
-                pytest.raises(OverloadedError, match="8 forward rows queued"),
-                batcher.search_admission(5),
+                pytest.raises(OverloadedError, match="4 forward rows queued"),
+                batcher.search_admission(7),
             ):
                 pass
             batcher.admit(10)  # a plain request: search rows never go before it
+        with batcher.search_admission(8):  # a search reserves at most half the queue
+            assert batcher.describe()["search_rows_reserved"] == 5
         assert batcher.describe()["search_rows_reserved"] == 0
         async with engine_held(batcher):
             plain = submit_all(batcher, [Item("p")])
@@ -549,6 +551,13 @@ async def test_a_search_reserves_its_rows_in_the_queue_but_not_ahead_of_plain_it
                 with pytest.raises(OverloadedError), batcher.search_admission(5):
                     pass  # 1 plain + 5 reserved + 5 > 10
         assert await asyncio.gather(*plain) == ["P"]
+    async with started(Recorder(), max_queue=1) as batcher:  # half of 1 rounds to one row
+        with (
+            batcher.search_admission(50),
+            pytest.raises(OverloadedError),
+            batcher.search_admission(50),
+        ):
+            pass
 
 
 async def test_a_request_deadline_replaces_the_timeout() -> None:

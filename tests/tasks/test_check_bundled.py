@@ -77,6 +77,9 @@ def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:
         ("欲窮千里目，更上一层搂。", "欲窮千里目，更上一层楼。", "欲穷千里目，更上一层楼。"),
         # an idiom typed simplified in a text with traditional words: its 出处 was 畫龍點睛
         ("我的頭髮很長，画龙点晴。", "我的頭髮很長，画龙点睛。", "画龙点睛"),
+        # neighbours read in the whole text's conversion: 了解 -> 瞭解 is one pair, which a
+        # four-character slice cut in half (因为, in simplified)
+        ("因未對他很瞭解，所以我們會幫忙。", "因為對他很瞭解，所以我們會幫忙。", None),
     ],
 )
 def test_traditional_text_is_checked_and_fixed_in_its_own_script(

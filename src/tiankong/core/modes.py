@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from functools import cached_property
 from typing import NamedTuple, Protocol
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -63,6 +63,10 @@ class Scorer(Protocol):
     def option_tokens(self, option: str, name: str) -> list[int]: ...
 
 
+# SearchModes.default_allowed, per tokenizer (its vocabulary and banned ids never change)
+WORD_TOKENS: WeakKeyDictionary[TextEncoder, np.ndarray] = WeakKeyDictionary()
+
+
 class SearchModes:
     """Runs the non-plain modes over one Scorer."""
 
@@ -111,15 +115,20 @@ class SearchModes:
             renormalise=allowed is not None,
         )
 
-    @cached_property
+    @property
     def default_allowed(self) -> np.ndarray:
         """A joint fill's tokens without constraints: a word's characters, never punctuation
         (手机没电了，赶紧去[MASK][MASK]。 was answered 了。, and [BLANK] fills ran into the next
-        clause: 画龙点[BLANK] -> 小，不错); ``allowed`` or a preset decide where given."""
-        allowed = np.zeros(len(self.encoder.vocab), dtype=bool)
-        for token, token_id in self.encoder.vocab.items():
-            allowed[token_id] = any(char.isalnum() for char in token)
-        allowed[self.masker.banned] = False
+        clause: 画龙点[BLANK] -> 小，不错); ``allowed`` or a preset decide where given. Made once
+        per tokenizer (a server makes a SearchModes per request)."""
+        allowed = WORD_TOKENS.get(self.encoder)
+        if allowed is None:
+            allowed = np.zeros(len(self.encoder.vocab), dtype=bool)
+            for token, token_id in self.encoder.vocab.items():
+                allowed[token_id] = any(char.isalnum() for char in token)
+            allowed[self.masker.banned] = False
+            allowed.flags.writeable = False
+            WORD_TOKENS[self.encoder] = allowed
         return allowed
 
     def ground(

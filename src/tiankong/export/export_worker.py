@@ -162,6 +162,11 @@ def main() -> int:
             message += f"; the details are in {log_file}"
         except OSError:
             traceback.print_exc()
+        if isinstance(
+            error, OSError
+        ):  # the machine's fault (disk full, permissions), not the model's
+            print(json.dumps({"error": "EngineError", "message": message + "."}))
+            return 1
         message += "; use --engine torch for this model."
         print(json.dumps({"error": "EngineUnavailableError", "message": message}))
         return 1

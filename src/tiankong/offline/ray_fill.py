@@ -140,7 +140,9 @@ def check_ray_files(job: FillJob, kind: str) -> None:
             for field, value in record.items():  # Arrow gives a column one type
                 kind_of = json_type(value)
                 first = seen.setdefault(field, (kind_of, number))
-                if kind_of != first[0] and "null" not in (kind_of, first[0]):
+                if first[0] == "null" and kind_of != "null":  # a null says nothing of the type
+                    first = seen[field] = (kind_of, number)
+                if kind_of != first[0] and kind_of != "null":
                     raise BadDataFileError(
                         f"{where} has field '{field}' as {kind_of}, line {first[1]} as "
                         f"{first[0]}; on Ray a field keeps one type {elsewhere}."

@@ -69,7 +69,12 @@ async def once_each(request: Request) -> None:
     """A key that takes one value, given twice in the query string, is a 422: the last one
     was used without a word (``?text=画龙点[MASK]&text=abc`` answered abc's error). List
     options repeat their key (``?candidates=充电&candidates=吃饭``)."""
-    counts = Counter(key for key, _ in parse_qsl(request.scope.get("query_string", b"").decode()))
+    counts = Counter(
+        key
+        for key, _ in parse_qsl(
+            request.scope.get("query_string", b"").decode(), keep_blank_values=True
+        )
+    )
     for key, count in counts.items():
         field = PredictQuery.model_fields.get(key)
         if (

@@ -123,7 +123,9 @@ def target_tokens(predictor: Predictor, targets: Sequence[str]) -> dict[str, lis
     target_ids: dict[str, list[int]] = {}
     for target in targets:
         check_option(target, "target")  # the candidates' rule, named for this field
-        if target.strip().startswith("##"):  # read as # # 好, it was scored as the token #
+        if (
+            target.strip().startswith("##") and target.strip() != "##"
+        ):  # read as # # 好, it was scored as the token #
             raise BadOptionError(
                 f"The target '{target.strip()}' is a word piece; give the character or word "
                 f"('{target.strip().removeprefix('##')}')."

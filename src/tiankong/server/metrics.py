@@ -162,7 +162,7 @@ class ServerMetrics:
         self.in_flight.set_function(lambda: self.requests_in_flight)
         self.depth = 0
         self.queue_depth.set_function(lambda: self.depth)
-        self.noted_requests: list[tuple[str, str, int, float, float]] = []
+        self.noted_requests: list[tuple[str, str, int, float, float, bool]] = []
         self.noted_batches: list[BatchStats] = []
         self.noted_cache: dict[tuple[str, bool], int] = {}
         self.notes = 0
@@ -172,8 +172,12 @@ class ServerMetrics:
         self.fold()
         return self.served
 
-    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
-        self.noted_requests.append((route, method, status, seconds, time.monotonic()))
+    def observe_request(
+        self, route: str, method: str, status: int, seconds: float, routed: bool = True
+    ) -> None:
+        """``routed``: False for a request answered before routing (a 413, 401 or 429, the
+        drain's 503): counted under its route, never among the requests served."""
+        self.noted_requests.append((route, method, status, seconds, time.monotonic(), routed))
         self.noted()
 
     def noted(self) -> None:
@@ -187,8 +191,8 @@ class ServerMetrics:
         requests, self.noted_requests = self.noted_requests, []
         batches, self.noted_batches = self.noted_batches, []
         cache, self.noted_cache = self.noted_cache, {}
-        for route, method, status, seconds, finished in requests:
-            self.fold_request(route, method, status, seconds, finished)
+        for route, method, status, seconds, finished, routed in requests:
+            self.fold_request(route, method, status, seconds, finished, routed)
         for stats in batches:
             self.batch_size.observe(stats.size)
             self.batch_tokens.observe(stats.padded_tokens)
@@ -199,7 +203,13 @@ class ServerMetrics:
             (self.cache_hits if hit else self.cache_misses).labels(name).inc(count)
 
     def fold_request(
-        self, route: str, method: str, status: int, seconds: float, finished: float
+        self,
+        route: str,
+        method: str,
+        status: int,
+        seconds: float,
+        finished: float,
+        routed: bool = True,
     ) -> None:
         key = (route, method, status)
         children = self.request_children.get(key)
@@ -211,7 +221,7 @@ class ServerMetrics:
             self.request_children[key] = children
         children[0].inc()
         children[1].observe(seconds)
-        if (method, route) in INFERENCE_ROUTES:
+        if routed and (method, route) in INFERENCE_ROUTES:
             self.served += 1
             self.window.add(finished, seconds)
 

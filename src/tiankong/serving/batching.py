@@ -32,8 +32,8 @@ Policy ("continuous" batching; the engine is the one scarce resource):
   it ends). A plain request counts the plain rows waiting (search rows never go before it); a
   search counts every row waiting or reserved. Over ``max_queue`` the request is refused whole
   with ``OverloadedError`` (503 + Retry-After); a request larger than the whole queue is
-  admitted only when no request of its own kind is ahead of it (a search: no other search),
-  and reserves half the queue, leaving room for other searches.
+  admitted only when no request of its own kind is ahead of it (a search: no other search);
+  a search reserves at most half the queue, leaving room for other searches.
 * **Timeouts and cancellation.** Each request waits at most ``timeout_s``, or until the
   ``deadline`` it passes (``RequestTimeoutError``, 504). A request that is cancelled (timeout,
   client gone) cancels its futures and takes its queued items out of the queue before it
@@ -224,12 +224,11 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
     @contextmanager
     def search_admission(self, cost: int) -> Iterator[None]:
         """Admit a search of ``cost`` forward rows (everything queued or reserved is ahead of
-        it) and keep its rows reserved until the block ends. One larger than the queue, admitted
-        alone, reserves half the queue, leaving room for others (it reserved them all, and every
+        it) and keep its rows reserved until the block ends: at most half the queue, so that one
+        large search leaves room for others (one larger than the queue reserved it all, and every
         other search was a 503 for as long as it ran)."""
         self.admit(cost, ahead=self.plain_depth + self.search_reserved, lane=self.search_reserved)
-        queue = self.limits.max_queue
-        reserved = cost if cost <= queue else queue // 2
+        reserved = min(cost, max(1, self.limits.max_queue // 2))
         self.search_reserved += reserved
         self.searches += 1
         try:

@@ -165,7 +165,11 @@ class RequestGuard:
             request_timing.reset(token)
             self.metrics.requests_in_flight -= 1
             self.metrics.observe_request(
-                route_label(scope), scope["method"], exchange.status, time.perf_counter() - started
+                route_label(scope),
+                scope["method"],
+                exchange.status,
+                time.perf_counter() - started,
+                routed=scope.get("route") is not None,
             )
 
     async def drain_stage(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -536,7 +536,12 @@ def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
     # the characters typed around the edit, in the text's own script as typed: a wrong
     # character says little of the script (一層搂: 搂 is simplified, its neighbours are not)
     around = (slice(max(0, edit.start - AROUND), edit.start), slice(edit.end, edit.end + AROUND))
-    neighbours_typed = all(script.back(checked[part]) == request.text[part] for part in around)
+    # the whole text converted once: OpenCC converts some words as pairs (了解 -> 瞭解), which
+    # a slice of four characters cuts in half
+    whole = script.back(checked)
+    neighbours_typed = len(whole) == len(request.text) and all(
+        whole[part] == request.text[part] for part in around
+    )
     traditional_here = checked[edit.start : edit.end] != original  # 摟 in 一层摟
     # traditional where the character was typed so, else where its neighbours were (一層搂);
     # a simplified form typed here and beside it (一层搂, 画龙点晴 after 頭髮) is answered so

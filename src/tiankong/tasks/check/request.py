@@ -98,7 +98,8 @@ def checked_form(text: str) -> Script | None:
     Only where the conversion keeps every character's place (almost always: OpenCC converts
     character for character), so that an edit's offsets are the typed text's. Fixes go back in
     traditional where any character was (``proofreader.in_typed_script``): in the conversion
-    that reproduces the text if one does (Taiwan, Hong Kong), else s2t."""
+    that reproduces the text if one does (Taiwan, Hong Kong, OpenCC's standard, in that
+    order: ``core.script.TO_TRADITIONAL``), else Taiwan's."""
     simplified = convert(text, TO_SIMPLIFIED)
     checked = fold_variants(simplified)
     if checked == text or len(checked) != len(text):
