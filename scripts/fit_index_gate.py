@@ -24,9 +24,9 @@ import numpy as np
 
 import tiankong.index.combine as combine
 from tiankong import FillMasker
+from tiankong.core.decoding import is_han
 from tiankong.core.text import BLANK, MASK
 from tiankong.index.bundled import bundled_sources
-from tiankong.index.lookup import is_han
 from tiankong.training import train_data
 
 

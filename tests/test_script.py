@@ -21,6 +21,15 @@ def test_traditional_text_is_converted_and_mixed_text_is_left_as_typed() -> None
     assert not script_of("The [MASK] is").converted
 
 
+def test_a_chinese_character_of_any_block_is_chinese() -> None:
+    """The no-Chinese warning read only the basic block and extension A: a text of 𠀀
+    (extension B) or 﨑 (a compatibility ideograph) was told it had no Chinese character."""
+    from tiankong.core.script import has_han
+
+    assert has_han("𠀀") and has_han("﨑") and has_han("中")
+    assert not has_han("abc 123，。")
+
+
 def test_variants_fold_to_the_standard_form() -> None:
     assert standard("天涯若比隣") == "天涯若比邻"
     assert standard("處處聞啼鳥") == "处处闻啼鸟"

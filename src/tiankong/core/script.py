@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from functools import cache, partial
 from typing import Any
 
+from tiankong.core.decoding import is_han
 from tiankong.core.models import PACKAGE_ROOT
 from tiankong.core.options import one_blank
 from tiankong.core.results import CandidateScore, FillResult, Memory
@@ -108,7 +109,9 @@ def normaliser_key() -> str:
 
 
 def has_han(text: str) -> bool:
-    return any("\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" for c in text)
+    """Whether ``text`` has a Chinese character (``decoding.is_han``: compatibility ideographs
+    and the supplementary planes count, where a text of 𠀀 or 﨑 was told it had none)."""
+    return any(map(is_han, text))
 
 
 @dataclass(frozen=True)

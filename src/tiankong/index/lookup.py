@@ -20,6 +20,7 @@ from functools import cached_property
 import numpy as np
 from tokenizers import Tokenizer
 
+from tiankong.core.decoding import is_han
 from tiankong.index.store import CorpusIndex, SearchRange
 from tiankong.index.tokens import SEPARATOR, default_tokenizer
 
@@ -336,11 +337,6 @@ class BlankLookup:
             if len(settled) >= needed:
                 return settled
         return list(self.tokenizer.encode(line, add_special_tokens=False).offsets)
-
-
-def is_han(char: str) -> bool:
-    """A CJK unified ideograph (the basic block and extension A; the vocabulary has no others)."""
-    return "\u4e00" <= char <= "\u9fff" or "\u3400" <= char <= "\u4dbf"
 
 
 def trim(line: str, start: int, end: int, width: int = EXAMPLE_CHARS) -> str:
