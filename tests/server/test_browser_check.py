@@ -54,6 +54,10 @@ def test_check_mode_underlines_and_accepts_fixes(page: Page, base_url: str) -> N
     page.goto(base_url)
     page.locator("label.mode", has=page.get_by_test_id("mode-check")).click()
     expect(page.get_by_test_id("mode-hint")).to_contain_text("错别字")
+    # no blank to insert and no candidate count here; the button says what it does
+    expect(page.get_by_test_id("predict")).to_have_text("校对")
+    expect(page.get_by_test_id("insert-mask")).to_be_hidden()
+    expect(page.get_by_test_id("top-k")).to_be_hidden()
     page.get_by_test_id("input").fill(TEXT)
     page.get_by_test_id("predict").click()
 

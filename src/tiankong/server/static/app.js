@@ -103,6 +103,12 @@ function onModeChange() {
   $("candidates-box").hidden = mode !== "candidates";
   // the candidates are the blank's only fills: constraints don't apply there (a 400 if sent)
   for (const id of ["preset", "allowed", "exclude"]) $(id).disabled = mode === "candidates";
+  // 校对 reads the text as typed: no blanks to insert, no candidate count, a button that says so
+  const checking = mode === "check";
+  for (const id of ["insert-mask", "insert-blank"]) $(id).hidden = checking;
+  $("top-k").closest("label").hidden = checking;
+  $("predict").dataset.i18n = checking ? "checkRun" : "predict";
+  $("predict").textContent = t($("predict").dataset.i18n);
   showModeHint();
 }
 
