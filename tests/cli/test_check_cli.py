@@ -55,6 +55,9 @@ def test_a_text_without_chinese_is_said_to_have_nothing_checked(tiny_model_dir: 
     assert table.stdout.startswith("note: The text has no Chinese (Han) character")
     chinese = run_cli("check", "画龙点晴", "--json", *model_flags(tiny_model_dir))
     assert json.loads(chinese.stdout)["warnings"] == []
+    # a fill blank typed where the text is proofread: said so, not only "no errors found"
+    blank = run_cli("check", "守株待【mask】，他说。", "--json", *model_flags(tiny_model_dir))
+    assert "proofreading checks the characters as typed" in json.loads(blank.stdout)["warnings"][0]
 
 
 def test_check_table_output(tiny_model_dir: Path) -> None:

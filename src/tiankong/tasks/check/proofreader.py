@@ -46,6 +46,7 @@ import numpy as np
 
 from tiankong.core.beam_search import RowScorer
 from tiankong.core.script import between, has_han, memory_in
+from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import BadOptionError
 from tiankong.index.grounding import CorpusMemory
 from tiankong.service import FillMasker
@@ -56,6 +57,20 @@ from tiankong.tasks.check.results import Alternative, CheckResult, Edit, apply_e
 
 ALTERNATIVES = 3  # other characters listed with an edit
 NO_HAN_TO_CHECK = "The text has no Chinese (Han) character: only Chinese characters are checked."
+BLANK_IN_CHECK = (
+    "The text has a blank ([MASK] or [BLANK]): proofreading checks the characters as typed "
+    "and leaves a blank alone; to fill it, use predict (POST /predict, the page's 单字 mode)."
+)
+
+
+def check_warnings(text: str) -> list[str]:
+    """What a check's answer says besides its edits: no Chinese character to check, or a fill
+    blank typed where the text is proofread (守株待[MASK] came back "no errors found")."""
+    warnings = [] if has_han(text) else [NO_HAN_TO_CHECK]
+    marked = normalize_masks(text)
+    if MASK in marked or BLANK in marked:
+        warnings.append(BLANK_IN_CHECK)
+    return warnings
 
 
 @dataclass(frozen=True)
@@ -200,7 +215,7 @@ class Proofreader:
                     mine,
                     self.masker.model.name,
                     round(latency, 2),
-                    [] if has_han(request.text) else [NO_HAN_TO_CHECK],
+                    check_warnings(request.text),
                 )
             )
         return results
