@@ -25,7 +25,7 @@
 #
 # Environment: DOCKER_TEST_CACHE, the cache folder (default /var/cache/tiankong-docker, or
 # $XDG_CACHE_HOME/tiankong-docker when that can't be written); BASE_IMAGE (use this base, no
-# probing); TORCH_INDEX_URL; TORCH_INDEX_PORT (38124); DOCKER_TEST_IMAGE (tiankong:cpu).
+# probing); TORCH_INDEX_URL; TORCH_INDEX_PORT (28124; the next of 8 ports when it is taken); DOCKER_TEST_IMAGE (tiankong:cpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -203,13 +203,28 @@ else
     fi
     say "  $(basename "$(ls "$wheels"/torch-*.whl)") ($(du -m "$wheels" | cut -f1) MB, cached in $wheels)"
     # A fixed port: the URL is a build argument, and a new value would miss docker's build cache.
-    port="${TORCH_INDEX_PORT:-38124}"
-    python3 -m http.server --bind 127.0.0.1 --directory "$CACHE/torch-index" "$port" \
-        >"$WORK/index.log" 2>&1 &
-    INDEX_SERVER=$!
-    for _ in $(seq 40); do curl -fsS -o /dev/null "http://127.0.0.1:$port/simple/torch/" 2>/dev/null && break; sleep 0.25; done
-    curl -fsS -o /dev/null "http://127.0.0.1:$port/simple/torch/" \
-        || fail "the local torch index did not start on 127.0.0.1:$port: $(tail -1 "$WORK/index.log")"
+    # It lies below the kernel's ephemeral range (32768-60999 on Linux), where an outgoing
+    # connection's source port can hold any port for a while (CI once found 38124 taken). When
+    # it is taken anyway, the next of a few fixed ports is used, and the build says so.
+    first_port="${TORCH_INDEX_PORT:-28124}"
+    port=""
+    for try in $(seq "$first_port" $((first_port + 7))); do
+        python3 -m http.server --bind 127.0.0.1 --directory "$CACHE/torch-index" "$try" \
+            >"$WORK/index.log" 2>&1 &
+        INDEX_SERVER=$!
+        for _ in $(seq 40); do
+            curl -fsS -o /dev/null "http://127.0.0.1:$try/simple/torch/" 2>/dev/null && { port=$try; break; }
+            kill -0 "$INDEX_SERVER" 2>/dev/null || break
+            sleep 0.25
+        done
+        [[ -n $port ]] && break
+        kill "$INDEX_SERVER" 2>/dev/null || true
+        wait "$INDEX_SERVER" 2>/dev/null || true
+        INDEX_SERVER=""
+        say "  127.0.0.1:$try could not serve the torch index ($(tail -1 "$WORK/index.log")); trying the next port"
+    done
+    [[ -n $port ]] || fail "the local torch index did not start on 127.0.0.1:$first_port to $((first_port + 7)): $(tail -1 "$WORK/index.log")"
+    [[ $port == "$first_port" ]] || say "  the torch index is on port $port, not $first_port: docker's cache of the torch layer is missed once"
     build_args+=(--network host --build-arg "TORCH_INDEX_URL=http://127.0.0.1:$port/simple")
 fi
 
