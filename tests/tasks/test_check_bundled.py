@@ -56,6 +56,12 @@ def test_fixes_with_their_source(
         "他说来龙去脉很清楚。",
         # one off two idioms (五陵年少, 五陵豪气): both fixes made 五陵年气, neither
         "中山黄封倾百壶，五陵豪少来欢娱。",
+        # lines the index holds as written, around the character the model would change:
+        # 霜 -> 雨 (at 1.00), 胡蝶 -> 蝴蝶, 巾帻 -> 金帻
+        "月落乌啼霜满天，江枫渔火对愁眠。姑苏城外寒山寺，夜半钟声到客船。",
+        "月落烏啼霜滿天，江楓漁火對愁眠。",
+        "沙鸥对立机外，胡蝶相逢梦中。帆去帆来野水，花开花落春风。",
+        "岁暮游子归，余始为行客。朔风万里长，吹雪犯巾帻。",
     ],
 )
 def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:

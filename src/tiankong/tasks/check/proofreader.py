@@ -388,6 +388,8 @@ class Proofreader:
                 continue
             if not owns(window, slot):
                 continue  # the overlapping window's to edit (request.windows_of)
+            if slot in matches and self.index_confirms(window, slot, matches[slot]):
+                continue  # 月落乌啼霜满天: the corpus holds 霜 there, so the model's 雨 is wrong
             edit = (
                 self.index_edit(window, slot, matches[slot], masked.get(slot))
                 if slot in matches
@@ -425,6 +427,17 @@ class Proofreader:
             for edit in edits
             if edit.source != "model" or window.slot_of(edit.start) not in held
         ]
+
+    def index_confirms(self, window: Window, slot: int, match: Any) -> bool:
+        """Whether the index holds the character as written at ``slot``: a match of
+        ``index_context`` or more characters, with context on both sides, where the written
+        character is the commonest fill. No rule edits such a character (a famous line, 月落乌啼
+        霜满天, was fixed to 雨 by the model while the index matched ten characters around 霜)."""
+        if match.context_length < self.method.index_context or not all(match.sides):
+            return False
+        token = window.input_ids[window.positions[slot]]
+        written = match.fills.get((token,), 0)
+        return written > 0 and written >= max(match.fills.values())
 
     def index_edit(
         self, window: Window, slot: int, match: Any, row: np.ndarray | None
