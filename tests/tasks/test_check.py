@@ -111,6 +111,19 @@ def test_the_idiom_lexicon() -> None:
     assert lexicon.near("五陵豪少") == []
     assert lexicon.known_misspelling("画龙点晴") == (3, "睛", "画龙点睛")
     assert "画龙点晴" not in lexicon.idioms
+    # standard modern forms the mostly classical text took for typos of classical variants
+    for standard in ("吃里扒外", "惹是生非", "不值一钱", "心如刀绞", "披麻戴孝", "俯首帖耳"):
+        assert standard in lexicon.idioms and lexicon.known_misspelling(standard) is None
+    # common words one off an idiom: right as written, never a fix
+    assert lexicon.as_written("毋庸置疑") and lexicon.near("毋庸置疑") == []
+    assert lexicon.near("各种各样") == []
+
+
+def test_an_accepted_word_is_neither_fixed_nor_a_target() -> None:
+    lexicon = IdiomLexicon(["无庸置疑", "守株待兔"], accepted=["毋庸置疑"])
+    assert lexicon.near("毋庸置疑") == []
+    assert lexicon.near("守株待免") == [(3, "兔", "守株待兔")]
+    assert lexicon.as_written("毋庸置疑") and not lexicon.as_written("守株待免")
 
 
 def test_the_index_fixes_a_memorised_line_and_leaves_the_right_one(indexed: Proofreader) -> None:

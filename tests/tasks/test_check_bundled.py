@@ -62,6 +62,14 @@ def test_fixes_with_their_source(
         "月落烏啼霜滿天，江楓漁火對愁眠。",
         "沙鸥对立机外，胡蝶相逢梦中。帆去帆来野水，花开花落春风。",
         "岁暮游子归，余始为行客。朔风万里长，吹雪犯巾帻。",
+        # standard modern idioms, once "fixed" to classical variants (吃里爬外, 惹事生非), and a
+        # common word one off an idiom (毋庸置疑, 无庸置疑)
+        "这个人吃里扒外，不可信任。",
+        "这孩子从小就爱惹是生非。",
+        "儿女们披麻戴孝，送别老人。",
+        "这一点是毋庸置疑的。",
+        # 开 and 点 neither sound nor look alike: 一点半开 is no misspelt 一点半点
+        "我们一点半开会。",
     ],
 )
 def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:
@@ -120,3 +128,13 @@ def test_an_error_at_the_cut_of_a_long_text_is_fixed_once(checker: Proofreader, 
     assert [(edit.start, edit.original, edit.suggestion) for edit in result.edits] == [
         (at + 3, "晴", "睛")
     ]
+
+
+def test_an_idiom_fix_quotes_the_idiom(checker: Proofreader) -> None:
+    """The 出处 of an idiom's fix reads the idiom: 好景不常在 -> 长 quoted 算好春长在，好花长见,
+    the index's match around the character, which holds neither 好景 nor 不长."""
+    result = checker.check("好景不常在，好花不常开。")
+    idiom_edits = [edit for edit in result.edits if edit.source == "idioms"]
+    assert idiom_edits
+    for edit in idiom_edits:
+        assert edit.memory is not None and "好景不长" in str(edit.memory["example"])

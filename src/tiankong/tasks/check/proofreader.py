@@ -244,7 +244,7 @@ class Proofreader:
         return {
             first + offset
             for first in window.runs(4)
-            if window.chars[first : first + 4] in self.idioms.idioms
+            if self.idioms.as_written(window.chars[first : first + 4])
             for offset in range(4)
         }
 
@@ -493,11 +493,19 @@ class Proofreader:
         original = max(float(row[token]), 1e-12)
         if not known and float(row[suggestion]) < self.method.idiom_model_ratio * original:
             return None
+        confusable = suggestion in self.candidates.get(token, ())
+        grounded = match is not None and all(match.sides) and match.fills.get((suggestion,), 0) > 0
+        if not known and not confusable and not grounded:
+            return (
+                None  # 我们一点半开会 was made 一点半点会: 开 and 点 neither sound nor look alike
+            )
         evidence = None
         if match is not None and self.memory is not None:
             if not known and match.fills.get((suggestion,), 0) < match.fills.get((token,), 0):
                 return None  # the index has the written form more often
             evidence = self.memory.lookup.evidence(match, (suggestion,))
+            if evidence is not None and idiom not in str(evidence["example"]):
+                evidence = None  # 好景不常在 -> 长 quoted 算好春长在，好花长见: not the idiom
         memory = evidence or {"count": 1, "match": idiom, "example": idiom}
         score = 1.0 if known else float(row[suggestion]) / (float(row[suggestion]) + original)
         return self.edit(window, slot, suggestion, score, [], memory, "idioms")
