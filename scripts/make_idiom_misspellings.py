@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from modern_usage import agreed, modern_usage  # noqa: E402
+
 from tiankong.tasks.check.confusion import ConfusionSets  # noqa: E402
 
 TRAINING = ("classical.txt.xz", "modern.txt.xz", "wiki_dialogue.txt.xz")
