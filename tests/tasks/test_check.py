@@ -206,6 +206,20 @@ def test_a_long_text_is_checked_in_windows_with_offsets_into_the_input(
     assert result.corrected.count("画龙点睛") == 20
 
 
+@pytest.mark.parametrize("brk", ["\n", "\r\n", "\r", "\u2028"])
+def test_each_line_is_checked_on_its_own(checker: Proofreader, brk: str) -> None:
+    """The tokenizer drops a line break, so a poem typed one line a row ran together: no
+    window, idiom run or index context spans two lines, and spans are the typed text's."""
+    text = brk.join(["床前明月光", "", "疑是地上霜", "画龙", "点睛 abc"])
+    request = checker.prepare(text)
+    lines = [w.chars for w in request.windows]
+    assert lines == ["床前明月光", "疑是地上霜", "画龙", "点睛"]
+    for window in request.windows:
+        for (first, last), char in zip(window.spans, window.chars, strict=True):
+            assert text[first:last] == char
+    assert [run for w in request.windows for run in w.runs(4)] == [0, 1, 0, 1]
+
+
 def test_the_first_pass_holds_one_engine_calls_rows_at_a_time(checker: Proofreader) -> None:
     """Every window asks for all its characters' distributions, so the unmasked pass scores one
     engine call's windows at a time (``FillMasker.call_slices``) instead of all at once; the

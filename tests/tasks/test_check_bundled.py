@@ -138,3 +138,11 @@ def test_an_idiom_fix_quotes_the_idiom(checker: Proofreader) -> None:
     assert idiom_edits
     for edit in idiom_edits:
         assert edit.memory is not None and "好景不长" in str(edit.memory["example"])
+
+
+def test_a_poem_typed_one_line_a_row_is_checked_line_by_line(checker: Proofreader) -> None:
+    """Lines ran together (床前明月光疑是地上箱): 箱 was left and 低 "fixed" to 的."""
+    text = "床前明月光\n疑是地上箱\n举头望明月\n低头思故乡"
+    result = checker.check(text)
+    assert result.corrected == text.replace("箱", "霜")
+    assert [(edit.start, edit.original) for edit in result.edits] == [(10, "箱")]

@@ -1,10 +1,11 @@
 """The check request, decided once: a text validated, tokenized with character offsets and cut
 into windows the model can take, with the positions that may be checked.
 
-A window is at most ``max_length`` tokens ([CLS] and [SEP] included), cut after a sentence's
-end (。！？；!?;) where one falls inside, so a long text is checked window by window, up to
-``max_check_chars`` characters (a longer one is refused with the limit named). A position is
-checked when its token is one Han character (letters, digits and punctuation are never edited).
+Each line is checked on its own. A window is at most ``max_length`` tokens ([CLS] and [SEP]
+included), cut after a sentence's end (。！？；!?;) where one falls inside, so a long text is
+checked window by window, up to ``max_check_chars`` characters (a longer one is refused with
+the limit named). A position is checked when its token is one Han character (letters, digits
+and punctuation are never edited).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from tiankong.core.text import TextEncoder, check_unicode
 from tiankong.errors import EmptyTextError, TextTooLongError
 
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-SENTENCE_END = frozenset("。！？；!?;\n")
+SENTENCE_END = frozenset("。！？；!?;")
+LINE = re.compile(r"[^\n\r\v\f\x1c-\x1e\x85\u2028\u2029]+")  # str.splitlines's breaks
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,15 @@ def prepare_check(text: object, encoder: TextEncoder, max_chars: int) -> CheckRe
     check_unicode(text)  # before OpenCC reads it
     script = checked_form(text)
     checked = script.simplified if script is not None else text
-    encoding = encoder.tokenizer.encode(checked, add_special_tokens=False)
-    return CheckRequest(text, windows_of(checked, encoding.ids, encoding.offsets, encoder), script)
+    windows: list[Window] = []
+    # each line on its own windows: the tokenizer drops a line break, and a poem typed one
+    # line a row ran together (床前明月光疑是地上箱), which left 箱 unfixed and 低 "fixed"
+    for line in LINE.finditer(checked):
+        encoding = encoder.tokenizer.encode(line.group(), add_special_tokens=False)
+        offsets = [(first + line.start(), last + line.start()) for first, last in encoding.offsets]
+        if encoding.ids:
+            windows += windows_of(checked, encoding.ids, offsets, encoder)
+    return CheckRequest(text, windows, script)
 
 
 def checked_form(text: str) -> Script | None:
