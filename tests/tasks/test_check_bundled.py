@@ -94,6 +94,18 @@ def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:
         # neighbours read in the whole text's conversion: 了解 -> 瞭解 is one pair, which a
         # four-character slice cut in half (因为, in simplified)
         ("因未對他很瞭解，所以我們會幫忙。", "因為對他很瞭解，所以我們會幫忙。", None),
+        # neighbours the same in both scripts: the text's other characters decide; one
+        # traditional form (the surname 於) in a simplified sentence was answered 鄰
+        (
+            "我的同学於小明在作文里写：海内存知己，天涯若比林。",
+            "我的同学於小明在作文里写：海内存知己，天涯若比邻。",
+            "海内存知己，天涯若比邻。",
+        ),
+        (
+            "我們在學校裡學習，海內存知己，天涯若比林。",
+            "我們在學校裡學習，海內存知己，天涯若比鄰。",
+            "海內存知己，天涯若比鄰。",
+        ),
     ],
 )
 def test_traditional_text_is_checked_and_fixed_in_its_own_script(

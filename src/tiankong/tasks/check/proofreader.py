@@ -578,6 +578,10 @@ def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
     neighbours_typed = len(whole) == len(request.text) and all(
         whole[part] == request.text[part] for part in around
     )
+    if neighbours_typed and all(whole[part] == checked[part] for part in around):
+        # neighbours the same in both scripts (天涯若比林) say nothing: the text's other
+        # characters do (於小明 in a simplified sentence was answered 鄰)
+        neighbours_typed = mostly_traditional(request.text, checked, whole)
     traditional_here = checked[edit.start : edit.end] != original  # 摟 in 一层摟
     # traditional where the character was typed so, else where its neighbours were (一層搂);
     # a simplified form typed here and beside it (一层搂, 画龙点晴 after 頭髮) is answered so
@@ -599,6 +603,14 @@ def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
         # the 出处 in the script the fix is written in (畫龍點睛 for 画龙点晴 in a text with 頭髮)
         memory=memory_in(edit.memory, script.back) if as_typed else edit.memory,
     )
+
+
+def mostly_traditional(typed: str, simplified: str, traditional: str) -> bool:
+    """Whether more of ``typed``'s characters that the two scripts write apart were typed in
+    the traditional form than in the simplified one."""
+    as_traditional = sum(t != s for t, s in zip(typed, simplified, strict=True))
+    as_simplified = sum(t == s != c for t, s, c in zip(typed, simplified, traditional, strict=True))
+    return as_traditional > as_simplified
 
 
 def owns(window: Window, slot: int) -> bool:
