@@ -451,10 +451,13 @@ class Proofreader:
             return None
         others = self.candidates.get(token, ())
         ranked = sorted(match.fills.items(), key=lambda item: (-item[1], item[0]))
+        commonest = ranked[0][1]
         for fill, count in ranked:
             suggestion = fill[0]
             if suggestion == token or count < self.method.index_ratio * written:
                 continue
+            if count < commonest:
+                break  # the index holds another character there more often (不可胜计 -> 纪, 0.17)
             if short and (
                 row is None
                 or row[suggestion] < self.method.index_model_ratio * max(row[token], 1e-12)
