@@ -24,8 +24,9 @@ from tiankong.core.models import (
 from tiankong.errors import ModelUnavailableError
 
 
-def resolve_model(source: str | None) -> ResolvedModel:
-    """Resolve ``source`` to a local HF-layout folder, or raise ModelUnavailableError.
+def resolve_model(source: str | None, flag: str = "--model") -> ResolvedModel:
+    """Resolve ``source`` (given with ``flag``) to a local HF-layout folder, or raise
+    ModelUnavailableError.
 
     >>> resolve_model("tiankong-mini-zh").kind
     'bundled'
@@ -54,7 +55,7 @@ def resolve_model(source: str | None) -> ResolvedModel:
             if path.resolve() == (BUNDLED_ROOT / entry.folder).resolve():
                 return ResolvedModel(entry.name, path.resolve(), "bundled", entry.summary)
         return ResolvedModel(path.name, path.resolve(), "local", read_summary(path))
-    path = download_from_hub(source)
+    path = download_from_hub(source, flag)
     check_model_folder(path, source)
     return ResolvedModel(source, path, "hub", read_summary(path))
 
@@ -64,7 +65,7 @@ def looks_like_path(source: str) -> bool:
     return source.startswith((".", "/", "~")) or source.count("/") > 1 or "\\" in source
 
 
-def download_from_hub(repo_id: str) -> Path:
+def download_from_hub(repo_id: str, flag: str = "--model") -> Path:
     """Fetch (or reuse from the HF cache) a hub model; honours HF_HOME and HF_HUB_OFFLINE."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HFValidationError
@@ -82,7 +83,7 @@ def download_from_hub(repo_id: str) -> Path:
         raise ModelUnavailableError(
             f"Could not load hub model '{repo_id}' ({reason}): it is not in the Hugging Face "
             "cache and could not be downloaded; connect to the internet once, copy the model "
-            "folder here and pass its path with --model, or use the bundled model "
+            f"folder here and pass its path with {flag}, or use the bundled model "
             f"'{DEFAULT_MODEL}'."
         ) from None
 

@@ -180,7 +180,7 @@ def test_bad_options(corpus: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("changes", "words"),
     [
-        ({"lr": -1.0}, "--lr must be more than 0; got -1."),
+        ({"lr": -1.0}, "--lr must be 0 or more; got -1."),
         ({"save_every": 0}, "--save-every must be 1 or more; got 0."),  # ZeroDivisionError
         ({"threads": -1}, "--threads must be 1 or more; got -1."),
         ({"shuffle_buffer": 0}, "--shuffle-buffer must be 1 or more; got 0."),
@@ -201,7 +201,9 @@ def test_bad_numbers_are_one_sentence_before_training(
 def test_a_zero_data_weight_and_a_file_not_in_utf8_are_one_sentence(
     corpus: Path, tmp_path: Path
 ) -> None:
-    with pytest.raises(BadOptionError, match=r"weight \(FILE:WEIGHT\) must be more than 0"):
+    with pytest.raises(
+        BadOptionError, match=r"weight \(FILE:WEIGHT\) must be more than 0; got '0'"
+    ):
         train(tiny_options(corpus, tmp_path / "x", data=(f"{corpus / 'tiny.txt.xz'}:0",)))
     gbk = tmp_path / "gbk.txt"
     gbk.write_bytes("春眠不觉晓，处处闻啼鸟。\n".encode("gbk") * 50)

@@ -27,7 +27,19 @@ def parse_duration(text: str | None) -> float | None:
     return value * {"s": 1, "m": 60, "h": 3600}[unit]
 
 
+def given_flags(ctx: typer.Context) -> frozenset[str]:
+    """The long flags typed on the command line (not left at their defaults). By the source's
+    name: typer carries its own copy of click, whose enum is not click's."""
+    typed = [
+        param
+        for param in ctx.command.params
+        if param.name and getattr(ctx.get_parameter_source(param.name), "name", "") == "COMMANDLINE"
+    ]
+    return frozenset(next(opt for opt in param.opts if opt.startswith("--")) for param in typed)
+
+
 def train_command(
+    ctx: typer.Context,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (HF layout).")],
     data: Annotated[
         list[str],
@@ -106,6 +118,7 @@ def train_command(
 ) -> None:
     """Train or fine-tune a BERT-family masked LM: pretraining on text, cloze tuning on CSV."""
     from tiankong.training.train import TrainOptions, train
+    from tiankong.training.train_data import is_csv
 
     options = TrainOptions(
         out=out,
@@ -135,6 +148,7 @@ def train_command(
         data_workers=data_workers,
         precision=precision,
         masking=masking,
+        given=given_flags(ctx),
     )
     console = Console(stderr=True)
     if not console.is_terminal:  # logs: wide plain lines instead of a cut-off live display
@@ -150,30 +164,35 @@ def train_command(
         TimeRemainingColumn(),
         console=console,
     )
-    with progress:
-        task = progress.add_task(
-            "train", total=max_steps, loss=float("nan"), tokens_per_s=0.0, accuracy="-"
-        )
+    task = progress.add_task(
+        "train", total=max_steps, loss=float("nan"), tokens_per_s=0.0, accuracy="-", start=False
+    )
 
-        def on_progress(state: object, metrics: dict[str, float]) -> None:
-            fields: dict[str, Any] = {"loss": metrics["loss"]}
-            elapsed = getattr(state, "elapsed_s", 0.0)
-            fields["tokens_per_s"] = getattr(state, "tokens_seen", 0) / max(elapsed, 1e-9)
-            if "heldout_accuracy" in metrics:
-                fields["accuracy"] = f"{metrics['heldout_accuracy']:.1%}"
-                console.log(
-                    f"step {metrics['step']:.0f}: loss {metrics['loss']:.3f}, held-out loss "
-                    f"{metrics['heldout_loss']:.3f}, acc {metrics['heldout_accuracy']:.2%}"
-                )
-            progress.update(task, completed=metrics["step"], **fields)
-            if not console.is_terminal and metrics["step"] % 100 == 0:  # logs get plain lines
-                console.print(
-                    f"step {metrics['step']:.0f}/{max_steps} loss {metrics['loss']:.3f} "
-                    f"lr {metrics['lr']:.2e} {fields['tokens_per_s']:.0f} tok/s "
-                    f"elapsed {elapsed:.0f}s"
-                )
+    def on_progress(state: object, metrics: dict[str, float]) -> None:
+        fields: dict[str, Any] = {"loss": metrics["loss"]}
+        elapsed = getattr(state, "elapsed_s", 0.0)
+        fields["tokens_per_s"] = getattr(state, "tokens_seen", 0) / max(elapsed, 1e-9)
+        if "heldout_accuracy" in metrics:
+            fields["accuracy"] = f"{metrics['heldout_accuracy']:.1%}"
+            console.log(
+                f"step {metrics['step']:.0f}: loss {metrics['loss']:.3f}, held-out loss "
+                f"{metrics['heldout_loss']:.3f}, acc {metrics['heldout_accuracy']:.2%}"
+            )
+        progress.update(task, completed=metrics["step"], **fields)
+        progress.start_task(task)  # the bar from the first step on: none under a refusal
+        progress.start()
+        if not console.is_terminal and metrics["step"] % 100 == 0:  # logs get plain lines
+            console.print(
+                f"step {metrics['step']:.0f}/{max_steps} loss {metrics['loss']:.3f} "
+                f"lr {metrics['lr']:.2e} {fields['tokens_per_s']:.0f} tok/s "
+                f"elapsed {elapsed:.0f}s"
+            )
 
+    try:
         summary = train(options, on_progress)
+    finally:
+        if progress.live.is_started:  # Progress.stop prints a blank line even when it never ran
+            progress.stop()
     table = Table(title=f"Training summary: {summary.out}")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -185,4 +204,10 @@ def train_command(
     if summary.heldout_accuracy is not None:
         table.add_row("held-out loss", f"{summary.heldout_loss:.4f}")
         table.add_row("held-out masked-token accuracy", f"{summary.heldout_accuracy:.2%}")
+    for flag, specs, skipped in (
+        ("--data", options.data, summary.skipped_rows),
+        ("--heldout", options.heldout, summary.skipped_heldout_rows),
+    ):
+        if options.skip_bad_rows and any(is_csv(spec) for spec in specs):
+            table.add_row(f"bad {flag} CSV rows skipped", str(skipped))
     Console().print(table)

@@ -21,14 +21,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tiankong.errors import BadOptionError
+from tiankong.errors import BadDataFileError, BadOptionError
+from tiankong.training.starting_point import (
+    find_starting_point,
+    load_model,
+    load_starting_point,
+    load_tokenizer,
+)
 from tiankong.training.train_batches import (
     cloze_batches,
     heldout_batches,
     prefetched_batches,
     pretraining_batches,
+    read_csv_rows,
 )
-from tiankong.training.train_data import ClozeRow, read_cloze_csv
+from tiankong.training.train_data import is_csv
 from tiankong.training.train_options import (
     CHECKPOINT_DIR,
     MODEL_CONFIGS,
@@ -36,7 +43,14 @@ from tiankong.training.train_options import (
     validate_options,
 )
 
-__all__ = ["CHECKPOINT_DIR", "MODEL_CONFIGS", "TrainOptions", "TrainSummary", "train"]
+__all__ = [
+    "CHECKPOINT_DIR",
+    "MODEL_CONFIGS",
+    "TrainOptions",
+    "TrainSummary",
+    "load_starting_point",
+    "train",
+]
 
 
 @dataclass
@@ -59,64 +73,8 @@ class TrainSummary:
     heldout_loss: float | None
     heldout_accuracy: float | None
     history: list[dict[str, float]]
-
-
-def load_starting_point(options: TrainOptions) -> tuple[Any, Any]:
-    """Model and tokenizer from --init (folder or hub id) or a named --config."""
-    import torch
-    from transformers import AutoModelForMaskedLM, AutoTokenizer, BertConfig, BertForMaskedLM
-
-    from tiankong.core.models import VOCAB_FILE
-    from tiankong.model_sources import resolve_model
-
-    if options.resume and (options.out / CHECKPOINT_DIR / "config.json").is_file():
-        folder = options.out / CHECKPOINT_DIR
-        model = AutoModelForMaskedLM.from_pretrained(folder, dtype=torch.float32)
-        return model, AutoTokenizer.from_pretrained(folder)
-    if options.init:
-        resolved = resolve_model(options.init)
-        # FP32 master weights whatever the file holds: the bundled model is stored in float16,
-        # and training float16 weights under bf16 autocast fails on mixed dtypes.
-        model = AutoModelForMaskedLM.from_pretrained(resolved.path, dtype=torch.float32)
-        return model, AutoTokenizer.from_pretrained(resolved.path)
-    name = options.config or ""  # validate_options: --init or --config unless resuming
-    if name not in MODEL_CONFIGS:
-        raise BadOptionError(
-            f"Unknown --config '{name}'; choose one of {', '.join(MODEL_CONFIGS)} or pass --init."
-        )
-    from transformers import BertTokenizer  # the tokenizers-backed (fast) class in v5
-
-    tokenizer = BertTokenizer(str(VOCAB_FILE), do_lower_case=False)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size, max_position_embeddings=512, **MODEL_CONFIGS[name]
-    )
-    model = BertForMaskedLM(config)
-    if options.position_init == "sinusoidal":
-        sinusoidal_positions(model.bert.embeddings.position_embeddings.weight, config)
-    return model, tokenizer
-
-
-def sinusoidal_positions(weight: Any, config: Any) -> None:
-    """Initialise learned position embeddings with (scaled) sinusoids.
-
-    Random position vectors give attention nothing to tell neighbours apart with, and a small
-    BERT then sits for a long time on a unigram plateau; sinusoids make relative offsets a
-    linear map from the start. They are scaled to the norm of the word embeddings so that
-    token identity still dominates after the embedding LayerNorm. Still trainable.
-    """
-    import torch
-
-    positions, hidden = weight.shape
-    position = torch.arange(positions, dtype=torch.float32)[:, None]
-    frequency = torch.exp(
-        torch.arange(0, hidden, 2, dtype=torch.float32) * (-math.log(1e4) / hidden)
-    )
-    table = torch.zeros(positions, hidden)
-    table[:, 0::2] = torch.sin(position * frequency)
-    table[:, 1::2] = torch.cos(position * frequency)
-    scale = config.initializer_range * math.sqrt(2.0)  # sinusoid entries have RMS 1/sqrt(2)
-    with torch.no_grad():
-        weight.copy_(table * scale)
+    skipped_rows: int = 0  # bad --data CSV rows left out under --skip-bad-rows
+    skipped_heldout_rows: int = 0  # and bad --heldout CSV rows
 
 
 def masked_lm_loss(model: Any, batch: dict[str, Any], bf16: bool = False) -> tuple[Any, Any, Any]:
@@ -216,37 +174,77 @@ def save_checkpoint(
     shutil.rmtree(old, ignore_errors=True)
 
 
+def resumed_state(options: TrainOptions, device: Any) -> dict[str, Any]:
+    """OUT's checkpoint state, refused when the options give it no step left to train: the loop
+    would not run, and the run's training.json would be written over with a NaN loss."""
+    import torch
+
+    path = options.out / CHECKPOINT_DIR / "trainer_state.pt"
+    try:
+        saved: dict[str, Any] = torch.load(path, weights_only=False, map_location=device)
+        step, elapsed = int(saved["state"]["step"]), float(saved["state"]["elapsed_s"])
+    except Exception:  # a truncated or foreign file: pickle, zip and key errors alike
+        raise BadDataFileError(
+            f"--resume: '{path}' is damaged or not a tiankong checkpoint's state."
+        ) from None
+    ends = [
+        (options.max_steps, "--max-steps"),
+        *([(options.stop_after_steps, "--stop-after-steps")] if options.stop_after_steps else []),
+    ]
+    for limit, flag in ends:
+        if step >= limit:
+            raise BadOptionError(
+                f"The run in '{options.out}' is already at step {step}, the end of {flag} "
+                f"{limit}; raise {flag} to train it further."
+            )
+    if options.max_time_s and elapsed >= options.max_time_s:
+        raise BadOptionError(
+            f"The run in '{options.out}' has already trained {elapsed:.0f} s, the whole "
+            f"--max-time of {options.max_time_s:.0f} s; raise --max-time to train it further."
+        )
+    return saved
+
+
 def train(
     options: TrainOptions,
     on_progress: Callable[[TrainState, dict[str, float]], None] | None = None,
 ) -> TrainSummary:
-    """Run training to ``options.out``; returns the summary also written to training.json."""
+    """Run training to ``options.out``; returns the summary also written to training.json.
+
+    Everything that can be checked without the model is, before torch loads; the data (CSV
+    rows against the tokenizer, the held-out set) before the model loads."""
+    validate_options(options)
+    start = find_starting_point(options)
     import torch
     from transformers import DataCollatorForLanguageModeling
 
-    validate_options(options)
     device = training_device(options)
-    is_csv = all(spec.endswith(".csv") for spec in options.data)
-    bf16 = trains_in_bf16(options.precision, device.type, pretraining=not is_csv)
+    csv_data = all(is_csv(spec) for spec in options.data)
+    bf16 = trains_in_bf16(options.precision, device.type, pretraining=not csv_data)
+    saved = resumed_state(options, device) if options.resume else None
     if options.threads:
         torch.set_num_threads(options.threads)
     torch.manual_seed(options.seed)
     rng = random.Random(options.seed)
-    model, tokenizer = load_starting_point(options)
+    tokenizer = load_tokenizer(start)
     collator = DataCollatorForLanguageModeling(
         tokenizer, mlm_probability=options.mask_rate, return_tensors="pt"
     )
-    if is_csv:
-        rows: list[ClozeRow] = []
-        for spec in options.data:
-            rows += read_cloze_csv(Path(spec), tokenizer.get_vocab(), options.skip_bad_rows)[0]
+    skipped = 0
+    if csv_data:
+        rows, skipped = read_csv_rows(
+            options.data, tokenizer, start.positions, options.skip_bad_rows, "--data"
+        )
+    heldout, skipped_heldout = heldout_batches(options, tokenizer, collator, start.positions)
+    model = load_model(start, options, tokenizer.vocab_size)
+    if csv_data:
         batches = cloze_batches(rows, tokenizer, options.batch_size, rng)
     elif options.data_workers > 0:
         batches = prefetched_batches(options, tokenizer, collator, device)
     else:
         batches = pretraining_batches(options, tokenizer, collator, rng)
     model.to(device)
-    eval_set = [to_device(batch, device) for batch in heldout_batches(options, tokenizer, collator)]
+    eval_set = [to_device(batch, device) for batch in heldout]
 
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "LayerNorm" not in n]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2 or "LayerNorm" in n]
@@ -278,8 +276,7 @@ def train(
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
     checkpoint = options.out / CHECKPOINT_DIR
-    if options.resume and (checkpoint / "trainer_state.pt").is_file():
-        saved = torch.load(checkpoint / "trainer_state.pt", weights_only=False, map_location=device)
+    if saved is not None:
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
         state = TrainState(**saved["state"])
@@ -354,10 +351,12 @@ def train(
         heldout_loss=heldout_loss,
         heldout_accuracy=heldout_accuracy,
         history=state.history,
+        skipped_rows=skipped,
+        skipped_heldout_rows=skipped_heldout,
     )
     record = {
         "summary": asdict(summary),
-        "options": {k: str(v) for k, v in asdict(options).items()},
+        "options": {k: str(v) for k, v in asdict(options).items() if k != "given"},
     }
     (options.out / "training.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
     return summary

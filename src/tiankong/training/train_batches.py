@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from tiankong.training.masking import MaskingPlan, word_masked_batches
 from tiankong.training.train_data import (
     ClozeRow,
     TextSource,
+    is_csv,
     mixed_lines,
     packed_sequences,
     read_cloze_csv,
     read_lines,
     shuffled,
+    spec_path,
 )
 from tiankong.training.train_options import TrainOptions
 
@@ -100,9 +101,8 @@ def cloze_batches(
 
 
 def encode_cloze_rows(rows: list[ClozeRow], tokenizer: Any, torch: Any) -> dict[str, Any]:
-    encoded = tokenizer(
-        [row.text for row in rows], padding=True, truncation=True, return_tensors="pt"
-    )
+    """Rows padded to the longest; never cut: ``read_csv_rows`` kept them within the model."""
+    encoded = tokenizer([row.text for row in rows], padding=True, return_tensors="pt")
     labels = torch.full_like(encoded["input_ids"], -100)
     for index, row in enumerate(rows):
         positions = (encoded["input_ids"][index] == tokenizer.mask_token_id).nonzero().flatten()
@@ -115,27 +115,49 @@ def encode_cloze_rows(rows: list[ClozeRow], tokenizer: Any, torch: Any) -> dict[
     }
 
 
-def heldout_batches(options: TrainOptions, tokenizer: Any, collator: Any) -> list[dict[str, Any]]:
-    """A fixed evaluation set: the same masks every time, without touching the training RNG."""
+def read_csv_rows(
+    specs: tuple[str, ...], tokenizer: Any, positions: int, skip_bad_rows: bool, flag: str
+) -> tuple[list[ClozeRow], int]:
+    """The good rows of ``specs``' CSV files and how many bad ones were skipped; a row longer
+    than the model's ``positions`` is a bad row (by line number, like the others)."""
+    vocab = tokenizer.get_vocab()
+
+    def count_tokens(text: str) -> int:
+        return len(tokenizer(text)["input_ids"])
+
+    rows: list[ClozeRow] = []
+    skipped = 0
+    for spec in specs:
+        good, problems = read_cloze_csv(
+            spec_path(spec), vocab, skip_bad_rows, flag, count_tokens, positions
+        )
+        rows += good
+        skipped += len(problems)
+    return rows, skipped
+
+
+def heldout_batches(
+    options: TrainOptions, tokenizer: Any, collator: Any, positions: int
+) -> tuple[list[dict[str, Any]], int]:
+    """A fixed evaluation set: the same masks every time, without touching the training RNG;
+    and the number of bad held-out CSV rows skipped (--skip-bad-rows, as for --data)."""
     import torch
 
     if not options.heldout:
-        return []
-    if all(spec.endswith(".csv") for spec in options.heldout):
-        vocab = tokenizer.get_vocab()
-        rows = [
-            row
-            for spec in options.heldout
-            for row in read_cloze_csv(Path(spec), vocab, skip_bad_rows=True)[0]
-        ]
-        return [
+        return [], 0
+    if all(is_csv(spec) for spec in options.heldout):
+        rows, skipped = read_csv_rows(
+            options.heldout, tokenizer, positions, options.skip_bad_rows, "--heldout"
+        )
+        batches = [
             encode_cloze_rows(rows[start : start + 64], tokenizer, torch)
             for start in range(0, len(rows), 64)
         ]
+        return batches, skipped
     lines: list[str] = []
     for spec in options.heldout:
-        source = TextSource.parse(spec)
-        for count, line in enumerate(read_lines(source.path)):
+        source = TextSource.parse(spec, "--heldout")
+        for count, line in enumerate(read_lines(source.path, "--heldout")):
             if count >= options.eval_lines:
                 break
             lines.append(line)
@@ -147,4 +169,4 @@ def heldout_batches(options: TrainOptions, tokenizer: Any, collator: Any) -> lis
         torch.manual_seed(1234)
         for start in range(0, len(encoded), 64):
             batches.append(collator([{"input_ids": ids} for ids in encoded[start : start + 64]]))
-    return batches
+    return batches, 0

@@ -9,15 +9,53 @@ from __future__ import annotations
 
 import csv
 import lzma
+import math
+import os
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from tiankong.errors import BadDataFileError
+from tiankong.errors import BadDataFileError, BadOptionError
 
 MASK = "[MASK]"
+XZ_HEADER = b"\xfd7zXZ\x00"
+XZ_FOOTER = b"YZ"  # an xz stream's last two bytes (before any zero padding)
+JSON_SUFFIXES = (".json", ".jsonl")
+
+
+def file_noun(flag: str) -> str:
+    """How a message names a file given with ``flag``: --data's or --heldout's."""
+    return "Held-out file" if flag == "--heldout" else "Training file"
+
+
+def csv_noun(flag: str) -> str:
+    return "Held-out CSV file" if flag == "--heldout" else "CSV file"
+
+
+def split_spec(spec: str) -> tuple[str, str | None]:
+    """``FILE`` or ``FILE:WEIGHT`` to the file's name and the weight's text (None: no weight).
+
+    A file whose own name has a colon is taken whole; otherwise the text after the last colon is
+    the weight when what comes before it is a file or it reads as a number (so a missing
+    ``corpus.txt:2`` is named as ``corpus.txt``)."""
+    name, separator, weight = spec.rpartition(":")
+    if not separator or os.path.exists(spec):
+        return spec, None
+    if os.path.exists(name) or weight.replace(".", "", 1).isdigit():
+        return name, weight
+    return spec, None
+
+
+def spec_path(spec: str) -> Path:
+    """The file a ``--data``/``--heldout`` spec names, without its weight."""
+    return Path(split_spec(spec)[0])
+
+
+def is_csv(spec: str) -> bool:
+    """The one test of CSV fine-tuning data: ``.csv`` in any case, with or without a weight."""
+    return spec_path(spec).name.lower().endswith(".csv")
 
 
 @dataclass(frozen=True)
@@ -28,15 +66,39 @@ class TextSource:
     weight: float = 1.0
 
     @classmethod
-    def parse(cls, spec: str) -> TextSource:
-        """``corpus.txt.xz`` or ``corpus.txt.xz:2.5``."""
-        name, separator, weight = spec.rpartition(":")
-        if not separator or not weight.replace(".", "", 1).isdigit():
-            name, weight = spec, ""
+    def parse(cls, spec: str, flag: str = "--data") -> TextSource:
+        """``corpus.txt.xz`` or ``corpus.txt.xz:2.5``; a missing file, a folder or a weight
+        that is not a number more than 0 is one sentence."""
+        name, weight = split_spec(spec)
         path = Path(name)
+        if os.path.isdir(path):
+            raise BadDataFileError(
+                f"{file_noun(flag)} '{name}' is a folder; {flag} takes a file "
+                "(.txt, .txt.xz or .csv)."
+            )
         if not path.is_file():
-            raise BadDataFileError(f"Training file '{name}' does not exist.")
-        return cls(path, float(weight) if weight else 1.0)
+            raise BadDataFileError(f"{file_noun(flag)} '{name}' does not exist.")
+        if name.lower().endswith(JSON_SUFFIXES):
+            raise BadDataFileError(
+                f"{file_noun(flag)} '{name}' is JSON; {flag} takes raw text (.txt or .txt.xz, "
+                "one passage per line) or a CSV with text,label columns."
+            )
+        if weight is None:
+            return cls(path)
+        try:
+            value = float(weight)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise BadOptionError(
+                f"A {flag} weight (FILE:WEIGHT) must be a finite number; got '{weight}' in "
+                f"'{spec}'."
+            )
+        if value <= 0:
+            raise BadOptionError(
+                f"A {flag} weight (FILE:WEIGHT) must be more than 0; got '{weight}' in '{spec}'."
+            )
+        return cls(path, value)
 
 
 def open_text(path: Path) -> TextIO:
@@ -45,17 +107,40 @@ def open_text(path: Path) -> TextIO:
     return path.open("r", encoding="utf-8")
 
 
-def read_lines(path: Path) -> Iterator[str]:
-    with open_text(path) as handle:
-        try:
+def read_lines(path: Path, flag: str = "--data") -> Iterator[str]:
+    """The file's non-empty lines, stripped; a file not in UTF-8 or a damaged xz file is one
+    sentence (lzma's EOFError would otherwise reach click, which prints only "Aborted.")."""
+    try:
+        with open_text(path) as handle:
             for line in handle:
                 line = line.strip()
                 if line:
                     yield line
-        except UnicodeDecodeError:
-            raise BadDataFileError(
-                f"Training file '{path}' is not UTF-8 text; convert it (e.g. iconv -f GBK)."
-            ) from None
+    except UnicodeDecodeError:
+        raise BadDataFileError(
+            f"{file_noun(flag)} '{path}' is not UTF-8 text; convert it (e.g. iconv -f GBK)."
+        ) from None
+    except (EOFError, lzma.LZMAError):
+        raise BadDataFileError(damaged_xz(path, flag)) from None
+
+
+def damaged_xz(path: Path, flag: str) -> str:
+    return f"{file_noun(flag)} '{path}' is a damaged or incomplete xz file."
+
+
+def check_text_file(path: Path, flag: str) -> None:
+    """Before any model loads: an xz file's first and last bytes are an xz stream's (a cut-off
+    download is found here, not hours into a run at the end of the first pass), and the file
+    has a text line in UTF-8."""
+    if path.suffix == ".xz":
+        with path.open("rb") as handle:
+            head = handle.read(len(XZ_HEADER))
+            handle.seek(max(0, path.stat().st_size - 4096))
+            tail = handle.read().rstrip(b"\0")
+        if head != XZ_HEADER or not tail.endswith(XZ_FOOTER):
+            raise BadDataFileError(damaged_xz(path, flag))
+    if next(read_lines(path, flag), None) is None:
+        raise BadDataFileError(f"{file_noun(flag)} '{path}' has no text lines.")
 
 
 def endless_lines(path: Path) -> Iterator[str]:
@@ -126,12 +211,20 @@ class ClozeRow:
 
 
 def read_cloze_csv(
-    path: Path, vocab: dict[str, int], skip_bad_rows: bool
+    path: Path,
+    vocab: dict[str, int],
+    skip_bad_rows: bool,
+    flag: str = "--data",
+    count_tokens: Callable[[str], int] | None = None,
+    positions: int = 0,
 ) -> tuple[list[ClozeRow], list[str]]:
     """Read and validate a ``text,label`` CSV. Returns the good rows and the error messages.
 
     A label is one character per mask, or a word spread over consecutive masks, so the label
-    length must equal the number of masks. Bad rows stop the run unless ``skip_bad_rows``.
+    length must equal the number of masks. With ``count_tokens``, a text of more tokens (with
+    [CLS] and [SEP]) than the model's ``positions`` is a bad row too: a row is never cut, since
+    a cut could drop a mask or the context that decides it. Bad rows stop the run unless
+    ``skip_bad_rows``.
     """
     rows: list[ClozeRow] = []
     problems: list[str] = []
@@ -139,7 +232,7 @@ def read_cloze_csv(
         path.read_bytes().decode("utf-8")  # a fine-tuning CSV is small: checked whole, first
     except UnicodeDecodeError:
         raise BadDataFileError(
-            f"Training file '{path}' is not UTF-8 text; convert it (e.g. iconv -f GBK)."
+            f"{file_noun(flag)} '{path}' is not UTF-8 text; convert it (e.g. iconv -f GBK)."
         ) from None
     with path.open("r", encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
@@ -147,26 +240,33 @@ def read_cloze_csv(
         missing = [name for name in ("text", "label") if name not in fields]
         if missing:
             raise BadDataFileError(
-                f"CSV file '{path.name}' is missing the column(s) {', '.join(missing)}; "
+                f"{csv_noun(flag)} '{path.name}' is missing the column(s) {', '.join(missing)}; "
                 "it needs a header line with 'text,label'."
             )
         for record in reader:
             line = reader.line_num
-            problem = row_problem(record.get("text") or "", record.get("label") or "", vocab)
+            text, label = (record.get("text") or "").strip(), (record.get("label") or "").strip()
+            problem = row_problem(text, label, vocab)
+            if problem is None and count_tokens is not None:
+                tokens = count_tokens(text)
+                if tokens > positions:
+                    problem = (
+                        f"the text is {tokens} tokens with [CLS] and [SEP], more than the "
+                        f"model's {positions} positions"
+                    )
             if problem:
                 problems.append(f"line {line}: {problem}")
                 continue
-            text, label = (record["text"] or "").strip(), (record["label"] or "").strip()
             rows.append(ClozeRow(line, text, [vocab[char] for char in label]))
     if problems and not skip_bad_rows:
         shown = "; ".join(problems[:10])
         more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
         raise BadDataFileError(
-            f"CSV file '{path.name}' has {len(problems)} bad row(s): {shown}{more}. "
+            f"{csv_noun(flag)} '{path.name}' has {len(problems)} bad row(s): {shown}{more}. "
             "Fix them or pass --skip-bad-rows."
         )
     if not rows:
-        raise BadDataFileError(f"CSV file '{path.name}' has no usable rows.")
+        raise BadDataFileError(f"{csv_noun(flag)} '{path.name}' has no usable rows.")
     return rows, problems
 
 

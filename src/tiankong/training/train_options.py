@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+import json
+import math
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from tiankong.core.output_folder import check_output_folder
 from tiankong.errors import BadDataFileError, BadOptionError
 from tiankong.training.masking import MASKING_KINDS
-from tiankong.training.train_data import TextSource
+from tiankong.training.train_data import (
+    TextSource,
+    check_text_file,
+    is_csv,
+    split_spec,
+)
 
 # Named starting configs (vocabulary size comes from the tokenizer).
 MODEL_CONFIGS: dict[str, dict[str, Any]] = {
@@ -23,6 +30,12 @@ MODEL_CONFIGS: dict[str, dict[str, Any]] = {
     ),
 }
 CHECKPOINT_DIR = "checkpoint"
+# What marks a folder as an earlier run's --out (a run stopped in its first save leaves only the
+# temporary checkpoint): train writes into such a folder, and refuses any other non-empty one.
+RUN_MARKERS = (CHECKPOINT_DIR, CHECKPOINT_DIR + ".tmp", "training.json")
+CHECKPOINT_FILES = ("config.json", "trainer_state.pt")
+# The fields of a model's config.json that make its shape, compared on --resume.
+SHAPE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 
 
 @dataclass(frozen=True)
@@ -55,13 +68,16 @@ class TrainOptions:
     data_workers: int = 0  # processes preparing batches; 0 prepares them in the training loop
     precision: str = "auto"  # auto (bf16 on CUDA and on a CPU with bf16 units) | fp32 | bf16
     masking: str = "token"  # token | word (jieba's whole words) | ngram (1-4 whole words)
+    # The flags given on purpose (the CLI's command line), so that one which does not apply to
+    # the run is refused even at its default value; other options are judged by their values.
+    given: frozenset[str] = field(default=frozenset(), compare=False)
 
 
 POSITION_INITS = ("random", "sinusoidal")
 # The numbers that took a traceback from torch or the loop (ZeroDivisionError, IndexError):
 # each flag, its TrainOptions field, its least value and whether that least is allowed.
 LIMITS = (
-    ("--lr", "lr", 0, False),
+    ("--lr", "lr", 0, True),  # 0 keeps the weights: --max-steps 1 --lr 0 scores the start
     ("--max-time", "max_time_s", 0, False),
     ("--warmup-steps", "warmup_steps", 0, True),
     ("--weight-decay", "weight_decay", 0, True),
@@ -75,23 +91,124 @@ LIMITS = (
 
 
 def check_numbers(options: TrainOptions) -> None:
-    """Each number of ``LIMITS`` within it (unset ones, None, are the defaults)."""
+    """Each number of ``LIMITS`` within it (unset ones, None, are the defaults), and finite."""
     for flag, name, least, allowed in LIMITS:
         value = getattr(options, name)
+        if value is not None and not math.isfinite(value):
+            raise BadOptionError(f"{flag} must be a finite number; got {value:g}.")
         if value is None or value > least or (allowed and value == least):
             continue
         rule = f"{least:g} or more" if allowed else f"more than {least:g}"
         raise BadOptionError(f"{flag} must be {rule}; got {value:g}.")
 
 
+# The options that apply to part of a run only, each with when it applies and why it would not:
+# the flag, its TrainOptions field, what makes it apply, and the sentence when it doesn't.
+PARTIAL_OPTIONS = (
+    ("--seq-len", "seq_len", "text", "every file is CSV, whose rows are taken whole"),
+    ("--mask-rate", "mask_rate", "text", "every file is CSV, masked at its [MASK]s only"),
+    ("--shuffle-buffer", "shuffle_buffer", "text_data", "it mixes raw-text lines; --data is CSV"),
+    ("--data-workers", "data_workers", "text_data", "they batch raw text; --data is CSV"),
+    ("--eval-lines", "eval_lines", "text_heldout", "there is no raw-text --heldout file"),
+    ("--eval-every", "eval_every", "heldout", "there is no --heldout file to evaluate"),
+    ("--skip-bad-rows", "skip_bad_rows", "csv", "there is no CSV file"),
+)
+
+
+def check_partial_options(options: TrainOptions) -> None:
+    """An option the run would not use is refused, not silently ignored."""
+    text_data = not all(is_csv(spec) for spec in options.data)
+    text_heldout = any(not is_csv(spec) for spec in options.heldout)
+    applies = {
+        "text": text_data or text_heldout,
+        "text_data": text_data,
+        "text_heldout": text_heldout,
+        "heldout": bool(options.heldout),
+        "csv": any(is_csv(spec) for spec in (*options.data, *options.heldout)),
+    }
+    defaults = {item.name: item.default for item in fields(TrainOptions)}
+    for flag, name, when, why in PARTIAL_OPTIONS:
+        if applies[when]:
+            continue
+        if flag in options.given or getattr(options, name) != defaults[name]:
+            raise BadOptionError(f"{flag} does not apply to this run: {why}.")
+
+
+def check_files(specs: tuple[str, ...], flag: str) -> None:
+    """Each file exists and is one kind (CSV or raw text), a raw-text one readable with a line;
+    a weight only on --data's raw text (CSV rows are all used, held-out files all scored)."""
+    sources = [TextSource.parse(spec, flag) for spec in specs]
+    if len({is_csv(spec) for spec in specs}) > 1:
+        raise BadOptionError(f"Mix of CSV and raw-text {flag} files; give one kind at a time.")
+    for spec, source in zip(specs, sources, strict=True):
+        weighted = split_spec(spec)[1] is not None
+        if weighted and (flag == "--heldout" or is_csv(spec)):
+            what = "a held-out file" if flag == "--heldout" else "a CSV file"
+            raise BadOptionError(
+                f"{flag} '{spec}' has a weight (FILE:WEIGHT), which {what} does not take; "
+                "weights mix raw-text --data files."
+            )
+        if not is_csv(spec):
+            check_text_file(source.path, flag)
+
+
+def check_out_folder(options: TrainOptions) -> None:
+    """--out is new, empty or an earlier run's (written over, or continued with --resume)."""
+    check_output_folder(options.out, "--out", replaced=False)
+    out = options.out
+    if out.is_dir() and any(out.iterdir()) and not any((out / n).exists() for n in RUN_MARKERS):
+        raise BadOptionError(
+            f"--out '{out}' is not empty and holds no tiankong training run; "
+            "give a new or empty folder."
+        )
+    if not options.resume:
+        return
+    checkpoint = out / CHECKPOINT_DIR
+    if not checkpoint.is_dir():
+        raise BadDataFileError(f"--resume was given but '{out}' has no checkpoint yet.")
+    missing = [name for name in CHECKPOINT_FILES if not (checkpoint / name).is_file()]
+    if missing:
+        raise BadDataFileError(
+            f"--resume: '{checkpoint}' is incomplete (no {' or '.join(missing)}), so it is not "
+            "a checkpoint tiankong wrote; give a new --out to start again."
+        )
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """A model folder's config.json (checked by resolve_model or check_out_folder)."""
+    try:
+        config: dict[str, Any] = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise BadDataFileError(f"'{folder}' has an unreadable or corrupt config.json.") from None
+    return config
+
+
+def check_resumed_shape(options: TrainOptions, shape_of_start: dict[str, Any] | None) -> None:
+    """On --resume the model is the checkpoint's: a --config or --init of another shape would
+    be dropped, so it is refused (one of the same shape describes the run being resumed)."""
+    if not options.resume or shape_of_start is None:
+        return
+    saved = read_config(options.out / CHECKPOINT_DIR)
+    given = f"--config {options.config}" if options.config else f"--init {options.init}"
+    if saved.get("model_type") != shape_of_start.get("model_type"):
+        theirs = f"a {saved.get('model_type')} model, not a {shape_of_start.get('model_type')}"
+    else:
+        differ = [name for name in SHAPE_FIELDS if saved.get(name) != shape_of_start.get(name)]
+        theirs = ", ".join(f"its {name} is {saved.get(name)}" for name in differ)
+    if theirs:
+        raise BadOptionError(
+            f"{given} is not the shape of the run in '{options.out}' ({theirs}); --resume "
+            "continues the checkpoint's model, so drop it or give a new --out."
+        )
+
+
 def validate_options(options: TrainOptions) -> None:
+    """Every check that needs no model: the options, the files, the output folder."""
     if not options.data:
         raise BadOptionError("Give at least one training file with --data.")
-    kinds = {spec.endswith(".csv") for spec in options.data}
-    if len(kinds) > 1:
-        raise BadOptionError("Mix of CSV and raw-text --data files; train on one kind at a time.")
-    for spec in options.data:
-        TextSource.parse(spec)  # raises a clear error for a missing file
+    check_files(options.data, "--data")
+    check_files(options.heldout, "--heldout")
+    csv_data = all(is_csv(spec) for spec in options.data)
     if not 0.0 < options.mask_rate < 1.0:
         raise BadOptionError("--mask-rate must be between 0 and 1.")
     if options.seq_len < 8 or options.seq_len > 512:
@@ -105,7 +222,11 @@ def validate_options(options: TrainOptions) -> None:
             "Pass --init MODEL to continue training a model, or --config NAME "
             f"({', '.join(MODEL_CONFIGS)}) to start one from scratch."
         )
-    check_output_folder(options.out, "--out", replaced=False)
+    if options.config and options.config not in MODEL_CONFIGS:
+        raise BadOptionError(
+            f"Unknown --config '{options.config}'; choose one of {', '.join(MODEL_CONFIGS)} "
+            "or pass --init."
+        )
     if options.device not in ("auto", "cpu", "cuda"):
         raise BadOptionError(f"--device '{options.device}' is not one of auto, cpu or cuda.")
     if options.precision not in ("auto", "fp32", "bf16"):
@@ -114,7 +235,7 @@ def validate_options(options: TrainOptions) -> None:
         raise BadOptionError(
             f"--masking '{options.masking}' is not one of {', '.join(MASKING_KINDS)}."
         )
-    if options.masking != "token" and all(spec.endswith(".csv") for spec in options.data):
+    if options.masking != "token" and csv_data:
         raise BadOptionError("--masking applies to raw-text pretraining, not to CSV fine-tuning.")
     if options.masking != "token" and importlib.util.find_spec("jieba") is None:
         raise BadOptionError(
@@ -123,11 +244,26 @@ def validate_options(options: TrainOptions) -> None:
     if options.data_workers < 0:
         raise BadOptionError("--data-workers must be 0 or more.")
     check_numbers(options)
-    if any(TextSource.parse(spec).weight <= 0 for spec in options.data):
-        raise BadOptionError("A --data weight (FILE:WEIGHT) must be more than 0.")
+    check_partial_options(options)
     if options.position_init not in POSITION_INITS:
         raise BadOptionError(
             f"--position-init '{options.position_init}' is not one of {', '.join(POSITION_INITS)}."
         )
-    if options.resume and not (options.out / CHECKPOINT_DIR).is_dir():
-        raise BadDataFileError(f"--resume was given but '{options.out}' has no checkpoint yet.")
+    if options.position_init != "random" and not options.config:
+        raise BadOptionError(
+            f"--position-init {options.position_init} applies to a model started from --config; "
+            "a model from --init or --resume keeps its own position embeddings."
+        )
+    check_out_folder(options)
+    if options.resume and options.config:
+        check_resumed_shape(options, {"model_type": "bert", **MODEL_CONFIGS[options.config]})
+
+
+def check_positions(options: TrainOptions, positions: int, model: str) -> None:
+    """--seq-len within the model's positions, when raw text is packed to it."""
+    uses_seq_len = not all(is_csv(spec) for spec in (*options.data, *options.heldout))
+    if uses_seq_len and options.seq_len > positions:
+        raise BadOptionError(
+            f"--seq-len {options.seq_len} is more than the {positions} positions of model "
+            f"'{model}'; give --seq-len {positions} or less."
+        )

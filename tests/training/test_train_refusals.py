@@ -1,0 +1,334 @@
+"""`tiankong train` refuses what it can't do, in one sentence, before the work: each case here
+was a traceback, "Aborted.", a silent fallback or a silently ignored option."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiankong.errors import BadDataFileError, BadOptionError, ModelUnavailableError
+from tiankong.training.train import TrainOptions, train
+
+LINES = ["春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。", "床前明月光，疑是地上霜。"] * 10
+CLOZE = "text,label\n手机没电了，赶紧去[MASK][MASK]。,充电\n处处闻啼[MASK]。,鸟\n"
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    folder = tmp_path / "files"
+    folder.mkdir()
+    (folder / "t.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    with lzma.open(folder / "t.txt.xz", "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(LINES * 20) + "\n")
+    (folder / "c.csv").write_text(CLOZE, encoding="utf-8")
+    return folder
+
+
+def options(out: Path, data: tuple[str, ...], **changes: object) -> TrainOptions:
+    base: dict[str, object] = dict(
+        out=out, data=data, config="tiny", max_steps=2, batch_size=4, threads=1, device="cpu"
+    )
+    if not all(spec.lower().split(":")[0].endswith(".csv") for spec in data):
+        base["seq_len"] = 32
+    base.update(changes)
+    return TrainOptions(**base)  # type: ignore[arg-type]
+
+
+def tuning(out: Path, data: tuple[str, ...], tiny_model_dir: Path, **changes: object):
+    return options(out, data, config=None, init=str(tiny_model_dir), **changes)
+
+
+def test_out_folder_holding_other_files_is_refused(files: Path, tmp_path: Path) -> None:
+    """It was written over (its config.json replaced); an earlier run's folder still is."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text("{}")
+    with pytest.raises(BadOptionError, match=r"is not empty and holds no tiankong training run"):
+        train(options(mine, (str(files / "t.txt"),)))
+    assert (mine / "config.json").read_text() == "{}"
+    train(options(tmp_path / "run", (str(files / "t.txt"),)))
+    assert train(options(tmp_path / "run", (str(files / "t.txt"),))).steps == 2  # again
+
+
+def test_a_damaged_xz_file_is_one_sentence(files: Path, tmp_path: Path) -> None:
+    """A cut-off .txt.xz was "Aborted." (lzma's EOFError reached click); a .txt.xz that is not
+    xz at all an LZMAError traceback; either was found only when the stream reached it."""
+    whole = (files / "t.txt.xz").read_bytes()
+    (files / "cut.txt.xz").write_bytes(whole[: len(whole) // 2])
+    (files / "plain.txt.xz").write_text("\n".join(LINES), encoding="utf-8")
+    for name in ("cut.txt.xz", "plain.txt.xz"):
+        with pytest.raises(BadDataFileError) as refused:
+            train(options(tmp_path / "x", (str(files / name),)))
+        assert refused.value.message == (
+            f"Training file '{files / name}' is a damaged or incomplete xz file."
+        )
+    with pytest.raises(BadDataFileError, match=r"Held-out file .* damaged or incomplete xz"):
+        train(
+            options(tmp_path / "x", (str(files / "t.txt"),), heldout=(str(files / "cut.txt.xz"),))
+        )
+    # damage the stream inside, past the checks of its ends: found where it is read
+    from tiankong.training.train_data import read_lines
+
+    middle = bytearray(whole)
+    middle[len(whole) // 2] ^= 0xFF
+    (files / "inside.txt.xz").write_bytes(bytes(middle))
+    with pytest.raises(BadDataFileError, match=r"damaged or incomplete xz file"):
+        list(read_lines(files / "inside.txt.xz"))
+
+
+def test_a_csv_row_longer_than_the_model_is_a_bad_row(
+    files: Path, tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """A 600-character row crashed fine-tuning (a tensor of 602 positions against 512)."""
+    long = files / "long.csv"
+    long.write_text(CLOZE + "好" * 600 + "[MASK]。,好\n", encoding="utf-8")
+    with pytest.raises(BadDataFileError) as refused:
+        train(tuning(tmp_path / "x", (str(long),), tiny_model_dir))
+    assert "has 1 bad row(s): line 4: the text is 604 tokens with [CLS] and [SEP], more " in (
+        refused.value.message
+    )
+    assert "than the model's 512 positions" in refused.value.message
+    summary = train(tuning(tmp_path / "y", (str(long),), tiny_model_dir, skip_bad_rows=True))
+    assert summary.steps == 2 and summary.skipped_rows == 1
+
+
+def test_heldout_files_are_checked_before_the_model(files: Path, tmp_path: Path) -> None:
+    """A missing --heldout file was a FileNotFoundError and an empty one an IndexError, after
+    the model had loaded; their messages said "Training file"."""
+    (files / "empty.txt").write_text("\n\n", encoding="utf-8")
+    data = (str(files / "t.txt"),)
+    cases = {
+        "missing.txt": f"Held-out file '{files / 'missing.txt'}' does not exist.",
+        "empty.txt": f"Held-out file '{files / 'empty.txt'}' has no text lines.",
+    }
+    for name, words in cases.items():
+        with pytest.raises(BadDataFileError) as refused:
+            train(options(tmp_path / "x", data, heldout=(str(files / name),)))
+        assert refused.value.message == words
+    gbk = files / "gbk.txt"
+    gbk.write_bytes("春眠不觉晓，处处闻啼鸟。\n".encode("gbk"))
+    with pytest.raises(BadDataFileError, match=r"^Held-out file .* is not UTF-8 text"):
+        train(options(tmp_path / "x", data, heldout=(str(gbk),)))
+
+
+def test_an_init_model_it_cannot_train_is_one_sentence(
+    files: Path, tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """--seq-len past the model's positions was a RuntimeError in the first step; a folder whose
+    config.json names no masked-LM class (model_type gpt2) a ValueError from transformers."""
+    from transformers import AutoConfig, AutoTokenizer, BertForMaskedLM
+
+    short = tmp_path / "short"  # a model of 16 positions
+    config = AutoConfig.from_pretrained(tiny_model_dir, max_position_embeddings=16)
+    BertForMaskedLM(config).save_pretrained(short)
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(short)
+    data = (str(files / "t.txt"),)
+    with pytest.raises(BadOptionError) as refused:
+        train(options(tmp_path / "x", data, config=None, init=str(short), seq_len=32))
+    assert refused.value.message == (
+        f"--seq-len 32 is more than the 16 positions of model '{short}'; give --seq-len 16 or less."
+    )
+    gpt2 = tmp_path / "gpt2"
+    shutil.copytree(tiny_model_dir, gpt2)
+    fields = json.loads((gpt2 / "config.json").read_text())
+    fields.pop("architectures", None)
+    (gpt2 / "config.json").write_text(json.dumps({**fields, "model_type": "gpt2"}))
+    with pytest.raises(ModelUnavailableError, match=r"^Model '.*gpt2' \(gpt2\) can't be loaded"):
+        train(options(tmp_path / "x", data, config=None, init=str(gpt2), seq_len=16))
+
+
+@pytest.mark.parametrize(
+    ("changes", "flag"),
+    [
+        ({"seq_len": 32}, "--seq-len"),
+        ({"mask_rate": 0.3}, "--mask-rate"),
+        ({"data_workers": 1}, "--data-workers"),
+        ({"shuffle_buffer": 10}, "--shuffle-buffer"),
+        ({"eval_lines": 10}, "--eval-lines"),
+        ({"given": frozenset({"--seq-len"})}, "--seq-len"),  # typed, at its default value
+    ],
+)
+def test_options_csv_fine_tuning_would_ignore_are_refused(
+    files: Path, tmp_path: Path, tiny_model_dir: Path, changes: dict[str, object], flag: str
+) -> None:
+    with pytest.raises(BadOptionError, match=rf"^{flag} does not apply to this run: "):
+        train(tuning(tmp_path / "x", (str(files / "c.csv"),), tiny_model_dir, **changes))
+
+
+def test_options_a_text_run_would_ignore_are_refused(files: Path, tmp_path: Path) -> None:
+    data = (str(files / "t.txt"),)
+    with pytest.raises(BadOptionError, match=r"^--eval-every does not apply .* no --heldout"):
+        train(options(tmp_path / "x", data, eval_every=5))
+    with pytest.raises(BadOptionError, match=r"^--skip-bad-rows does not apply .* no CSV file"):
+        train(options(tmp_path / "x", data, skip_bad_rows=True))
+
+
+def test_the_cli_refuses_a_flag_typed_at_its_default(files: Path, tmp_path: Path) -> None:
+    """--seq-len 64 (the default) on CSV data was ignored all the same."""
+    from typer.testing import CliRunner
+
+    from tiankong.cli import app
+
+    flags = ["train", "--out", str(tmp_path / "x"), "--init", "tiankong-mini-zh", "--max-steps"]
+    flags += ["1", "--threads", "1", "--data", str(files / "c.csv")]
+    result = CliRunner().invoke(app, [*flags, "--seq-len", "64"])
+    assert isinstance(result.exception, BadOptionError)
+    assert result.exception.message.startswith("--seq-len does not apply to this run")
+
+
+def test_resume_and_init_drop_no_option(files: Path, tmp_path: Path, tiny_model_dir: Path) -> None:
+    """--resume --config small on a tiny run trained the tiny model on; --init with
+    --position-init sinusoidal kept the model's own positions."""
+    data = (str(files / "t.txt"),)
+    train(options(tmp_path / "run", data))
+    with pytest.raises(BadOptionError) as refused:
+        train(options(tmp_path / "run", data, config="small", resume=True, max_steps=3))
+    assert (
+        refused.value.message.startswith("--config small is not the shape of the run in")
+        and "its hidden_size is 64" in refused.value.message
+    )
+    with pytest.raises(BadOptionError, match=r"^--position-init sinusoidal applies to a model"):
+        train(tuning(tmp_path / "x", data, tiny_model_dir, position_init="sinusoidal"))
+    assert train(options(tmp_path / "run", data, resume=True, max_steps=3)).steps == 3
+
+
+def test_resume_of_an_empty_or_a_finished_run(files: Path, tmp_path: Path) -> None:
+    """An empty OUT/checkpoint was "Unknown --config ''"; resuming a finished run wrote its
+    training.json over with a NaN loss."""
+    data = (str(files / "t.txt"),)
+    (tmp_path / "empty" / "checkpoint").mkdir(parents=True)
+    with pytest.raises(BadDataFileError, match=r"checkpoint' is incomplete .*no config.json"):
+        train(options(tmp_path / "empty", data, config=None, resume=True))
+    train(options(tmp_path / "run", data))
+    record = (tmp_path / "run" / "training.json").read_text()
+    with pytest.raises(BadOptionError) as refused:
+        train(options(tmp_path / "run", data, config=None, resume=True))
+    assert refused.value.message == (
+        f"The run in '{tmp_path / 'run'}' is already at step 2, the end of --max-steps 2; raise "
+        "--max-steps to train it further."
+    )
+    assert (tmp_path / "run" / "training.json").read_text() == record
+
+
+def test_csv_is_told_by_its_name_in_any_case_and_with_a_weight(
+    files: Path, tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """C2.CSV and c.csv:2 were trained as raw text; a .jsonl too."""
+    upper = files / "BAD.CSV"
+    upper.write_text("text,label\n没有空,的\n", encoding="utf-8")
+    with pytest.raises(BadDataFileError, match=r"^CSV file 'BAD.CSV' has 1 bad row"):
+        train(tuning(tmp_path / "x", (str(upper),), tiny_model_dir))
+    with pytest.raises(BadOptionError, match=r"has a weight .* which a CSV file does not take"):
+        train(tuning(tmp_path / "x", (f"{files / 'c.csv'}:2",), tiny_model_dir))
+    (files / "c.jsonl").write_text('{"text": "好[MASK]", "answers": ["的"]}\n')
+    with pytest.raises(BadDataFileError, match=r"c.jsonl' is JSON; --data takes raw text"):
+        train(options(tmp_path / "x", (str(files / "c.jsonl"),)))
+
+
+def test_bad_heldout_rows_stop_the_run_or_are_counted(
+    files: Path, tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """Bad held-out rows were skipped silently, and --skip-bad-rows' count was never shown."""
+    bad = files / "bad.csv"
+    bad.write_text(CLOZE + "没有空,的\n", encoding="utf-8")
+    with pytest.raises(BadDataFileError, match=r"^Held-out CSV file 'bad.csv' has 1 bad row"):
+        train(tuning(tmp_path / "x", (str(files / "c.csv"),), tiny_model_dir, heldout=(str(bad),)))
+    run = tuning(tmp_path / "run", (str(bad),), tiny_model_dir, heldout=(str(bad),))
+    summary = train(TrainOptions(**{**run.__dict__, "skip_bad_rows": True}))
+    assert (summary.skipped_rows, summary.skipped_heldout_rows) == (1, 1)
+    record = json.loads((tmp_path / "run" / "training.json").read_text())
+    assert record["summary"]["skipped_rows"] == record["summary"]["skipped_heldout_rows"] == 1
+
+
+def test_weight_and_folder_messages_say_what_is_wrong(
+    files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each said "does not exist"; a hub failure told train's user to pass --model."""
+    text = files / "t.txt"
+    cases = {
+        f"{text}:-1": f"A --data weight (FILE:WEIGHT) must be more than 0; got '-1' in "
+        f"'{text}:-1'.",
+        f"{text}:abc": f"A --data weight (FILE:WEIGHT) must be a finite number; got 'abc' in "
+        f"'{text}:abc'.",
+        str(files): f"Training file '{files}' is a folder; --data takes a file (.txt, .txt.xz "
+        "or .csv).",
+    }
+    for spec, words in cases.items():
+        with pytest.raises((BadOptionError, BadDataFileError)) as refused:
+            train(options(tmp_path / "x", (spec,)))
+        assert refused.value.message == words
+    import huggingface_hub
+
+    def offline(*args: object, **kwargs: object) -> None:
+        raise OSError("no network")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    with pytest.raises(ModelUnavailableError, match=r"pass its path with --init, or use"):
+        train(options(tmp_path / "x", (str(text),), config=None, init="someone/no-such-model"))
+
+
+def test_lr_zero_keeps_the_weights_and_scores_the_start(
+    files: Path, tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """docs/TRAINING.md scores a model with --max-steps 1 --lr 0, which was refused."""
+    import torch
+    from safetensors.torch import load_file
+
+    summary = train(
+        tuning(
+            tmp_path / "run", (str(files / "t.txt"),), tiny_model_dir,
+            heldout=(str(files / "t.txt"),), lr=0.0, max_steps=1, eval_every=1,
+        )
+    )  # fmt: skip
+    assert summary.heldout_accuracy is not None
+    before = load_file(tiny_model_dir / "model.safetensors")
+    after = load_file(tmp_path / "run" / "model.safetensors")
+    assert all(torch.equal(before[name], after[name]) for name in after)
+
+
+@pytest.mark.parametrize("lr", [math.inf, math.nan])
+def test_a_non_finite_lr_is_refused(files: Path, tmp_path: Path, lr: float) -> None:
+    """--lr inf trained and saved NaN weights."""
+    with pytest.raises(BadOptionError) as refused:
+        train(options(tmp_path / "x", (str(files / "t.txt"),), lr=lr))
+    assert refused.value.message == f"--lr must be a finite number; got {lr:g}."
+
+
+CHECK_BEFORE_TORCH = """
+import sys
+from pathlib import Path
+from tiankong.errors import BadDataFileError
+from tiankong.training.train import TrainOptions, train
+try:
+    train(TrainOptions(out=Path(sys.argv[1]), data=("missing.txt",), config="tiny"))
+except BadDataFileError:
+    print("torch" in sys.modules)
+"""
+
+
+@pytest.mark.processes
+def test_bad_options_are_refused_before_torch_and_without_a_progress_bar(
+    files: Path, tmp_path: Path
+) -> None:
+    """They came after torch loaded (seconds), under an empty bar: "step 0/2 loss nan"."""
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_BEFORE_TORCH, str(tmp_path / "x")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.stdout.strip() == "False", done.stderr[-2000:]
+    from typer.testing import CliRunner
+
+    from tiankong.cli import app
+
+    flags = ["train", "--out", str(tmp_path / "x"), "--config", "tiny", "--seq-len", "32"]
+    flags += ["--max-steps", "2", "--data", str(files / "t.txt"), "--heldout", "missing.txt"]
+    result = CliRunner().invoke(app, flags)
+    assert isinstance(result.exception, BadDataFileError)
+    assert "step 0/2" not in result.output
