@@ -496,12 +496,17 @@ class Proofreader:
         original = max(float(row[token]), 1e-12)
         if not known and float(row[suggestion]) < self.method.idiom_model_ratio * original:
             return None
-        confusable = suggestion in self.candidates.get(token, ())
-        grounded = match is not None and all(match.sides) and match.fills.get((suggestion,), 0) > 0
-        if not known and not confusable and not grounded:
-            return (
-                None  # 我们一点半开会 was made 一点半点会: 开 and 点 neither sound nor look alike
+        run = idiom_run(window.chars, slot, self.id_to_char(suggestion), idiom)
+        if not known and glued(window, slot, run):
+            # the character ends the four and a Han character follows (or it begins them and
+            # one precedes): it may be the next word's (我们一点半开会 was made 一点半点会, 开会);
+            # then only a confusable character, or one the index holds there, is a fix
+            confusable = suggestion in self.candidates.get(token, ())
+            grounded = (
+                match is not None and all(match.sides) and match.fills.get((suggestion,), 0) > 0
             )
+            if not confusable and not grounded:
+                return None
         evidence = None
         if match is not None and self.memory is not None:
             if not known and match.fills.get((suggestion,), 0) < match.fills.get((token,), 0):
@@ -606,6 +611,14 @@ def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
         # the 出处 in the script the fix is written in (畫龍點睛 for 画龙点晴 in a text with 頭髮)
         memory=memory_in(edit.memory, script.back) if as_typed else edit.memory,
     )
+
+
+def glued(window: Window, slot: int, run: range) -> bool:
+    """Whether ``slot`` is an end of ``run`` with a Han character right beside it outside."""
+    spans = window.spans
+    before = slot == run.start and slot > 0 and spans[slot - 1][1] == spans[slot][0]
+    after = slot == run.stop - 1 and slot + 1 < len(spans) and spans[slot][1] == spans[slot + 1][0]
+    return before or after
 
 
 def mostly_traditional(typed: str, simplified: str, traditional: str) -> bool:
