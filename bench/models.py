@@ -67,6 +67,16 @@ def build_random(kind: str, folder: Path) -> None:
     partial.rename(folder)
 
 
+def model_problem(key: str) -> str:
+    """Why ``key`` names no model the bench knows, or "" when it does (a bundled model not yet
+    trained is known: the bench says so and runs the rest). Checked before anything runs: an
+    unknown name ran nothing and replaced the last report with an empty one."""
+    if key in RANDOM_MODELS or key == "bundled" or has_weights(Path(key).expanduser()):
+        return ""
+    known = ", ".join([*RANDOM_MODELS, "bundled"])
+    return f"'{key}' is not {known} or a model folder with config.json and weights"
+
+
 def resolve(key: str, cache: Path = DEFAULT_MODEL_CACHE) -> BenchModel:
     """The folder for ``key``, building a random model on first use."""
     if key in RANDOM_MODELS:

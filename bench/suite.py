@@ -28,7 +28,7 @@ import psutil
 from bench import optimum_env, ort_recipe, paired, profiling, report, roofline
 from bench.contenders.registry import Contender, select, thread_settings
 from bench.load import run_load
-from bench.models import DEFAULT_MODEL_CACHE, REPO_ROOT, BenchModel, resolve
+from bench.models import DEFAULT_MODEL_CACHE, REPO_ROOT, BenchModel, model_problem, resolve
 from bench.offline import measure as measure_offline
 from bench.sentences import sentences
 from bench.servers import Server, ServerFailed, free_port, start
@@ -509,16 +509,29 @@ def make_plan(args: argparse.Namespace) -> Plan:
         raise SystemExit("bench: --paired-rounds must be 0 or more.")
     if args.paired_seconds is not None and args.paired_seconds < 1:
         raise SystemExit("bench: --paired-seconds must be a whole number of seconds, 1 or more.")
+    # a 0 was taken as "not given" and the default run instead, a negative one run as given
+    if args.duration is not None and not args.duration > 0:
+        raise SystemExit(f"bench: --duration must be more than 0 seconds; got {args.duration}.")
+    for flag, value in (
+        ("--c1-requests", args.c1_requests),
+        ("--offline-sentences", args.offline_sentences),
+    ):
+        if value is not None and value < 1:
+            raise SystemExit(f"bench: {flag} must be 1 or more; got {value}.")
     return Plan(
         quick=quick,
         out_dir=args.out_dir,
         model_cache=args.model_cache,
-        c1_requests=args.c1_requests or (10 if quick else 200),
+        c1_requests=args.c1_requests if args.c1_requests is not None else (10 if quick else 200),
         c1_max_s=5.0 if quick else 30.0,
-        c20_duration_s=args.duration or (1.0 if quick else 20.0),
+        c20_duration_s=args.duration if args.duration is not None else (1.0 if quick else 20.0),
         concurrency=20,
         client=args.client,
-        offline_sentences=args.offline_sentences or (50 if quick else 2000),
+        offline_sentences=(
+            args.offline_sentences
+            if args.offline_sentences is not None
+            else (50 if quick else 2000)
+        ),
         offline_chunk=32,
         ready_timeout_s=600.0,
         profile=args.profile or "",
@@ -586,6 +599,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 OFFLINE_TARGETS = ("tiankong-onnx-int8", "tiankong-onnx-fp32", "tiankong-torch-fp32", "pipeline")
 
 
+def offline_targets_of(spec: str) -> list[str]:
+    """``--offline``: all, none or comma-separated targets, each one of ``OFFLINE_TARGETS``
+    (a misspelled one failed only after every contender had run, and the bench exited 0)."""
+    if spec == "none":
+        return []
+    if spec == "all":
+        return list(OFFLINE_TARGETS)
+    targets = [part.strip() for part in spec.split(",") if part.strip()]
+    unknown = [target for target in targets if target not in OFFLINE_TARGETS]
+    if unknown or not targets:
+        raise SystemExit(
+            f"bench: unknown offline target(s) {', '.join(unknown) or repr(spec)}; choose "
+            f"from {', '.join(OFFLINE_TARGETS)}, all or none."
+        )
+    return targets
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     plan = make_plan(args)
@@ -595,17 +625,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         except RuntimeError as error:
             raise SystemExit(f"bench: {error}.") from None
     started = time.perf_counter()
-    model_keys = (args.models or ("random-tiny" if plan.quick else "random-base,bundled")).split(
-        ","
-    )
+    default_models = "random-tiny" if plan.quick else "random-base,bundled"
+    model_keys = [key.strip() for key in (args.models or default_models).split(",")]
+    for key in model_keys:  # before anything is built or measured, and the report is kept
+        problem = model_problem(key)
+        if problem:
+            raise SystemExit(f"bench: {problem}.")
     contenders = select(args.contenders)
-    offline_targets = (
-        []
-        if args.offline == "none"
-        else list(OFFLINE_TARGETS)
-        if args.offline == "all"
-        else args.offline.split(",")
-    )
+    offline_targets = offline_targets_of(args.offline)
     results: dict[str, Any] = {
         "bench": {
             "command": " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])]),
@@ -622,12 +649,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "machine": machine(),
     }
+    models = [resolve(key, plan.model_cache) for key in model_keys]
+    if all(model.path is None for model in models):  # only the bundled model, not there yet
+        raise SystemExit(
+            f"bench: no model to bench: {'; '.join(model.missing for model in models)}."
+        )
     print("bench: measuring GEMM peaks", flush=True)
     first_peaks = measure_peaks(plan.quick)
-    results["models"] = [
-        bench_model(resolve(key.strip(), plan.model_cache), contenders, plan, offline_targets)
-        for key in model_keys
-    ]
+    results["models"] = [bench_model(model, contenders, plan, offline_targets) for model in models]
     print("bench: measuring GEMM peaks again", flush=True)
     results["peak_runs"] = [first_peaks, measure_peaks(plan.quick)]
     results["peaks"] = highest_peaks(results["peak_runs"])

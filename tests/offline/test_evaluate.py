@@ -105,3 +105,85 @@ def test_eval_cli_prints_the_table_and_writes_json(tiny_model_dir: Path, tmp_pat
     assert "chid" in done.stdout and "overall" in done.stdout and "top-5" in done.stdout
     data = json.loads(report.read_text(encoding="utf-8"))
     assert data["reports"][0]["overall"]["items"] == 3
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        # answers [null, 5] were scored as the strings "None" and "5"
+        ({"text": "啼[MASK]", "answers": [None, 5]}, "line 1: 'answers' must be a list of strings"),
+        ({"text": "啼[MASK]", "answers": [" "]}, "line 1: 'answers' must be a list of strings"),
+        ({"text": "啼[MASK]", "answers": ["鸟"], "category": None}, "line 1: 'category' must be"),
+        (
+            {"text": "啼[MASK]", "answers": ["鸟", "雀"], "candidates": ["猫", "狗"]},
+            "line 1: none of the answers '鸟', '雀' is among the candidates",
+        ),
+        (
+            {
+                "content": "他做事总是#idiom#。",
+                "groundTruth": ["一丝不苟"],
+                "candidates": ["马马虎虎"],
+            },
+            "line 1: '一丝不苟' is not among the candidates, so the item can never be scored right",
+        ),
+        (
+            {"content": "他做事总是#idiom#。", "groundTruth": [None]},
+            "line 1: each ChID groundTruth must be an idiom",
+        ),
+    ],
+)
+def test_an_item_that_can_never_be_right_is_refused_with_its_line(
+    tmp_path: Path, record: dict[str, object], message: str
+) -> None:
+    path = tmp_path / "items.jsonl"
+    path.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
+    with pytest.raises(BadDataFileError, match=f"^items.jsonl {message}"):
+        read_items(path)
+
+
+def test_a_chid_blank_without_candidates_has_a_mask_per_character() -> None:
+    """It became one [MASK] for a four-character idiom: 0% whatever the model said."""
+    from tiankong.offline.evaluate import parse_record
+
+    record = {"content": "他做事总是#idiom#，#idiom#。", "groundTruth": ["一丝不苟", "好"]}
+    first, second = parse_record(record, 3, "chid.jsonl")
+    assert first.text == "他做事总是[MASK][MASK][MASK][MASK]，[UNK]。"
+    assert first.candidates == () and first.answers == ("一丝不苟",)
+    assert second.text == "他做事总是[UNK]，[MASK]。"
+
+
+def test_answers_of_another_length_than_the_masks_are_refused(tiny_masker, tmp_path: Path) -> None:
+    """Scored as misses before: a fill has one token per mask."""
+    from tiankong.offline.evaluate import check_scorable
+
+    path = tmp_path / "items.jsonl"
+    lines = [
+        {"text": "处处闻啼[MASK]。", "answers": ["鸟"]},
+        {"text": "画龙点[MASK][MASK]", "answers": ["眼睛", "睛"]},  # one answer fits
+        {"text": "啼[BLANK]。", "answers": ["黄鹂鸟"]},  # a blank takes any length
+        {"text": "啼[MASK]。", "answers": ["黄鹂"], "candidates": ["黄鹂", "鸟"]},
+        {"text": "春眠不觉晓，处处闻啼[MASK][MASK]。", "answers": ["鸟"]},
+    ]
+    path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines), encoding="utf-8")
+    items = read_items(path)
+    check_scorable(tiny_masker, items[:4], False, path.name)
+    with pytest.raises(
+        BadDataFileError,
+        match=r"^items.jsonl line 5: the text has 2 \[MASK\]s and no answer is 2 tokens long",
+    ):
+        check_scorable(tiny_masker, items, False, path.name)
+    check_scorable(tiny_masker, items, True, path.name)  # --blank: any length
+
+
+@pytest.mark.usefixtures("onnx_exports")  # --engine onnx starts without torch
+@pytest.mark.processes
+def test_eval_cli_refuses_an_item_that_can_never_be_right(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    from cli_helpers import run_cli
+
+    path = tmp_path / "lenmis.jsonl"
+    path.write_text('{"text": "处处闻啼[MASK][MASK]。", "answers": ["鸟"]}\n', encoding="utf-8")
+    done = run_cli("eval", str(path), "-m", str(tiny_model_dir), "--engine", "onnx")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: lenmis.jsonl line 1: the text has 2 [MASK]s")

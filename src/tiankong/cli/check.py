@@ -223,5 +223,10 @@ def print_check_report(console: Console, report: CheckReport) -> None:
             f"{figures['false_alarm_rate']:.1%} of {clean}",
             style="bold" if scores.category == "overall" else None,
         )
-    console.print(table)
+    # a file or a pipe gets the table at its natural width: cut to 80 columns, it read
+    # "modern…" for both modern_clean and modern_error (a terminal keeps its own width)
+    if not console.is_terminal:
+        natural = console.measure(table, options=console.options.update_width(1000)).maximum
+        table.width = natural if natural > console.width else None
+    console.print(table, crop=False)
     console.print(f"{report.sentences_per_s:.1f} sentences/s", highlight=False)

@@ -20,6 +20,7 @@ from tiankong.errors import BadOptionError
 from tiankong.offline.evaluate import (
     EvalReport,
     agreement,
+    check_scorable,
     evaluate_items,
     index_changes,
     read_items,
@@ -30,6 +31,7 @@ from tiankong.offline.files import check_report, write_report
 @app.command("eval")
 @settings_flags
 def eval_command(
+    context: typer.Context,
     file: Annotated[Path, typer.Argument(help="JSONL cloze items, or ChID JSON lines.")],
     task: Annotated[
         str,
@@ -44,6 +46,7 @@ def eval_command(
     precision: object = FLAG,
     device: object = FLAG,
     threads: object = FLAG,
+    max_length: object = FLAG,
     order: Annotated[
         str, typer.Option("--order", help="Joint decoding: left_to_right or confident_first.")
     ] = PredictOptions.order,
@@ -81,6 +84,7 @@ def eval_command(
     if task == "check":
         from tiankong.cli.check import eval_check
 
+        refuse_fill_options(context)
         eval_check(file, settings, json_out, verbose)
         return
     if task != "fill":
@@ -93,6 +97,7 @@ def eval_command(
     if compare_index and compare:
         raise BadOptionError("Use --compare-index or --compare, not both.")
     masker = FillMasker.load(settings=settings)
+    check_scorable(masker, items, blank, file.name)  # before any run: its tokenizer decides
     runs = [(masker, options)]
     if compare_index:
         if masker.memory is None:
@@ -132,6 +137,32 @@ def eval_command(
         console.print(f"report written to {json_out}")
 
 
+# eval's own options that only the fill task reads: --task check refuses them, not ignores them
+FILL_ONLY_OPTIONS = {
+    "order": "--order",
+    "beam_width": "--beam-width",
+    "blank": "--blank",
+    "length_alpha": "--length-alpha",
+    "compare_index": "--compare-index",
+    "compare": "--compare",
+}
+
+
+def refuse_fill_options(context: typer.Context) -> None:
+    given = [
+        flag
+        for name, flag in FILL_ONLY_OPTIONS.items()
+        if getattr(context.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
+    ]
+    if given:
+        raise BadOptionError(
+            f"{', '.join(given[:-1]) + ' and ' if given[:-1] else ''}{given[-1]} "
+            f"{'applies' if len(given) == 1 else 'apply'} to --task "
+            "fill only; --task check takes --index, --verbose, --json and the model and engine "
+            "options."
+        )
+
+
 def print_index_comparison(
     console: Console,
     without: EvalReport,
@@ -163,7 +194,16 @@ def print_index_comparison(
             str(changes[alone.category]["wrong_to_right"]),
             style="bold" if alone.category == "overall" else None,
         )
-    console.print(table)
+    print_table(console, table)
+
+
+def print_table(console: Console, table: Table) -> None:
+    """A file or a pipe gets the table at its natural width: cut to 80 columns, it read
+    "modern_…" for both modern_word and modern_blank (a terminal keeps its own width)."""
+    if not console.is_terminal:
+        natural = console.measure(table, options=console.options.update_width(1000)).maximum
+        table.width = natural if natural > console.width else None
+    console.print(table, crop=False)
 
 
 def print_report(console: Console, report: EvalReport, verbose: bool) -> None:
@@ -187,7 +227,7 @@ def print_report(console: Console, report: EvalReport, verbose: bool) -> None:
             str(row.errors),
             style="bold" if row.category == "overall" else None,
         )
-    console.print(table)
+    print_table(console, table)
     if verbose:
         for failure in report.failures:
             console.print(

@@ -57,3 +57,13 @@ def export_command(
             f"top-1 agreement {100 * quality['top1_agreement']:.1f}%, "
             f"top-5 overlap {100 * quality['top5_overlap']:.1f}%"
         )
+        if not quality.get("passed"):
+            # kept, as `serve --precision int8` serves it: it was asked for by name; said
+            # plainly, because --precision auto would not serve it
+            typer.echo(
+                f"warning: this INT8 export failed its quality guard (top-1 agreement "
+                f"{100 * quality['top1_agreement']:.1f}%, under the "
+                f"{100 * float(quality.get('min_agreement', 0.0)):.0f}% it needs); it is kept as "
+                "asked, though --precision auto would not serve it.",
+                err=True,
+            )

@@ -162,7 +162,7 @@ def export_fp32(folder: Path, out_file: Path, threads: int) -> dict[str, Any]:
     if report["max_abs_diff_vs_torch"] > MAX_EXPORT_DIFF:
         raise EngineUnavailableError(
             f"The ONNX export of '{folder.name}' differs from the torch model by "
-            f"{report['max_abs_diff_vs_torch']:.2g}; use --engine torch for this model."
+            f"{report['max_abs_diff_vs_torch']:.2g}; the torch engine (--engine torch) can run it."
         )
     return {"graph": report}
 
@@ -216,6 +216,7 @@ def load_masked_lm(folder: Path) -> Any:
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    require_masked_lm_type(folder)
     try:
         # Eager attention exports as the MatMul/Softmax pattern ORT fuses into one Attention op.
         model, loading = AutoModelForMaskedLM.from_pretrained(
@@ -228,6 +229,24 @@ def load_masked_lm(folder: Path) -> Any:
         ) from None
     require_trained(model, loading, folder.name)
     return model.float().eval()
+
+
+def require_masked_lm_type(folder: Path) -> None:
+    """Refuse a config whose ``model_type`` transformers has no masked-LM class for (GPT-2, a
+    decoder): loading it fails as if the weights were bad, and the weights are not the fault."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        model_type = config.get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return  # the load below says what is wrong with the folder
+    if isinstance(model_type, str) and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        raise ModelUnavailableError(
+            f"Model '{folder.name}' is of type '{model_type}', which has no masked language "
+            "model head to fill [MASK] with; tiankong needs a *ForMaskedLM model such as "
+            "bert-base-chinese."
+        )
 
 
 def vocab_of(model: Any) -> int:

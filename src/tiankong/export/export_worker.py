@@ -167,7 +167,10 @@ def main() -> int:
         ):  # the machine's fault (disk full, permissions), not the model's
             print(json.dumps({"error": "EngineError", "message": message + "."}))
             return 1
-        message += "; use --engine torch for this model."
+        if request.fp32_file is None:  # the ONNX graph itself failed; torch runs the model
+            message += "; the torch engine (--engine torch) can run it."
+        else:  # quantizing (or --precision auto's measurement) failed; the FP32 graph is made
+            message += "; --precision fp32 runs this model without INT8."
         print(json.dumps({"error": "EngineUnavailableError", "message": message}))
         return 1
     return 0

@@ -5,7 +5,13 @@ Reads two formats:
   ``answers`` lists accepted fills (a whole word for several masks).
 - ChID / CLUE-CHID JSON lines: ``{"content": "...#idiom#...", "candidates": [...],
   "groundTruth": [...]}`` (or ``"answer"``); each ``#idiom#`` (or ``#idiom123#``) placeholder
-  becomes one item, category ``chid``, with the other placeholders hidden as [UNK].
+  becomes one item, category ``chid``, with the other placeholders hidden as [UNK]. Without
+  candidates the placeholder becomes one [MASK] per character of its answer (an idiom's four).
+
+An item that could never be scored right is refused with its line, as a malformed one is: an
+answer that is not a string, answers none of which is among the candidates, or (with no
+candidates and no [BLANK]) answers none of which is as many tokens long as the text has masks
+(``check_scorable``, once the model's tokenizer is known).
 
 How an item is scored: with ``candidates`` the options are ranked (exact chain probability,
 length-normalised); one mask uses the per-mask ranking; several masks use joint (whole-word)
@@ -18,7 +24,7 @@ import json
 import re
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -106,20 +112,33 @@ def parse_record(record: dict[str, Any], number: int, name: str) -> Iterator[Clo
         raise BadDataFileError(
             f"{name} line {number}: needs 'text' (a string with [MASK]) and 'answers' (a list)."
         )
+    if not is_strings(answers) or not all(answer.strip() for answer in answers):
+        raise BadDataFileError(
+            f"{name} line {number}: 'answers' must be a list of strings, each a fill "
+            "(not null, a number or empty)."
+        )
     candidates = record.get("candidates") or []
     if not is_strings(candidates):
         raise BadDataFileError(f"{name} line {number}: 'candidates' must be a list of strings.")
-    yield ClozeItem(
-        category=str(record.get("category", "all")),
-        text=text,
-        answers=tuple(str(answer) for answer in answers),
-        candidates=tuple(candidates),
-        line=number,
-    )
+    category = record.get("category", "all")
+    if not isinstance(category, str):
+        raise BadDataFileError(f"{name} line {number}: 'category' must be a string.")
+    require_among(answers, candidates, f"{name} line {number}")
+    yield ClozeItem(category, text, tuple(answers), tuple(candidates), number)
 
 
 def is_strings(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def require_among(answers: Sequence[str], candidates: Sequence[str], where: str) -> None:
+    """Refuse an item whose candidates hold none of its answers: it could never be right."""
+    if candidates and not set(answers) & set(candidates):
+        quoted = ", ".join(repr(answer) for answer in answers)
+        which = f"{quoted} is not" if len(answers) == 1 else f"none of the answers {quoted} is"
+        raise BadDataFileError(
+            f"{where}: {which} among the candidates, so the item can never be scored right."
+        )
 
 
 def parse_chid(record: dict[str, Any], number: int, name: str) -> Iterator[ClozeItem]:
@@ -136,6 +155,8 @@ def parse_chid(record: dict[str, Any], number: int, name: str) -> Iterator[Cloze
         raise BadDataFileError(
             f"{name} line {number}: ChID items need one groundTruth per #idiom# placeholder."
         )
+    if not is_strings(truths) or not all(truth.strip() for truth in truths):
+        raise BadDataFileError(f"{name} line {number}: each ChID groundTruth must be an idiom.")
     per_blank = chid_options(record.get("candidates") or [], len(placeholders))
     if per_blank is None:
         raise BadDataFileError(
@@ -143,21 +164,57 @@ def parse_chid(record: dict[str, Any], number: int, name: str) -> Iterator[Cloze
             "list per #idiom# placeholder."
         )
     for index, truth in enumerate(truths):
+        options = per_blank[index]
+        require_among([truth], options, f"{name} line {number}")
+        # with options, one blank they are ranked in; without, a [MASK] per character, as a
+        # cloze item of the idiom would have (one [MASK] for four characters: never right)
+        blank = MASK if options else MASK * len(truth)
         pieces = CHID_PLACEHOLDER.split(content)
-        fills = [MASK if slot == index else "[UNK]" for slot in range(len(placeholders))]
+        fills = [blank if slot == index else "[UNK]" for slot in range(len(placeholders))]
         text = pieces[0] + "".join(f + piece for f, piece in zip(fills, pieces[1:], strict=True))
-        yield ClozeItem("chid", text, (str(truth),), per_blank[index], number)
+        yield ClozeItem("chid", text, (truth,), options, number)
 
 
 def chid_options(candidates: Any, blanks: int) -> list[tuple[str, ...]] | None:
     """Each placeholder's options: one list shared by all, or one list each (CLUE-CHID);
     None when ``candidates`` is neither."""
+    if not candidates:
+        return [()] * blanks
     if is_strings(candidates):
         return [tuple(candidates)] * blanks
     lists = isinstance(candidates, list) and len(candidates) == blanks
     if lists and all(is_strings(options) for options in candidates):
         return [tuple(options) for options in candidates]
     return None
+
+
+def check_scorable(masker: FillMasker, items: Sequence[ClozeItem], blank: bool, name: str) -> None:
+    """Refuse, with its line, an item none of whose answers is as many tokens long as its text
+    has masks: a fill has one token per mask, so it could never be right. Items with candidates
+    or a [BLANK] (or every item, with ``blank``) take fills of any length; a text that can't be
+    read is left to the run, which counts it as an error."""
+    if blank:
+        return
+    for item in items:
+        if item.candidates or BLANK in normalize_masks(item.text):
+            continue
+        try:
+            masks = len(masker.prepare(item.text).mask_indices)
+        except TiankongError:
+            continue
+        lengths = [answer_tokens(masker, answer) for answer in item.answers]
+        if masks not in lengths:
+            raise BadDataFileError(
+                f"{name} line {item.line}: the text has {masks} [MASK]"
+                f"{'s' if masks != 1 else ''} and no answer is {masks} token"
+                f"{'s' if masks != 1 else ''} long ({', '.join(item.answers)}), so it can "
+                "never be scored right; give one [MASK] per character of the answer, or "
+                "[BLANK] for a fill of any length."
+            )
+
+
+def answer_tokens(masker: FillMasker, answer: str) -> int:
+    return len(masker.encoder.tokenizer.encode(answer.strip(), add_special_tokens=False).ids)
 
 
 def predicted_fills(

@@ -1,0 +1,119 @@
+"""`tiankong eval` as a user runs it: the options it takes (--max-length, for a model with few
+positions), the fill options --task check refuses rather than ignores, and its tables in a file
+or a pipe, with every category name whole."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_helpers import run_cli
+
+# --engine onnx starts on the session's exports, without torch (conftest.onnx_exports)
+pytestmark = [pytest.mark.processes, pytest.mark.usefixtures("onnx_exports")]
+
+
+def model_flags(model: Path) -> list[str]:
+    return ["--model", str(model), "--engine", "onnx", "--threads", "1", "--index", "none"]
+
+
+def write_lines(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def check_items(tmp_path: Path) -> Path:
+    return write_lines(
+        tmp_path / "check.jsonl",
+        [
+            {"text": "画龙点晴", "correct": "画龙点睛", "category": "modern_error"},
+            {"text": "白日依山尽", "correct": "白日依山尽", "category": "modern_clean"},
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--blank"], "--blank applies"),
+        (["--compare", "onnx:int8"], "--compare applies"),
+        (["--compare-index"], "--compare-index applies"),
+        (["--order", "confident_first"], "--order applies"),
+        (["--beam-width", "3", "--length-alpha", "0.5"], "--beam-width and --length-alpha apply"),
+    ],
+)
+def test_check_task_refuses_the_fill_options(
+    tiny_model_dir: Path, check_items: Path, flags: list[str], named: str
+) -> None:
+    """They were ignored: the check ran as if they had not been given, exit 0."""
+    done = run_cli(
+        "eval", "--task", "check", str(check_items), *flags, *model_flags(tiny_model_dir)
+    )
+    assert done.returncode == 2, done.stdout
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: {named} to --task fill only"), line
+
+
+def test_check_report_in_a_pipe_keeps_category_names_whole(
+    tiny_model_dir: Path, check_items: Path
+) -> None:
+    """Cut to 80 columns, both categories read 'modern…'."""
+    done = run_cli("eval", "--task", "check", str(check_items), *model_flags(tiny_model_dir))
+    assert done.returncode == 0, done.stderr
+    assert "modern_error" in done.stdout and "modern_clean" in done.stdout
+    assert "false alarms" in done.stdout and "…" not in done.stdout
+
+
+def test_fill_tables_in_a_pipe_keep_category_names_whole(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    items = write_lines(
+        tmp_path / "cloze.jsonl",
+        [
+            {"text": "画龙点[MASK]", "answers": ["睛"], "category": "a_rather_long_category_one"},
+            {"text": "守株待[MASK]", "answers": ["兔"], "category": "a_rather_long_category_two"},
+        ],
+    )
+    done = run_cli("eval", str(items), *model_flags(tiny_model_dir))
+    assert done.returncode == 0, done.stderr
+    assert "a_rather_long_category_one" in done.stdout and "…" not in done.stdout
+
+
+def short_model(folder: Path, positions: int) -> Path:
+    """A tiny BERT with ``positions`` positions, the real vocabulary."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizer
+
+    from tiankong.core.models import VOCAB_FILE
+
+    torch.manual_seed(0)
+    tokenizer = BertTokenizer(str(VOCAB_FILE), do_lower_case=False)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=positions,
+    )
+    BertForMaskedLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_eval_takes_max_length_for_a_model_with_few_positions(tmp_path: Path) -> None:
+    """The refusal said "use --max-length 16 or less", and eval had no --max-length (nor read
+    TIANKONG_MAX_LENGTH)."""
+    model = short_model(tmp_path / "short", 16)
+    items = write_lines(tmp_path / "cloze.jsonl", [{"text": "画龙点[MASK]", "answers": ["睛"]}])
+    # fp32: the INT8 export's guard sentences are longer than 16 positions (reported apart)
+    flags = [*model_flags(model), "--precision", "fp32", "--onnx-cache-dir", str(tmp_path / "c")]
+    refused = run_cli("eval", str(items), *flags)
+    assert refused.returncode == 2 and "use --max-length 16 or less" in refused.stderr
+    from_env = run_cli("eval", str(items), *flags, env={"TIANKONG_MAX_LENGTH": "20"})
+    assert from_env.returncode == 2 and "--max-length 20 is more than" in from_env.stderr
+    done = run_cli("eval", str(items), *flags, "--max-length", "16")
+    assert done.returncode == 0, done.stderr
+    assert "overall" in done.stdout
