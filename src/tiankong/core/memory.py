@@ -65,12 +65,15 @@ class FillMemory(Protocol):
         model_score: float,
         best_model_score: float | None = None,
         joint_over: int | None = None,
+        open_ended: bool = False,
     ) -> tuple[float, Memory]:
         """The combined score and evidence of ``fill_ids`` in the blank at ``first`` of
         ``input_ids`` (the blank's masks are ``len(fill_ids)`` tokens from ``first``);
         ``best_model_score``: the model's score of its best fill of that blank, so the index
         never lifts a fill the model finds implausible; ``joint_over``: how many tokens the
-        scores are joint over (None: all of ``fill_ids``; 1 for length-normalised scores)."""
+        scores are joint over (None: all of ``fill_ids``; 1 for length-normalised scores);
+        ``open_ended``: the user did not fix the blank's length ([BLANK], a candidate), so the
+        corpus must hold the fill as a whole, not as a piece of a longer one."""
         ...
 
     def propose(self, input_ids: Sequence[int], first: int, length: int) -> list[list[int]]:

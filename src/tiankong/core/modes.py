@@ -132,7 +132,11 @@ class SearchModes:
         return allowed
 
     def ground(
-        self, prepared: PreparedText, hypotheses: list[Hypothesis], options: PredictOptions
+        self,
+        prepared: PreparedText,
+        hypotheses: list[Hypothesis],
+        options: PredictOptions,
+        open_ended: bool = False,
     ) -> list[Grounded]:
         """The corpus index's part in a joint fill of ONE blank (a run of masks): the index's
         own fills of that length join the beam's (scored by the model as a chain), and each
@@ -165,7 +169,12 @@ class SearchModes:
         for hypothesis in hypotheses:
             ids = [int(token or 0) for token in hypothesis.token_ids]
             score, evidence = memory.ground(
-                prepared.input_ids, first, ids, math.exp(hypothesis.log_prob), best
+                prepared.input_ids,
+                first,
+                ids,
+                math.exp(hypothesis.log_prob),
+                best,
+                open_ended=open_ended,
             )
             combined = Hypothesis(hypothesis.token_ids, math.log(max(score, 1e-300)))
             grounded.append(Grounded(combined, hypothesis.log_prob, evidence))
@@ -216,7 +225,7 @@ class SearchModes:
             score, evidence = model_score, None
             if memory is not None and in_vocabulary:
                 score, evidence = memory.ground(
-                    input_ids, mask_indices[0], ids, model_score, best, joint_over=1
+                    input_ids, mask_indices[0], ids, model_score, best, 1, open_ended=True
                 )
             scored_options.append(
                 CandidateScore(
@@ -248,7 +257,7 @@ class SearchModes:
             prepared = self.masker.prepare(text.replace(BLANK, MASK * length))
             best_prepared = best_prepared or prepared
             hypotheses = self.search(prepared.input_ids, prepared.mask_indices, options)
-            grounded = self.ground(prepared, hypotheses, options)
+            grounded = self.ground(prepared, hypotheses, options, open_ended=True)
             for fill in self.sequences(text, grounded, options, options.length_alpha):
                 rank_score = math.log(max(fill.score, 1e-300)) / length**options.length_alpha
                 pooled.append((rank_score, fill))

@@ -148,6 +148,7 @@ class CorpusMemory:
         model_score: float,
         best_model_score: float | None = None,
         joint_over: int | None = None,
+        open_ended: bool = False,
     ) -> tuple[float, Memory]:
         if self.punctuation_ids.intersection(fill_ids):
             return model_score, None  # the corpus's line breaks are not a fill (mix, propose)
@@ -155,7 +156,7 @@ class CorpusMemory:
         right = list(input_ids[first + len(fill_ids) :])
         if self.ends_passage(right) and self.runs_on(left, fill_ids):
             return model_score, None
-        match = option_match(self.lookup, left, right, fill_ids)
+        match = option_match(self.lookup, left, right, fill_ids, open_ended)
         length = len(fill_ids) if joint_over is None else joint_over
         if not supports(match, model_score, best_model_score, length, len(fill_ids)):
             return model_score, None

@@ -33,6 +33,9 @@ EXAMPLE_CHARS = 60  # the example line is trimmed to about this many characters
 # (docs/INDEX.md, "Ties").
 BACKOFF_PRIOR = 0.1
 PREFIX_SLACK = 32  # characters beyond twice the tokens needed when tokenizing a passage's start
+# The most characters of a passage kept as text that evidence tokenizes (from its start): a
+# match deeper in such a passage shows no evidence, so one long line can't stall a request.
+VERBATIM_PREFIX = 8192
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,8 @@ class BlankLookup:
         held = np.iinfo(self.tokens.dtype).max + 1
         self.is_stop = np.zeros(max(held, len(vocab), max(self.stop_ids) + 1), dtype=bool)
         self.is_stop[list(self.stop_ids)] = True
+        self.is_boundary = self.is_stop.copy()
+        self.is_boundary[list(self.punctuation_ids)] = True
 
     def boundary(self, position: int) -> bool:
         """Whether the corpus has a passage's end or punctuation at ``position`` (outside the
@@ -119,6 +124,12 @@ class BlankLookup:
             return True
         token = int(self.tokens[position])
         return token == SEPARATOR or token in self.punctuation_ids or token in self.stop_ids
+
+    def ends_at(self, positions: np.ndarray) -> np.ndarray:
+        """``boundary`` at each of ``positions``, as one array."""
+        inside = (positions >= 0) & (positions < len(self.tokens))
+        tokens = self.tokens.take(positions, mode="clip").astype(np.int64)
+        return ~inside | self.is_boundary[tokens]
 
     def han_in(self, *parts: Sequence[int]) -> int:
         """How many of the tokens in ``parts`` are Han characters."""
@@ -304,18 +315,35 @@ class BlankLookup:
 
     def evidence(self, match: BlankMatch, fill: Sequence[int]) -> dict[str, object] | None:
         """The per-candidate ``memory``: ``{"count", "match", "example"}``, or None when the
-        fill does not occur in the matched context."""
+        fill does not occur in the matched context.
+
+        Only a window of the passage around the match is read: in a passage of one token a
+        character (nearly all Chinese text), token i is character i, so the window is spelled
+        from its tokens and nothing is tokenized; a passage kept as text (letters, digits) is
+        tokenized from its start, at most VERBATIM_PREFIX characters of it (past that, no
+        evidence is shown rather than one that could be misplaced). A passage of millions of
+        characters thus costs what a short one does (docs/INDEX.md, "Evidence")."""
         key = tuple(int(token) for token in fill)
         count = match.fills.get(key, 0)
         if count == 0:
             return None
         start = match.positions[key] - len(match.left)
         end = match.positions[key] + len(key) + len(match.right)
-        line, first = self.index.passage_at(start)
-        offsets = self.token_offsets(line, end - first)
-        if end - first > len(offsets):  # the stored passage and the tokenizer disagree
-            return None
-        char_start, char_end = offsets[start - first][0], offsets[end - first - 1][1]
+        number, first, last = self.index.passage_span(start)
+        line = self.index.verbatim_text(number)
+        if line is None:
+            # the example's trim reaches at most EXAMPLE_CHARS past the match on either side,
+            # so it cuts the window exactly as it would cut the whole passage
+            begin, stop = max(first, start - 2 * EXAMPLE_CHARS), min(last, end + 2 * EXAMPLE_CHARS)
+            window = self.index.spell(begin, stop)
+            char_start, char_end, line = start - begin, end - begin, window
+        else:
+            if len(line) > VERBATIM_PREFIX and 2 * (end - first) + PREFIX_SLACK > VERBATIM_PREFIX:
+                return None
+            offsets = self.token_offsets(line, end - first)
+            if end - first > len(offsets):  # the stored passage and the tokenizer disagree
+                return None
+            char_start, char_end = offsets[start - first][0], offsets[end - first - 1][1]
         return {
             "count": count,
             "match": line[char_start:char_end],
@@ -325,7 +353,8 @@ class BlankLookup:
     def token_offsets(self, line: str, needed: int) -> list[tuple[int, int]]:
         """Character offsets of at least the first ``needed`` tokens of ``line``. A passage
         can be a whole long poem, so a prefix is tokenized first; its last word may be cut, so
-        only the tokens before that word count. Falls back to the whole line."""
+        only the tokens before that word count. Falls back to the whole line, if it has at most
+        VERBATIM_PREFIX characters."""
         if len(line) > 2 * needed + PREFIX_SLACK:
             encoding = self.tokenizer.encode(
                 line[: 2 * needed + PREFIX_SLACK], add_special_tokens=False
@@ -334,8 +363,8 @@ class BlankLookup:
             last = words[-1] if words else None
             pairs = zip(encoding.offsets, words, strict=True)
             settled = [offset for offset, word in pairs if word != last]
-            if len(settled) >= needed:
-                return settled
+            if len(settled) >= needed or len(line) > VERBATIM_PREFIX:
+                return settled  # never the whole of a long passage (too few: no evidence)
         return list(self.tokenizer.encode(line, add_special_tokens=False).offsets)
 
 

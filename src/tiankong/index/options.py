@@ -5,6 +5,12 @@ Unlike ``BlankLookup.lookup``, which picks the one context that matches longest 
 fill, each option gets the longest context in which *it* occurs. Its index probability is
 n(L[-a:] option R[:b]) / n(L[-a:] <any fill of its length> R[:b]), so options of one blank
 are each judged by their own best evidence.
+
+An **open-ended** blank ([BLANK], whose length is the user's question, and a candidate of any
+length) must be spanned: a fill that matches context on one side only, where the corpus
+passage reads on with other characters on the other (白日依[BLANK]，黄河入海流。 -> 尽, from
+白日依山尽), or at the text's edge (春眠 -> 眠 for [BLANK]不觉晓), is a piece of a longer
+corpus fill, not this blank's answer (``spanning``; docs/INDEX.md, "Spans").
 """
 
 from __future__ import annotations
@@ -14,13 +20,19 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from tiankong.index.lookup import OCCURRENCE_LIMIT, BlankLookup, BlankMatch
+from tiankong.index.store import SearchRange
 
 
 def option_match(
-    lookup: BlankLookup, left: Sequence[int], right: Sequence[int], option: Sequence[int]
+    lookup: BlankLookup,
+    left: Sequence[int],
+    right: Sequence[int],
+    option: Sequence[int],
+    open_ended: bool = False,
 ) -> BlankMatch | None:
     """The longest context around ``option`` that occurs, with counts; None when the option
-    never occurs next to at least one context token."""
+    never occurs next to at least one context token, or, for an ``open_ended`` blank, in no
+    context that spans it (``spanning``)."""
     option = [int(token) for token in option]
     if not option or lookup.stop_ids.intersection(option):
         return None
@@ -30,7 +42,7 @@ def option_match(
     def occurs(a: int, b: int) -> bool:
         return index.count([*left[len(left) - a :], *option, *right[:b]]) > 0
 
-    best = (0, 0)
+    tried = []
     for right_first in (True, False):
         if right_first:
             b = longest(len(right), lambda n: occurs(0, n))
@@ -38,14 +50,19 @@ def option_match(
         else:
             a = longest(len(left), lambda n: occurs(n, 0))
             b = longest(len(right), lambda n, a=a: occurs(a, n))  # type: ignore[misc]
-        if a + b > sum(best):
-            best = (a, b)
-    a, b = best
-    if a + b == 0:
+        if a + b > 0:
+            tried.append((a, b))
+    position: int | None = None
+    for a, b in sorted(tried, key=lambda pair: -sum(pair)):  # the longer first (right on a tie)
+        found = index.search([*left[len(left) - a :], *option, *right[:b]])
+        position = int(index.positions(found, 1)[0]) + a
+        if open_ended:
+            position = spanning(lookup, found, option, a, b, left, right)
+        if position is not None:
+            break
+    if position is None:
         return None
     matched_left, matched_right = left[len(left) - a :], right[:b]
-    found = index.search([*matched_left, *option, *matched_right])
-    position = int(index.positions(found, 1)[0]) + a
     total, exact = context_count(lookup, matched_left, matched_right, len(option))
     return BlankMatch(
         left=tuple(matched_left),
@@ -58,6 +75,41 @@ def option_match(
         whole=not cut and a == len(left) and b == len(right),
         sides=lookup.sides(left, right, a, b, passage_ends(lookup, position, len(option), a, b)),
     )
+
+
+def spanning(
+    lookup: BlankLookup,
+    found: SearchRange,
+    option: Sequence[int],
+    a: int,
+    b: int,
+    left: Sequence[int],
+    right: Sequence[int],
+) -> int | None:
+    """For an open-ended blank: the position of an occurrence of ``L[-a:] option R[:b]``
+    (``found``) that spans the blank, or None when the match does not. On a side where the
+    match holds none of the query's context, the query must have nothing or punctuation next
+    to the blank (白日依 + 尽，黄河入海流。 is no evidence for 尽; 他说这叫惨雨酸 + 风 is, on
+    the idiom list's 惨雨酸风 for the user's 风，没错。), and the corpus must end the fill there
+    (a passage's end, punctuation)
+    at least as often as it reads on with any one character (眠不觉晓 reads 春眠不觉晓: 眠 is
+    part of a fill, not the blank's; 危言危行 ends twice and reads on with 古, 意 and 是 once
+    each: a whole fill), as ``CorpusMemory.runs_on`` weighs a fill that runs on. The
+    occurrence returned is one that ends it, so its example shows the fill as the answer."""
+    starts = lookup.index.positions(found, OCCURRENCE_LIMIT).astype(np.int64) + a
+    ends = np.ones(len(starts), dtype=bool)
+    sides = ((a, left[-1:], starts - 1), (b, right[:1], starts + len(option)))
+    for matched, neighbour, past in sides:
+        if matched > 0:
+            continue
+        if neighbour and not lookup.is_boundary[neighbour[0]]:
+            return None  # the user's own character there is not held
+        ended = lookup.ends_at(past)
+        _, read_on = np.unique(lookup.tokens.take(past[~ended], mode="clip"), return_counts=True)
+        if read_on.size and int(read_on.max()) > int(np.count_nonzero(ended)):
+            return None
+        ends &= ended
+    return int(starts[int(np.argmax(ends))]) if ends.any() else None
 
 
 def passage_ends(

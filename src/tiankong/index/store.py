@@ -224,21 +224,38 @@ class CorpusIndex:
     def passage_at(self, position: int) -> tuple[str, int]:
         """The passage holding token ``position`` and the passage's first token position: kept
         as text, or spelled from its tokens with the characters the tokens don't give back."""
+        number, first, end = self.passage_span(position)
+        text = self.verbatim_text(number)
+        return (self.spell(first, end) if text is None else text), first
+
+    def passage_span(self, position: int) -> tuple[int, int, int]:
+        """The number of the passage holding token ``position``, and its tokens ``[first,
+        end)`` (the SEPARATOR after it excluded)."""
         number = find(self.passage_tokens, position, "right") - 1
         first = int(self.passage_tokens[number])
+        # one SEPARATOR after every passage, the next passage right after it
+        has_next = number + 1 < len(self.passage_tokens)
+        end = int(self.passage_tokens[number + 1]) - 1 if has_next else self.size - 1
+        return number, first, end
+
+    def verbatim_text(self, number: int) -> str | None:
+        """Passage ``number`` as kept text, or None for a passage of one token a character
+        (whose text ``spell`` gives, character i being token i)."""
         kept = find(self.verbatim_passages, number)
         if kept < len(self.verbatim_passages) and int(self.verbatim_passages[kept]) == number:
             start = int(self.verbatim_bytes[kept])
             end = self.text.find(b"\n", start)
-            return self.text[start : end if end >= 0 else len(self.text)].decode("utf-8"), first
-        # one SEPARATOR after every passage, the next passage right after it
-        has_next = number + 1 < len(self.passage_tokens)
-        end = int(self.passage_tokens[number + 1]) - 1 if has_next else self.size - 1
-        spelled = self.characters[np.asarray(self.tokens[first:end]).astype(np.int64)]
+            return self.text[start : end if end >= 0 else len(self.text)].decode("utf-8")
+        return None
+
+    def spell(self, begin: int, end: int) -> str:
+        """The characters of tokens ``[begin, end)`` of a passage that is not kept as text:
+        only those tokens are read, so a window of a long passage costs its own length."""
+        spelled = self.characters[np.asarray(self.tokens[begin:end]).astype(np.int64)]
         spelled = spelled.astype("<u4")
-        low, high = find(self.spelling_positions, first), find(self.spelling_positions, end)
-        spelled[self.spelling_positions[low:high] - first] = self.spelling_chars[low:high]
-        return spelled.tobytes().decode("utf-32-le"), first
+        low, high = find(self.spelling_positions, begin), find(self.spelling_positions, end)
+        spelled[self.spelling_positions[low:high] - begin] = self.spelling_chars[low:high]
+        return spelled.tobytes().decode("utf-32-le")
 
     def describe(self) -> dict[str, Any]:
         """What /info shows: sources, counts, size and how it was built."""

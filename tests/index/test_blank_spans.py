@@ -1,0 +1,114 @@
+"""An open-ended blank ([BLANK], candidates) is answered by a whole corpus fill, never by a
+piece of one: 白日依[BLANK]，黄河入海流。 showed 尽 with the 出处 白日依山尽 (the user's text would
+read 白日依尽), and [BLANK]不觉晓 ranked 眠 level with 春眠 on the line 春眠不觉晓. Such a fill
+keeps the model's score and shows no 出处 (docs/INDEX.md, "Spans")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from index_corpus import ids
+from tokenizers import Tokenizer
+
+from tiankong import FillMasker, Settings
+from tiankong.index import BlankLookup, build_index, combine, open_index
+from tiankong.index.options import option_match
+
+PASSAGES = [
+    "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。",
+    "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。",
+    "他只想守株待兔。",
+    "守株待兔",
+    "与其守株待兔，不如自己去找。",
+    "画蛇添足",
+    "画蛇添足者",
+    "画蛇添足矣",
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_plausibility_floor() -> Iterator[None]:
+    """A tiny random model finds every real word absurd; the plausibility rule has its own
+    tests (test_index_combine.py)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(combine, "MIN_MODEL_RATIO", 0.0)
+        yield
+
+
+@pytest.fixture(scope="module")
+def poem_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("poem-index")
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join(PASSAGES) + "\n", encoding="utf-8")
+    build_index([corpus], folder / "index", progress=False)
+    return folder / "index"
+
+
+@pytest.fixture(scope="module")
+def grounded(tiny_model_dir: Path, poem_index: Path) -> FillMasker:
+    return FillMasker.load(
+        str(tiny_model_dir), Settings(engine="torch", threads=1), index=str(poem_index)
+    )
+
+
+def test_a_piece_of_the_corpus_fill_is_no_blank_fill(grounded: FillMasker) -> None:
+    fills = {f.fill: f for f in grounded.predict("白日依[BLANK]，黄河入海流。", top_k=50).sequences}
+    assert fills["山尽"].memory is not None and fills["山尽"].memory["match"].startswith(
+        "白日依山尽"
+    )
+    piece = fills["尽"]  # proposed by the index, which holds 尽，黄河入海流。
+    assert piece.memory is None and piece.score == piece.model_score
+
+
+def test_at_the_text_start_the_corpus_must_start_the_fill(grounded: FillMasker) -> None:
+    fills = {f.fill: f for f in grounded.predict("[BLANK]不觉晓，处处闻啼鸟。", top_k=50).sequences}
+    assert fills["春眠"].memory is not None
+    assert fills["眠"].memory is None and fills["眠"].score == fills["眠"].model_score
+
+
+def test_at_the_text_end_the_corpus_must_end_the_fill(grounded: FillMasker) -> None:
+    fills = {f.fill: f for f in grounded.predict("守株[BLANK]", top_k=50).sequences}
+    assert fills["待兔"].memory is not None
+    assert fills["待"].memory is None and fills["待"].score == fills["待"].model_score
+    assert grounded.predict("守株待[BLANK]", top_k=50).sequences[0].memory is not None
+
+
+def test_a_candidate_that_is_a_piece_of_the_corpus_fill_gets_no_evidence(
+    grounded: FillMasker,
+) -> None:
+    result = grounded.predict("白日依[MASK]，黄河入海流。", candidates=["尽", "山尽", "西山"])
+    options = {c.option: c for c in result.candidates}
+    assert options["山尽"].memory is not None
+    assert options["尽"].memory is None and options["尽"].score == options["尽"].model_score
+
+
+def test_a_fixed_blank_of_one_character_is_judged_as_before(grounded: FillMasker) -> None:
+    """One [MASK] says the fill is one character: the corpus's 尽 before ，黄河入海流。 is
+    evidence for that slot (the evidence rule's three Han characters hold)."""
+    best = grounded.predict("白日依[MASK]，黄河入海流。").masks[0][0]
+    assert best.token == "尽" and best.memory is not None
+
+
+def test_option_match_of_an_open_ended_blank(poem_index: Path, tokenizer: Tokenizer) -> None:
+    lookup = BlankLookup(open_index(poem_index), tokenizer)
+    right = ids(tokenizer, "不觉晓，处处闻啼鸟。")
+
+    def match(left: str, right_ids: list[int], option: str, open_ended: bool) -> object:
+        return option_match(
+            lookup, ids(tokenizer, left), right_ids, ids(tokenizer, option), open_ended
+        )
+
+    assert match("", right, "眠", open_ended=False) is not None  # a fixed blank: as before
+    assert match("", right, "眠", open_ended=True) is None  # 春 before 眠 in the corpus
+    assert match("", right, "春眠", open_ended=True) is not None  # the passage starts there
+    assert match("秋", right, "眠", open_ended=True) is None  # the user's 秋 is not matched
+    assert match("守株待", [], "兔", open_ended=True) is not None  # ends every passage
+    assert match("守株", [], "待", open_ended=True) is None  # 兔 follows in every passage
+    # ends once, reads on with 者 once and 矣 once: no one longer fill is more common
+    assert match("画蛇添", [], "足", open_ended=True) is not None
+    # the corpus's passage ends where the user's text has punctuation: a whole fill there
+    mid = ids(tokenizer, "，没错。")
+    assert match("他说画蛇添", mid, "足", open_ended=True) is not None
+    assert match("他说守", ids(tokenizer, "待兔"), "株", open_ended=True) is not None
