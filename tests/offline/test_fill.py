@@ -123,14 +123,134 @@ def test_a_resumed_run_must_be_the_same_run(settings: Settings, tmp_path: Path) 
         run_fill(job, settings, PredictOptions(top_k=1), interrupt)
     with pytest.raises(BadDataFileError, match="another model or other options"):
         run_fill(job, settings, PredictOptions(top_k=5))
-    with pytest.raises(BadDataFileError, match="another model or other options"):
+    with pytest.raises(BadDataFileError, match=r"started on fp32 \(torch\).*int8 \(torch\)"):
         run_fill(job, replace(settings, precision="int8"), PredictOptions(top_k=1))
-    with pytest.raises(BadDataFileError, match="another model or other options"):
-        run_fill(job, replace(settings, engine="auto"), PredictOptions(top_k=1))  # INT8 there
+    with pytest.raises(BadDataFileError, match="pass --engine torch --precision fp32"):
+        run_fill(job, replace(settings, engine="fake"), PredictOptions(top_k=1))
     resumed = run_fill(job, replace(settings, threads=2), PredictOptions(top_k=1))
     assert resumed.lines_done == len(TEXTS)  # threads are not the answers: the same run
     fresh = FillJob(source, job.output, chunk_size=16, resume=False)
     assert run_fill(fresh, settings, PredictOptions(top_k=5)).lines_done == len(TEXTS)
+
+
+def interrupt_at_once(done: int, filled: int, failed: int) -> None:
+    raise KeyboardInterrupt
+
+
+def test_a_resumed_run_keeps_its_field_and_formats(settings: Settings, tmp_path: Path) -> None:
+    """Another --field appended the second field's answers to the first's, another
+    --output-format CSV rows after JSONL lines: the rerun is refused now."""
+    source = tmp_path / "in.jsonl"
+    lines = [json.dumps({"q1": t, "q2": "画龙点[MASK]"}, ensure_ascii=False) for t in TEXTS]
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    first = FillJob(source, tmp_path / "out.dat", text_field="q1", output_format="jsonl")
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(replace(first, chunk_size=16), settings, PredictOptions(), interrupt_at_once)
+    others = [
+        replace(first, text_field="q2"),
+        replace(first, output_format="csv"),
+        replace(first, input_format="txt"),
+    ]
+    for other in others:
+        with pytest.raises(BadDataFileError, match="--field, --input-format and --output"):
+            run_fill(other, settings, PredictOptions())
+    state = run_fill(replace(first, input_format="jsonl"), settings, PredictOptions())
+    assert state.lines_done == len(TEXTS)  # jsonl is what auto read: the same run
+    assert all(r["text"] == r["q1"] for r in read_jsonl(first.output))  # q1's answers only
+
+
+def test_a_resume_is_refused_where_auto_serves_another_engine(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--precision auto chooses by each worker's threads (ONNX INT8 with two workers, OpenVINO
+    bf16 with one): a resume with other --workers mixed the two engines in one output."""
+    from tiankong.offline import fill
+
+    source = write_jsonl(tmp_path / "in.jsonl", TEXTS)
+    job = FillJob(source, tmp_path / "out.jsonl", chunk_size=16)
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(job, settings, PredictOptions(), interrupt_at_once)
+    saved = json.loads(job.checkpoint.read_text(encoding="utf-8"))
+    assert (saved["engine"], saved["precision"]) == ("torch", "fp32")
+    with monkeypatch.context() as patch:
+        patch.setattr(fill, "served_here", lambda: ("openvino", "bf16"))
+        with pytest.raises(BadDataFileError) as refused:
+            run_fill(job, settings, PredictOptions())
+    assert str(refused.value) == (
+        "'out.jsonl' was started on fp32 (torch) and this run serves bf16 (openvino) "
+        "(--precision auto chooses by the threads each worker has, which --workers and "
+        "--threads change); pass --engine torch --precision fp32 to resume it, or pass "
+        "--restart to start over."
+    )
+    # what the sentence says to pass: asked otherwise, resolved the same, so the same run
+    state = run_fill(job, replace(settings, precision="fp32"), PredictOptions())
+    assert state.lines_done == len(TEXTS)
+
+
+def test_a_split_engine_resume_names_workers_and_threads(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tiankong.offline import fill
+
+    source = write_jsonl(tmp_path / "in.jsonl", TEXTS)
+    job = FillJob(source, tmp_path / "out.jsonl", chunk_size=16)
+    monkeypatch.setattr(fill, "served_here", lambda: ("onnx+openvino", "int8+bf16"))
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(job, settings, PredictOptions(), interrupt_at_once)
+    monkeypatch.setattr(fill, "served_here", lambda: ("onnx", "int8"))
+    with pytest.raises(BadDataFileError, match="with the first run's --workers and --threads"):
+        run_fill(job, settings, PredictOptions())
+
+
+def test_a_checkpoint_from_before_the_engine_was_recorded_resumes(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A checkpoint keyed the earlier way (no field, formats or engine in it) still resumes
+    with the same command, and is refused with another top_k."""
+    from tiankong.offline.fill import run_key
+
+    source = write_jsonl(tmp_path / "in.jsonl", TEXTS)
+    job = FillJob(source, tmp_path / "out.jsonl", chunk_size=16)
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(job, settings, PredictOptions(), interrupt_at_once)
+    saved = json.loads(job.checkpoint.read_text(encoding="utf-8"))
+    del saved["engine"], saved["precision"]
+    saved["run_key"] = run_key(settings, PredictOptions())
+    job.checkpoint.write_text(json.dumps(saved), encoding="utf-8")
+    with pytest.raises(BadDataFileError, match="another model or other options"):
+        run_fill(job, settings, PredictOptions(top_k=2))
+    assert run_fill(job, settings, PredictOptions()).lines_done == len(TEXTS)
+    assert json.loads(job.checkpoint.read_text(encoding="utf-8"))["engine"] == "torch"
+
+
+def test_a_jsonl_file_without_the_field_is_refused_as_a_csv_is(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """`--field nope` on JSONL sent every line to the errors file and exited 0, where a CSV
+    without the column is refused before any output is made."""
+    source = tmp_path / "in.jsonl"
+    source.write_text('not json\n{"q": "画龙点[MASK]"}\n{"q": "好[MASK]"}\n', encoding="utf-8")
+    job = FillJob(source, tmp_path / "out.jsonl", text_field="nope")
+    with pytest.raises(BadDataFileError, match=r"record of 'in.jsonl' \(line 2\) has no field"):
+        run_fill(job, settings, PredictOptions())
+    assert not job.output.exists() and not job.error_file.exists()
+    state = run_fill(replace(job, text_field="q"), settings, PredictOptions())
+    assert (state.filled, state.failed) == (2, 1)  # a later record without it is a bad line
+
+
+def test_a_lone_carriage_return_stays_in_its_line(settings: Settings, tmp_path: Path) -> None:
+    """read_records split a TXT line at a lone "\r" where count_records counts "\n": the
+    progress total and every later line number were off."""
+    source = tmp_path / "in.txt"
+    source.write_bytes("画龙\r点[MASK]\r\n处处闻啼[MASK]\n".encode())
+    assert count_records(source, "txt") == 2
+    assert [(n, t) for n, t, _, _ in read_records(source, "txt", "text")] == [
+        (1, "画龙\r点[MASK]"),
+        (2, "处处闻啼[MASK]"),
+    ]
+    state = run_fill(FillJob(source, tmp_path / "out.jsonl"), settings, PredictOptions())
+    assert state.lines_done == 2
+    assert [r["line"] for r in read_jsonl(tmp_path / "out.jsonl")] == [1, 2]
 
 
 def test_a_csv_without_the_column_leaves_no_output(settings: Settings, tmp_path: Path) -> None:
@@ -191,6 +311,8 @@ def test_workers_give_the_same_output(settings: Settings, tmp_path: Path) -> Non
     two = FillJob(source, tmp_path / "two.jsonl", chunk_size=10, workers=2)
     run_fill(one, settings, PredictOptions())
     run_fill(two, settings, PredictOptions())
+    saved = json.loads(two.checkpoint.read_text(encoding="utf-8"))
+    assert (saved["engine"], saved["precision"]) == ("torch", "fp32")  # a worker's, recorded
     first, second = read_jsonl(one.output), read_jsonl(two.output)
     assert [r["line"] for r in first] == [r["line"] for r in second]
     for a, b in zip(first, second, strict=True):
@@ -441,6 +563,7 @@ def test_fill_cli_progress_on_csv_and_a_resumed_run(
         [
             *[sys.executable, "-m", "tiankong", "fill", str(job.input), "-o", str(job.output)],
             *["--model", str(tiny_model_dir), "--engine", "onnx", "--chunk-size", "3"],
+            *["--threads", "1"],  # the first part's: --precision auto chose by them
         ],
         capture_output=True,
         text=True,

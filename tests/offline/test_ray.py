@@ -109,7 +109,51 @@ def test_what_ray_data_would_stop_on_is_one_sentence_first(
             "Line 3 .* 'id' as a number, line 2",
         )
     )
+    # options --ray can't honour: it wrote JSON shards for --output-format csv and no --errors
+    # file, and has no checkpoint for --restart or --chunk-size
+    cases += [
+        (FillJob(good, tmp_path / "f", errors=tmp_path / "e.jsonl"), BadOptionError, "--errors"),
+        (FillJob(good, tmp_path / "x.csv"), BadOptionError, "not CSV"),
+        (FillJob(good, tmp_path / "g", output_format="csv"), BadOptionError, "not CSV"),
+        (FillJob(good, tmp_path / "h", resume=False), BadOptionError, "no checkpoint"),
+        (FillJob(good, tmp_path / "i", chunk_size=10), BadOptionError, "no checkpoint"),
+    ]
+    # nested values, which Arrow rewrote ({"a": 1} became {"a": 1.0, "b": null})
+    nested = tmp_path / "nested.jsonl"
+    nested.write_text(
+        '{"text": "a[MASK]", "meta": {"a": 1}}\n{"text": "b[MASK]", "meta": {"b": "x"}}\n',
+        encoding="utf-8",
+    )
+    cases.append((FillJob(nested, tmp_path / "j"), BadDataFileError, "Line 1 .* 'meta' as an obj"))
+    listed = tmp_path / "listed.jsonl"
+    listed.write_text('{"text": "a[MASK]", "tags": [1, 2.5]}\n', encoding="utf-8")
+    cases.append((FillJob(listed, tmp_path / "k"), BadDataFileError, "'tags' as a list"))
+    short = tmp_path / "short.csv"
+    short.write_text("id,text\n1,a[MASK]\n2\n", encoding="utf-8")
+    cases.append((FillJob(short, tmp_path / "l"), BadDataFileError, "Line 3 .* 1 values"))
     for job, error, words in cases:
         with pytest.raises(error, match=words):
             run_ray_fill(job, settings, PredictOptions())
     assert ray.is_initialized() == started  # refused before ray.init
+
+
+def test_ray_reads_the_values_fill_reads(local_ray, tmp_path: Path) -> None:
+    """Arrow's type inference made the CSV value "01234" 1234, "NA" null and "true" true, and
+    Ray's read_text kept a TXT file's byte-order mark and split lines at a lone "\r"; fill
+    without --ray reads them all as written."""
+    from tiankong.offline.fill import read_records
+    from tiankong.offline.ray_fill import read_dataset
+
+    table = tmp_path / "in.csv"
+    table.write_text(
+        '\ufeffzip,text,note\n01234,"多行\n文本[MASK]",NA\n00789,画龙点[MASK],true\n,,\n',
+        encoding="utf-8",
+    )
+    rows = read_dataset(table, "csv").take_all()
+    assert rows == [f for _, _, _, f in read_records(table, "csv", "text")]
+    assert rows[0] == {"zip": "01234", "text": "多行\n文本[MASK]", "note": "NA"}
+    lines = tmp_path / "in.txt"
+    lines.write_bytes("\ufeff第一[MASK]\r\n二\r三[MASK]\n\n末[MASK]".encode())
+    texts = [row["text"] for row in read_dataset(lines, "txt").take_all()]
+    assert texts == [t for _, t, _, _ in read_records(lines, "txt", "text")]
+    assert texts == ["第一[MASK]", "二\r三[MASK]", "", "末[MASK]"]

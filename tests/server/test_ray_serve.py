@@ -389,3 +389,53 @@ def test_patient_proxy_start_sets_a_default_and_keeps_a_given_value(
     monkeypatch.setenv(name, "7")
     patient_proxy_start()
     assert os.environ[name] == "7"
+
+
+@pytest.mark.processes
+def test_serve_ray_with_an_index_that_is_not_there_is_one_sentence(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Each replica failed to open it: a 60-line traceback, where `tiankong serve` without
+    --ray says "There is no index at ..." and exits 3."""
+    missing = tmp_path / "nonexist"
+    done = subprocess.run(
+        [
+            *[sys.executable, "-m", "tiankong", "serve", "--ray", "--replicas", "1"],
+            *["--model", str(tiny_model_dir), "--port", str(free_port()), "--index", str(missing)],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3, done.stderr
+    assert f"There is no index at {missing}" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_ray_cluster_that_is_not_there_is_one_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--ray-address auto` with no cluster running was Ray's ConnectionError traceback."""
+    from tiankong.offline.ray_cluster import init_ray
+
+    def no_cluster(**_: Any) -> None:
+        raise ConnectionError("Could not find any running Ray instance.")
+
+    monkeypatch.setattr(ray, "init", no_cluster)
+    with pytest.raises(BadOptionError, match="No Ray cluster answers at --ray-address 'auto'"):
+        init_ray("auto")
+
+
+def test_replicas_a_local_ray_cannot_place_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`serve --ray --replicas 1 --threads 8` on 2 CPUs waited forever for its replica."""
+    calls: list[str] = []
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray, "init", lambda **_: calls.append("init"))
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
+    monkeypatch.setattr(serve, "start", lambda **_: calls.append("serve"))
+    from tiankong.server.ray_serve import serve_on_ray
+
+    settings = Settings(engine="fake", threads=8)
+    with pytest.raises(BadOptionError, match=r"1 replica\(s\) of 8 threads need 8 CPUs .* has 2"):
+        serve_on_ray(settings, ScaleOptions(replicas=1))
+    assert calls == ["init", "shutdown"]  # refused before Serve starts; the local Ray stopped
+    with pytest.raises(BadOptionError, match="2 replica"):
+        serve_on_ray(Settings(engine="fake", threads=2), ScaleOptions(replicas=2))

@@ -83,14 +83,8 @@ def fill_command(
     settings: Settings = FROM_FLAGS,
 ) -> None:
     """Fill every text of INPUT_FILE into OUTPUT; resumable after an interruption."""
-    from tiankong.offline.fill import (
-        Checkpoint,
-        FillJob,
-        check_files,
-        count_records,
-        format_of,
-        run_fill,
-    )
+    from tiankong.offline.fill import check_files, count_records, format_of, run_fill
+    from tiankong.offline.resume import Checkpoint, FillJob
     from tiankong.service import FillMasker
 
     job = FillJob(
@@ -106,7 +100,11 @@ def fill_command(
         resume=not restart,
     )
     total = None
-    if not ray:  # the files (and the input's encoding) are checked before the model loads
+    if ray:  # what --ray can't honour is refused before the model loads
+        from tiankong.offline.ray_fill import check_ray_job
+
+        check_ray_job(job)
+    else:  # the files (and the input's encoding) are checked before the model loads
         check_files(job)
         total = count_records(input_file, format_of(input_file, input_format))
     masker = FillMasker.load(settings=settings)  # validates the model and the options up front

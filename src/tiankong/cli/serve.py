@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,6 +18,9 @@ from tiankong.cli.options import ALL_FLAGS, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import ScaleOptions, Settings, check_blank_secrets
 from tiankong.errors import BadOptionError
+
+if TYPE_CHECKING:
+    from tiankong.core.models import ResolvedModel
 
 
 @app.command("serve")
@@ -85,12 +88,25 @@ def serve_with_ray(
     scale = scale.checked()
     if not threads_given:
         settings = settings.with_overrides(threads=replica_threads(scale))
-    # a local Ray: a busy port, a missing model or a window longer than the model's is one
-    # sentence now
+    # a local Ray: a busy port, a missing model, a window longer than the model's or an index
+    # it can't use is one sentence now, as without --ray (each replica failed with a traceback)
     if address is None:
         bind(settings.host, settings.port).close()
-        check_window(resolve_model(settings.model), settings.max_length)
+        model = resolve_model(settings.model)
+        check_window(model, settings.max_length)
+        check_index(settings, model)
     serve_on_ray(settings, scale, address)
+
+
+def check_index(settings: Settings, model: ResolvedModel) -> None:
+    """Open the index ``--index`` names for ``model`` as a replica will (``choose_memory``, the
+    check ``tiankong serve`` without --ray makes as it loads): a missing, foreign or mismatched
+    index is a typed error here."""
+    from tiankong.core.text import TextEncoder, TextLimits
+    from tiankong.index.grounding import choose_memory
+
+    limits = TextLimits(settings.max_masks, settings.max_length, settings.max_text_chars)
+    choose_memory(settings.index, model, TextEncoder.from_folder(model.path, limits).tokenizer)
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -66,8 +66,7 @@ def build_index(
     tokenizer = tokenizer or default_tokenizer()
     out = Path(out_dir)
     check_output_folder(out, "--output", replaced=True)
-    if os.path.isdir(out) and not (out / MANIFEST).is_file() and any(out.iterdir()):
-        raise IndexInputError(f"{out} exists and is not an index; choose an empty or new folder.")
+    check_not_working_folder(out)
     paths = [Path(path) for path in inputs]
     for path in paths:  # the build replaces the folder whole, with whatever it holds
         if out.resolve() in path.resolve().parents:
@@ -75,6 +74,7 @@ def build_index(
                 f"The input {path} is inside the index folder {out}, which the build replaces; "
                 "move it out first."
             )
+    check_replaceable(out)
     sources: list[dict[str, Any]] = []
     passages: list[str] = []
     with progress_bar(progress) as bar:
@@ -164,6 +164,39 @@ def build_index(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return manifest
+
+
+def check_not_working_folder(out: Path) -> None:
+    """``-o .`` (or a folder above it) deleted files, then failed renaming over ``.``."""
+    where = Path(os.path.abspath(out)).resolve()
+    here = Path.cwd().resolve()
+    if where == here or where in here.parents:
+        raise IndexInputError(
+            f"--output '{out}' is the working folder or one above it, which the build would "
+            "replace; name a new folder for the index."
+        )
+
+
+def check_replaceable(out: Path) -> None:
+    """Refuse an output folder that holds anything but a tiankong index's own files (a web
+    app's ``manifest.json`` is not an index's): the build replaces it whole."""
+    if not os.path.isdir(out) or not any(out.iterdir()):
+        return
+    foreign = IndexInputError(
+        f"{out} exists and is not an index folder (it holds files no tiankong index has); "
+        "choose an empty or new folder."
+    )
+    try:
+        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise foreign from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise foreign
+    listed = manifest.get("files")
+    own = {MANIFEST, *(listed if isinstance(listed, dict) else ())}
+    for entry in out.iterdir():
+        if entry.name not in own or entry.is_symlink() or not entry.is_file():
+            raise foreign
 
 
 def encode_all(

@@ -91,11 +91,21 @@ def json_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:
 
 
 def csv_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:
-    reader = csv.DictReader(handle)
+    """The column's values. Strict: a quote opened and never closed took the rest of the file
+    as one passage without a word."""
+    reader = csv.DictReader(handle, strict=True)
     if reader.fieldnames is None or field not in reader.fieldnames:
         raise IndexInputError(f"{path} has no column '{field}'.")
-    for row in reader:
-        yield row.get(field) or ""
+    start = reader.line_num + 1  # where the next record begins
+    try:
+        for row in reader:
+            yield row.get(field) or ""
+            start = reader.line_num + 1
+    except csv.Error as error:
+        why = str(error)
+        if why == "unexpected end of data":
+            why = "a quote opened there is never closed"
+        raise IndexInputError(f"Line {start} of {path} is not well-formed CSV ({why}).") from None
 
 
 def json_type(value: object) -> str:

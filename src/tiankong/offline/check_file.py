@@ -2,7 +2,7 @@
 
 The input is TXT (one text a line), JSONL or CSV (the text in ``--field``); the output is JSONL,
 each line the input's own fields, then ``line`` and the check result. The checkpoint, the
-output's truncation on resume and the error file are those of ``offline/fill.py``: after each
+output's truncation on resume and the error file are those of ``offline/resume.py``: after each
 chunk the output is flushed and fsynced and the checkpoint replaced, so a run stopped at any
 point continues where it stopped, never duplicating or losing a line.
 """
@@ -15,18 +15,14 @@ from dataclasses import asdict
 from typing import Any
 
 from tiankong.errors import BadOptionError, TiankongError
-from tiankong.offline.fill import (
+from tiankong.offline.fill import check_files, checked_records, fields_problem, format_of, take
+from tiankong.offline.resume import (
     Checkpoint,
     FillJob,
-    check_files,
-    checked_records,
     commit_chunk,
-    fields_problem,
-    format_of,
     open_append,
     run_key,
     start_state,
-    take,
 )
 from tiankong.tasks.check import CheckRequest, CheckResult, Proofreader
 

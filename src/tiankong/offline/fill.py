@@ -4,9 +4,7 @@ Streaming with constant memory: the input is read in chunks, each chunk is sorte
 into batches (little padding), and results are appended in input order. After each chunk the
 output (and error) file is flushed and fsynced, then a small checkpoint is replaced atomically.
 A restart truncates the output back to the last checkpoint and skips the lines it covers, so
-the output is never corrupt or duplicated. An output shorter than its checkpoint says (deleted
-or cut since) is refused, never padded: truncating "up" to the checkpoint would fill it with NUL
-bytes and lose the lines before.
+the output is never corrupt or duplicated (the checkpoint and its checks: ``resume.py``).
 
 Every input field or column is kept and the result columns are added after it. The input
 fields stay in the driver process (only the texts go to the workers) until their line is
@@ -16,12 +14,11 @@ written.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
-import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from contextlib import contextmanager
+from dataclasses import asdict
 from itertools import chain
 from pathlib import Path
 from typing import Any, TextIO
@@ -32,45 +29,23 @@ from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
 from tiankong.offline.files import check_writable, open_text, require_input, same_file
+from tiankong.offline.resume import (
+    FILL_ANSWER_SETTINGS,
+    Checkpoint,
+    FillJob,
+    check_served,
+    checkpoint_temp,
+    commit_chunk,
+    open_append,
+    run_key,
+    start_state,
+)
 
 FORMATS = ("jsonl", "csv", "txt")
 CSV_COLUMNS = ["line", "text", "sequence", "top_token", "top_score", "result"]
 # The keys a JSONL output line gets besides the input's own fields.
 RESULT_KEYS = frozenset(["line", "predictions", *FillResult.__dataclass_fields__])
 Row = tuple[int, str | None, str, dict[str, Any]]  # line, text or None, problem, input fields
-
-
-@dataclass(frozen=True)
-class FillJob:
-    input: Path
-    output: Path
-    text_field: str = "text"
-    input_format: str = "auto"
-    output_format: str = "auto"
-    errors: Path | None = None
-    chunk_size: int = 512
-    batch_size: int = 32
-    workers: int = 1
-    resume: bool = True
-
-    @property
-    def checkpoint(self) -> Path:
-        return self.output.with_name(self.output.name + ".checkpoint.json")
-
-    @property
-    def error_file(self) -> Path:
-        return self.errors or self.output.with_name(self.output.name + ".errors.jsonl")
-
-
-@dataclass
-class Checkpoint:
-    input_id: str
-    lines_done: int = 0  # input records consumed (good and bad)
-    output_bytes: int = 0
-    error_bytes: int = 0
-    filled: int = 0
-    failed: int = 0
-    run_key: str = ""  # run_key of the run that wrote it ("" in a checkpoint from before it)
 
 
 def format_of(path: Path, requested: str) -> str:
@@ -104,13 +79,6 @@ def check_files(job: FillJob) -> None:
     check_writable(checkpoint_temp(job.checkpoint), "checkpoint")  # made, then renamed over
 
 
-def input_identity(path: Path) -> str:
-    """Size plus a hash of the first 64 KiB: a resumed run must read the same input."""
-    with path.open("rb") as handle:
-        head = handle.read(65536)
-    return f"{path.stat().st_size}:{hashlib.sha256(head).hexdigest()[:16]}"
-
-
 def count_records(path: Path, kind: str) -> int:
     """The number of records, the progress bar's total (constant memory). A CSV's header is
     not a record and a quoted field may span lines, so a CSV is parsed; in other files
@@ -128,17 +96,30 @@ def count_records(path: Path, kind: str) -> int:
 
 
 def checked_records(path: Path, kind: str, field: str) -> Iterator[Row]:
-    """``read_records`` with its first record read now: a CSV without the column is refused
-    before the caller makes its output files (a failed run left a header-only output behind,
-    which the corrected run then refused to overwrite)."""
+    """``read_records`` with its first records read now: a CSV without the column, or a JSONL
+    file whose first object lacks the field, is refused before the caller makes its output
+    files (a failed run left a header-only output behind, which the corrected run then refused
+    to overwrite; a JSONL ``--field`` typo sent every line to the errors file, exit 0)."""
     rows = read_records(path, kind, field)
-    first = next(rows, None)
-    return chain(() if first is None else (first,), rows)
+    read: list[Row] = []
+    for row in rows:  # up to the first JSON object (bad lines before it are bad records)
+        read.append(row)
+        fields = row[3]
+        if kind != "jsonl" or fields:
+            if kind == "jsonl" and field not in fields:
+                raise BadDataFileError(
+                    f"The first record of '{path.name}' (line {row[0]}) has no field '{field}'; "
+                    f"name the text's field with --field (it has {', '.join(list(fields)[:8])})."
+                )
+            break
+    return chain(read, rows)
 
 
 def read_records(path: Path, kind: str, field: str) -> Iterator[Row]:
-    """Yield (line number, text or None, problem, the record's fields) for every record."""
-    with open_text(path, "Input file", newline="" if kind == "csv" else None) as handle:
+    """Yield (line number, text or None, problem, the record's fields) for every record. Lines
+    end at "\n" alone (a "\r\n" ending is dropped), as ``count_records`` counts them: a lone
+    "\r" inside a line split it in two, and every later line number was off by one."""
+    with open_text(path, "Input file", newline="" if kind == "csv" else "\n") as handle:
         if kind == "csv":
             reader = csv.DictReader(handle)
             header = reader.fieldnames or []
@@ -283,9 +264,26 @@ def run_fill(
         raise BadOptionError("The output format must be jsonl or csv.")
     columns = input_columns(job.input, in_kind, job.text_field) if out_kind == "csv" else None
     rows = checked_records(job.input, in_kind, job.text_field)  # before any file is touched
-    state = start_state(job, run_key(settings, options))
-    if on_start:
-        on_start(Checkpoint(**asdict(state)))
+    key = run_key(settings, options, (job.text_field, in_kind, out_kind), FILL_ANSWER_SETTINGS)
+    with started_workers(job, settings) as pool:
+        state = start_state(job, key, earlier_key=run_key(settings, options))
+        check_served(job, state, *served_by_workers(pool))
+        if on_start:
+            on_start(Checkpoint(**asdict(state)))
+        fill_rows(job, options, pool, rows, columns, state, on_progress)
+    return state
+
+
+def fill_rows(
+    job: FillJob,
+    options: PredictOptions,
+    pool: ProcessPoolExecutor | None,
+    rows: Iterator[Row],
+    columns: list[str] | None,
+    state: Checkpoint,
+    on_progress: Callable[[int, int, int], None] | None,
+) -> None:
+    """The records after ``state``'s finished lines, filled and appended to its files."""
     for _ in range(state.lines_done):
         next(rows, None)
     kept: dict[int, dict[str, Any]] = {}  # the input fields of the lines in flight
@@ -306,7 +304,7 @@ def run_fill(
             writer = csv.DictWriter(output, columns + result_columns)
             if state.output_bytes == 0:
                 writer.writeheader()
-        for results in chunk_results(job, settings, options, records()):
+        for results in chunk_results(job, pool, options, records()):
             for line, status, payload in results:
                 fields = kept.pop(line)
                 if status == "ok":
@@ -316,31 +314,50 @@ def run_fill(
                     errors.write(json.dumps({"line": line, **payload}, ensure_ascii=False) + "\n")
                     state.failed += 1
             commit_chunk(job.checkpoint, state, output, errors, len(results), on_progress)
-    return state
+
+
+@contextmanager
+def started_workers(job: FillJob, settings: Settings) -> Iterator[ProcessPoolExecutor | None]:
+    """The model loaded here (one worker: None), or a pool of ``job.workers`` processes that
+    each load it with their share of the threads."""
+    if job.workers == 1:
+        load_worker(settings)
+        yield None
+        return
+    per_worker = settings.with_overrides(threads=threads_per_worker(settings.threads, job.workers))
+    with ProcessPoolExecutor(job.workers, initializer=load_worker, initargs=(per_worker,)) as pool:
+        yield pool
+
+
+def served_by_workers(pool: ProcessPoolExecutor | None) -> tuple[str, str]:
+    """The engine and precision the workers serve, as resolved (a worker's, in a pool: they
+    share the settings, so the choice)."""
+    return served_here() if pool is None else pool.submit(served_here).result()
+
+
+def served_here() -> tuple[str, str]:
+    return str(_masker.engine.name), str(_masker.engine.precision)
 
 
 def chunk_results(
     job: FillJob,
-    settings: Settings,
+    pool: ProcessPoolExecutor | None,
     options: PredictOptions,
     records: Iterator[tuple[int, str | None, str]],
 ) -> Iterator[list[tuple[int, str, dict[str, Any]]]]:
     """Chunks in input order; with several workers at most 2 chunks per worker are in flight."""
     chunks = iter(lambda: take(records, job.chunk_size), [])
-    if job.workers == 1:
-        load_worker(settings)
+    if pool is None:
         for chunk in chunks:
             yield fill_chunk(chunk, options, job.batch_size)
         return
-    per_worker = settings.with_overrides(threads=threads_per_worker(settings.threads, job.workers))
-    with ProcessPoolExecutor(job.workers, initializer=load_worker, initargs=(per_worker,)) as pool:
-        pending: list[Future[list[tuple[int, str, dict[str, Any]]]]] = []
-        for chunk in chunks:
-            pending.append(pool.submit(fill_chunk, chunk, options, job.batch_size))
-            if len(pending) >= 2 * job.workers:
-                yield pending.pop(0).result()
-        for future in pending:
-            yield future.result()
+    pending: list[Future[list[tuple[int, str, dict[str, Any]]]]] = []
+    for chunk in chunks:
+        pending.append(pool.submit(fill_chunk, chunk, options, job.batch_size))
+        if len(pending) >= 2 * job.workers:
+            yield pending.pop(0).result()
+    for future in pending:
+        yield future.result()
 
 
 def take(records: Iterator[Any], count: int) -> list[Any]:
@@ -381,106 +398,3 @@ def write_result(
 def csv_cell(value: Any) -> Any:
     """A JSONL value in a CSV cell: lists and objects as JSON, not as Python's repr."""
     return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
-
-
-def run_key(settings: Settings, options: Any) -> str:
-    """What a run's answers depend on (the model, engine, precision, device, window, index and
-    the options, as asked), so that a resumed run is the same run: a rerun with another model or
-    top_k was appended to the first one's rows. Threads, workers and batch sizes are not in it;
-    the engine is, as asked (``auto`` may serve INT8 where ``torch`` serves FP32)."""
-    answers = [getattr(settings, name) for name in ANSWER_SETTINGS]
-    text = json.dumps([answers, asdict(options)], default=str, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-ANSWER_SETTINGS = ("model", "engine", "precision", "device", "max_length", "index", "max_masks")
-
-
-def start_state(job: FillJob, key: str = "") -> Checkpoint:
-    identity = input_identity(job.input)
-    if job.resume and os.path.isfile(job.checkpoint):
-        try:
-            saved = Checkpoint(**json.loads(job.checkpoint.read_text(encoding="utf-8")))
-        except (ValueError, TypeError):
-            raise BadDataFileError(
-                f"The checkpoint '{job.checkpoint.name}' is unreadable; delete it to start over."
-            ) from None
-        if saved.input_id != identity:
-            raise BadDataFileError(
-                f"'{job.output.name}' was started from a different input; use another output "
-                "or pass --restart."
-            )
-        if saved.run_key and saved.run_key != key:
-            raise BadDataFileError(
-                f"'{job.output.name}' was started with another model or other options; run the "
-                "same command to resume it, or pass --restart to start over."
-            )
-        for path, size in ((job.output, saved.output_bytes), (job.error_file, saved.error_bytes)):
-            if file_size(path) < size:
-                raise BadDataFileError(
-                    f"'{path.name}' is missing or shorter than its checkpoint "
-                    f"'{job.checkpoint.name}' says; restore it, or pass --restart to start over."
-                )
-        return saved
-    if file_size(job.output) and not job.resume:
-        job.output.unlink()
-    elif file_size(job.output):
-        raise BadDataFileError(
-            f"'{job.output.name}' already exists and has no checkpoint; choose another output "
-            "or pass --restart to overwrite it."
-        )
-    if os.path.isfile(job.error_file):
-        job.error_file.unlink()
-    return Checkpoint(identity, run_key=key)
-
-
-def file_size(path: Path) -> int:
-    """The size of a file, 0 when there is none (or the name is one the system refuses)."""
-    return os.path.getsize(path) if os.path.isfile(path) else 0
-
-
-def open_append(path: Path, valid_bytes: int) -> TextIO:
-    """Open for appending after cutting off anything written past the last checkpoint (the
-    file holds at least that much: ``start_state`` checked). What ``check_files`` can't foresee
-    (a name over 255 bytes) is one sentence too."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("ab") as handle:
-            handle.truncate(valid_bytes)
-        return path.open("a", encoding="utf-8", newline="")
-    except OSError as error:
-        raise BadOptionError(f"'{path}' can't be written ({error.strerror}).") from None
-
-
-def durable(handle: TextIO) -> int:
-    handle.flush()
-    os.fsync(handle.fileno())
-    return handle.tell()
-
-
-def commit_chunk(
-    checkpoint: Path,
-    state: Checkpoint,
-    output: TextIO,
-    errors: TextIO,
-    lines: int,
-    on_progress: Callable[[int, int, int], None] | None,
-) -> None:
-    """After a chunk is written: both files on disk first, then the checkpoint that says where
-    they end (the point a rerun resumes from), then the progress report."""
-    state.lines_done += lines
-    state.output_bytes = durable(output)
-    state.error_bytes = durable(errors)
-    save_checkpoint(checkpoint, state)
-    if on_progress:
-        on_progress(lines, state.filled, state.failed)
-
-
-def checkpoint_temp(path: Path) -> Path:
-    return path.with_name(path.name + ".tmp")
-
-
-def save_checkpoint(path: Path, state: Checkpoint) -> None:
-    temp = checkpoint_temp(path)
-    temp.write_text(json.dumps(asdict(state)), encoding="utf-8")
-    os.replace(temp, path)

@@ -9,6 +9,7 @@ Connects to the cluster in ``RAY_ADDRESS`` (or the given address), else starts a
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,9 @@ from tiankong.config import Settings, threads_per_worker
 from tiankong.core.options import PredictOptions
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
 from tiankong.offline.files import open_text, require_input
-from tiankong.offline.fill import FillJob, format_of, record_of
+from tiankong.offline.fill import format_of, record_of
+from tiankong.offline.ray_cluster import init_ray
+from tiankong.offline.resume import FillJob
 
 # sequence / top answer as plain columns, the full result (masks, sequences, candidates) as JSON
 OUTPUT_COLUMNS = ("text", "sequence", "error", "result")
@@ -62,21 +65,14 @@ def run_ray_fill(
     """Fill ``job.input`` into the folder ``job.output`` on Ray; returns the rows written."""
     import ray
 
+    check_ray_job(job)
     require_input(job.input, "Input file")
     kind = format_of(job.input, job.input_format)
     check_ray_files(job, kind)
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    path = str(job.input.resolve())
-    if kind == "txt":
-        dataset = ray.data.read_text(path, drop_empty_lines=False)
-        field = "text"
-    elif kind == "csv":
-        dataset = ray.data.read_csv(path)
-        field = job.text_field
-    else:
-        dataset = ray.data.read_json(path, lines=True)
-        field = job.text_field
+        init_ray(address)
+    dataset = read_dataset(job.input, kind)
+    field = "text" if kind == "txt" else job.text_field
     if field not in dataset.columns():
         raise BadDataFileError(f"Input '{job.input.name}' has no field '{field}'.")
     clashes = [c for c in dataset.columns() if c in OUTPUT_COLUMNS and not c == field == "text"]
@@ -107,6 +103,64 @@ def run_ray_fill(
     return count_rows(output)
 
 
+def check_ray_job(job: FillJob) -> None:
+    """Refuse, in one sentence, the options of ``tiankong fill`` that --ray can't honour: it
+    writes a folder of JSONL shards with each row's error in it, and has no checkpoint."""
+    default = FillJob(job.input, job.output)
+    if job.errors is not None:
+        raise BadOptionError(
+            "--ray writes each bad row's error in its output row (the 'error' column) and no "
+            "errors file; leave out --errors, or run without --ray."
+        )
+    if format_of(job.output, job.output_format) == "csv":
+        raise BadOptionError(
+            "--ray writes a folder of JSONL shards, not CSV; leave out --output-format csv and "
+            "name the output folder without .csv, or run without --ray."
+        )
+    if not job.resume or job.chunk_size != default.chunk_size:
+        raise BadOptionError(
+            "--ray writes a new folder each run and has no checkpoint, so --restart and "
+            "--chunk-size don't apply; leave them out, or run without --ray."
+        )
+
+
+def read_dataset(path: Path, kind: str) -> Any:
+    """The input as a Ray dataset whose values are those ``tiankong fill`` reads without --ray:
+    CSV values as strings ("01234", "NA" and "true" stay as written, where Arrow's type
+    inference made them 1234, null and true), a TXT file's lines split at "\n" alone and
+    without its byte-order mark. JSONL is Arrow's, of the flat records ``check_ray_files``
+    let through."""
+    import ray
+
+    where = str(path.resolve())
+    if kind == "txt":
+        return ray.data.read_binary_files(where).flat_map(txt_lines)
+    if kind == "csv":
+        import pyarrow as pa
+        from pyarrow import csv as arrow_csv
+
+        with open_text(path, "Input file", newline="") as handle:
+            header = next(csv.reader(handle), [])
+        return ray.data.read_csv(
+            where,
+            parse_options=arrow_csv.ParseOptions(newlines_in_values=True),
+            convert_options=arrow_csv.ConvertOptions(
+                column_types={name: pa.string() for name in header},
+                strings_can_be_null=False,
+            ),
+        )
+    return ray.data.read_json(where, lines=True)
+
+
+def txt_lines(row: dict[str, Any]) -> list[dict[str, str]]:
+    """A TXT file's lines as ``read_records`` reads them: split at "\n" (Ray's read_text split
+    at "\r" and the other characters of str.splitlines too), the BOM dropped."""
+    lines = bytes(row["bytes"]).decode("utf-8-sig").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [{"text": line.rstrip("\r")} for line in lines]
+
+
 def check_ray_files(job: FillJob, kind: str) -> None:
     """What Ray Data would stop on with a traceback, refused first in one sentence: an output
     that is a file or a folder holding files (a second run added a second shard: every row
@@ -120,9 +174,12 @@ def check_ray_files(job: FillJob, kind: str) -> None:
             f"The output folder '{output}' is not empty; name a new or empty folder (--ray "
             "writes its shards there, and a second run's would sit beside the first's)."
         )
+    if kind == "csv":
+        check_csv_rows(job.input)
+        return
     seen: dict[str, tuple[str, int]] = {}  # field -> (its JSON type, the line it was first seen)
     elsewhere = "(tiankong fill without --ray sends bad lines to an errors file)"
-    with open_text(job.input, "Input file") as handle:
+    with open_text(job.input, "Input file", newline="\n") as handle:  # lines as fill's
         for number, line in enumerate(handle, start=1):
             if kind != "jsonl" or not line.strip():
                 continue
@@ -139,6 +196,13 @@ def check_ray_files(job: FillJob, kind: str) -> None:
                 )
             for field, value in record.items():  # Arrow gives a column one type
                 kind_of = json_type(value)
+                if kind_of in ("a list", "an object"):
+                    raise BadDataFileError(
+                        f"{where} has field '{field}' as {kind_of}, which Arrow would rewrite on "
+                        "Ray (keys missing from one object added as null to all, numbers made "
+                        "floats); on Ray a field must be a string, a number, a boolean or null "
+                        "(tiankong fill without --ray keeps nested values as they are)."
+                    )
                 first = seen.setdefault(field, (kind_of, number))
                 if first[0] == "null" and kind_of != "null":  # a null says nothing of the type
                     first = seen[field] = (kind_of, number)
@@ -147,6 +211,21 @@ def check_ray_files(job: FillJob, kind: str) -> None:
                         f"{where} has field '{field}' as {kind_of}, line {first[1]} as "
                         f"{first[0]}; on Ray a field keeps one type {elsewhere}."
                     )
+
+
+def check_csv_rows(path: Path) -> None:
+    """A CSV row with more or fewer values than the header stops Arrow's reader (a traceback
+    from Ray); ``tiankong fill`` without --ray sends it to the errors file."""
+    with open_text(path, "Input file", newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, [])
+        for row in reader:
+            if row and len(row) != len(header):
+                raise BadDataFileError(
+                    f"Line {reader.line_num} of '{path.name}' has {len(row)} values and the "
+                    f"header {len(header)} columns; on Ray every row must have the header's "
+                    "columns (tiankong fill without --ray sends bad lines to an errors file)."
+                )
 
 
 def json_type(value: object) -> str:

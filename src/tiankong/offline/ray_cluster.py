@@ -1,0 +1,41 @@
+"""Joining Ray for ``fill --ray`` and ``serve --ray``: the cluster at ``--ray-address`` (or
+``RAY_ADDRESS``), else a new local one. A cluster that isn't there is one sentence, not Ray's
+``ConnectionError``; work a local Ray can never place (replicas whose threads exceed its CPUs)
+is refused instead of waiting forever."""
+
+from __future__ import annotations
+
+import os
+
+from tiankong.errors import BadOptionError
+
+
+def init_ray(address: str | None) -> None:
+    """``ray.init`` for ``address`` (None: ``RAY_ADDRESS``, else a local Ray)."""
+    import ray
+
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    except ConnectionError:
+        where = address or os.environ.get("RAY_ADDRESS", "")
+        raise BadOptionError(
+            f"No Ray cluster answers at --ray-address '{where}'; start one (ray start --head) "
+            "or leave --ray-address and RAY_ADDRESS unset for a local Ray."
+        ) from None
+
+
+def starts_local_ray(address: str | None) -> bool:
+    """Whether ``init_ray(address)`` starts a new local Ray rather than joining a cluster."""
+    return not (address or os.environ.get("RAY_ADDRESS"))
+
+
+def check_replicas_fit(replicas: int, threads: int, cpus: float) -> None:
+    """Refuse ``replicas`` of ``threads`` CPUs each where the local Ray has ``cpus``: Ray would
+    keep the ones it can't place pending, and ``serve --ray`` waited for them forever."""
+    needed = replicas * threads
+    if needed > cpus:
+        raise BadOptionError(
+            f"{replicas} replica(s) of {threads} threads need {needed} CPUs and the local Ray "
+            f"has {cpus:g} (each replica reserves its --threads as CPUs); lower --threads or "
+            "--replicas, or join a larger cluster with --ray-address."
+        )

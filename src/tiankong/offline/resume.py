@@ -1,0 +1,201 @@
+"""A fill's files across runs: the job (``FillJob``), its checkpoint, the checks a resumed run
+must pass (the same input, the same run: ``run_key``, and the same engine and precision as
+resolved: ``check_served``), and appending after the checkpointed bytes. ``tiankong fill`` and
+``tiankong check FILE -o`` share them. An output shorter than its checkpoint says (deleted or
+cut since) is refused, never padded: truncating "up" to the checkpoint would fill it with NUL
+bytes and lose the lines before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from tiankong.config import Settings
+from tiankong.errors import BadDataFileError, BadOptionError
+
+
+@dataclass(frozen=True)
+class FillJob:
+    input: Path
+    output: Path
+    text_field: str = "text"
+    input_format: str = "auto"
+    output_format: str = "auto"
+    errors: Path | None = None
+    chunk_size: int = 512
+    batch_size: int = 32
+    workers: int = 1
+    resume: bool = True
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.output.with_name(self.output.name + ".checkpoint.json")
+
+    @property
+    def error_file(self) -> Path:
+        return self.errors or self.output.with_name(self.output.name + ".errors.jsonl")
+
+
+@dataclass
+class Checkpoint:
+    input_id: str
+    lines_done: int = 0  # input records consumed (good and bad)
+    output_bytes: int = 0
+    error_bytes: int = 0
+    filled: int = 0
+    failed: int = 0
+    run_key: str = ""  # run_key of the run that wrote it ("" in a checkpoint from before it)
+    # what served its answers, as resolved (``--precision auto`` chooses by the threads each
+    # worker has); "" in a checkpoint from before it was recorded
+    engine: str = ""
+    precision: str = ""
+
+
+def input_identity(path: Path) -> str:
+    """Size plus a hash of the first 64 KiB: a resumed run must read the same input."""
+    with path.open("rb") as handle:
+        head = handle.read(65536)
+    return f"{path.stat().st_size}:{hashlib.sha256(head).hexdigest()[:16]}"
+
+
+def run_key(
+    settings: Settings,
+    options: Any,
+    files: tuple[str, ...] = (),
+    answer_settings: tuple[str, ...] = (),
+) -> str:
+    """What a run's output depends on (the model, engine, precision, device, window, index and
+    the options, as asked; ``files``: the text field and the formats read and written), so that
+    a resumed run is the same run: a rerun with another model, top_k or --field was appended to
+    the first one's rows. Threads, workers and batch sizes are not in it. ``answer_settings``
+    (default ``ANSWER_SETTINGS``) names the settings in it: ``fill`` leaves the engine and
+    precision out, as it compares the ones they resolve to (``check_served``)."""
+    answers = [getattr(settings, name) for name in answer_settings or ANSWER_SETTINGS]
+    described: list[Any] = [answers, asdict(options)]
+    if files:  # a key from before they were in it stays as it was
+        described.append(list(files))
+    text = json.dumps(described, default=str, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+ANSWER_SETTINGS = ("model", "engine", "precision", "device", "max_length", "index", "max_masks")
+FILL_ANSWER_SETTINGS = tuple(
+    name for name in ANSWER_SETTINGS if name not in ("engine", "precision")
+)
+
+
+def check_served(job: FillJob, state: Checkpoint, engine: str, precision: str) -> None:
+    """A resumed run must serve on the engine and precision its first part did, as resolved:
+    ``--precision auto`` chooses by the threads each worker has (``--workers 2`` on two cores
+    chose ONNX INT8, one worker OpenVINO bf16), and a resume with other workers mixed the two in
+    one output. The checkpoint of a fresh run records them."""
+    if state.engine and (state.engine, state.precision) != (engine, precision):
+        was, now = f"{state.precision} ({state.engine})", f"{precision} ({engine})"
+        advice = f"pass --engine {state.engine} --precision {state.precision} to resume it"
+        if "+" in state.engine + state.precision:  # a split: two engines, no flag names both
+            advice = "resume it with the first run's --workers and --threads"
+        raise BadDataFileError(
+            f"'{job.output.name}' was started on {was} and this run serves {now} "
+            "(--precision auto chooses by the threads each worker has, which --workers and "
+            f"--threads change); {advice}, or pass --restart to start over."
+        )
+    state.engine, state.precision = engine, precision
+
+
+def start_state(job: FillJob, key: str = "", earlier_key: str = "") -> Checkpoint:
+    identity = input_identity(job.input)
+    if job.resume and os.path.isfile(job.checkpoint):
+        try:
+            saved = Checkpoint(**json.loads(job.checkpoint.read_text(encoding="utf-8")))
+        except (ValueError, TypeError):
+            raise BadDataFileError(
+                f"The checkpoint '{job.checkpoint.name}' is unreadable; delete it to start over."
+            ) from None
+        if saved.input_id != identity:
+            raise BadDataFileError(
+                f"'{job.output.name}' was started from a different input; use another output "
+                "or pass --restart."
+            )
+        # a checkpoint that recorded no engine was keyed as ``earlier_key`` is (``fill``'s)
+        expected = earlier_key if earlier_key and not saved.engine else key
+        if saved.run_key and saved.run_key != expected:
+            raise BadDataFileError(
+                f"'{job.output.name}' was started with another model or other options (--field, "
+                "--input-format and --output-format among them); run the same command to resume "
+                "it, or pass --restart to start over."
+            )
+        for path, size in ((job.output, saved.output_bytes), (job.error_file, saved.error_bytes)):
+            if file_size(path) < size:
+                raise BadDataFileError(
+                    f"'{path.name}' is missing or shorter than its checkpoint "
+                    f"'{job.checkpoint.name}' says; restore it, or pass --restart to start over."
+                )
+        return saved
+    if file_size(job.output) and not job.resume:
+        job.output.unlink()
+    elif file_size(job.output):
+        raise BadDataFileError(
+            f"'{job.output.name}' already exists and has no checkpoint; choose another output "
+            "or pass --restart to overwrite it."
+        )
+    if os.path.isfile(job.error_file):
+        job.error_file.unlink()
+    return Checkpoint(identity, run_key=key)
+
+
+def file_size(path: Path) -> int:
+    """The size of a file, 0 when there is none (or the name is one the system refuses)."""
+    return os.path.getsize(path) if os.path.isfile(path) else 0
+
+
+def open_append(path: Path, valid_bytes: int) -> TextIO:
+    """Open for appending after cutting off anything written past the last checkpoint (the
+    file holds at least that much: ``start_state`` checked). What ``check_files`` can't foresee
+    (a name over 255 bytes) is one sentence too."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab") as handle:
+            handle.truncate(valid_bytes)
+        return path.open("a", encoding="utf-8", newline="")
+    except OSError as error:
+        raise BadOptionError(f"'{path}' can't be written ({error.strerror}).") from None
+
+
+def durable(handle: TextIO) -> int:
+    handle.flush()
+    os.fsync(handle.fileno())
+    return handle.tell()
+
+
+def commit_chunk(
+    checkpoint: Path,
+    state: Checkpoint,
+    output: TextIO,
+    errors: TextIO,
+    lines: int,
+    on_progress: Callable[[int, int, int], None] | None,
+) -> None:
+    """After a chunk is written: both files on disk first, then the checkpoint that says where
+    they end (the point a rerun resumes from), then the progress report."""
+    state.lines_done += lines
+    state.output_bytes = durable(output)
+    state.error_bytes = durable(errors)
+    save_checkpoint(checkpoint, state)
+    if on_progress:
+        on_progress(lines, state.filled, state.failed)
+
+
+def checkpoint_temp(path: Path) -> Path:
+    return path.with_name(path.name + ".tmp")
+
+
+def save_checkpoint(path: Path, state: Checkpoint) -> None:
+    temp = checkpoint_temp(path)
+    temp.write_text(json.dumps(asdict(state)), encoding="utf-8")
+    os.replace(temp, path)

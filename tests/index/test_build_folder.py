@@ -1,0 +1,80 @@
+"""What ``index build -o`` may replace: only an index of its own, never a folder with other
+files in it, the working folder or one above it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiankong.errors import IndexInputError
+from tiankong.index import build_index, open_index
+
+
+def test_a_folder_with_a_foreign_manifest_is_not_replaced(
+    corpus_file: Path, tmp_path: Path
+) -> None:
+    """A web app's manifest.json is not an index's: the build deleted the folder whole."""
+    webapp = tmp_path / "webapp"
+    webapp.mkdir()
+    (webapp / "manifest.json").write_text('{"name": "pwa"}')
+    (webapp / "important.txt").write_text("precious")
+    with pytest.raises(IndexInputError, match="not an index folder"):
+        build_index([corpus_file], webapp, progress=False)
+    assert (webapp / "important.txt").read_text() == "precious"
+
+
+def test_an_index_folder_with_other_files_is_not_replaced(
+    corpus_file: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "idx"
+    build_index([corpus_file], out, progress=False)
+    (out / "notes.md").write_text("mine")
+    with pytest.raises(IndexInputError, match="not an index folder"):
+        build_index([corpus_file], out, progress=False)
+    assert (out / "notes.md").read_text() == "mine"
+    (out / "notes.md").unlink()
+    build_index([corpus_file], out, progress=False)  # its own files only: replaced
+    assert open_index(out).size > 0
+
+
+def test_an_unreadable_manifest_is_not_an_index(corpus_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "odd"
+    out.mkdir()
+    (out / "manifest.json").write_text("not json")
+    with pytest.raises(IndexInputError, match="not an index folder"):
+        build_index([corpus_file], out, progress=False)
+    (out / "manifest.json").write_text(json.dumps({"format": "other", "files": {}}))
+    with pytest.raises(IndexInputError, match="not an index folder"):
+        build_index([corpus_file], out, progress=False)
+    assert (out / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize("name", [".", "..", "here"])
+def test_the_working_folder_and_those_above_it_are_refused(
+    corpus_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    work = tmp_path / "here" / "work"
+    work.mkdir(parents=True)
+    (work / "keep.txt").write_text("mine")
+    monkeypatch.chdir(work)
+    target = {"here": str(tmp_path / "here")}.get(name, name)
+    with pytest.raises(IndexInputError, match="the working folder or one above it"):
+        build_index([corpus_file], target, progress=False)
+    assert (work / "keep.txt").read_text() == "mine"
+    assert sorted(os.listdir(tmp_path / "here")) == ["work"]
+
+
+def test_output_dot_on_the_command_line(corpus_file: Path, tmp_path: Path) -> None:
+    """``-o .`` deleted files, then failed with an OSError traceback."""
+    (tmp_path / "keep.txt").write_text("mine")
+    (tmp_path / "manifest.json").write_text('{"name": "pwa"}')
+    command = [sys.executable, "-m", "tiankong", "index", "build", str(corpus_file), "-o", "."]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "working folder" in done.stderr and "Traceback" not in done.stderr
+    assert sorted(os.listdir(tmp_path)) == ["keep.txt", "manifest.json"]
