@@ -42,6 +42,7 @@ from tiankong.errors import (
     BadOptionError,
 )
 from tiankong.host import usable_cores
+from tiankong.offline.ray_cluster import check_replicas_fit, init_ray, starts_local_ray
 from tiankong.service import FillMasker, run_jobs
 from tiankong.serving.batch_policy import BatchLimits, BatchObserver
 from tiankong.serving.batching import DynamicBatcher
@@ -274,9 +275,16 @@ def serve_on_ray(settings: Settings, scale: ScaleOptions, address: str | None = 
     from ray import serve
 
     application = build_application(settings, scale)
-    local = not (address or os.environ.get("RAY_ADDRESS"))  # else: leave the cluster's Serve up
+    local = starts_local_ray(address)  # else: leave the cluster's Serve up
     patient_proxy_start()
-    ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    init_ray(address)
+    if local:  # a replica Ray can't place kept serve.run waiting forever
+        try:
+            cpus = float(ray.cluster_resources().get("CPU", 0.0))
+            check_replicas_fit(max(1, scale.replicas), settings.threads, cpus)
+        except BaseException:
+            ray.shutdown()
+            raise
     try:
         serve.start(http_options={"host": settings.host, "port": settings.port})
         serve.run(application, name=APP_NAME, route_prefix="/")
