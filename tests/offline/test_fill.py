@@ -221,6 +221,8 @@ def test_a_checkpoint_from_before_the_engine_was_recorded_resumes(
         run_fill(job, settings, PredictOptions(top_k=2))
     assert run_fill(job, settings, PredictOptions()).lines_done == len(TEXTS)
     assert json.loads(job.checkpoint.read_text(encoding="utf-8"))["engine"] == "torch"
+    # the checkpoint moved to the new key: the same command again finds the run done
+    assert run_fill(job, settings, PredictOptions()).lines_done == len(TEXTS)
 
 
 def test_a_jsonl_file_without_the_field_is_refused_as_a_csv_is(

@@ -130,6 +130,7 @@ def start_state(job: FillJob, key: str = "", earlier_key: str = "") -> Checkpoin
                 "--input-format and --output-format among them); run the same command to resume "
                 "it, or pass --restart to start over."
             )
+        saved.run_key = key or saved.run_key  # an earlier-keyed checkpoint moves to this key
         for path, size in ((job.output, saved.output_bytes), (job.error_file, saved.error_bytes)):
             if file_size(path) < size:
                 raise BadDataFileError(
