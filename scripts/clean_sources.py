@@ -17,7 +17,9 @@ prose, xiehouyu, and the corpus's modern text, counted only) while another entry
 one character away, occurs there at least TYPO_ATTESTATION times is a typo of that entry
 (画龙点晴 0 : 画龙点睛 1+), where modern usage agrees (scripts/modern_usage.py, jieba's
 dictionary: the text is mostly classical, and took 吃里扒外, 惹是生非 and 不值一钱 for typos of
-吃里爬外, 惹事生非 and 不直一钱): it is dropped. The list is read as published, from
+吃里爬外, 惹事生非 and 不直一钱): it is dropped, and so is every entry of the proofreader's
+misspelling list (tasks/check/data/idiom_misspellings.txt, from make_idiom_misspellings.py,
+which reads the list as published). The list is read as published, from
 CORPUS_DIR/idioms.txt.xz. Nothing is special-cased.
 """
 
@@ -128,6 +130,13 @@ def idioms(corpus: Path) -> None:
         agreeing = [(count, g) for count, g in attested if agreed(entry, g, usage)]
         if agreeing:
             typos[entry] = max(agreeing)[1]
+    # and every misspelling the proofreader fixes (make_idiom_misspellings.py), so the index
+    # never answers with a form the checker calls wrong (打家截舍 is seen in the other text)
+    misspellings = Path("src/tiankong/tasks/check/data/idiom_misspellings.txt")
+    for line in misspellings.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            wrong, right, _count = line.split("\t")
+            typos.setdefault(wrong, right)
     kept = [entry for entry in entries if entry not in typos]
     with lzma.open(BUNDLED / "idioms.txt.xz", "wt", encoding="utf-8", preset=9) as handle:
         handle.write("".join(f"{entry}\n" for entry in kept))

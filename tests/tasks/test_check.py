@@ -119,6 +119,20 @@ def test_the_idiom_lexicon() -> None:
     assert lexicon.near("各种各样") == []
 
 
+def test_no_misspelling_the_checker_fixes_is_in_the_bundled_idiom_list() -> None:
+    """The index reads the bundled list: 打家截舍 in it made predict answer 截 with the 出处
+    打家截舍 while check fixed 截 to 劫."""
+    import lzma
+
+    from tiankong.index.bundled import BUNDLED_CORPUS
+
+    lexicon = IdiomLexicon.bundled()
+    with lzma.open(BUNDLED_CORPUS / "idioms.txt.xz", "rt", encoding="utf-8") as handle:
+        listed = {line.strip() for line in handle}
+    assert lexicon.misspellings and not set(lexicon.misspellings) & listed
+    assert "打家截舍" in lexicon.misspellings
+
+
 def test_an_accepted_word_is_neither_fixed_nor_a_target() -> None:
     lexicon = IdiomLexicon(["无庸置疑", "守株待兔"], accepted=["毋庸置疑"])
     assert lexicon.near("毋庸置疑") == []
