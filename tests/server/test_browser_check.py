@@ -133,3 +133,26 @@ def test_check_mode_shows_the_error_for_empty_text(page: Page, base_url: str) ->
     page.get_by_test_id("predict").click()
     expect(page.get_by_test_id("error")).to_contain_text("请先输入一句话")
     expect(page.get_by_test_id("check-output")).to_be_hidden()
+
+
+def test_text_typed_while_a_check_runs_is_not_answered_or_overwritten(
+    page: Page, base_url: str
+) -> None:
+    """The answer for 画龙点晴 came back after a new line was typed and was drawn anyway: the
+    sentence showed the old text, and accepting its fix set the box to 画龙点睛, the new line
+    gone. A check's answer now shows only while the box still holds the text sent."""
+    page.add_init_script(
+        "const sent = window.fetch; window.fetch = (...args) =>"
+        " new Promise((done) => setTimeout(() => done(sent(...args)), 1500));"
+    )
+    page.goto(base_url)
+    page.locator("label.mode", has=page.get_by_test_id("mode-check")).click()
+    box = page.get_by_test_id("input")
+    box.fill("画龙点晴")
+    page.get_by_test_id("predict").click()
+    box.press("End")
+    box.press("Shift+Enter")
+    box.type("我今天写了一首新诗。")
+    expect(page.locator("#loading")).to_be_hidden(timeout=15_000)
+    expect(page.get_by_test_id("check-output")).to_be_hidden()
+    expect(box).to_have_value("画龙点晴\n我今天写了一首新诗。")

@@ -174,11 +174,12 @@ async function predict() {
   hideError();
   setBusy(true);
   const checking = currentMode() === "check";
+  const sent = $("text").value;
   try {
     const response = await fetch(checking ? "check" : "predict", {
       method: "POST",
       headers: { "Content-Type": "application/json", ...authHeaders() },
-      body: JSON.stringify(checking ? { text: $("text").value } : requestBody()),
+      body: JSON.stringify(checking ? { text: sent } : requestBody()),
     });
     const data = await response.json().catch(() => null);
     if (!response.ok) {
@@ -186,7 +187,9 @@ async function predict() {
       if (response.status === 401) $("api-key").focus();
       return;
     }
-    if (checking) renderChecked(data);
+    // a check answers the text as sent: text typed while it ran would be lost to its fixes
+    if (checking && $("text").value !== sent) $("check-output").hidden = true;
+    else if (checking) renderChecked(data);
     else render(data);
   } catch (error) {
     showError({ code: "network", message: String(error) });
@@ -222,6 +225,10 @@ function renderChecked(data) {
   state.checked = data;
   $("check-latency").textContent = `${data.latency_ms.toFixed(1)} ms`;
   renderCheck($("check-result"), data, t, (edit) => {
+    if ($("text").value !== state.checked.text) {
+      $("check-output").hidden = true; // the text changed since: the fix would overwrite it
+      return;
+    }
     renderChecked(acceptEdit(state.checked, edit));
     $("text").value = state.checked.text;
     // the list was drawn anew: focus goes to the next fix, or back to the text
