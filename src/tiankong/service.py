@@ -357,12 +357,15 @@ class FillMasker:
         allowed: np.ndarray | None = None,
         use_index: bool = True,
         found: object = None,
+        open_ended: bool = False,
     ) -> FillResult:
         """The decode stage: the corpus index mixed into each mask's distribution (when there
         is one and ``use_index``), then top-k with the model's own score and the evidence.
-        ``found``: the lookups ``start_lookups`` already made for this text."""
+        ``found``: the lookups ``start_lookups`` already made for this text; ``open_ended``:
+        the per-mask rows of a [BLANK] or candidates request, whose one-character reading the
+        index grounds as it does the request's fills (``FillMemory.mix``)."""
         mixed = (
-            self.memory.mix(item.input_ids, item.mask_indices, probabilities, found)
+            self.memory.mix(item.input_ids, item.mask_indices, probabilities, found, open_ended)
             if self.memory is not None and use_index
             else MixedRows(probabilities)
         )

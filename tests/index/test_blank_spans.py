@@ -14,7 +14,7 @@ from tokenizers import Tokenizer
 
 from tiankong import FillMasker, Settings
 from tiankong.index import BlankLookup, build_index, combine, open_index
-from tiankong.index.options import option_match
+from tiankong.index.options import option_match, spanning_fills
 
 PASSAGES = [
     "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。",
@@ -112,3 +112,45 @@ def test_option_match_of_an_open_ended_blank(poem_index: Path, tokenizer: Tokeni
     mid = ids(tokenizer, "，没错。")
     assert match("他说画蛇添", mid, "足", open_ended=True) is not None
     assert match("他说守", ids(tokenizer, "待兔"), "株", open_ended=True) is not None
+
+
+def test_the_per_mask_rows_of_an_open_ended_blank_are_grounded_by_the_same_rule(
+    grounded: FillMasker,
+) -> None:
+    """A [BLANK] request's per-mask rows (the CLI's ``[MASK] 1`` table) read the blank as one
+    character, which the user did not fix: 尽 there, from 白日依山尽, is no more evidence than
+    the [BLANK] fill 尽 is, so nothing in the row is moved or shows a 出处."""
+    for text in ("白日依[BLANK]，黄河入海流。", "[BLANK]不觉晓，处处闻啼鸟。", "守株[BLANK]"):
+        row = grounded.predict(text, top_k=50).masks[0]
+        assert all(c.memory is None and c.score == c.model_score for c in row), text
+    candidates = grounded.predict("白日依[MASK]，黄河入海流。", candidates=["尽", "山尽"], top_k=50)
+    assert all(c.memory is None and c.score == c.model_score for c in candidates.masks[0])
+
+
+def test_a_whole_fill_keeps_its_evidence_in_the_per_mask_rows(grounded: FillMasker) -> None:
+    """Where the one character is a whole fill, the row is grounded, and its 出处 is an
+    occurrence that ends it (画蛇添足, not 画蛇添足者)."""
+    best = {c.token: c for c in grounded.predict("画蛇添[BLANK]", top_k=50).masks[0]}["足"]
+    assert best.memory is not None and best.memory["example"] == "画蛇添足"
+    assert best.score > best.model_score
+    both = {
+        c.token: c for c in grounded.predict("春眠不觉晓，处处闻啼[BLANK]。", top_k=50).masks[0]
+    }
+    assert both["鸟"].memory is not None  # context on both sides: as a fixed blank
+
+
+def test_spanning_fills_keeps_the_share_of_the_fills_it_keeps(
+    poem_index: Path, tokenizer: Tokenizer
+) -> None:
+    lookup = BlankLookup(open_index(poem_index), tokenizer)
+    left, right = ids(tokenizer, "白日依"), ids(tokenizer, "，黄河入海流。")
+    match = lookup.lookup(left, right, 1)
+    assert match is not None and match.fills  # 尽，黄河入海流。 on the right side only
+    assert spanning_fills(lookup, match, left, right) is None
+    left = ids(tokenizer, "画蛇添")
+    match = lookup.lookup(left, [], 1)
+    assert match is not None
+    kept = spanning_fills(lookup, match, left, [])
+    assert kept is not None and set(kept.fills) == set(match.fills)
+    fill = next(iter(kept.fills))
+    assert kept.probability(fill) == match.probability(fill)

@@ -122,6 +122,37 @@ def test_a_context_stops_at_a_sentence_end(small_index: Path, tokenizer: Tokeniz
     assert not cut.whole
 
 
+def test_a_mark_next_to_the_blank_may_match_another_mark(
+    small_index: Path, tokenizer: Tokenizer
+) -> None:
+    """With ``edge_marks`` (the check path), the user's ， right after the blank matches the
+    corpus's 。 there (啼鸟。夜来 for 啼[X]，夜来), and the evidence quotes the corpus; a mark
+    inside the context is still matched exactly, and without ``edge_marks`` nothing changes."""
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    marks = lookup.edge_marks
+    left, right = (
+        ids(tokenizer, "春眠不觉晓，处处闻啼"),
+        ids(tokenizer, "，夜来风雨声，花落知多少。"),
+    )
+    exact = lookup.lookup(left, right, 1)
+    assert exact is not None and exact.right == () and exact.sides == (True, False)
+    loose = lookup.lookup(left, right, 1, marks)
+    assert loose is not None and loose.right == tuple(right) and loose.sides == (True, True)
+    assert loose.fills == {(ids(tokenizer, "鸟")[0],): 1} and loose.whole
+    memory = lookup.evidence(loose, ids(tokenizer, "鸟"))
+    assert memory is not None and memory["match"] == LINES[0]  # the corpus's 。, not the ，
+    # the left side: 、 before the blank against the corpus's ，
+    after = lookup.lookup(ids(tokenizer, "春眠不觉晓、"), ids(tokenizer, "处闻啼鸟"), 1, marks)
+    assert after is not None and after.left == tuple(ids(tokenizer, "春眠不觉晓、"))
+    # inside the context a mark must be the corpus's own: 、 for ， stops the left match
+    inside = lookup.lookup(ids(tokenizer, "春眠不觉晓、处处闻啼"), right, 1, marks)
+    assert inside is not None and inside.left == tuple(ids(tokenizer, "处处闻啼"))
+    # a character next to the blank is never loosened
+    assert lookup.lookup(left, ids(tokenizer, "夜来风雨声"), 1, marks) == lookup.lookup(
+        left, ids(tokenizer, "夜来风雨声"), 1
+    )
+
+
 def test_evidence_fields(small_index: Path, tokenizer: Tokenizer) -> None:
     lookup = BlankLookup(open_index(small_index), tokenizer)
     match = lookup.lookup(ids(tokenizer, "画龙点"), [], 1)

@@ -178,6 +178,19 @@ def test_an_edition_variant_is_not_a_fix(
     ]
 
 
+def test_a_mark_next_to_the_character_may_be_another_mark(indexed: Proofreader) -> None:
+    """The corpus's 黄河入海流。欲穷千里目 holds 黄河入海留，欲穷千里目's 留 with context on both
+    sides once the ， after it may match the corpus's 。 (``index_edge_marks``)."""
+    text = "白日依山尽，黄河入海留，欲穷千里目，更上一层楼。"
+    result = indexed.check(text)
+    index_edits = [(e.original, e.suggestion) for e in result.edits if e.source == "index"]
+    assert index_edits == [("留", "流")]
+    memory = next(e.memory for e in result.edits if e.source == "index")
+    assert memory is not None and "黄河入海流。欲穷千里目" in memory["match"]
+    exact = Proofreader(indexed.masker, CheckMethod(index_edge_marks=False)).check(text)
+    assert all(e.source != "index" for e in exact.edits)
+
+
 def test_without_the_index_there_is_no_index_edit(indexed: Proofreader) -> None:
     alone = Proofreader(indexed.masker, CheckMethod(use_index=False))
     assert alone.memory is None

@@ -28,6 +28,13 @@ def checker() -> Proofreader:
         ("亡羊补劳", "亡羊补牢", "亡羊补牢"),
         # the text's last mark is not the corpus's (。 there, ？ in the poem): still the line
         ("床前明月光，疑是地上箱！", "床前明月光，疑是地上霜！", "疑是地上霜"),
+        # ... and the text's ， where the corpus has 。 (the mark next to the blank: any of
+        # ，。；！？、 matches another there; the 出处 quotes the corpus's 。)
+        (
+            "床前明月光，疑是地上箱，举头望明月。",
+            "床前明月光，疑是地上霜，举头望明月。",
+            "地上霜。举头",
+        ),
         ("红豆生南国，春来发几技。", "红豆生南国，春来发几枝。", "春来发几枝"),
     ],
 )

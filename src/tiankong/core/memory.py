@@ -55,7 +55,12 @@ class FillMemory(Protocol):
         mask_indices: Sequence[int],
         probabilities: np.ndarray,
         found: object = None,  # ``find``'s result; None: look up now
-    ) -> MixedRows: ...
+        open_ended: bool = False,
+    ) -> MixedRows:
+        """Each mask's row mixed with the index's fills of its blank; ``open_ended``: the rows
+        are the one-character reading of a blank whose length the user did not fix ([BLANK], a
+        candidate), so only fills the corpus holds as a whole there count (as in ``ground``)."""
+        ...
 
     def ground(
         self,

@@ -54,6 +54,8 @@ class Scorer(Protocol):
         k: int,
         allowed: np.ndarray | None = None,
         use_index: bool = True,
+        *,
+        open_ended: bool = False,
     ) -> FillResult: ...
 
     def allowed_tokens(self, constraints: Constraints) -> np.ndarray: ...
@@ -246,7 +248,11 @@ class SearchModes:
         )
         single = self.masker.prepare(template.replace(BLANK, MASK))
         probabilities = self.masker.mask_probabilities([single])[0]
-        base = self.masker.decode(single, probabilities, options.top_k, None, options.index)
+        # the per-mask rows read the blank as one character, which the user did not fix: the
+        # index grounds them as it does the options (open-ended)
+        base = self.masker.decode(
+            single, probabilities, options.top_k, None, options.index, open_ended=True
+        )
         return replace(base, text=text, sequence=scored[0].text, candidates=scored)
 
     def unknown_length(self, text: str, options: PredictOptions) -> FillResult:
@@ -265,8 +271,13 @@ class SearchModes:
         fills = [fill for _, fill in pooled][: max(options.top_k, 1)]
         assert best_prepared is not None
         probabilities = self.masker.mask_probabilities([best_prepared])[0]
-        base = self.masker.decode(
-            best_prepared, probabilities, options.top_k, self.allowed(options), options.index
+        base = self.masker.decode(  # the one-character reading: grounded as the fills are
+            best_prepared,
+            probabilities,
+            options.top_k,
+            self.allowed(options),
+            options.index,
+            open_ended=True,
         )
         return replace(
             base,
@@ -303,8 +314,10 @@ class ScheduledScorer:
         k: int,
         allowed: np.ndarray | None = None,
         use_index: bool = True,
+        *,
+        open_ended: bool = False,
     ) -> FillResult:
-        return self.scorer.decode(item, probabilities, k, allowed, use_index)
+        return self.scorer.decode(item, probabilities, k, allowed, use_index, open_ended=open_ended)
 
     def allowed_tokens(self, constraints: Constraints) -> np.ndarray:
         return self.scorer.allowed_tokens(constraints)

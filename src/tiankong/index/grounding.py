@@ -35,7 +35,7 @@ from tiankong.index.combine import (
     supports,
 )
 from tiankong.index.lookup import Blank, BlankLookup, BlankMatch, blanks_of
-from tiankong.index.options import option_match
+from tiankong.index.options import option_match, spanning_fills
 from tiankong.index.store import CorpusIndex
 from tiankong.index.tokens import tokenizer_fingerprint
 
@@ -85,6 +85,7 @@ class CorpusMemory:
         mask_indices: Sequence[int],
         probabilities: np.ndarray,
         found: object = None,
+        open_ended: bool = False,
     ) -> MixedRows:
         rows = probabilities
         matches: dict[int, tuple[BlankMatch, int]] = {}  # mask number -> (match, position)
@@ -92,7 +93,15 @@ class CorpusMemory:
         if found is None:
             found = self.find(input_ids, mask_indices)
         assert isinstance(found, list)
-        for blank, match in found:
+        for blank, found_match in found:
+            # the one-character reading of an open-ended blank: its fills as [BLANK]'s are
+            match = (
+                spanning_fills(self.lookup, found_match, blank.left, blank.right)
+                if open_ended
+                else found_match
+            )
+            if match is None:
+                continue
             for position in range(blank.length):
                 number = number_of[blank.first + position]
                 row = rows[number]  # (a new view object on every indexing: compare this one)

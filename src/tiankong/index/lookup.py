@@ -14,6 +14,7 @@ from __future__ import annotations
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -26,6 +27,9 @@ from tiankong.index.tokens import SEPARATOR, default_tokenizer
 
 MAX_CONTEXT = 24  # tokens used on each side: longer matches add no information for a fill
 SENTENCE_ENDS = ("。", "！", "？", "；", "!", "?", ";")  # a context never reaches past one
+# Marks a lookup may take as one another right next to the blank (``edge_marks``, the check
+# path: 地上箱， against the corpus's 地上霜。); never inside the context (docs/INDEX.md)
+EDGE_MARKS = ("，", "。", "；", "！", "？", "、")
 OCCURRENCE_LIMIT = 512  # occurrences read on each side: bounds the time per blank
 EXAMPLE_CHARS = 60  # the example line is trimmed to about this many characters
 # Pseudo-occurrences lent by the next shorter context to the fills of the best one: a
@@ -109,6 +113,7 @@ class BlankLookup:
         self.punctuation_ids = frozenset(
             i for t, i in vocab.items() if len(t) == 1 and unicodedata.category(t)[0] == "P"
         )
+        self.edge_marks = frozenset(vocab[mark] for mark in EDGE_MARKS if mark in vocab)
         # the stop ids as a table over every id the index's token type can hold (an index of
         # another tokenizer is refused on open, but a fill is never out of the table's range)
         held = np.iinfo(self.tokens.dtype).max + 1
@@ -177,13 +182,22 @@ class BlankLookup:
         )
 
     def lookup(
-        self, left: Sequence[int], right: Sequence[int], fill_length: int
+        self,
+        left: Sequence[int],
+        right: Sequence[int],
+        fill_length: int,
+        edge_marks: AbstractSet[int] = frozenset(),
     ) -> BlankMatch | None:
         """The fills of ``fill_length`` tokens between the longest matching contexts, or None
-        when no occurrence matches at least one context token."""
+        when no occurrence matches at least one context token. ``edge_marks``: a mark of these
+        right next to the blank in the query matches any of them in the corpus there (the
+        check path: ``EDGE_MARKS``); the occurrences are still found from the exact parts, so
+        such a side's count is not called exact."""
         left, right, cut = self.contexts(left, right)
         left_hits, left_length, left_exact = self.side_occurrences(left, from_end=True)
         right_hits, right_length, right_exact = self.side_occurrences(right, from_end=False)
+        loose_left = bool(left) and left[-1] in edge_marks
+        loose_right = bool(right) and right[0] in edge_marks
         starts = np.sort(np.concatenate([left_hits + left_length, right_hits - fill_length]))
         starts = starts[np.append(True, starts[1:] != starts[:-1])[: len(starts)]]  # np.unique
         starts = starts[(starts > 0) & (starts + fill_length < len(self.tokens))]
@@ -195,8 +209,8 @@ class BlankLookup:
         starts, fills = starts[keep], fills[keep]
         if len(starts) == 0:
             return None
-        left_match = self.match_lengths(starts - 1, left[::-1], step=-1)
-        right_match = self.match_lengths(starts + fill_length, right, step=1)
+        left_match = self.edge_lengths(starts - 1, left[::-1], -1, edge_marks, loose_left)
+        right_match = self.edge_lengths(starts + fill_length, right, 1, edge_marks, loose_right)
         total = left_match + right_match
         best = int(total.max())
         if best == 0:
@@ -222,7 +236,9 @@ class BlankLookup:
         for fill, start in zip(map(tuple, fills[chosen].tolist()), starts[chosen], strict=True):
             counts[fill] += 1
             positions.setdefault(fill, int(start))
-        exact = (left_exact and a >= left_length > 0) or (right_exact and b >= right_length > 0)
+        exact = (left_exact and not loose_left and a >= left_length > 0) or (
+            right_exact and not loose_right and b >= right_length > 0
+        )
         # The next shorter context: drop the outer token of the longer side (left on a tie).
         shorter_a, shorter_b = (a - 1, b) if a >= b else (a, b - 1)
         wider = (left_match >= shorter_a) & (right_match >= shorter_b)
@@ -311,6 +327,24 @@ class BlankLookup:
             rows, positions = rows[~stopped], positions[~stopped]
             done += width
             block *= 2
+        return lengths
+
+    def edge_lengths(
+        self,
+        begin: np.ndarray,
+        context: Sequence[int],
+        step: int,
+        marks: AbstractSet[int],
+        loose: bool,
+    ) -> np.ndarray:
+        """``match_lengths``, where (``loose``) the context's first token, a mark of ``marks``,
+        matches any of ``marks`` in the corpus; the rest of the context matches exactly."""
+        if not loose:
+            return self.match_lengths(begin, context, step)
+        inside = (begin >= 0) & (begin < len(self.tokens))
+        edge = inside & np.isin(self.tokens.take(begin, mode="clip"), list(marks))
+        lengths = np.zeros(len(begin), dtype=np.int64)
+        lengths[edge] = 1 + self.match_lengths(begin[edge] + step, context[1:], step)
         return lengths
 
     def evidence(self, match: BlankMatch, fill: Sequence[int]) -> dict[str, object] | None:

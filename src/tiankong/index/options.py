@@ -10,12 +10,15 @@ An **open-ended** blank ([BLANK], whose length is the user's question, and a can
 length) must be spanned: a fill that matches context on one side only, where the corpus
 passage reads on with other characters on the other (白日依[BLANK]，黄河入海流。 -> 尽, from
 白日依山尽), or at the text's edge (春眠 -> 眠 for [BLANK]不觉晓), is a piece of a longer
-corpus fill, not this blank's answer (``spanning``; docs/INDEX.md, "Spans").
+corpus fill, not this blank's answer (``spanning``; docs/INDEX.md, "Spans"). The per-mask
+row of such a request (its one-character reading) keeps only the lookup's fills that span it
+(``spanning_fills``), by the same rule.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -110,6 +113,29 @@ def spanning(
             return None
         ends &= ended
     return int(starts[int(np.argmax(ends))]) if ends.any() else None
+
+
+def spanning_fills(
+    lookup: BlankLookup, match: BlankMatch, left: Sequence[int], right: Sequence[int]
+) -> BlankMatch | None:
+    """``match`` (``lookup.lookup``'s, one context for every fill) as an open-ended blank reads
+    it: only the fills that span the blank in that context (``spanning``), each at an
+    occurrence that ends it; None when no fill does. The fills kept keep their counts and
+    their share of the context (``context_count``), so the share of the ones dropped goes back
+    to the model in a mixed row (白日依[BLANK]，黄河入海流。: the per-mask row's 尽, from
+    白日依山尽, is dropped as it is from the [BLANK] fills)."""
+    left, right, _ = lookup.contexts(left, right)
+    a, b = len(match.left), len(match.right)
+    fills: dict[tuple[int, ...], int] = {}
+    positions: dict[tuple[int, ...], int] = {}
+    for fill, count in match.fills.items():
+        found = lookup.index.search([*match.left, *fill, *match.right])
+        position = spanning(lookup, found, fill, a, b, left, right)
+        if position is not None:
+            fills[fill], positions[fill] = count, position
+    if not fills:
+        return None
+    return replace(match, fills=fills, positions=positions, context_count=match.total)
 
 
 def passage_ends(

@@ -94,6 +94,10 @@ class CheckMethod:
     # a context on one side only (，大家都 for 吃鱼，大家都) made 吃语 of a right sentence.
     # On the dev split: false alarms 5.1% -> 2.8%, correction F1 0.538 -> 0.533
     index_both_sides: bool = True
+    # a mark (，。；！？、) right next to the character matches any of them in the corpus
+    # (BlankLookup.lookup's edge_marks; 地上箱， against 床前明月光's 地上霜。). Dev: no sentence
+    # changed; test: 1 wrong -> right, false alarms the same (docs/PROOFREADING.md)
+    index_edge_marks: bool = True
     # a shorter context (an idiom's three other characters) counts when the masked model
     # also prefers the index's character over the written one by this factor (0: never)
     index_short_context: int = 3
@@ -324,6 +328,9 @@ class Proofreader:
         if memory is None:
             return lambda: [{} for _ in windows]
 
+        # ， next to the blank matches the corpus's 。 there (地上箱，举头 -> 地上霜。举头)
+        edge_marks = memory.lookup.edge_marks if self.method.index_edge_marks else frozenset()
+
         def find_all() -> list[dict[int, Any]]:
             found: list[dict[int, Any]] = []
             for window in windows:
@@ -334,7 +341,7 @@ class Proofreader:
                 for slot, position in enumerate(window.positions):
                     if not self.may_match(memory, ids, position):
                         continue
-                    match = memory.lookup.lookup(ids[:position], ids[position + 1 :], 1)
+                    match = memory.lookup.lookup(ids[:position], ids[position + 1 :], 1, edge_marks)
                     if match is not None and match.context_length >= self.shortest_context:
                         matches[slot] = match
                     # the GIL, handed over after each lookup: the event loop's thread waited up
