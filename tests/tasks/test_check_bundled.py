@@ -36,6 +36,9 @@ def checker() -> Proofreader:
             "地上霜。举头",
         ),
         ("红豆生南国，春来发几技。", "红豆生南国，春来发几枝。", "春来发几枝"),
+        # a known misspelling's other three characters hold: the index also changed 厢 to 相
+        # (from the list's own misspelt 一相情原), which made 一相情愿
+        ("一厢情原", "一厢情愿", "一厢情愿"),
     ],
 )
 def test_fixes_with_their_source(
@@ -114,6 +117,12 @@ def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:
             "我們在學校裡學習，海內存知己，天涯若比林。",
             "我們在學校裡學習，海內存知己，天涯若比鄰。",
             "海內存知己，天涯若比鄰。",
+        ),
+        # the line's own characters decide: 臺灣 on the line before made this 考慮
+        (
+            "我们今天去了臺灣\n考律再三，我们决定明天回家。",
+            "我们今天去了臺灣\n考虑再三，我们决定明天回家。",
+            None,
         ),
     ],
 )

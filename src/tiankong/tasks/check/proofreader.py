@@ -52,7 +52,7 @@ from tiankong.index.grounding import CorpusMemory
 from tiankong.service import FillMasker
 from tiankong.tasks.check.confusion import ConfusionSets
 from tiankong.tasks.check.idioms import IdiomLexicon
-from tiankong.tasks.check.request import CheckRequest, Window, prepare_check
+from tiankong.tasks.check.request import CheckRequest, Window, line_of, prepare_check
 from tiankong.tasks.check.results import Alternative, CheckResult, Edit, apply_edits
 
 ALTERNATIVES = 3  # other characters listed with an edit
@@ -419,12 +419,22 @@ class Proofreader:
     ) -> list[Edit]:
         """A fix with evidence holds the characters its evidence reads as written: an idiom's
         four, the corpus match's context. The model may not edit one of them (亡羊补劳 was
-        fixed to 亡羊不牢: the model's 补 -> 不 beside 劳 -> 牢, whose 出处 reads 亡羊补牢)."""
-        held: set[int] = set()
+        fixed to 亡羊不牢: the model's 补 -> 不 beside 劳 -> 牢, whose 出处 reads 亡羊补牢). An
+        idiom's four, and the other three of a known misspelling's, hold against the index's
+        edits too (一厢情原 became 一相情愿: the index's 厢 -> 相, from the list's own misspelt
+        entry 一相情原, beside 原 -> 愿)."""
+        held: set[int] = set()  # against the model's edits
+        idiom_held: set[int] = set()  # against the index's too
+        for slot, (token, idiom, known) in near.items():
+            if known:  # a known misspelling (一厢情原): only its one character is wrong
+                run = idiom_run(window.chars, slot, self.id_to_char(token), idiom)
+                idiom_held |= set(run) - {slot}
         for edit in edits:
             slot = window.slot_of(edit.start)
             if edit.source == "idioms":
-                held |= set(idiom_run(window.chars, slot, edit.suggestion, near[slot][1]))
+                run = set(idiom_run(window.chars, slot, edit.suggestion, near[slot][1]))
+                held |= run
+                idiom_held |= run - {slot}
             elif edit.source == "index":
                 match, at = matches[slot], window.positions[slot]
                 low, high = at - len(match.left), at + len(match.right)
@@ -432,7 +442,8 @@ class Proofreader:
         return [
             edit
             for edit in edits
-            if edit.source != "model" or window.slot_of(edit.start) not in held
+            if not (edit.source == "model" and window.slot_of(edit.start) in held)
+            and not (edit.source == "index" and window.slot_of(edit.start) in idiom_held)
         ]
 
     def index_confirms(self, window: Window, slot: int, match: Any) -> bool:
@@ -586,7 +597,13 @@ def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
     left, right = checked[: edit.start], checked[edit.end :]
     # the characters typed around the edit, in the text's own script as typed: a wrong
     # character says little of the script (一層搂: 搂 is simplified, its neighbours are not)
-    around = (slice(max(0, edit.start - AROUND), edit.start), slice(edit.end, edit.end + AROUND))
+    # within the edit's own line: each line is checked on its own (臺灣 on the line before made
+    # 考律再三 on a simplified line 考慮)
+    line = line_of(request.text, edit.start)
+    around = (
+        slice(max(line.start, edit.start - AROUND), edit.start),
+        slice(edit.end, min(line.stop, edit.end + AROUND)),
+    )
     # the whole text converted once: OpenCC converts some words as pairs (了解 -> 瞭解), which
     # a slice of four characters cuts in half
     whole = script.back(checked)
@@ -596,7 +613,7 @@ def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
     if neighbours_typed and all(whole[part] == checked[part] for part in around):
         # neighbours the same in both scripts (天涯若比林) say nothing: the text's other
         # characters do (於小明 in a simplified sentence was answered 鄰)
-        neighbours_typed = mostly_traditional(request.text, checked, whole)
+        neighbours_typed = mostly_traditional(request.text[line], checked[line], whole[line])
     traditional_here = checked[edit.start : edit.end] != original  # 摟 in 一层摟
     # traditional where the character was typed so, else where its neighbours were (一層搂);
     # a simplified form typed here and beside it (一层搂, 画龙点晴 after 頭髮) is answered so

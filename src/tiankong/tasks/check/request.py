@@ -73,6 +73,14 @@ class CheckRequest:
         return sum(len(window.positions) for window in self.windows)
 
 
+def line_of(text: str, at: int) -> slice:
+    """The line of ``text`` that holds the character at ``at`` (line breaks as ``LINE``'s)."""
+    for line in LINE.finditer(text):
+        if line.start() <= at < line.end():
+            return slice(line.start(), line.end())
+    return slice(at, at + 1)
+
+
 def prepare_check(text: object, encoder: TextEncoder, max_chars: int) -> CheckRequest:
     """Validate and tokenize ``text``; typed ``BadInputError``s (400 / exit 2) for bad input:
     not a string, empty, over ``max_chars`` (``Settings.max_check_chars``), not Unicode."""
