@@ -427,8 +427,8 @@ class Proofreader:
         idiom_held: set[int] = set()  # against the index's too
         for slot, (token, idiom, known) in near.items():
             if known:  # a known misspelling (一厢情原): only its one character is wrong
-                run = idiom_run(window.chars, slot, self.id_to_char(token), idiom)
-                idiom_held |= set(run) - {slot}
+                known_run = idiom_run(window.chars, slot, self.id_to_char(token), idiom)
+                idiom_held |= set(known_run) - {slot}
         for edit in edits:
             slot = window.slot_of(edit.start)
             if edit.source == "idioms":
