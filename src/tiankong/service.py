@@ -10,7 +10,6 @@ text -> validate/tokenize (text.py) -> pad (engines.pad_batch) -> engine -> deco
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property, partial
@@ -29,7 +28,7 @@ from tiankong.core.decoding import (
     softmax,
 )
 from tiankong.core.memory import FillMemory, MixedRows
-from tiankong.core.models import ResolvedModel
+from tiankong.core.models import ResolvedModel, read_model_config, usable_positions
 from tiankong.core.modes import ScheduledScorer, SearchModes
 from tiankong.core.options import PredictOptions
 from tiankong.core.request import (
@@ -57,11 +56,6 @@ from tiankong.model_sources import resolve_model
 DEFAULT_TOP_K = Settings.default_top_k  # written once, in config.py
 
 
-# Model types whose position ids start at pad_token_id + 1 (transformers'
-# create_position_ids_from_input_ids), so that many of their positions are never read.
-OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "data2vec-text", "xmod")
-
-
 # Models whose mixing of tokens ignores the attention mask (ConvBERT's convolution, Funnel's
 # pooling, FNet's Fourier transform): padding changes their answers, so they run unpadded.
 READS_PADDING = ("convbert", "funnel", "fnet")
@@ -69,11 +63,7 @@ READS_PADDING = ("convbert", "funnel", "fnet")
 
 def model_config(model: ResolvedModel) -> dict[str, Any]:
     """The model's config.json, or {} where it has none to read."""
-    try:
-        config = json.loads((model.path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # no config to read (resolve_model refuses such a folder)
-        return {}
-    return config if isinstance(config, dict) else {}
+    return read_model_config(model.path)
 
 
 def reads_padding(model: ResolvedModel) -> bool:
@@ -83,24 +73,16 @@ def reads_padding(model: ResolvedModel) -> bool:
 
 
 def check_window(model: ResolvedModel, max_length: int) -> None:
-    """Refuse a window longer than the model has positions for (``max_position_embeddings``
-    in its config.json), before its engine starts: a longer row fails in the engine, and in a
+    """Refuse a window longer than the model has positions for (``core.models
+    .usable_positions``), before its engine starts: a longer row fails in the engine, and in a
     server every request batched with it fails too. Refused rather than cut to fit, so the
     window in force is the one asked for; the default (128) is within every BERT's 512."""
-    config = model_config(model)
-    positions = config.get("max_position_embeddings")
-    if not isinstance(positions, int) or isinstance(positions, bool):
-        return
-    which = "max_position_embeddings"
-    if config.get("model_type") in OFFSET_POSITIONS:
-        # RoBERTa's positions start after its padding id: 514 of them read 512 tokens (a
-        # window of 514 failed in the engine with an index error)
-        offset = int(config.get("pad_token_id") or 0) + 1
-        positions, which = positions - offset, f"{which} {positions} less the {offset} before"
-    if max_length > positions:
+    positions = usable_positions(model.path)
+    if positions is not None and max_length > positions.usable:
         raise BadOptionError(
             f"--max-length {max_length} is more than model '{model.name}' can read: it has "
-            f"{positions} positions ({which}); use --max-length {positions} or less."
+            f"{positions.usable} positions ({positions.source}); use --max-length "
+            f"{positions.usable} or less."
         )
 
 

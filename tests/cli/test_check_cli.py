@@ -84,6 +84,19 @@ def test_check_file_is_resumable(tiny_model_dir: Path, tmp_path: Path) -> None:
     assert len(out.read_text(encoding="utf-8").splitlines()) == 3
 
 
+def test_check_file_refuses_a_csv_quote_that_is_never_closed(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """As index build refuses it: the rest of the file was checked as one text, exit 0."""
+    source = tmp_path / "in.csv"
+    source.write_text('text\n画龙点晴\n"守株待免\n白日依山尽\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    done = run_cli("check", str(source), "-o", str(out), *model_flags(tiny_model_dir))
+    assert done.returncode == 2, done.stderr
+    assert "Line 3 of " in done.stderr and "never closed" in done.stderr
+    assert "Traceback" not in done.stderr and not out.exists()
+
+
 def test_check_file_never_overwrites_an_input_field(tiny_model_dir: Path, tmp_path: Path) -> None:
     """A record with a field named like a result field (corrected, line, edits) is a bad record,
     as in fill: its value was replaced without a word before. Other fields are kept."""

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,9 @@ MODEL_FILE_PATTERNS = (
     "special_tokens_map.json",
 )
 MASKED_LM_SUFFIXES = ("ForMaskedLM", "ForPreTraining")
+# Model types whose position ids start at pad_token_id + 1 (transformers'
+# create_position_ids_from_input_ids), so that many of their positions are never read.
+OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "data2vec-text", "xmod")
 
 
 def require_trained(model: Any, loading: Mapping[str, Any], folder: str) -> None:
@@ -89,3 +93,48 @@ class ResolvedModel:
 
 def bundled_names() -> list[str]:
     return [entry.name for entry in BUNDLED_MODELS]
+
+
+def read_model_config(folder: Path) -> dict[str, Any]:
+    """A model folder's config.json, or {} where it has none to read."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # no config to read (resolve_model refuses such a folder)
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+@dataclass(frozen=True)
+class Positions:
+    """How long a row the model reads: ``usable`` tokens, [CLS] and [SEP] included; ``source``
+    says how its config.json gives that figure, for messages."""
+
+    usable: int
+    source: str
+
+
+def usable_positions(folder: Path) -> Positions | None:
+    """The most tokens a row of the model in ``folder`` may hold (``max_position_embeddings``
+    in its config.json), or None where the config does not say. The one rule for the server's
+    window (``service.check_window``) and the export's guard and calibration rows: a longer row
+    fails in the engine (ONNX Runtime: "input index out of range").
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "config.json").write_text(
+    ...     '{"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1}')
+    >>> usable_positions(folder)
+    Positions(usable=512, source='max_position_embeddings 514 less the 2 before')
+    """
+    config = read_model_config(folder)
+    positions = config.get("max_position_embeddings")
+    if not isinstance(positions, int) or isinstance(positions, bool):
+        return None
+    if config.get("model_type") in OFFSET_POSITIONS:
+        # RoBERTa's positions start after its padding id: 514 of them read 512 tokens (a
+        # window of 514 failed in the engine with an index error)
+        offset = int(config.get("pad_token_id") or 0) + 1
+        return Positions(
+            positions - offset, f"max_position_embeddings {positions} less the {offset} before"
+        )
+    return Positions(positions, "max_position_embeddings")

@@ -13,7 +13,8 @@ the IR needs OpenVINO alone.
 Calibration (NNCF's activation ranges) reads training-side text only:
 ``resources/calibration_sentences.txt`` (modern sentences written for it) and lines of the
 bundled corpus (classical poems and idioms) with one character masked; never the guard's
-sentences the quantized model is then judged on, nor any eval set.
+sentences the quantized model is then judged on, nor any eval set. Each is cut to the rows the
+model reads, as the guard's are (``quality_guard.model_encoder``).
 
 >>> texts = calibration_texts()
 >>> len(texts), all("[MASK]" in text for text in texts)
@@ -30,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from tiankong.core.models import BUNDLED_CORPUS, PACKAGE_ROOT
-from tiankong.core.text import TextEncoder, TextLimits
+from tiankong.core.text import TextEncoder
 from tiankong.engines.base import EncodedBatch, pad_prepared
+from tiankong.export.quality_guard import model_encoder, prepare_to_fit
 
 IR_FILE = "openvino-int8.xml"  # and openvino-int8.bin beside it
 INSTALL_HINT = "pip install 'tiankong[nncf]'"
@@ -82,7 +84,7 @@ def calibration_texts() -> list[str]:
 
 
 def calibration_batches(encoder: TextEncoder) -> list[EncodedBatch]:
-    prepared = [encoder.prepare(text) for text in calibration_texts()]
+    prepared = prepare_to_fit(encoder, calibration_texts())
     return [
         pad_prepared(prepared[start : start + CALIBRATION_BATCH], encoder.pad_id)
         for start in range(0, len(prepared), CALIBRATION_BATCH)
@@ -99,8 +101,7 @@ def quantize(fp32_file: Path, model_folder: Path, out_folder: Path) -> Path:
         AdvancedSmoothQuantParameters,
     )
 
-    encoder = TextEncoder.from_folder(model_folder, TextLimits())
-    batches = calibration_batches(encoder)
+    batches = calibration_batches(model_encoder(model_folder))
     model = ov.Core().read_model(str(fp32_file))
     names = [port.get_any_name() for port in model.inputs]
     quantized = nncf.quantize(

@@ -263,16 +263,20 @@ def measure(
     ``entry``: the ``auto`` entry being made, where OpenVINO's INT8 IR is written; it stays
     there only if it serves. Returns the choice and its files in ``entry`` (candidate key ->
     file name; empty when it serves other entries' graphs)."""
-    from tiankong.core.text import TextEncoder, TextLimits
     from tiankong.engines.base import Engine, pad_prepared
     from tiankong.engines.openvino_engine import INSTALL_HINT, OpenVinoEngine, has_openvino
     from tiankong.export import openvino_int8
     from tiankong.export.int8_recipe import cpu_has_bf16
-    from tiankong.export.quality_guard import GuardReference, guard_sentences
+    from tiankong.export.quality_guard import (
+        GuardReference,
+        guard_sentences,
+        model_encoder,
+        prepare_to_fit,
+    )
     from tiankong.host import resident_mb
 
-    encoder = TextEncoder.from_folder(folder, TextLimits())
-    prepared = [encoder.prepare(text) for text in guard_sentences()[:FULL_BATCH]]
+    encoder = model_encoder(folder)  # rows as long as the model reads, as the guard's
+    prepared = prepare_to_fit(encoder, guard_sentences())[:FULL_BATCH]
     full_batch = pad_prepared(prepared, encoder.pad_id)
     engines: dict[str, Engine] = {}
     memory: dict[str, float] = {}  # none where this process's memory can't be read

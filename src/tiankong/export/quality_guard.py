@@ -3,6 +3,11 @@
 Both engines fill the same fixed Chinese sentences (idioms, poems, everyday and news text,
 multi-mask) from ``resources/guard_sentences.txt``. Special tokens are left out of the rankings,
 as they are from every answer tiankong gives.
+
+The rows are as long as the model reads (``model_encoder``): a model with fewer positions than
+the default window gets each sentence cut to a window around its masks, as a request would be,
+and a sentence whose masks don't fit in it is left out (``prepare_to_fit``); the figures count
+the sentences and masks measured.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from tiankong.core.decoding import banned_token_ids, softmax, top_k
+from tiankong.core.models import usable_positions
 from tiankong.core.text import PreparedText, TextEncoder, TextLimits
 from tiankong.engines.base import Engine, pad_prepared
+from tiankong.errors import MasksDoNotFitError, ModelUnavailableError
 
 GUARD_FILE = Path(__file__).parent.parent / "resources" / "guard_sentences.txt"
 GUARD_BATCH = 16
@@ -28,6 +35,34 @@ def guard_sentences() -> list[str]:
 
 def guard_file_sha256() -> str:
     return hashlib.sha256(GUARD_FILE.read_bytes()).hexdigest()
+
+
+def model_encoder(model_folder: Path) -> TextEncoder:
+    """The model's tokenizer with the default window, or a shorter one where the model reads
+    fewer positions (``core.models.usable_positions``): the export's guard, timing and
+    calibration rows are never longer than the model reads."""
+    window = TextLimits().max_length
+    positions = usable_positions(model_folder)
+    if positions is not None:
+        window = min(window, positions.usable)
+    return TextEncoder.from_folder(model_folder, TextLimits(max_length=window))
+
+
+def prepare_to_fit(encoder: TextEncoder, texts: Sequence[str]) -> list[PreparedText]:
+    """``texts`` prepared for ``encoder``'s window: one longer than it is cut to a window
+    around its masks (``TextEncoder.window``), one whose masks don't fit in it is left out."""
+    prepared = []
+    for text in texts:
+        try:
+            prepared.append(encoder.prepare(text))
+        except MasksDoNotFitError:  # its masks span more than the window holds
+            continue
+    if not prepared:
+        raise ModelUnavailableError(
+            f"No sentence of the export's check fits in the {encoder.limits.max_length}-token "
+            "rows this model reads, so its INT8 quality can't be measured; use --precision fp32."
+        )
+    return prepared
 
 
 def compare_engines(
@@ -44,8 +79,8 @@ class GuardReference:
     def __init__(
         self, reference: Engine, model_folder: Path, sentences: Sequence[str] = ()
     ) -> None:
-        encoder = TextEncoder.from_folder(model_folder, TextLimits())
-        self.prepared = [encoder.prepare(text) for text in sentences or guard_sentences()]
+        encoder = model_encoder(model_folder)
+        self.prepared = prepare_to_fit(encoder, sentences or guard_sentences())
         self.pad_id = encoder.pad_id
         self.banned = banned_token_ids(encoder.vocab)
         self.reference_top = top_tokens(reference, self.prepared, self.pad_id, self.banned)

@@ -9,10 +9,12 @@ import json
 import lzma
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from tiankong.errors import IndexInputError
+from tiankong.errors import BadInputError, IndexInputError
 
 TEXT_SUFFIXES = (".txt", ".txt.xz")
 FIELD_SUFFIXES = (".jsonl", ".jsonl.xz", ".csv", ".csv.xz")
@@ -91,21 +93,57 @@ def json_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:
 
 
 def csv_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:
-    """The column's values. Strict: a quote opened and never closed took the rest of the file
-    as one passage without a word."""
-    reader = csv.DictReader(handle, strict=True)
+    """The column's values, read strictly (``CsvRecords``)."""
+    reader = CsvRecords(handle, path, IndexInputError)
     if reader.fieldnames is None or field not in reader.fieldnames:
         raise IndexInputError(f"{path} has no column '{field}'.")
-    start = reader.line_num + 1  # where the next record begins
-    try:
-        for row in reader:
-            yield row.get(field) or ""
-            start = reader.line_num + 1
-    except csv.Error as error:
-        why = str(error)
-        if why == "unexpected end of data":
-            why = "a quote opened there is never closed"
-        raise IndexInputError(f"Line {start} of {path} is not well-formed CSV ({why}).") from None
+    for row in reader:
+        yield row.get(field) or ""
+
+
+class CsvRecords(csv.DictReader):
+    """``csv.DictReader``, strict: a malformed record raises ``error`` (a ``BadInputError``)
+    with the line where it starts. The one reading of CSV input: ``index build``, and ``fill``
+    and ``check FILE -o`` (``offline/files.py``). A quote opened and never closed took the rest
+    of the file as one value without a word.
+
+    >>> try:
+    ...     list(CsvRecords(io.StringIO('text\\n"ab\\ncd\\n'), Path("in.csv"), IndexInputError))
+    ... except IndexInputError as error:
+    ...     print(error)
+    Line 2 of in.csv is not well-formed CSV (a quote opened there is never closed).
+    """
+
+    def __init__(self, handle: Iterable[str], path: Path, error: type[BadInputError]) -> None:
+        super().__init__(handle, strict=True)
+        self.path, self.error = path, error
+        self.start = 1  # the line the next record (or the header) starts on
+
+    @property
+    def fieldnames(self) -> Any:
+        with self.refused():
+            return super().fieldnames
+
+    @fieldnames.setter
+    def fieldnames(self, value: Any) -> None:
+        self._fieldnames = value
+
+    def __next__(self) -> dict[Any, Any]:
+        with self.refused():
+            return super().__next__()
+
+    @contextmanager
+    def refused(self) -> Iterator[None]:
+        try:
+            yield
+        except csv.Error as error:
+            why = str(error)
+            if why == "unexpected end of data":
+                why = "a quote opened there is never closed"
+            raise self.error(
+                f"Line {self.start} of {self.path} is not well-formed CSV ({why})."
+            ) from None
+        self.start = self.line_num + 1
 
 
 def json_type(value: object) -> str:

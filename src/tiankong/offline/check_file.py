@@ -4,7 +4,8 @@ The input is TXT (one text a line), JSONL or CSV (the text in ``--field``); the 
 each line the input's own fields, then ``line`` and the check result. The checkpoint, the
 output's truncation on resume and the error file are those of ``offline/resume.py``: after each
 chunk the output is flushed and fsynced and the checkpoint replaced, so a run stopped at any
-point continues where it stopped, never duplicating or losing a line.
+point continues where it stopped, never duplicating or losing a line; a rerun with another model,
+method, ``--field`` or input format is refused (``run_key``), as fill's is.
 """
 
 from __future__ import annotations
@@ -45,7 +46,11 @@ def run_check_file(
         raise BadOptionError("tiankong check writes JSONL; name the output .jsonl.")
     kind = format_of(job.input, job.input_format)
     rows = checked_records(job.input, kind, job.text_field)  # before any file is touched
-    state = start_state(job, run_key(checker.masker.settings, checker.method))
+    settings, method = checker.masker.settings, checker.method
+    # the text's field and the input's format in the key, as fill's: a rerun with another
+    # --field resumed and appended its answers to the first field's
+    key = run_key(settings, method, (job.text_field, kind, "jsonl"))
+    state = start_state(job, key, earlier_key=run_key(settings, method))
     if on_start:
         on_start(Checkpoint(**asdict(state)))
     for _ in range(state.lines_done):

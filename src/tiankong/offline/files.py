@@ -5,9 +5,10 @@ An input is UTF-8 with or without a byte-order mark (Excel's "CSV UTF-8" starts 
 in another encoding (GBK, UTF-16) is one sentence and exit 2, as `tiankong index build` says it,
 never a ``UnicodeDecodeError``. A path is tested with ``os.path``, which answers False for a name
 the system refuses (a sentence typed where a file goes is soon over 255 bytes) where pathlib
-raises ``OSError``. An output that can't be written is refused before the model loads, not
-after the work; a missing folder above it is made when it is written, as the commands always
-have.
+raises ``OSError``. A CSV input is read strictly, as `tiankong index build` reads one
+(``csv_records``): a quote never closed is one sentence naming the line it opens on. An output
+that can't be written is refused before the model loads, not after the work; a missing folder
+above it is made when it is written, as the commands always have.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tiankong.errors import BadDataFileError, BadOptionError
+from tiankong.index.sources import CsvRecords
 
 
 def require_input(path: Path, what: str) -> None:
@@ -45,6 +47,14 @@ def open_text(path: Path, what: str, newline: str | None = None) -> Iterator[Tex
         ) from None
     except OSError as error:
         raise BadDataFileError(f"{what} '{path}' can't be read ({error.strerror}).") from None
+
+
+def csv_records(handle: TextIO, path: Path) -> CsvRecords:
+    """A CSV input's records (a ``csv.DictReader``), read strictly: a malformed record (a quote
+    opened and never closed, which took the rest of the file as one value without a word) is a
+    ``BadDataFileError`` naming the line where it starts. The rule is index build's
+    (``index.sources.CsvRecords``), shared."""
+    return CsvRecords(handle, path, BadDataFileError)
 
 
 def same_file(first: Path, second: Path) -> bool:

@@ -28,7 +28,13 @@ from tiankong.core.options import PredictOptions
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
-from tiankong.offline.files import check_writable, open_text, require_input, same_file
+from tiankong.offline.files import (
+    check_writable,
+    csv_records,
+    open_text,
+    require_input,
+    same_file,
+)
 from tiankong.offline.resume import (
     FILL_ANSWER_SETTINGS,
     Checkpoint,
@@ -83,11 +89,10 @@ def count_records(path: Path, kind: str) -> int:
     """The number of records, the progress bar's total (constant memory). A CSV's header is
     not a record and a quoted field may span lines, so a CSV is parsed; in other files
     lines are counted (a last line without a newline included). Decoding them checks the whole
-    file is UTF-8 before the work starts."""
+    file is UTF-8 (and a CSV well-formed) before the work starts."""
     with open_text(path, "Input file", newline="") as handle:
         if kind == "csv":
-            rows = sum(1 for row in csv.reader(handle) if row)  # DictReader skips blank rows
-            return max(rows - 1, 0)
+            return sum(1 for _ in csv_records(handle, path))
         count, last = 0, "\n"
         for block in iter(lambda: handle.read(1 << 20), ""):
             count += block.count("\n")
@@ -121,7 +126,7 @@ def read_records(path: Path, kind: str, field: str) -> Iterator[Row]:
     "\r" inside a line split it in two, and every later line number was off by one."""
     with open_text(path, "Input file", newline="" if kind == "csv" else "\n") as handle:
         if kind == "csv":
-            reader = csv.DictReader(handle)
+            reader = csv_records(handle, path)
             header = reader.fieldnames or []
             if field not in header:
                 raise BadDataFileError(f"CSV file '{path.name}' has no column '{field}'.")
@@ -162,7 +167,7 @@ def input_columns(path: Path, kind: str, field: str) -> list[str]:
     columns: list[str] = []
     if kind == "csv":
         with open_text(path, "Input file", newline="") as handle:
-            columns = list(csv.DictReader(handle).fieldnames or [])
+            columns = list(csv_records(handle, path).fieldnames or [])
     elif kind == "jsonl":
         first = next((f for _, _, _, f in read_records(path, kind, field) if f), {})
         columns = list(first)

@@ -122,9 +122,9 @@ def start_state(job: FillJob, key: str = "", earlier_key: str = "") -> Checkpoin
                 f"'{job.output.name}' was started from a different input; use another output "
                 "or pass --restart."
             )
-        # a checkpoint that recorded no engine was keyed as ``earlier_key`` is (``fill``'s)
-        expected = earlier_key if earlier_key and not saved.engine else key
-        if saved.run_key and saved.run_key != expected:
+        # ``earlier_key``: how a checkpoint written before the key held the text's field and the
+        # formats was keyed (a new key never equals it: the files are in it)
+        if saved.run_key and saved.run_key not in (key, earlier_key or key):
             raise BadDataFileError(
                 f"'{job.output.name}' was started with another model or other options (--field, "
                 "--input-format and --output-format among them); run the same command to resume "

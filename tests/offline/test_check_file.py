@@ -1,0 +1,76 @@
+"""`tiankong check FILE -o OUT` across runs: a rerun is the same run (the model, the method, the
+text's field and the input's format: ``resume.run_key``, as fill's) or it is refused; a
+checkpoint keyed the earlier way still resumes, and moves to the new key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiankong.errors import BadDataFileError
+from tiankong.offline.check_file import run_check_file
+from tiankong.offline.resume import FillJob, run_key
+from tiankong.tasks.check import Proofreader
+
+RECORDS = [
+    {"text": "画龙点晴", "other": "守株待免"},
+    {"text": "白日依山尽", "other": "画蛇添足"},
+] * 3
+
+
+@pytest.fixture(scope="module")
+def checker(tiny_masker: Any) -> Proofreader:
+    return Proofreader(tiny_masker)
+
+
+def write_jsonl(path: Path) -> Path:
+    lines = [json.dumps(record, ensure_ascii=False) for record in RECORDS]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def interrupt_at_once(done: int, checked: int, failed: int) -> None:
+    raise KeyboardInterrupt
+
+
+def test_a_rerun_with_another_field_is_refused_not_mixed_in(
+    checker: Proofreader, tmp_path: Path
+) -> None:
+    """The second --field's answers were appended to the first's rows, without a word."""
+    source = write_jsonl(tmp_path / "in.jsonl")
+    job = FillJob(source, tmp_path / "out.jsonl", chunk_size=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_check_file(job, checker, interrupt_at_once)
+    other = FillJob(source, job.output, text_field="other", chunk_size=2)
+    with pytest.raises(BadDataFileError, match="another model or other options"):
+        run_check_file(other, checker)
+    as_txt = FillJob(source, job.output, input_format="txt", chunk_size=2)
+    with pytest.raises(BadDataFileError, match="another model or other options"):
+        run_check_file(as_txt, checker)
+    assert run_check_file(job, checker).lines_done == len(RECORDS)  # the same run resumes
+    rows = [json.loads(line) for line in job.output.read_text(encoding="utf-8").splitlines()]
+    assert [row["text"] for row in rows] == [record["text"] for record in RECORDS]
+
+
+def test_a_checkpoint_keyed_the_earlier_way_resumes_and_moves_to_the_new_key(
+    checker: Proofreader, tmp_path: Path
+) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl")
+    job = FillJob(source, tmp_path / "out.jsonl", chunk_size=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_check_file(job, checker, interrupt_at_once)
+    saved = json.loads(job.checkpoint.read_text(encoding="utf-8"))
+    earlier = run_key(checker.masker.settings, checker.method)  # no field or format in it
+    saved["run_key"] = earlier
+    job.checkpoint.write_text(json.dumps(saved), encoding="utf-8")
+    assert run_check_file(job, checker).lines_done == len(RECORDS)
+    moved = json.loads(job.checkpoint.read_text(encoding="utf-8"))["run_key"]
+    assert moved not in ("", earlier)
+    # moved to the new key: the same command again finds the run done, another field is refused
+    assert run_check_file(job, checker).lines_done == len(RECORDS)
+    other = FillJob(source, job.output, text_field="other", chunk_size=2)
+    with pytest.raises(BadDataFileError, match="another model or other options"):
+        run_check_file(other, checker)

@@ -1,0 +1,42 @@
+"""A CSV input of `fill` and `check FILE -o` is read as `index build` reads one
+(``index.sources.CsvRecords``): a quote never closed is refused with the line it opens on,
+where the rest of the file became one text without a word."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tiankong import Settings
+from tiankong.core.options import PredictOptions
+from tiankong.errors import BadDataFileError
+from tiankong.offline.fill import FillJob, count_records, input_columns, run_fill
+
+UNCLOSED = 'text\n处处闻啼[MASK]。\n"画龙点[MASK]\n春眠不觉[MASK]\n'
+
+
+def test_an_unclosed_quote_is_refused_before_the_work(tmp_path: Path) -> None:
+    """``count_records`` runs before the model loads (the CLIs' progress total)."""
+    source = tmp_path / "in.csv"
+    source.write_text(UNCLOSED, encoding="utf-8")
+    with pytest.raises(BadDataFileError, match=r"Line 3 of .*in.csv .*never closed"):
+        count_records(source, "csv")
+    source.write_text('text\n处处闻啼[MASK]。\n"画龙\n点[MASK]"\n春眠不觉[MASK]\n', "utf-8")
+    assert count_records(source, "csv") == 3  # a closed quote may span lines
+
+
+def test_a_header_with_an_unclosed_quote_is_one_sentence(tmp_path: Path) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text('"text\n处处闻啼[MASK]。\n', encoding="utf-8")
+    with pytest.raises(BadDataFileError, match=r"Line 1 of .*in.csv .*never closed"):
+        input_columns(source, "csv", "text")
+
+
+def test_fill_refuses_an_unclosed_quote(settings: Settings, tmp_path: Path) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text(UNCLOSED, encoding="utf-8")
+    job = FillJob(source, tmp_path / "out.jsonl")
+    with pytest.raises(BadDataFileError, match=r"Line 3 of .*in.csv .*never closed"):
+        run_fill(job, settings, PredictOptions())
+    assert not job.output.read_text(encoding="utf-8")  # nothing of the chunk was written
