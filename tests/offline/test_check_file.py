@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tiankong.errors import BadDataFileError
-from tiankong.offline.check_file import run_check_file
-from tiankong.offline.resume import FillJob, run_key
+from tiankong.offline.check_file import earlier_check_key, run_check_file
+from tiankong.offline.resume import FillJob
 from tiankong.tasks.check import Proofreader
 
 RECORDS = [
@@ -63,7 +63,7 @@ def test_a_checkpoint_keyed_the_earlier_way_resumes_and_moves_to_the_new_key(
     with pytest.raises(KeyboardInterrupt):
         run_check_file(job, checker, interrupt_at_once)
     saved = json.loads(job.checkpoint.read_text(encoding="utf-8"))
-    earlier = run_key(checker.masker.settings, checker.method)  # no field or format in it
+    earlier = earlier_check_key(checker.masker.settings, checker.method)
     saved["run_key"] = earlier
     job.checkpoint.write_text(json.dumps(saved), encoding="utf-8")
     assert run_check_file(job, checker).lines_done == len(RECORDS)
@@ -74,3 +74,14 @@ def test_a_checkpoint_keyed_the_earlier_way_resumes_and_moves_to_the_new_key(
     other = FillJob(source, job.output, text_field="other", chunk_size=2)
     with pytest.raises(BadDataFileError, match="another model or other options"):
         run_check_file(other, checker)
+
+
+def test_the_earlier_key_is_the_one_the_earlier_code_wrote() -> None:
+    """17b368e keyed a check run by the settings and a method without index_edge_marks: a key it
+    wrote (this one, computed by that code) resumes, where a key from today's method never did."""
+    from tiankong.config import Settings
+    from tiankong.tasks.check import CheckMethod
+
+    settings = Settings(engine="onnx", precision="int8", threads=1)
+    assert earlier_check_key(settings, CheckMethod()) == "f42bdbb89c71d0c1"
+    assert earlier_check_key(settings, CheckMethod(index_edge_marks=False)) == ""

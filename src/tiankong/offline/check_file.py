@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from tiankong.config import Settings
 from tiankong.errors import BadOptionError, TiankongError
 from tiankong.offline.fill import check_files, checked_records, fields_problem, format_of, take
 from tiankong.offline.resume import (
@@ -25,7 +26,7 @@ from tiankong.offline.resume import (
     run_key,
     start_state,
 )
-from tiankong.tasks.check import CheckRequest, CheckResult, Proofreader
+from tiankong.tasks.check import CheckMethod, CheckRequest, CheckResult, Proofreader
 
 BATCH = 16  # texts per run of the proofreader (its two passes for all of them)
 # an input field named like one of these would be overwritten in the output: refused, as in fill
@@ -50,7 +51,7 @@ def run_check_file(
     # the text's field and the input's format in the key, as fill's: a rerun with another
     # --field resumed and appended its answers to the first field's
     key = run_key(settings, method, (job.text_field, kind, "jsonl"))
-    state = start_state(job, key, earlier_key=run_key(settings, method))
+    state = start_state(job, key, earlier_key=earlier_check_key(settings, method))
     if on_start:
         on_start(Checkpoint(**asdict(state)))
     for _ in range(state.lines_done):
@@ -73,6 +74,16 @@ def run_check_file(
             state.failed += failed
             commit_chunk(job.checkpoint, state, output, errors, len(chunk), on_progress)
     return state
+
+
+def earlier_check_key(settings: Settings, method: CheckMethod) -> str:
+    """How a check run was keyed before the key held the text's field and the input's format:
+    its method had no ``index_edge_marks`` then (added on, the nineteenth session), so only a
+    method with it on can be that run's."""
+    fields = asdict(method)
+    if fields.pop("index_edge_marks") is not True:
+        return ""
+    return run_key(settings, fields)
 
 
 def check_chunk(

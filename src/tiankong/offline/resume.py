@@ -71,13 +71,14 @@ def run_key(
     answer_settings: tuple[str, ...] = (),
 ) -> str:
     """What a run's output depends on (the model, engine, precision, device, window, index and
-    the options, as asked; ``files``: the text field and the formats read and written), so that
+    the options, as asked, a dataclass or its fields; ``files``: the text field and the formats
+    read and written), so that
     a resumed run is the same run: a rerun with another model, top_k or --field was appended to
     the first one's rows. Threads, workers and batch sizes are not in it. ``answer_settings``
     (default ``ANSWER_SETTINGS``) names the settings in it: ``fill`` leaves the engine and
     precision out, as it compares the ones they resolve to (``check_served``)."""
     answers = [getattr(settings, name) for name in answer_settings or ANSWER_SETTINGS]
-    described: list[Any] = [answers, asdict(options)]
+    described: list[Any] = [answers, options if isinstance(options, dict) else asdict(options)]
     if files:  # a key from before they were in it stays as it was
         described.append(list(files))
     text = json.dumps(described, default=str, sort_keys=True)
