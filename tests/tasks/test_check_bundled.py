@@ -124,6 +124,8 @@ def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:
             "我们今天去了臺灣\n考虑再三，我们决定明天回家。",
             None,
         ),
+        # ... and a line with nothing the scripts write apart reads the whole text's
+        ("臺灣的天氣很熱。\n天涯若比林", "臺灣的天氣很熱。\n天涯若比鄰", "天涯若比鄰"),
     ],
 )
 def test_traditional_text_is_checked_and_fixed_in_its_own_script(

@@ -428,6 +428,7 @@ class Proofreader:
         for slot, (token, idiom, known) in near.items():
             if known:  # a known misspelling (一厢情原): only its one character is wrong
                 known_run = idiom_run(window.chars, slot, self.id_to_char(token), idiom)
+                held |= set(known_run) - {slot}
                 idiom_held |= set(known_run) - {slot}
         for edit in edits:
             slot = window.slot_of(edit.start)
@@ -612,8 +613,13 @@ def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
     )
     if neighbours_typed and all(whole[part] == checked[part] for part in around):
         # neighbours the same in both scripts (天涯若比林) say nothing: the text's other
-        # characters do (於小明 in a simplified sentence was answered 鄰)
-        neighbours_typed = mostly_traditional(request.text[line], checked[line], whole[line])
+        # characters do (於小明 in a simplified sentence was answered 鄰), its own line's first
+        # (臺灣 on the line before made 考律 考慮), the whole text's where the line has none
+        # that the scripts write apart (臺灣的天氣很熱。 then 天涯若比林 on its own line)
+        leaning = script_leaning(request.text[line], checked[line], whole[line])
+        if leaning == 0:
+            leaning = script_leaning(request.text, checked, whole)
+        neighbours_typed = leaning > 0
     traditional_here = checked[edit.start : edit.end] != original  # 摟 in 一层摟
     # traditional where the character was typed so, else where its neighbours were (一層搂);
     # a simplified form typed here and beside it (一层搂, 画龙点晴 after 頭髮) is answered so
@@ -645,12 +651,12 @@ def glued(window: Window, slot: int, run: range) -> bool:
     return before or after
 
 
-def mostly_traditional(typed: str, simplified: str, traditional: str) -> bool:
-    """Whether more of ``typed``'s characters that the two scripts write apart were typed in
-    the traditional form than in the simplified one."""
+def script_leaning(typed: str, simplified: str, traditional: str) -> int:
+    """How many more of ``typed``'s characters that the two scripts write apart were typed in
+    the traditional form than in the simplified one (> 0: mostly traditional)."""
     as_traditional = sum(t != s for t, s in zip(typed, simplified, strict=True))
     as_simplified = sum(t == s != c for t, s, c in zip(typed, simplified, traditional, strict=True))
-    return as_traditional > as_simplified
+    return as_traditional - as_simplified
 
 
 def owns(window: Window, slot: int) -> bool:
