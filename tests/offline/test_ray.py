@@ -131,6 +131,10 @@ def test_what_ray_data_would_stop_on_is_one_sentence_first(
     short = tmp_path / "short.csv"
     short.write_text("id,text\n1,a[MASK]\n2\n", encoding="utf-8")
     cases.append((FillJob(short, tmp_path / "l"), BadDataFileError, "Line 3 .* 1 values"))
+    # a quote never closed: refused as fill without --ray refuses it (the check read on)
+    unclosed = tmp_path / "unclosed.csv"
+    unclosed.write_text('id,text\n1,画龙点[MASK]\n2,"守株待[MASK]\n3,亡羊补劳\n', encoding="utf-8")
+    cases.append((FillJob(unclosed, tmp_path / "m"), BadDataFileError, "Line 3 .* never closed"))
     for job, error, words in cases:
         with pytest.raises(error, match=words):
             run_ray_fill(job, settings, PredictOptions())

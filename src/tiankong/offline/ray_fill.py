@@ -17,7 +17,7 @@ from typing import Any
 from tiankong.config import Settings, threads_per_worker
 from tiankong.core.options import PredictOptions
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
-from tiankong.offline.files import open_text, require_input
+from tiankong.offline.files import csv_records, open_text, require_input
 from tiankong.offline.fill import format_of, record_of
 from tiankong.offline.ray_cluster import init_ray
 from tiankong.offline.resume import FillJob
@@ -217,13 +217,17 @@ def check_csv_rows(path: Path) -> None:
     """A CSV row with more or fewer values than the header stops Arrow's reader (a traceback
     from Ray); ``tiankong fill`` without --ray sends it to the errors file."""
     with open_text(path, "Input file", newline="") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, [])
-        for row in reader:
-            if row and len(row) != len(header):
+        records = csv_records(handle, path)  # strict, as fill's: a quote never closed is refused
+        columns = len(records.fieldnames or [])
+        for record in records:
+            extra = record.get(None) or []  # DictReader's restkey: values past the header's
+            values = len(extra) + sum(
+                1 for key, value in record.items() if key is not None and value is not None
+            )
+            if values != columns:
                 raise BadDataFileError(
-                    f"Line {reader.line_num} of '{path.name}' has {len(row)} values and the "
-                    f"header {len(header)} columns; on Ray every row must have the header's "
+                    f"Line {records.line_num} of '{path.name}' has {values} values and the "
+                    f"header {columns} columns; on Ray every row must have the header's "
                     "columns (tiankong fill without --ray sends bad lines to an errors file)."
                 )
 
