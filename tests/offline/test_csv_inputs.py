@@ -26,6 +26,14 @@ def test_an_unclosed_quote_is_refused_before_the_work(tmp_path: Path) -> None:
     assert count_records(source, "csv") == 3  # a closed quote may span lines
 
 
+def test_the_line_named_is_the_records_after_blank_lines(tmp_path: Path) -> None:
+    """The reader skips blank lines before a record: the error named the first blank one."""
+    source = tmp_path / "in.csv"
+    source.write_text('text\n处处闻啼[MASK]。\n\n\n"画龙\n点[MASK]\n', encoding="utf-8")
+    with pytest.raises(BadDataFileError, match=r"Line 5 of .*in.csv .*never closed"):
+        count_records(source, "csv")
+
+
 def test_a_header_with_an_unclosed_quote_is_one_sentence(tmp_path: Path) -> None:
     source = tmp_path / "in.csv"
     source.write_text('"text\n处处闻啼[MASK]。\n', encoding="utf-8")

@@ -115,9 +115,16 @@ class CsvRecords(csv.DictReader):
     """
 
     def __init__(self, handle: Iterable[str], path: Path, error: type[BadInputError]) -> None:
-        super().__init__(handle, strict=True)
+        self.since: list[str] = []  # the lines read since the last record
+
+        def lines() -> Iterator[str]:
+            for line in handle:
+                self.since.append(line)
+                yield line
+
+        super().__init__(lines(), strict=True)
         self.path, self.error = path, error
-        self.start = 1  # the line the next record (or the header) starts on
+        self.start = 1  # the line after the last record (or the header)
 
     @property
     def fieldnames(self) -> Any:
@@ -140,10 +147,15 @@ class CsvRecords(csv.DictReader):
             why = str(error)
             if why == "unexpected end of data":
                 why = "a quote opened there is never closed"
+            # the record starts after the blank lines the reader skipped
+            blank = next(
+                (k for k, line in enumerate(self.since) if line.strip("\r\n")), len(self.since)
+            )
             raise self.error(
-                f"Line {self.start} of {self.path} is not well-formed CSV ({why})."
+                f"Line {self.start + blank} of {self.path} is not well-formed CSV ({why})."
             ) from None
         self.start = self.line_num + 1
+        self.since.clear()
 
 
 def json_type(value: object) -> str:
