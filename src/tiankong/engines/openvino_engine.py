@@ -18,6 +18,7 @@ measured choice serves it, as its file lives in the ``auto`` cache entry.
 from __future__ import annotations
 
 import importlib.util
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,8 +55,10 @@ def openvino_version() -> str | None:
 
 
 class OpenVinoEngine:
-    """OpenVINO's CPU plugin on an FP32 ONNX export; one infer request, called from one thread
-    (the batcher's engine thread), as an ``Engine`` is.
+    """OpenVINO's CPU plugin on an FP32 ONNX export; one infer request, which a lock keeps to
+    one call at a time: the server calls it from its engine thread only, but a ``FillMasker``
+    shared by a user's threads called it at once ("Infer Request is busy", 289 of 300 calls
+    on 6 threads), where ONNX Runtime and torch serve such calls side by side.
 
     ``threads`` is the plugin's thread count (0: the plugin's pick); one stream, the latency
     hint, as ORT's session runs one batch at a time on its intra-op pool.
@@ -106,6 +109,7 @@ class OpenVinoEngine:
         self.quality: dict[str, Any] = quality or {}
         self.input_names = [port.get_any_name() for port in compiled.inputs]
         self.request = compiled.create_infer_request()
+        self.lock = threading.Lock()  # the request and its output buffer: one call at a time
 
     @classmethod
     def create(
@@ -134,6 +138,8 @@ class OpenVinoEngine:
         return cls(export.onnx_file, precision, settings.threads)
 
     def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
-        self.request.infer(batch.feed(self.input_names))
-        # copied: the request's output buffer is reused by the next call
-        return np.array(self.request.get_output_tensor(0).data, dtype=np.float32)
+        feed = batch.feed(self.input_names)
+        with self.lock:
+            self.request.infer(feed)
+            # copied: the request's output buffer is reused by the next call
+            return np.array(self.request.get_output_tensor(0).data, dtype=np.float32)
