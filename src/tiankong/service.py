@@ -200,29 +200,47 @@ class FillMasker:
     def predict(
         self,
         text: str,
-        top_k: int = DEFAULT_TOP_K,
+        top_k: int | None = None,
         options: PredictOptions | None = None,
         **changes: Any,
     ) -> FillResult:
-        """Top-k candidates for every [MASK] in ``text``; whole words, candidates and
-        constraints through ``options`` (or keyword arguments of PredictOptions).
+        """Top-k candidates for every [MASK] in ``text`` (``top_k``: default
+        ``DEFAULT_TOP_K``); whole words, candidates and constraints through ``options`` or
+        keyword arguments of PredictOptions, not both.
 
         >>> fm.predict("手机没电了，赶紧去[MASK][MASK]。", mode="whole_word").sequences[0].fill
         ... # doctest: +SKIP
-        '充电'
+        '不错'
         """
-        options = self._checked(options) if options else self.options(top_k, **changes)
+        options = self._asked(top_k, options, changes)
         return self.run_requests([self._prepared(text, options)])[0]
 
     def predict_batch(
         self,
         texts: Sequence[str],
-        top_k: int = DEFAULT_TOP_K,
+        top_k: int | None = None,
         options: PredictOptions | None = None,
+        **changes: Any,
     ) -> list[FillResult]:
         """Like ``predict`` for many texts; the plain ones share engine calls."""
-        options = self._checked(options) if options else self.options(top_k)
+        options = self._asked(top_k, options, changes)
         return self.run_requests([self._prepared(text, options) for text in texts])
+
+    def _asked(
+        self, top_k: int | None, options: PredictOptions | None, changes: dict[str, Any]
+    ) -> PredictOptions:
+        """The options of a library call, checked: ``options``, or ``top_k`` and keyword
+        arguments; both at once is a ``BadOptionError`` (options= with top_k=2 answered 3, and
+        mode= beside options= was dropped without a word)."""
+        if options is not None:
+            if top_k is not None or changes:
+                given = ", ".join(["top_k"] * (top_k is not None) + sorted(changes))
+                raise BadOptionError(
+                    f"Pass the options either as options= or as keyword arguments ({given}), "
+                    "not both."
+                )
+            return self._checked(options)
+        return self.options(DEFAULT_TOP_K if top_k is None else top_k, **changes)
 
     def run_requests(self, requests: Sequence[PreparedRequest]) -> list[FillResult]:
         """Answers in input order: plain requests share engine calls (one per top-k), search

@@ -175,7 +175,7 @@ def check_answer(masker: FillMasker, text: str, **options: Any) -> None:
 
 def batch_of(masker: FillMasker, text: str, options: dict[str, Any]) -> FillResult:
     top_k = options.pop("top_k", 5)
-    return masker.predict_batch([text], top_k, masker.options(top_k, **options))[0]
+    return masker.predict_batch([text], options=masker.options(top_k, **options))[0]
 
 
 @PROPERTY
@@ -216,6 +216,41 @@ def test_a_special_token_candidate_is_bad_option(fake: FillMasker, special: str)
     with pytest.raises(TiankongError, match="special token") as caught:
         fake.predict("画龙点[MASK]", candidates=("睛", special))
     assert caught.value.code == "bad_option"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"candidates": "充电"},  # was two candidates, 充 and 电
+        {"mode": "whole_word", "beam_width": "8"},
+        {"mode": "whole_word", "beam_width": 2.5},
+        {"mode": "whole_word", "beam_width": True},
+        {"length_alpha": "1"},
+        {"max_blank_length": 2.5},
+        {"constraints": {"preset": "chinese_only"}},
+        {"mode": ["single"]},
+    ],
+)
+def test_an_option_of_the_wrong_type_is_bad_option(fake: FillMasker, options: dict) -> None:
+    """The library takes any Python value: these were a TypeError or AttributeError from deep
+    in the search, or (a string of candidates) an answer to another question."""
+    with pytest.raises(TiankongError) as caught:
+        fake.predict("他做事一向[MASK]，从来不出差错。", **options)
+    assert caught.value.code == "bad_option"
+
+
+def test_options_and_keyword_options_together_are_bad_option(fake: FillMasker) -> None:
+    """options= with top_k=2 answered 3, and mode= beside options= was dropped."""
+    from tiankong.core.options import PredictOptions
+
+    text = "春眠不觉晓，处处闻啼[MASK]。"
+    for extra in ({"top_k": 2}, {"mode": "whole_word"}):
+        with pytest.raises(TiankongError, match="not both") as caught:
+            fake.predict(text, options=PredictOptions(top_k=3), **extra)
+        assert caught.value.code == "bad_option"
+    assert len(fake.predict(text, top_k=2).masks[0]) == 2
+    assert len(fake.predict_batch([text], options=PredictOptions(top_k=3))[0].masks[0]) == 3
+    assert fake.predict_batch([text], candidates=["鸟", "花"])[0].candidates
 
 
 def test_a_candidate_with_an_unknown_character_is_still_ranked(fake: FillMasker) -> None:

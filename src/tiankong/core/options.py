@@ -33,7 +33,7 @@ class PredictOptions:
     index: bool = True  # mix in the corpus index, when the model has one (False: the model's own)
 
     def validated(self) -> PredictOptions:
-        options = self
+        options = self.typed()
         if options.candidates and options.mode == "single":
             options = replace(options, mode="candidates")
         if options.candidates and options.mode == "whole_word":
@@ -67,6 +67,32 @@ class PredictOptions:
                 "apply to them; leave those out or the candidates."
             )
         return options
+
+    def typed(self) -> PredictOptions:
+        """The options' types, checked before their values (the library takes any Python
+        value: beam_width="8" was a TypeError from the search, candidates="充电" two candidates
+        充 and 电, constraints={...} an AttributeError)."""
+        for name in ("beam_width", "max_blank_length"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise BadOptionError(f"{name} must be a whole number, not {value!r}.")
+        alpha = self.length_alpha
+        if not isinstance(alpha, int | float) or isinstance(alpha, bool):
+            raise BadOptionError(f"length_alpha must be a number, not {alpha!r}.")
+        for name in ("mode", "order"):
+            if not isinstance(getattr(self, name), str):
+                raise BadOptionError(f"{name} must be a string, not {getattr(self, name)!r}.")
+        if not isinstance(self.candidates, tuple | list):
+            raise BadOptionError(
+                f"candidates must be a list of strings, not {type(self.candidates).__name__} "
+                f"({self.candidates!r})."
+            )
+        if self.constraints is not None and not isinstance(self.constraints, Constraints):
+            raise BadOptionError(
+                "constraints must be a Constraints (tiankong.core.decoding), not "
+                f"{type(self.constraints).__name__}."
+            )
+        return replace(self, candidates=tuple(self.candidates))
 
 
 def check_candidates(candidates: tuple[str, ...]) -> None:
