@@ -92,6 +92,8 @@ class PredictOptions:
                 "constraints must be a Constraints (tiankong.core.decoding), not "
                 f"{type(self.constraints).__name__}."
             )
+        if isinstance(self.candidates, tuple):
+            return self
         return replace(self, candidates=tuple(self.candidates))
 
 
