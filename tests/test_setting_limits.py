@@ -186,3 +186,13 @@ def test_the_cli_says_a_limit_in_one_sentence(
     assert "Traceback" not in done.stderr
     assert done.stderr.startswith(f"error: {words}"), done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_top_k_settings(tiny_model_dir: Path) -> None:
+    """default_top_k is the library's default too (predict answered 5 whatever it was), and a
+    max_top_k below 1 is refused at load (every call failed after the model had loaded)."""
+    settings = Settings(model=str(tiny_model_dir), engine="torch", threads=1, default_top_k=3)
+    masker = FillMasker.load(settings=settings)
+    assert len(masker.predict("春眠不觉晓，处处闻啼[MASK]。").masks[0]) == 3
+    with pytest.raises(BadOptionError, match="max_top_k must be 1 or more; got 0"):
+        FillMasker.load(settings=replace(settings, max_top_k=0))

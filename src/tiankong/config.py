@@ -289,8 +289,9 @@ class Settings:
     max_text_chars: int = setting(10_000, at_least=1)
     # proofreading looks every character up in the corpus index: a longer text is refused
     max_check_chars: int = setting(2_000, at_least=1)
-    default_top_k: int = setting(5)
-    max_top_k: int = setting(50)
+    # below 1 every call was refused ("from 1 to 0"), after the model had loaded
+    default_top_k: int = setting(5, at_least=1)
+    max_top_k: int = setting(50, at_least=1)
     int8_min_agreement: float = setting(0.98)  # the INT8 guard: least top-1 agreement with FP32
 
     def with_overrides(self, **changes: Any) -> Settings:

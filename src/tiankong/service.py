@@ -204,8 +204,8 @@ class FillMasker:
         options: PredictOptions | None = None,
         **changes: Any,
     ) -> FillResult:
-        """Top-k candidates for every [MASK] in ``text`` (``top_k``: default
-        ``DEFAULT_TOP_K``); whole words, candidates and constraints through ``options`` or
+        """Top-k candidates for every [MASK] in ``text`` (``top_k``: default the settings'
+        ``default_top_k``); whole words, candidates and constraints through ``options`` or
         keyword arguments of PredictOptions, not both.
 
         >>> fm.predict("手机没电了，赶紧去[MASK][MASK]。", mode="whole_word").sequences[0].fill
@@ -240,7 +240,7 @@ class FillMasker:
                     "not both."
                 )
             return self._checked(options)
-        return self.options(DEFAULT_TOP_K if top_k is None else top_k, **changes)
+        return self.options(self.settings.default_top_k if top_k is None else top_k, **changes)
 
     def run_requests(self, requests: Sequence[PreparedRequest]) -> list[FillResult]:
         """Answers in input order: plain requests share engine calls (one per top-k), search
