@@ -11,7 +11,9 @@ from pathlib import Path
 from tiankong.core.models import VOCAB_FILE
 
 
-def build_tiny_bert(folder: Path, seed: int = 0, architecture: str = "BertForMaskedLM") -> Path:
+def build_tiny_bert(
+    folder: Path, seed: int = 0, architecture: str = "BertForMaskedLM", positions: int = 512
+) -> Path:
     import torch
     from transformers import BertConfig, BertForMaskedLM, BertTokenizer
 
@@ -23,7 +25,7 @@ def build_tiny_bert(folder: Path, seed: int = 0, architecture: str = "BertForMas
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=64,
-        max_position_embeddings=512,
+        max_position_embeddings=positions,
     )
     model = BertForMaskedLM(config)
     with torch.no_grad():  # a spread-out output bias, so rankings are well separated

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import run_cli
+from tiny_bert import build_tiny_bert
 
 # --engine onnx starts on the session's exports, without torch (conftest.onnx_exports)
 pytestmark = [pytest.mark.processes, pytest.mark.usefixtures("onnx_exports")]
@@ -81,32 +82,10 @@ def test_fill_tables_in_a_pipe_keep_category_names_whole(
     assert "a_rather_long_category_one" in done.stdout and "…" not in done.stdout
 
 
-def short_model(folder: Path, positions: int) -> Path:
-    """A tiny BERT with ``positions`` positions, the real vocabulary."""
-    import torch
-    from transformers import BertConfig, BertForMaskedLM, BertTokenizer
-
-    from tiankong.core.models import VOCAB_FILE
-
-    torch.manual_seed(0)
-    tokenizer = BertTokenizer(str(VOCAB_FILE), do_lower_case=False)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=positions,
-    )
-    BertForMaskedLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 def test_eval_takes_max_length_for_a_model_with_few_positions(tmp_path: Path) -> None:
     """The refusal said "use --max-length 16 or less", and eval had no --max-length (nor read
     TIANKONG_MAX_LENGTH)."""
-    model = short_model(tmp_path / "short", 16)
+    model = build_tiny_bert(tmp_path / "short", positions=16)
     items = write_lines(tmp_path / "cloze.jsonl", [{"text": "画龙点[MASK]", "answers": ["睛"]}])
     # fp32: the INT8 export's guard sentences are longer than 16 positions (reported apart)
     flags = [*model_flags(model), "--precision", "fp32", "--onnx-cache-dir", str(tmp_path / "c")]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_bert import build_tiny_bert
 
 from tiankong.core.models import VOCAB_FILE
 from tiankong.engines.base import EncodedBatch
@@ -85,23 +86,7 @@ def test_a_sentence_is_cut_around_its_masks_or_left_out_when_they_do_not_fit(
 
 @pytest.fixture(scope="module")
 def short_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import torch
-    from transformers import BertConfig, BertForMaskedLM, BertTokenizer
-
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("bert-16")
-    tokenizer = BertTokenizer(str(VOCAB_FILE), do_lower_case=False)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=POSITIONS,
-    )
-    BertForMaskedLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return build_tiny_bert(tmp_path_factory.mktemp("bert-16"), positions=POSITIONS)
 
 
 @pytest.mark.processes  # the CLI and its export workers

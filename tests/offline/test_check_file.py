@@ -36,14 +36,20 @@ def interrupt_at_once(done: int, checked: int, failed: int) -> None:
     raise KeyboardInterrupt
 
 
+def interrupted_run(checker: Proofreader, tmp_path: Path) -> FillJob:
+    """A check of RECORDS into out.jsonl, stopped after its first checkpoint."""
+    job = FillJob(write_jsonl(tmp_path / "in.jsonl"), tmp_path / "out.jsonl", chunk_size=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_check_file(job, checker, interrupt_at_once)
+    return job
+
+
 def test_a_rerun_with_another_field_is_refused_not_mixed_in(
     checker: Proofreader, tmp_path: Path
 ) -> None:
     """The second --field's answers were appended to the first's rows, without a word."""
-    source = write_jsonl(tmp_path / "in.jsonl")
-    job = FillJob(source, tmp_path / "out.jsonl", chunk_size=2)
-    with pytest.raises(KeyboardInterrupt):
-        run_check_file(job, checker, interrupt_at_once)
+    job = interrupted_run(checker, tmp_path)
+    source = job.input
     other = FillJob(source, job.output, text_field="other", chunk_size=2)
     with pytest.raises(BadDataFileError, match="another model or other options"):
         run_check_file(other, checker)
@@ -58,10 +64,8 @@ def test_a_rerun_with_another_field_is_refused_not_mixed_in(
 def test_a_checkpoint_keyed_the_earlier_way_resumes_and_moves_to_the_new_key(
     checker: Proofreader, tmp_path: Path
 ) -> None:
-    source = write_jsonl(tmp_path / "in.jsonl")
-    job = FillJob(source, tmp_path / "out.jsonl", chunk_size=2)
-    with pytest.raises(KeyboardInterrupt):
-        run_check_file(job, checker, interrupt_at_once)
+    job = interrupted_run(checker, tmp_path)
+    source = job.input
     saved = json.loads(job.checkpoint.read_text(encoding="utf-8"))
     earlier = earlier_check_key(checker.masker.settings, checker.method)
     saved["run_key"] = earlier
