@@ -119,6 +119,7 @@ class BlankLookup:
         held = np.iinfo(self.tokens.dtype).max + 1
         self.is_stop = np.zeros(max(held, len(vocab), max(self.stop_ids) + 1), dtype=bool)
         self.is_stop[list(self.stop_ids)] = True
+        # a passage's end or punctuation: where the corpus ends a fill (``boundary``)
         self.is_boundary = self.is_stop.copy()
         self.is_boundary[list(self.punctuation_ids)] = True
 
@@ -127,8 +128,7 @@ class BlankLookup:
         tokens: the corpus's own ends)."""
         if position < 0 or position >= len(self.tokens):
             return True
-        token = int(self.tokens[position])
-        return token == SEPARATOR or token in self.punctuation_ids or token in self.stop_ids
+        return bool(self.is_boundary[int(self.tokens[position])])
 
     def ends_at(self, positions: np.ndarray) -> np.ndarray:
         """``boundary`` at each of ``positions``, as one array."""

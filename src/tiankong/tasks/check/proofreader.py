@@ -427,9 +427,9 @@ class Proofreader:
         idiom_held: set[int] = set()  # against the index's too
         for slot, (token, idiom, known) in near.items():
             if known:  # a known misspelling (一厢情原): only its one character is wrong
-                known_run = idiom_run(window.chars, slot, self.id_to_char(token), idiom)
-                held |= set(known_run) - {slot}
-                idiom_held |= set(known_run) - {slot}
+                others = set(idiom_run(window.chars, slot, self.id_to_char(token), idiom))
+                held |= others - {slot}
+                idiom_held |= others - {slot}
         for edit in edits:
             slot = window.slot_of(edit.start)
             if edit.source == "idioms":
