@@ -8,7 +8,8 @@
 # CORPUS_DIR holds the files docs/TRAINING.md lists. classical.txt.xz is not copied: the
 # bundled corpus index ships the same file (src/tiankong/bundled/corpus/), so it travels with the
 # tree. jieba travels without its part-of-speech, keyword and LAC models (28 of its 38 MB), which
-# segmentation doesn't use: about 12 MB is carried in all. The weights come back in $OUT/model (float16 shards).
+# segmentation doesn't use: about 12 MB is carried in all. The weights come back in
+# $OUT/NAME.tar.00, .01, ... (train_gpu.py --name, default "model"), the log in $OUT/NAME.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = --prepare ]; then
@@ -35,4 +36,6 @@ mkdir -p "$OUT_DIR"
 ln -sf "$PWD/src/tiankong/bundled/corpus/classical.txt.xz" .train-corpus/classical.txt.xz
 python3 -c 'import jieba' 2>/dev/null || export PYTHONPATH=$PWD/.train-corpus/site
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-python3 scripts/train_gpu.py --corpus .train-corpus --out "$OUT_DIR" "$@" 2>&1 | tee "$OUT_DIR/train.log"
+name=model
+for ((i = 1; i <= $#; i++)); do [ "${!i}" = --name ] && { j=$((i + 1)); name=${!j}; }; done
+python3 scripts/train_gpu.py --corpus .train-corpus --out "$OUT_DIR" "$@" 2>&1 | tee "$OUT_DIR/$name.log"

@@ -386,3 +386,22 @@ def test_init_from_float16_weights_trains_in_fp32(corpus: Path, tmp_path: Path) 
     assert summary.steps == 20 and summary.final_train_loss == summary.final_train_loss  # no NaN
     weights = load_file(tmp_path / "next" / "model.safetensors")
     assert {str(tensor.dtype) for tensor in weights.values()} == {"torch.float32"}
+
+
+def test_data_workers_read_disjoint_shares_of_a_file(tmp_path: Path) -> None:
+    """Each data worker streams its own every-n-th line, so the workers don't all start on the
+    same lines; a file shorter than the worker count gives the empty shares the whole file."""
+    from itertools import islice
+
+    from tiankong.training.train_data import endless_lines
+
+    text = tmp_path / "lines.txt"
+    text.write_text("".join(f"第{n}行\n" for n in range(10)), encoding="utf-8")
+    shares = [list(islice(endless_lines(text, shard, 3), 4)) for shard in range(3)]
+    assert shares[0] == ["第0行", "第3行", "第6行", "第9行"]
+    assert shares[1] == ["第1行", "第4行", "第7行", "第1行"]
+    assert shares[2] == ["第2行", "第5行", "第8行", "第2行"]
+    short = tmp_path / "short.txt"
+    short.write_text("一\n二\n", encoding="utf-8")
+    assert list(islice(endless_lines(short, 2, 3), 3)) == ["一", "二", "一"]
+    assert list(islice(endless_lines(short, 1, 3), 3)) == ["二", "二", "二"]

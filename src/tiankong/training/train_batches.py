@@ -26,8 +26,11 @@ def prefetched_batches(
 ) -> Iterator[dict[str, Any]]:
     """Pretraining batches prepared by ``options.data_workers`` processes (a torch DataLoader).
 
-    Worker ``n`` runs its own stream seeded with ``seed + n``, and the loader takes batches from
-    the workers in turn, so a run is repeatable for a given worker count.
+    Worker ``n`` runs its own stream seeded with ``seed + n`` over its own share of each file's
+    lines (every ``data_workers``-th line), and the loader takes batches from the workers in
+    turn, so a run is repeatable for a given worker count. Without the shares every worker
+    would read the same lines at about the same time: the run would see each line once per
+    worker in a short span instead of spread over the whole run.
     """
     import torch
     from torch.utils.data import DataLoader, IterableDataset, get_worker_info
@@ -36,9 +39,10 @@ def prefetched_batches(
         def __iter__(self) -> Iterator[dict[str, Any]]:
             worker = get_worker_info()
             offset = worker.id if worker is not None else 0
+            shards = worker.num_workers if worker is not None else 1
             torch.manual_seed(options.seed + offset)
             rng = random.Random(options.seed + offset)
-            return pretraining_batches(options, tokenizer, collator, rng)
+            return pretraining_batches(options, tokenizer, collator, rng, offset, shards)
 
     loader = DataLoader(
         BatchStream(),
@@ -52,10 +56,15 @@ def prefetched_batches(
 
 
 def pretraining_batches(
-    options: TrainOptions, tokenizer: Any, collator: Any, rng: random.Random
+    options: TrainOptions,
+    tokenizer: Any,
+    collator: Any,
+    rng: random.Random,
+    shard: int = 0,
+    shards: int = 1,
 ) -> Iterator[dict[str, Any]]:
     sources = [TextSource.parse(spec) for spec in options.data]
-    lines = shuffled(mixed_lines(sources, rng), options.shuffle_buffer, rng)
+    lines = shuffled(mixed_lines(sources, rng, shard, shards), options.shuffle_buffer, rng)
     if options.masking != "token":
         plan = MaskingPlan(
             rate=options.mask_rate,

@@ -143,20 +143,31 @@ def check_text_file(path: Path, flag: str) -> None:
         raise BadDataFileError(f"{file_noun(flag)} '{path}' has no text lines.")
 
 
-def endless_lines(path: Path) -> Iterator[str]:
-    """Cycle through a file forever (each pass streams it again)."""
+def endless_lines(path: Path, shard: int = 0, shards: int = 1) -> Iterator[str]:
+    """Cycle through a file forever (each pass streams it again).
+
+    With ``shards`` > 1 only every ``shards``-th line from the ``shard``-th is kept, so the data
+    workers read disjoint parts of the file and do not all start on the same lines; a file with
+    fewer lines than that leaves some shards empty, and those take the whole file."""
     while True:
-        empty = True
-        for line in read_lines(path):
-            empty = False
-            yield line
-        if empty:
+        kept = seen = 0
+        for index, line in enumerate(read_lines(path)):
+            seen += 1
+            if index % shards == shard:
+                kept += 1
+                yield line
+        if seen == 0:
             raise BadDataFileError(f"Training file '{path}' has no text lines.")
+        if kept == 0:
+            shard, shards = 0, 1
 
 
-def mixed_lines(sources: list[TextSource], rng: random.Random) -> Iterator[str]:
-    """Draw lines from several sources in proportion to their weights, forever."""
-    streams = [endless_lines(source.path) for source in sources]
+def mixed_lines(
+    sources: list[TextSource], rng: random.Random, shard: int = 0, shards: int = 1
+) -> Iterator[str]:
+    """Draw lines from several sources in proportion to their weights, forever; with
+    ``shards``, from the ``shard``-th share of each file (see `endless_lines`)."""
+    streams = [endless_lines(source.path, shard, shards) for source in sources]
     weights = [source.weight for source in sources]
     while True:
         (stream,) = rng.choices(streams, weights=weights)
