@@ -28,6 +28,10 @@ VARIANTS: list[tuple[str, dict[str, object]]] = [
     ("default, min_ratio 30", {"min_ratio": 30.0}),
     ("default, index context 3 with the model", {"index_context": 3}),
     ("default, index context on one side enough", {"index_both_sides": False}),
+    (
+        "default, a confusable idiom character needs the model's preference too",
+        {"idiom_confusable_ratio": 1.0},
+    ),
 ]
 
 

@@ -81,11 +81,18 @@ def test_a_checkpoint_keyed_the_earlier_way_resumes_and_moves_to_the_new_key(
 
 
 def test_the_earlier_key_is_the_one_the_earlier_code_wrote() -> None:
-    """17b368e keyed a check run by the settings and a method without index_edge_marks: a key it
-    wrote (this one, computed by that code) resumes, where a key from today's method never did."""
+    """17b368e keyed a check run by the settings and a method without index_edge_marks (and
+    without idiom_confusable_ratio, whose rule was then idiom_model_ratio's): a key it wrote
+    (this one, computed by that code) resumes a method that answers as that code did, where a
+    key from today's method never did; today's default answers otherwise, so it is no key."""
     from tiankong.config import Settings
     from tiankong.tasks.check import CheckMethod
 
     settings = Settings(engine="onnx", precision="int8", threads=1)
-    assert earlier_check_key(settings, CheckMethod()) == "f42bdbb89c71d0c1"
+    as_then = CheckMethod(idiom_confusable_ratio=1.0)
+    assert earlier_check_key(settings, as_then) == "f42bdbb89c71d0c1"
+    assert earlier_check_key(settings, CheckMethod(idiom_confusable_ratio=2.0)) == (
+        "f42bdbb89c71d0c1"
+    )
+    assert earlier_check_key(settings, CheckMethod()) == ""  # 0.1: fixes that code didn't make
     assert earlier_check_key(settings, CheckMethod(index_edge_marks=False)) == ""
