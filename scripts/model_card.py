@@ -79,6 +79,8 @@ def example_and_int8(folder: Path) -> list[str]:
     decision = f"By default tiankong runs it on {served.engine.name} {served.engine.precision}"
     if not quality:
         return [*lines, decision + "."]
+    if "choice" in quality:  # --precision auto: every engine and precision measured here
+        return [*lines, *auto_choice(decision, quality["choice"])]
     cpu = quality["cpu"]
     decision += (
         f". The INT8 export was made on a CPU of kind `{cpu['kind']}` "
@@ -102,6 +104,112 @@ def example_and_int8(folder: Path) -> list[str]:
     return lines
 
 
+def file_weights(spec: str) -> list[tuple[str, str]]:
+    """``training.json``'s --data or --heldout tuple (as text) to (file name, weight) pairs."""
+    names = []
+    for item in spec.strip("()").split(","):
+        item = item.strip().strip("'\"")
+        if item:
+            path, _, weight = item.rpartition(":") if ":" in item else (item, "", "")
+            names.append((Path(path).name.removesuffix(".txt.xz"), weight))
+    return names
+
+
+def stage_lines(stage: dict, last: bool = True) -> list[str]:
+    """One training stage (a `tiankong train` run) in words, from its record; the last stage's
+    held-out figure, the shipped weights', is the one in bold."""
+    summary, options = stage["summary"], stage["options"]
+    mix = ", ".join(f"{name} {float(weight):.2f}" for name, weight in file_weights(options["data"]))
+    heldout = ", ".join(name for name, _ in file_weights(options["heldout"]))
+    start = (
+        f"From scratch (`--config {options['config']}`, {options.get('position_init', 'random')} "
+        "position-embedding init)"
+        if options.get("init") in (None, "None")
+        else "From the stage before (`--init`)"
+    )
+    precision = options.get("precision", "fp32")
+    if precision == "auto":  # train.trains_in_bf16: auto is bf16 on a GPU
+        precision = "bf16" if options.get("device") == "cuda" else "auto (the CPU's choice)"
+    history = summary["history"]
+    curve = ", ".join(
+        f"{h['step']:.0f}: {h['heldout_accuracy']:.1%}"
+        for h in history[:: max(1, len(history) // 8)]
+    )
+    machine = stage.get("machine", f"{platform.machine()} CPU, 2 cores, no GPU")
+    bold = "**" if last else ""
+    lines = [
+        f"**{stage.get('name', 'The run')}.** {start}; lines sampled with weights "
+        f"{mix} (per line); batch {options['batch_size']} × {options['seq_len']} tokens; peak LR "
+        f"{options['lr']} after {options['warmup_steps']} warmup steps, then linear decay to zero "
+        f"at the end of the wall-time budget ({float(options['max_time_s']) / 60:.1f} min); "
+        f"{options['mask_rate']} masking ({options.get('masking', 'token')}) with the 80/10/10 "
+        f"split; forward pass precision {precision} (weights and "
+        f"optimizer FP32). Seed {options['seed']}.",
+        "",
+        f"- on {machine}",
+        f"- steps: {summary['steps']:,}; tokens: {summary['tokens']:,}; "
+        f"{summary['tokens_per_s']:,.0f} tokens/s",
+        f"- held-out masked-token accuracy: {bold}{summary['heldout_accuracy']:.1%}{bold} "
+        f"(loss {summary['heldout_loss']:.3f}) on the first {int(options['eval_lines']):,} "
+        f"lines of each of {heldout}, {options['seq_len']} tokens at most",
+        f"- held-out accuracy by step: {curve}",
+    ]
+    if "command" in stage:
+        lines.append(f"- command: `{stage['command']}`")
+    return [*lines, ""]
+
+
+def training_lines(record: dict) -> list[str]:
+    """The card's Data and Recipe sections: each stage of ``training.json`` (a record with
+    ``stages``), or its one run."""
+    stages = record.get("stages") or [record]
+    return [
+        "## Data",
+        "The public corpus described in docs/TRAINING.md (files, sources, licences): classical "
+        "poetry and classics (全唐诗, 宋词, 元曲, 诗经, 论语, 蒙学 …); modern product/hotel/food "
+        "reviews, MSRA news sentences and xiehouyu; Wikipedia paragraphs and dialogues "
+        "(wiki_dialogue); and a list of 29,502 four-character idioms. Lines are shuffled through "
+        "a 300k-line buffer and packed into fixed-length sequences. The held-out files "
+        "(`*.heldout.txt.xz`) were never trained on.",
+        "",
+        "## Recipe",
+        "The MLM head is computed only at masked positions; AdamW (β2 0.98, weight decay 0.01).",
+        "",
+        *(
+            line
+            for number, stage in enumerate(stages, 1)
+            for line in stage_lines(stage, last=number == len(stages))
+        ),
+        "Retrain it, and the figures of the model before it beside this one's with their "
+        'commands: docs/TRAINING.md, "On a lent GPU".',
+        "",
+    ]
+
+
+def auto_choice(decision: str, quality: dict) -> list[str]:
+    """What ``--precision auto`` measured on this CPU and chose (the engine's own record)."""
+    lines = [
+        f"{decision}, the fastest candidate that reaches the guard's "
+        f"{quality['min_agreement']:.0%} top-1 agreement with FP32 on this CPU (kind "
+        f"`{quality['cpu']}`), measured when the model was first served here:",
+        "",
+        f"| engine | precision | batch 1 ms | batch {quality['full_batch']} ms | top-1 agreement "
+        "| not served because |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for row in quality["candidates"]:
+        timed = f"{row['b1_ms']:.2f} | {row['batch_ms']:.2f}" if row["b1_ms"] else "— | —"
+        agreement = f"{row['top1_agreement']:.1%}" if row["b1_ms"] else "—"
+        reason = quality["rejected"].get(f"{row['engine']} {row['precision']}", "")
+        lines.append(f"| {row['engine']} | {row['precision']} | {timed} | {agreement} | {reason} |")
+    return [
+        *lines,
+        "",
+        f'Its startup line: "{quality["line"]}". Other CPU kinds measure their own candidates '
+        '(docs/PERFORMANCE.md, "The INT8 recipe and its quality guard").',
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("model_dir", type=Path)
@@ -111,15 +219,9 @@ def main() -> None:
     args = parser.parse_args()
     folder = args.model_dir
     record = json.loads((folder / "training.json").read_text(encoding="utf-8"))
-    summary, options = record["summary"], record["options"]
     evaluation = json.loads(args.eval_json.read_text(encoding="utf-8"))["reports"][0]
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     size_mb = sum(p.stat().st_size for p in folder.glob("*.safetensors")) / 1e6
-    history = summary["history"]
-    curve = ", ".join(
-        f"{h['step']:.0f}: {h['heldout_accuracy']:.1%}"
-        for h in history[:: max(1, len(history) // 8)]
-    )
     lines = [
         "# tiankong-mini-zh",
         "",
@@ -134,35 +236,7 @@ def main() -> None:
         f"the bert-base-chinese vocabulary ({config['vocab_size']:,} tokens, same tokenizer), "
         f"tied input/output embeddings; weights stored as float16 safetensors ({size_mb:.1f} MB).",
         "",
-        "## Data",
-        "The public corpus described in docs/TRAINING.md (files, sources, licences): classical "
-        "poetry and classics "
-        "(全唐诗, 宋词, 元曲, 诗经, 论语, 蒙学 …), modern product/hotel/food reviews, MSRA news "
-        "sentences and xiehouyu, plus a list of 29,502 four-character idioms. Lines were "
-        "sampled with weights classical 0.40, modern 0.35, idioms 0.25 (per line), shuffled "
-        "through a 300k-line buffer and packed into 64-token sequences. The held-out files "
-        "(`*.heldout.txt.xz`) were never trained on.",
-        "",
-        "## Recipe",
-        f"From scratch (`--config mini`, {options.get('position_init', 'random')} "
-        f"position-embedding init), {options['mask_rate']} masking with the 80/10/10 split, "
-        f"batch {options['batch_size']} × {options['seq_len']} tokens, AdamW (β2 0.98, weight "
-        f"decay 0.01), peak LR {options['lr']} after {options['warmup_steps']} warmup steps, then "
-        "linear decay to zero at the end of the wall-time budget "
-        f"({float(options['max_time_s']) / 60:.0f} min); the MLM head is computed only at masked "
-        f"positions; forward pass precision {options.get('precision', 'fp32')} "
-        f"(weights and optimizer FP32). Seed {options['seed']}.",
-        "",
-        f"- steps: {summary['steps']:,}; tokens: {summary['tokens']:,}",
-        f"- wall time: {summary['wall_time_s'] / 60:.0f} min on {platform.machine()} CPU, "
-        "2 cores, no GPU",
-        f"- throughput: {summary['tokens_per_s']:,.0f} tokens/s",
-        f"- held-out masked-token accuracy: **{summary['heldout_accuracy']:.1%}** "
-        f"(loss {summary['heldout_loss']:.3f}) on 1,000 lines of each held-out file",
-        f"- held-out accuracy by step: {curve}",
-        "",
-        "Retrain: `bash scripts/train_bundled.sh CORPUS_DIR runs/mini 90m`.",
-        "",
+        *training_lines(record),
         "## Cloze evaluation (`data/eval/public_cloze.jsonl`)",
         f"`tiankong eval` with engine {evaluation['engine']} {evaluation['precision']}, "
         f"mode {evaluation['mode']}:",

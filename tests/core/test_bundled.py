@@ -89,10 +89,12 @@ def test_models_command_shows_the_card() -> None:
 
 
 @pytest.mark.processes
-def test_bundled_model_passes_the_int8_guard_and_the_cli_stays_quiet(tmp_path: Path) -> None:
-    """The default install on this CPU: the recipe chain finds an INT8 recipe that passes the
-    98% guard, the default serves the measured choice, and neither the first call (which
-    exports and measures) nor a later one prints the guard or the choice."""
+def test_bundled_model_int8_guard_decides_and_the_cli_stays_quiet(tmp_path: Path) -> None:
+    """The default install on this CPU: the INT8 export tries the recipe chain in order and keeps
+    the first that passes the 98% guard, or records that none did (the GPU-trained model fails
+    it on AMX: docs/TRAINING.md, "On a lent GPU"); the default serves the measured choice, never
+    an INT8 that failed; and neither the first call (which exports and measures) nor a later one
+    prints the guard or the choice."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TIANKONG_ONNX_CACHE_DIR": str(tmp_path)}
     for _ in range(2):
         done = subprocess.run(
@@ -112,12 +114,19 @@ def test_bundled_model_passes_the_int8_guard_and_the_cli_stays_quiet(tmp_path: P
     int8 = FillMasker.load(settings=settings.with_overrides(precision="int8")).engine
     assert isinstance(int8, OnnxEngine) and int8.precision == "int8"
     quality = int8.quality
-    assert quality["int8_accepted"] is True and quality["min_agreement"] == 0.98
-    assert quality["top1_agreement"] >= 0.98 and quality["cpu"]["kind"] == cpu_kind()
+    assert quality["min_agreement"] == 0.98 and quality["cpu"]["kind"] == cpu_kind()
     chain = [step.name for step in recipe_chain(cpu_kind())]
-    assert [attempt["recipe"] for attempt in quality["attempts"]] == chain[
-        : chain.index(quality["recipe"]["name"]) + 1
-    ]
+    tried = [attempt["recipe"] for attempt in quality["attempts"]]
+    passed = [a["top1_agreement"] >= 0.98 for a in quality["attempts"]]
+    assert quality["int8_accepted"] is any(passed)
+    if quality["int8_accepted"]:  # the first that passes, and none tried after it
+        assert tried == chain[: chain.index(quality["recipe"]["name"]) + 1] and passed[-1]
+        assert quality["top1_agreement"] >= 0.98
+    else:  # every recipe tried; auto serves something else
+        served = [choice, *([choice["split"]] if choice.get("split") else [])]
+        assert tried == chain
+        assert ("onnx", "int8") not in [(c["engine"], c["precision"]) for c in served]
+        assert choice["rejected"]["onnx int8"].startswith("no INT8 recipe passed the guard")
 
 
 @pytest.mark.parametrize("allowed", [("，",), ("。", "！"), ("#",), ("，", "好")])
@@ -165,12 +174,17 @@ def test_candidates_answer_with_the_best_option_as_typed() -> None:
     assert result.candidates[0].option in result.sequence
 
 
-def test_a_corpus_typo_is_not_lifted_where_the_model_refuses_the_right_form() -> None:
-    """One classical line reads 守株待免 (a typo); the idiom's 守株待兔 is held four times but
-    the model finds 兔 absurd in this sentence, so only the typo was lifted: 免 came first."""
+def test_a_corpus_typo_is_never_lifted_above_the_right_form() -> None:
+    """One classical line reads 守株待免 (a typo); the idiom's 守株待兔 is held more often. The
+    model before this one found 兔 absurd in this sentence, and only the typo was lifted: 免
+    came first (`kept_fills` now refuses a fill held less often than a refused one; its unit
+    test is tests/index/test_index_combine.py). The present model finds 兔 plausible, so the
+    index lifts it first, with its 出处, and the typo stays below it."""
     [candidates] = FillMasker.load().predict("我们不能守株待[MASK]，要主动出击。").masks
-    assert all(c.memory is None for c in candidates), [(c.token, c.memory) for c in candidates]
-    assert candidates[0].token != "免"
+    tokens = [c.token for c in candidates]
+    assert tokens[0] == "兔" and candidates[0].memory is not None, tokens
+    assert "守株待兔" in str(candidates[0].memory["example"])
+    assert "免" not in tokens or tokens.index("免") > 0
 
 
 def test_joint_fills_are_characters_never_punctuation() -> None:
@@ -197,7 +211,7 @@ def test_the_index_proposes_no_punctuation_where_a_character_was_typed() -> None
     masker = FillMasker.load()
     best = masker.predict(text, top_k=1).masks[0][0]
     alone = masker.predict(text, top_k=1, index=False).masks[0][0]
-    assert best.token == alone.token == "二"
+    assert best.token == alone.token and best.token not in "，。、；"  # the model's own: 五
 
 
 def test_a_mask_of_a_run_is_not_grounded_by_a_fill_with_punctuation() -> None:
@@ -218,8 +232,8 @@ def test_the_index_grounds_no_blank_fill_across_punctuation() -> None:
     """A [BLANK] fill running across the corpus's punctuation (床前[BLANK]光 -> 暖。斜, 守株待
     [BLANK] -> 兔，白鹭) is no fill: the index neither proposes nor grounds one."""
     masker = FillMasker.load()
-    result = masker.predict("床前[BLANK]光")
-    assert result.sequence == "床前明月光"
+    grounded = [f.fill for f in masker.predict("床前[BLANK]光").sequences if f.memory]
+    assert "明月" in grounded  # the line's own fill is among the grounded ones
     for text in ("床前[BLANK]光", "守株待[BLANK]", "举头望[BLANK]"):
         fills = masker.predict(text).sequences
         assert not [f.fill for f in fills if f.memory and not f.fill.isalnum()], text

@@ -95,8 +95,17 @@ def test_bundled_first_start_without_torch(tmp_path: Path, tiny_model_dir: Path)
     assert fp32["shipped"] is True
     assert fp32["files"][ONNX_FILE]["sha256"] == shipped()["files"][ONNX_FILE]["sha256"]
     int8 = json.loads((entries["int8"] / MANIFEST_FILE).read_text(encoding="utf-8"))
-    assert int8["quality"]["passed"] is True  # the guard ran, as on any export
+    guard = int8["quality"]  # the guard ran, as on any export
+    assert guard["attempts"] and guard["passed"] is any(
+        attempt["top1_agreement"] >= guard["min_agreement"] for attempt in guard["attempts"]
+    )
     choice = json.loads((entries["auto"] / MANIFEST_FILE).read_text(encoding="utf-8"))["choice"]
     assert (report["engine"], report["precision"]) == served_by(choice)  # one, or a split
     measured = {(c["engine"], c["precision"]) for c in choice["candidates"] if not c["missing"]}
-    assert {("onnx", "fp32"), ("onnx", "int8")} <= measured  # both timed, INT8 as guarded
+    assert ("onnx", "fp32") in measured
+    # INT8 is timed as guarded, or named with the guard's verdict (the GPU-trained model fails
+    # it on AMX, and in U8U8, the recipe of CPUs without VNNI: docs/TRAINING.md, "On a lent
+    # GPU"), and never served then
+    assert (("onnx", "int8") in measured) is guard["passed"]
+    if not guard["passed"]:
+        assert choice["rejected"]["onnx int8"].startswith("no INT8 recipe passed the guard")
