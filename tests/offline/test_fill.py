@@ -187,6 +187,38 @@ def test_a_resume_is_refused_where_auto_serves_another_engine(
     assert state.lines_done == len(TEXTS)
 
 
+def test_a_resume_is_refused_on_other_weights_of_the_same_model(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The key names the model, not its weights: a folder retrained in place (or the bundled
+    model, replaced in an upgrade) resumed the run and appended the new weights' answers."""
+    source = write_jsonl(tmp_path / "in.jsonl", TEXTS)
+    job = FillJob(source, tmp_path / "out.jsonl", chunk_size=16)
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(job, settings, PredictOptions(), interrupt_at_once)
+    saved = json.loads(job.checkpoint.read_text(encoding="utf-8"))
+    assert len(saved["weights"]) == 16
+    job.checkpoint.write_text(json.dumps({**saved, "weights": "0" * 16}), encoding="utf-8")
+    with pytest.raises(BadDataFileError, match="was started on other weights of the model"):
+        run_fill(job, settings, PredictOptions())
+    job.checkpoint.write_text(json.dumps({**saved, "weights": ""}), encoding="utf-8")
+    state = run_fill(job, settings, PredictOptions())  # from before: a model of one's own
+    assert state.lines_done == len(TEXTS) and state.weights == saved["weights"]
+
+
+def test_a_checkpoint_without_weights_is_refused_on_the_bundled_model(tmp_path: Path) -> None:
+    from tiankong.core.models import ResolvedModel
+    from tiankong.offline.resume import Checkpoint, check_weights
+
+    job = FillJob(tmp_path / "in.jsonl", tmp_path / "out.jsonl")
+    bundled = ResolvedModel("tiankong-mini-zh", tmp_path, "bundled")
+    with pytest.raises(BadDataFileError, match="has been replaced since; pass --restart"):
+        check_weights(job, Checkpoint("x", lines_done=3), bundled, "ab" * 8)
+    fresh = Checkpoint("x")  # a new run records them
+    check_weights(job, fresh, bundled, "ab" * 8)
+    assert fresh.weights == "ab" * 8
+
+
 def test_a_split_engine_resume_names_workers_and_threads(
     settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

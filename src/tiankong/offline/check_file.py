@@ -21,7 +21,9 @@ from tiankong.offline.fill import check_files, checked_records, fields_problem, 
 from tiankong.offline.resume import (
     Checkpoint,
     FillJob,
+    check_weights,
     commit_chunk,
+    model_weights,
     open_append,
     run_key,
     start_state,
@@ -52,6 +54,8 @@ def run_check_file(
     # --field resumed and appended its answers to the first field's
     key = run_key(settings, method, (job.text_field, kind, "jsonl"))
     state = start_state(job, key, earlier_key=earlier_check_key(settings, method))
+    model = checker.masker.model
+    check_weights(job, state, model, model_weights(model))
     if on_start:
         on_start(Checkpoint(**asdict(state)))
     for _ in range(state.lines_done):

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tiankong.config import Settings, threads_per_worker
+from tiankong.core.models import ResolvedModel
 from tiankong.core.options import PredictOptions
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
@@ -40,8 +41,10 @@ from tiankong.offline.resume import (
     Checkpoint,
     FillJob,
     check_served,
+    check_weights,
     checkpoint_temp,
     commit_chunk,
+    model_weights,
     open_append,
     run_key,
     start_state,
@@ -273,6 +276,7 @@ def run_fill(
     with started_workers(job, settings) as pool:
         state = start_state(job, key, earlier_key=run_key(settings, options))
         check_served(job, state, *served_by_workers(pool))
+        check_weights(job, state, *weights_of_workers(pool))
         if on_start:
             on_start(Checkpoint(**asdict(state)))
         fill_rows(job, options, pool, rows, columns, state, on_progress)
@@ -342,6 +346,15 @@ def served_by_workers(pool: ProcessPoolExecutor | None) -> tuple[str, str]:
 
 def served_here() -> tuple[str, str]:
     return str(_masker.engine.name), str(_masker.engine.precision)
+
+
+def weights_of_workers(pool: ProcessPoolExecutor | None) -> tuple[ResolvedModel, str]:
+    """The model the workers serve and its weights' identity (``resume.model_weights``)."""
+    return weights_here() if pool is None else pool.submit(weights_here).result()
+
+
+def weights_here() -> tuple[ResolvedModel, str]:
+    return _masker.model, model_weights(_masker.model)
 
 
 def chunk_results(

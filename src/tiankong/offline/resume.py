@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tiankong.config import Settings
+from tiankong.core.models import ResolvedModel
 from tiankong.errors import BadDataFileError, BadOptionError
 
 
@@ -55,6 +56,10 @@ class Checkpoint:
     # worker has); "" in a checkpoint from before it was recorded
     engine: str = ""
     precision: str = ""
+    # the served model's weights (``model_weights``); "" in a checkpoint from before it was
+    # recorded: the name alone let a run resume on other weights under the same name (the
+    # bundled model, replaced in an upgrade, or a folder retrained in place)
+    weights: str = ""
 
 
 def input_identity(path: Path) -> str:
@@ -107,6 +112,33 @@ def check_served(job: FillJob, state: Checkpoint, engine: str, precision: str) -
             f"--threads change); {advice}, or pass --restart to start over."
         )
     state.engine, state.precision = engine, precision
+
+
+def model_weights(model: ResolvedModel) -> str:
+    """The served model's identity for a checkpoint: a hash of its config, weight and tokenizer
+    files (the export cache's fingerprint), 16 hex digits."""
+    from tiankong.export.export_cache import model_fingerprint
+
+    return model_fingerprint(model.path)[:16]
+
+
+def check_weights(job: FillJob, state: Checkpoint, model: ResolvedModel, weights: str) -> None:
+    """A resumed run must serve the weights its first part did. A checkpoint from before they
+    were recorded resumes a model of one's own as it did; on the bundled model it is refused,
+    since the bundled weights were replaced after it (2026-12-04) and the two can't be told
+    apart."""
+    if state.weights and state.weights != weights:
+        raise BadDataFileError(
+            f"'{job.output.name}' was started on other weights of the model '{model.name}' (its "
+            "files changed since); pass --restart to start over on these."
+        )
+    if not state.weights and state.lines_done and model.kind == "bundled":
+        raise BadDataFileError(
+            f"'{job.output.name}' was started by an earlier tiankong, which did not record the "
+            f"model's weights, and the bundled '{model.name}' has been replaced since; pass "
+            "--restart to start over on it."
+        )
+    state.weights = weights
 
 
 def start_state(job: FillJob, key: str = "", earlier_key: str = "") -> Checkpoint:
