@@ -10,8 +10,12 @@ RUN=${1:?usage: install_bundled.sh RUN_DIR [EVAL_FILE]}
 EVAL=${2:-data/eval/public_cloze.jsonl}
 DEST=src/tiankong/bundled/tiankong-mini-zh
 mkdir -p "$DEST"
-cp "$RUN/config.json" "$RUN/model.safetensors" "$RUN/tokenizer.json" \
-  "$RUN/tokenizer_config.json" "$RUN/training.json" "$DEST/"
+cp "$RUN/config.json" "$RUN/model.safetensors" "$RUN/training.json" "$DEST/"
+# the package's tokenizer files stay (every bundled model has the bert-base-chinese vocabulary):
+# a run's own can carry state from its training (a --seq-len truncation, with transformers 5.17)
+for name in tokenizer.json tokenizer_config.json; do
+  [ -f "$DEST/$name" ] || cp "$RUN/$name" "$DEST/"
+done
 # the model's own figures first: no corpus index
 .venv/bin/tiankong eval "$EVAL" --model "$DEST" --engine torch --index none --json "$RUN/eval.json"
 .venv/bin/tiankong eval "$EVAL" --model "$DEST" --engine torch --index none --blank \

@@ -227,6 +227,10 @@ def train(
     torch.manual_seed(options.seed)
     rng = random.Random(options.seed)
     tokenizer = load_tokenizer(start)
+    # saved with the model: one the run never calls. Encoding with truncation (the held-out
+    # set) left transformers 5.17's fast tokenizer truncating at --seq-len, and save_pretrained
+    # wrote that into the run's tokenizer.json (5.24 does not)
+    saved_tokenizer = load_tokenizer(start)
     collator = DataCollatorForLanguageModeling(
         tokenizer, mlm_probability=options.mask_rate, return_tensors="pt"
     )
@@ -319,11 +323,11 @@ def train(
                 {**metrics, "elapsed_s": state.elapsed_s, "tokens": state.tokens_seen}
             )
         if state.step % options.save_every == 0:
-            save_checkpoint(checkpoint, model, tokenizer, optimizer, scheduler, state)
+            save_checkpoint(checkpoint, model, saved_tokenizer, optimizer, scheduler, state)
         if on_progress:
             on_progress(state, metrics)
 
-    save_checkpoint(checkpoint, model, tokenizer, optimizer, scheduler, state)
+    save_checkpoint(checkpoint, model, saved_tokenizer, optimizer, scheduler, state)
     if eval_set and (heldout_loss is None or state.history[-1]["step"] != state.step):
         heldout_loss, heldout_accuracy = evaluate(model, eval_set, bf16)
         state.history.append(
@@ -340,7 +344,7 @@ def train(
     if options.save_fp16:
         model = model.half()
     model.save_pretrained(options.out)
-    tokenizer.save_pretrained(options.out)
+    saved_tokenizer.save_pretrained(options.out)
     summary = TrainSummary(
         out=str(options.out),
         steps=state.step,
