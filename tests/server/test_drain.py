@@ -6,6 +6,7 @@ sleeping a set time per call so that a request can be held in flight.
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -82,7 +83,9 @@ def test_sigterm_drains_in_flight_and_refuses_new_requests(tiny_model_dir: Path)
         assert process.stdout is not None
         logged = process.stdout.read()  # tiankong's own info lines, as docs/INDEX.md shows
         assert "INFO:     corpus index: none (--index auto: " in logged
-        assert "INFO:     draining: 1 request(s) in flight" in logged
+        # the /predict, and the last /metrics poll where its response is sent but the server
+        # has not yet counted it out (seen once in five runs of this file)
+        assert re.search(r"INFO:     draining: [12] request\(s\) in flight", logged), logged
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{url}/health", timeout=5)
 
