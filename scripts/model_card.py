@@ -111,7 +111,7 @@ def file_weights(spec: str) -> list[tuple[str, str]]:
         item = item.strip().strip("'\"")
         if item:
             path, _, weight = item.rpartition(":") if ":" in item else (item, "", "")
-            names.append((Path(path).name.removesuffix(".txt.xz"), weight))
+            names.append((Path(path).name.removesuffix(".txt.xz"), weight or "1"))
     return names
 
 
@@ -135,13 +135,20 @@ def stage_lines(stage: dict, last: bool = True) -> list[str]:
         f"{h['step']:.0f}: {h['heldout_accuracy']:.1%}"
         for h in history[:: max(1, len(history) // 8)]
     )
-    machine = stage.get("machine", f"{platform.machine()} CPU, 2 cores, no GPU")
+    machine = stage.get("machine") or (
+        "a CUDA GPU" if options.get("device") == "cuda" else f"{platform.machine()} CPU"
+    )
+    budget = (
+        f"at the end of the wall-time budget ({float(options['max_time_s']) / 60:.1f} min)"
+        if options.get("max_time_s") not in (None, "None", "0", "0.0")
+        else f"at --max-steps {options['max_steps']}"
+    )
     bold = "**" if last else ""
     lines = [
         f"**{stage.get('name', 'The run')}.** {start}; lines sampled with weights "
         f"{mix} (per line); batch {options['batch_size']} × {options['seq_len']} tokens; peak LR "
         f"{options['lr']} after {options['warmup_steps']} warmup steps, then linear decay to zero "
-        f"at the end of the wall-time budget ({float(options['max_time_s']) / 60:.1f} min); "
+        f"{budget}; "
         f"{options['mask_rate']} masking ({options.get('masking', 'token')}) with the 80/10/10 "
         f"split; forward pass precision {precision} (weights and "
         f"optimizer FP32). Seed {options['seed']}.",
@@ -159,18 +166,28 @@ def stage_lines(stage: dict, last: bool = True) -> list[str]:
     return [*lines, ""]
 
 
+def reads_wiki(record: dict) -> bool:
+    """Whether a stage of the run read wiki_dialogue (the Wikipedia and dialogue text)."""
+    stages = record.get("stages") or [record]
+    return any(
+        name == "wiki_dialogue"
+        for stage in stages
+        for name, _ in file_weights(stage["options"]["data"])
+    )
+
+
 def training_lines(record: dict) -> list[str]:
     """The card's Data and Recipe sections: each stage of ``training.json`` (a record with
     ``stages``), or its one run."""
     stages = record.get("stages") or [record]
+    wiki = "Wikipedia paragraphs and dialogues (wiki_dialogue); " if reads_wiki(record) else ""
     return [
         "## Data",
         "The public corpus described in docs/TRAINING.md (files, sources, licences): classical "
         "poetry and classics (全唐诗, 宋词, 元曲, 诗经, 论语, 蒙学 …); modern product/hotel/food "
-        "reviews, MSRA news sentences and xiehouyu; Wikipedia paragraphs and dialogues "
-        "(wiki_dialogue); and a list of 29,502 four-character idioms. Lines are shuffled through "
-        "a 300k-line buffer and packed into fixed-length sequences. The held-out files "
-        "(`*.heldout.txt.xz`) were never trained on.",
+        f"reviews, MSRA news sentences and xiehouyu; {wiki}and a list of 29,502 four-character "
+        "idioms. Lines are shuffled through a 300k-line buffer and packed into fixed-length "
+        "sequences. The held-out files (`*.heldout.txt.xz`) were never trained on.",
         "",
         "## Recipe",
         "The MLM head is computed only at masked positions; AdamW (β2 0.98, weight decay 0.01).",
@@ -273,8 +290,10 @@ def main() -> None:
         "- Small and briefly trained: it knows frequent characters, common collocations and some "
         "famous lines, and often misses rarer idioms, facts and long-range sense.",
         "- Probabilities are not calibrated for decisions.",
-        "- Trained on public text only; it reflects the style of classical poetry and online "
-        "reviews.",
+        "- Trained on public text only; it reflects the style of classical poetry, online "
+        f"reviews and news{', Wikipedia and everyday dialogue' if reads_wiki(record) else ''}. "
+        "It was trained on simplified characters only: traditional input is answered through "
+        "the corpus index and script conversion, not by the model.",
     ]
     (folder / "MODEL_CARD.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {folder / 'MODEL_CARD.md'}")

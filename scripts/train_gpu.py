@@ -3,7 +3,8 @@
 The device machine has its own Python with torch (CUDA), transformers and tokenizers, but not
 tiankong's CLI dependencies and no network, so this drives `tiankong.training.train` directly with
 ``PYTHONPATH=src``. Its weights come back through $OUT, where a file may be at most 16 MiB: the
-final model is saved in float16 and sharded (docs/TRAINING.md, "On a lent GPU").
+final model is saved in float16 and sent back as a tar file in pieces (docs/TRAINING.md, "On a
+lent GPU").
 
     # here, once: the training text (one passage a line) and jieba's sdist, into ignored folders
     bash scripts/train_gpu.sh --prepare CORPUS_DIR
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
 import tarfile
 import time
@@ -74,7 +76,7 @@ def main() -> int:
     parser.add_argument("--masking", default="token")  # docs/TRAINING.md, the ablation
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--lr", type=float, default=2e-3)  # 44.2% against 1e-3's 42.4%
     parser.add_argument("--data-workers", type=int, default=12)
     parser.add_argument("--init", default=None, help="continue from this model instead")
     parser.add_argument("--quick", action="store_true", help="a tiny self-check on a CPU")
@@ -120,6 +122,7 @@ def main() -> int:
             print(json.dumps(line), flush=True)
 
     summary = train(options, report)
+    record_machine(options.out / "training.json", args.device)
     pieces = save_pieces(options.out, args.out, args.name)
     print(
         f"train_gpu: {summary.steps} steps, {summary.tokens:,} tokens at "
@@ -127,6 +130,26 @@ def main() -> int:
         f"{', '.join(pieces)}"
     )
     return 0
+
+
+def record_machine(record_file: Path, device: str) -> None:
+    """The machine and the command, in the run's training.json, for its model card
+    (``scripts/training_stages.py`` keeps them per stage)."""
+    import platform
+    import shlex
+
+    import torch
+
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    if device == "cuda" and torch.cuda.is_available():
+        record["machine"] = (
+            f"one {torch.cuda.get_device_name(0)} (bf16 autocast), "
+            f"{os.cpu_count()} CPU cores for the data workers"
+        )
+    else:
+        record["machine"] = f"{platform.machine()} CPU, {os.cpu_count()} cores"
+    record["command"] = "python3 scripts/train_gpu.py " + shlex.join(sys.argv[1:])
+    record_file.write_text(json.dumps(record, indent=1, ensure_ascii=False), encoding="utf-8")
 
 
 def save_pieces(run: Path, out: Path, name: str) -> list[str]:

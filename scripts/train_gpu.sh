@@ -36,6 +36,11 @@ mkdir -p "$OUT_DIR"
 ln -sf "$PWD/src/tiankong/bundled/corpus/classical.txt.xz" .train-corpus/classical.txt.xz
 python3 -c 'import jieba' 2>/dev/null || export PYTHONPATH=$PWD/.train-corpus/site
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-name=model
-for ((i = 1; i <= $#; i++)); do [ "${!i}" = --name ] && { j=$((i + 1)); name=${!j}; }; done
+name=model  # the log is named as train_gpu.py names the pieces: --name NAME or --name=NAME
+previous=
+for argument in "$@"; do
+  [ "$previous" = --name ] && name=$argument
+  case $argument in --name=*) name=${argument#--name=} ;; esac
+  previous=$argument
+done
 python3 scripts/train_gpu.py --corpus .train-corpus --out "$OUT_DIR" "$@" 2>&1 | tee "$OUT_DIR/$name.log"

@@ -184,7 +184,10 @@ def test_a_corpus_typo_is_never_lifted_above_the_right_form() -> None:
     tokens = [c.token for c in candidates]
     assert tokens[0] == "兔" and candidates[0].memory is not None, tokens
     assert "守株待兔" in str(candidates[0].memory["example"])
-    assert "免" not in tokens or tokens.index("免") > 0
+    typo = [c for c in candidates if c.token == "免"]
+    # the typo's line is real evidence that the corpus holds it, so it may be shown: as the
+    # rarer fill of the context, below the idiom's, and held fewer times
+    assert all(c.memory is None or c.memory["count"] < candidates[0].memory["count"] for c in typo)
 
 
 def test_joint_fills_are_characters_never_punctuation() -> None:

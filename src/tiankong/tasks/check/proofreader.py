@@ -27,7 +27,9 @@ The task's three steps, over the masker's shared parts (tokenizer, engine, corpu
      the match holds the text's context on both sides where it has some
      (``index_both_sides``). The index's evidence is the edit's ``memory`` (出处);
    * *idioms*: a known misspelling of an idiom (画龙点晴), or a window one character off an
-     idiom when the masked model prefers the idiom's character (``idiom_model_ratio``);
+     idiom when the masked model prefers the idiom's character (``idiom_model_ratio``), or
+     gives a confusable of the written one a share of its probability
+     (``idiom_confusable_ratio``);
    * *model*: the masked model gives a confusion-set character at least ``min_ratio`` times
      the written one's probability, and at least ``min_probability``.
    The thresholds were chosen for precision on the dev split (docs/PROOFREADING.md).
