@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 from pathlib import Path
 
 
@@ -110,8 +109,12 @@ def file_weights(spec: str) -> list[tuple[str, str]]:
     for item in spec.strip("()").split(","):
         item = item.strip().strip("'\"")
         if item:
-            path, _, weight = item.rpartition(":") if ":" in item else (item, "", "")
-            names.append((Path(path).name.removesuffix(".txt.xz"), weight or "1"))
+            path, _, weight = item.rpartition(":")
+            try:  # FILE:WEIGHT; a colon elsewhere (a folder's name) is the path's
+                float(weight)
+            except ValueError:
+                path, weight = item, "1"
+            names.append((Path(path).name.removesuffix(".txt.xz"), weight))
     return names
 
 
@@ -135,8 +138,9 @@ def stage_lines(stage: dict, last: bool = True) -> list[str]:
         f"{h['step']:.0f}: {h['heldout_accuracy']:.1%}"
         for h in history[:: max(1, len(history) // 8)]
     )
-    machine = stage.get("machine") or (
-        "a CUDA GPU" if options.get("device") == "cuda" else f"{platform.machine()} CPU"
+    device = options.get("device")
+    machine = stage.get("machine") or {"cuda": "a CUDA GPU", "cpu": "a CPU"}.get(
+        str(device), f"a machine the record does not name (--device {device})"
     )
     budget = (
         f"at the end of the wall-time budget ({float(options['max_time_s']) / 60:.1f} min)"
@@ -144,6 +148,13 @@ def stage_lines(stage: dict, last: bool = True) -> list[str]:
         else f"at --max-steps {options['max_steps']}"
     )
     bold = "**" if last else ""
+    heldout_figure = (
+        f"- held-out masked-token accuracy: {bold}{summary['heldout_accuracy']:.1%}{bold} "
+        f"(loss {summary['heldout_loss']:.3f}) on the first {int(options['eval_lines']):,} "
+        f"lines of each of {heldout}, {options['seq_len']} tokens at most"
+        if summary.get("heldout_accuracy") is not None
+        else "- no held-out set"
+    )
     lines = [
         f"**{stage.get('name', 'The run')}.** {start}; lines sampled with weights "
         f"{mix} (per line); batch {options['batch_size']} × {options['seq_len']} tokens; peak LR "
@@ -156,10 +167,8 @@ def stage_lines(stage: dict, last: bool = True) -> list[str]:
         f"- on {machine}",
         f"- steps: {summary['steps']:,}; tokens: {summary['tokens']:,}; "
         f"{summary['tokens_per_s']:,.0f} tokens/s",
-        f"- held-out masked-token accuracy: {bold}{summary['heldout_accuracy']:.1%}{bold} "
-        f"(loss {summary['heldout_loss']:.3f}) on the first {int(options['eval_lines']):,} "
-        f"lines of each of {heldout}, {options['seq_len']} tokens at most",
-        f"- held-out accuracy by step: {curve}",
+        heldout_figure,
+        *([f"- held-out accuracy by step: {curve}"] if curve else []),
     ]
     if "command" in stage:
         lines.append(f"- command: `{stage['command']}`")

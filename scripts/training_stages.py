@@ -19,10 +19,15 @@ from pathlib import Path
 def joined(folders: list[Path]) -> dict:
     records = [json.loads((f / "training.json").read_text(encoding="utf-8")) for f in folders]
     stages: list[dict] = []
+    seen: list[dict] = []
     for record in records:  # a record joined before brings its stages, renumbered
         for stage in record.get("stages") or [record]:
-            stages.append({**stage, "name": f"Stage {len(stages) + 1}"})
-    last = records[-1].get("stages", [records[-1]])[-1]
+            bare = {key: value for key, value in stage.items() if key != "name"}
+            if bare in seen:  # joined into its own input and joined again: once is enough
+                continue
+            seen.append(bare)
+            stages.append({**bare, "name": f"Stage {len(stages) + 1}"})
+    last = stages[-1]
     return {"summary": last["summary"], "options": last["options"], "stages": stages}
 
 

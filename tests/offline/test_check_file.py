@@ -62,12 +62,17 @@ def test_a_rerun_with_another_field_is_refused_not_mixed_in(
 
 
 def test_a_checkpoint_keyed_the_earlier_way_resumes_and_moves_to_the_new_key(
-    checker: Proofreader, tmp_path: Path
+    tiny_masker: Any, tmp_path: Path
 ) -> None:
+    from tiankong.tasks.check import CheckMethod
+
+    # a method that answers as the code of the earlier key did (no earlier key for another)
+    checker = Proofreader(tiny_masker, CheckMethod(idiom_confusable_ratio=1.0))
     job = interrupted_run(checker, tmp_path)
     source = job.input
     saved = json.loads(job.checkpoint.read_text(encoding="utf-8"))
     earlier = earlier_check_key(checker.masker.settings, checker.method)
+    assert earlier
     saved["run_key"] = earlier
     job.checkpoint.write_text(json.dumps(saved), encoding="utf-8")
     assert run_check_file(job, checker).lines_done == len(RECORDS)
@@ -96,3 +101,13 @@ def test_the_earlier_key_is_the_one_the_earlier_code_wrote() -> None:
     )
     assert earlier_check_key(settings, CheckMethod()) == ""  # 0.1: fixes that code didn't make
     assert earlier_check_key(settings, CheckMethod(index_edge_marks=False)) == ""
+
+
+def test_a_check_is_not_resumed_on_other_weights(checker: Proofreader, tmp_path: Path) -> None:
+    """The checkpoint records the served model's weights, as fill's does."""
+    job = interrupted_run(checker, tmp_path)
+    saved = json.loads(job.checkpoint.read_text(encoding="utf-8"))
+    assert len(saved["weights"]) == 16
+    job.checkpoint.write_text(json.dumps({**saved, "weights": "f" * 16}), encoding="utf-8")
+    with pytest.raises(BadDataFileError, match="was started on other weights of the model"):
+        run_check_file(job, checker)

@@ -71,10 +71,40 @@ def test_loss_goes_down_and_output_loads(corpus: Path, tmp_path: Path) -> None:
     assert len(masker.predict("处处闻啼[MASK]。").masks[0]) == 5
     record = json.loads((tmp_path / "run" / "training.json").read_text())
     assert record["summary"]["steps"] == 60
-    # the saved tokenizer is not the one that encoded the held-out set with truncation: a
-    # transformers 5.17 run saved a tokenizer.json truncating every input at --seq-len
+
+
+SAVED_TOKENIZER_RUN = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from test_train import tiny_options
+from tiankong.training.train import train
+corpus, out = Path(sys.argv[2]), Path(sys.argv[3])
+train(tiny_options(corpus, out / "run", max_steps=4, data_workers=1))
+"""
+
+
+@pytest.mark.processes
+def test_the_saved_tokenizer_truncates_nothing(corpus: Path, tmp_path: Path) -> None:
+    """With --data-workers the held-out set's encoding, truncated at --seq-len, was the main
+    tokenizer's last call, and the run saved a tokenizer.json truncating every input (the GPU
+    run's, at 128); a folder saved so passed it on through --init. (Data workers run in an
+    interpreter of their own: test_data_workers_prepare_batches_repeatably says why.)"""
+    done = subprocess.run(
+        [sys.executable, "-c", SAVED_TOKENIZER_RUN, str(Path(__file__).parent), str(corpus),
+         str(tmp_path)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
     saved = json.loads((tmp_path / "run" / "tokenizer.json").read_text(encoding="utf-8"))
     assert saved["truncation"] is None and saved["padding"] is None
+    saved["truncation"] = {"direction": "Right", "max_length": 16, "strategy": "LongestFirst",
+                           "stride": 0}  # fmt: skip
+    (tmp_path / "run" / "tokenizer.json").write_text(json.dumps(saved), encoding="utf-8")
+    train(tiny_options(corpus, tmp_path / "next", max_steps=2, config=None,
+                       init=str(tmp_path / "run")))  # fmt: skip
+    again = json.loads((tmp_path / "next" / "tokenizer.json").read_text(encoding="utf-8"))
+    assert again["truncation"] is None
 
 
 def test_resume_continues_from_the_same_step(corpus: Path, tmp_path: Path) -> None:

@@ -227,10 +227,15 @@ def train(
     torch.manual_seed(options.seed)
     rng = random.Random(options.seed)
     tokenizer = load_tokenizer(start)
-    # saved with the model: one the run never calls. Encoding with truncation (the held-out
-    # set) left transformers 5.17's fast tokenizer truncating at --seq-len, and save_pretrained
-    # wrote that into the run's tokenizer.json (5.24 does not)
+    # saved with the model: one the run never calls. With --data-workers the held-out set's
+    # encoding (truncated at --seq-len) was the main tokenizer's last call, and save_pretrained
+    # wrote its truncation into the run's tokenizer.json (without workers the training loop's
+    # own calls reset it first); a folder saved that way passes it on to --init and --resume
     saved_tokenizer = load_tokenizer(start)
+    backend = getattr(saved_tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        backend.no_truncation()
+        backend.no_padding()
     collator = DataCollatorForLanguageModeling(
         tokenizer, mlm_probability=options.mask_rate, return_tensors="pt"
     )
