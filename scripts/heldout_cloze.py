@@ -7,6 +7,11 @@ under runs/.
 
     python scripts/heldout_cloze.py runs/heldout_cloze.jsonl --corpus CORPUS_DIR
 
+With ``--words`` each item hides one whole word of 1 to 4 Han characters instead (jieba's
+segmentation; categories ``word1`` … ``word4``), from the modern and wiki_dialogue held-out
+files: what a ``[BLANK]`` is for, so ``tiankong eval FILE --blank --length-alpha A`` compares
+the length normalisations on it (README, "Unknown-length blanks").
+
 CORPUS_DIR holds the ``*.heldout.txt.xz`` files of the training corpus (docs/TRAINING.md).
 """
 
@@ -37,7 +42,11 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, required=True, help="folder of *.heldout.txt.xz")
     parser.add_argument("--per-length", type=int, default=150)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--words", action="store_true", help="whole words of 1-4 characters")
     args = parser.parse_args()
+    if args.words:
+        write(args.out, word_items(args.corpus, args.per_length, random.Random(args.seed)))
+        return
     rng = random.Random(args.seed)
     lines: list[str] = []
     for path in sorted(args.corpus.glob("*.heldout.txt.xz")):
@@ -57,11 +66,43 @@ def main() -> None:
             text = line[:start] + "[MASK]" * length + line[start + length :]
             answer = line[start : start + length]
             items.append({"category": f"span{length}", "text": text, "answers": [answer]})
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", encoding="utf-8") as handle:
+    write(args.out, items)
+
+
+def word_items(corpus: Path, per_length: int, rng: random.Random) -> list[dict[str, object]]:
+    """One jieba word of 1-4 Han characters blanked per modern or wiki_dialogue held-out line,
+    ``per_length`` of each length."""
+    import jieba
+
+    lines: list[str] = []
+    for name in ("modern.heldout.txt.xz", "wiki_dialogue.heldout.txt.xz"):
+        with lzma.open(corpus / name, "rt", encoding="utf-8") as handle:
+            lines += [line.strip() for line in handle if 8 <= len(line.strip()) <= 100]
+    items: list[dict[str, object]] = []
+    counts = dict.fromkeys(range(1, 5), 0)
+    for line in rng.sample(lines, len(lines)):
+        words, start = [], 0
+        for word in jieba.lcut(line):
+            if 1 <= len(word) <= 4 and HAN_RUN.fullmatch(word) and counts[len(word)] < per_length:
+                words.append((start, word))
+            start += len(word)
+        if not words:
+            continue
+        at, word = rng.choice(words)
+        counts[len(word)] += 1
+        text = line[:at] + "[MASK]" * len(word) + line[at + len(word) :]
+        items.append({"category": f"word{len(word)}", "text": text, "answers": [word]})
+        if all(count >= per_length for count in counts.values()):
+            break
+    return items
+
+
+def write(out: Path, items: list[dict[str, object]]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as handle:
         for item in items:
             handle.write(json.dumps(item, ensure_ascii=False) + "\n")
-    print(f"wrote {len(items)} items to {args.out}")
+    print(f"wrote {len(items)} items to {out}")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import contextlib
 import io
 import itertools
 import json
+import math
 import os
 import re
 import shlex
@@ -42,6 +43,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tiankong.core.models import BUNDLED_ROOT, DEFAULT_MODEL
+from tiankong.core.options import PredictOptions
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 TEXT = README.read_text(encoding="utf-8")
@@ -143,8 +145,12 @@ def check_answer(request: dict[str, Any], answer: dict[str, Any]) -> None:
                 assert 1 <= len(fill["fill"]) <= longest, fill
             else:
                 assert len(fill["fill"]) == text.count("[MASK]"), fill
-        key = "normalised" if blank else "score"
-        assert non_increasing([f[key] for f in fills])
+        if blank:  # the README: log P / length ** alpha (length_alpha, its default unless asked)
+            alpha = request.get("length_alpha", PredictOptions.length_alpha)
+            ranks = [math.log(f["score"]) / len(f["fill"]) ** alpha for f in fills]
+            assert non_increasing(ranks), fills
+        else:
+            assert non_increasing([f["score"] for f in fills])
     else:
         assert answer["sequences"] == []
 

@@ -51,12 +51,22 @@ def test_a_longer_one_off_fill_does_not_outrank_the_idiom(grounded: FillMasker) 
     assert all(fill.memory is None and fill.score == fill.model_score for fill in run_ons)
 
 
-def test_the_ranking_score_is_the_normalised_one(grounded: FillMasker) -> None:
-    """``normalised`` is what ranks (best first); for a fill the index did not move it is the
-    model's own per-character score."""
-    fills = grounded.predict("他只想守株[BLANK]。").sequences
-    assert [f.normalised for f in fills] == sorted((f.normalised for f in fills), reverse=True)
+def test_the_ranking_score_is_log_p_over_length_to_the_alpha(grounded: FillMasker) -> None:
+    """Fills rank by log P / length ** length_alpha (best first; the length in tokens: the tiny
+    vocabulary has words, style is one); ``normalised`` is the per-token score, for a fill the
+    index did not move the model's own."""
+    from tiankong.core.options import PredictOptions
+
+    encode = grounded.encoder.tokenizer.encode
+
+    def tokens(fill: str) -> int:
+        return len(encode(fill, add_special_tokens=False).ids)
+
+    for alpha in (PredictOptions.length_alpha, 0.0, 1.0):
+        fills = grounded.predict("他只想守株[BLANK]。", length_alpha=alpha).sequences
+        ranks = [math.log(f.score) / tokens(f.fill) ** alpha for f in fills]
+        assert ranks == sorted(ranks, reverse=True), (alpha, [f.fill for f in fills])
     for fill in fills:
         if fill.memory is None:
-            per_char = math.exp(math.log(fill.model_score) / len(fill.fill))
-            assert fill.normalised == pytest.approx(per_char, rel=1e-9)
+            per_token = math.exp(math.log(fill.model_score) / tokens(fill.fill))
+            assert fill.normalised == pytest.approx(per_token, rel=1e-9)

@@ -106,7 +106,7 @@ def test_the_result_key_holds_model_engine_precision_text_and_every_option() -> 
         {"constraints": Constraints(allowed=("鸟",))},
         {"constraints": Constraints(exclude=("鸟",))},
         {"max_blank_length": 2},
-        {"length_alpha": 0.5},
+        {"length_alpha": 1.0},
     ]
     variants += [
         dataclasses.replace(base, options=dataclasses.replace(PredictOptions(top_k=5), **change))

@@ -54,7 +54,7 @@ def eval_command(
     blank: Annotated[
         bool, typer.Option("--blank", help="Turn each item's masks into one [BLANK].")
     ] = False,
-    length_alpha: Annotated[float, typer.Option("--length-alpha")] = 1.0,
+    length_alpha: Annotated[float, typer.Option("--length-alpha")] = PredictOptions.length_alpha,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List the misses.")] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write a JSON report.")] = None,
     index: object = FLAG,
