@@ -22,6 +22,7 @@ and checks the shipped graph is byte for byte what the exporter makes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -86,10 +87,21 @@ def cache_root(settings: Settings) -> Path:
 
 
 def model_fingerprint(folder: Path) -> str:
-    """sha256 over the names and contents of the config, weight and tokenizer files."""
-    digest = hashlib.sha256()
+    """sha256 over the names and contents of the config, weight and tokenizer files.
+
+    Hashed once per process for files as they stand (name, size, modification time): an
+    ``auto`` export asks for it three times and a checkpoint once more (``resume.model_weights``),
+    about 0.7 s each on bert-base's files; a file written since is hashed again."""
     files = sorted({path for pattern in MODEL_FILE_PATTERNS for path in folder.glob(pattern)})
-    for path in files:
+    stats = tuple((str(path), path.stat().st_size, path.stat().st_mtime_ns) for path in files)
+    return _fingerprint_of(stats)
+
+
+@functools.lru_cache(maxsize=16)
+def _fingerprint_of(stats: tuple[tuple[str, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for name, _, _ in stats:
+        path = Path(name)
         digest.update(f"{path.name}\0{file_sha256(path)}\n".encode())
     return digest.hexdigest()
 
