@@ -11,6 +11,7 @@ the index report is that of `tiankong eval data/eval/public_cloze.jsonl --compar
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 from pathlib import Path
 
@@ -104,17 +105,14 @@ def example_and_int8(folder: Path) -> list[str]:
 
 
 def file_weights(spec: str) -> list[tuple[str, str]]:
-    """``training.json``'s --data or --heldout tuple (as text) to (file name, weight) pairs."""
+    """``training.json``'s --data or --heldout tuple (as text) to (file name, weight) pairs,
+    each read as `tiankong train` reads it (``train_data.split_spec``; no weight: 1)."""
+    from tiankong.training.train_data import split_spec
+
     names = []
-    for item in spec.strip("()").split(","):
-        item = item.strip().strip("'\"")
-        if item:
-            path, _, weight = item.rpartition(":")
-            try:  # FILE:WEIGHT; a colon elsewhere (a folder's name) is the path's
-                float(weight)
-            except ValueError:
-                path, weight = item, "1"
-            names.append((Path(path).name.removesuffix(".txt.xz"), weight))
+    for item in ast.literal_eval(spec):
+        name, weight = split_spec(item)
+        names.append((Path(name).name.removesuffix(".txt.xz"), weight or "1"))
     return names
 
 
