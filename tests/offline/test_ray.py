@@ -76,39 +76,36 @@ def test_what_ray_data_would_stop_on_is_one_sentence_first(
         (FillJob(good, tmp_path / "done"), BadOptionError, "is not empty"),
         (FillJob(good, good), BadOptionError, "is a file; name a folder"),
     ]
-    gbk = tmp_path / "gbk.txt"
-    gbk.write_bytes("画龙点[MASK]\n".encode("gbk"))
-    cases.append((FillJob(gbk, tmp_path / "a"), BadDataFileError, "can't be read as UTF-8"))
-    mixed = tmp_path / "mixed.jsonl"
-    mixed.write_text('{"text": "画龙点[MASK]"}\nnot json\n', encoding="utf-8")
-    cases.append((FillJob(mixed, tmp_path / "b"), BadDataFileError, "Line 2 of 'mixed.jsonl'"))
+
+    def refused(name: str, content: str | bytes, out: str, error: type, words: str) -> None:
+        """A case: the input ``name`` holding ``content``, refused with ``error`` ~ ``words``."""
+        source = tmp_path / name
+        if isinstance(content, bytes):
+            source.write_bytes(content)
+        else:
+            source.write_text(content, encoding="utf-8")
+        cases.append((FillJob(source, tmp_path / out), error, words))
+
+    gbk = "画龙点[MASK]\n".encode("gbk")
+    refused("gbk.txt", gbk, "a", BadDataFileError, "can't be read as UTF-8")
+    refused("mixed.jsonl", '{"text": "画龙点[MASK]"}\nnot json\n', "b", BadDataFileError,
+            "Line 2 of 'mixed.jsonl'")  # fmt: skip
     # a line that is JSON but no object (a traceback from pandas), a field that changes type
     # (Ray turned the number 1 into the string "1", or stopped on the block)
-    array = tmp_path / "array.jsonl"
-    array.write_text('{"text": "画龙点[MASK]"}\n["a", "b"]\n', encoding="utf-8")
-    cases.append((FillJob(array, tmp_path / "c"), BadDataFileError, "Line 2 .* not a JSON object"))
-    typed = tmp_path / "typed.jsonl"
-    typed.write_text(
+    refused("array.jsonl", '{"text": "画龙点[MASK]"}\n["a", "b"]\n', "c", BadDataFileError,
+            "Line 2 .* not a JSON object")  # fmt: skip
+    refused(
+        "typed.jsonl",
         '{"text": "画龙点[MASK]", "id": 1}\n{"text": "好[MASK]", "id": null}\n'
         '{"text": "春眠不觉[MASK]", "id": "b"}\n',
-        encoding="utf-8",
-    )
-    cases.append(
-        (FillJob(typed, tmp_path / "d"), BadDataFileError, "Line 3 .* 'id' as a string, line 1")
-    )
-    after_null = tmp_path / "after_null.jsonl"  # a null first says nothing of the type
-    after_null.write_text(
+        "d", BadDataFileError, "Line 3 .* 'id' as a string, line 1",
+    )  # fmt: skip
+    refused(  # a null first says nothing of the type
+        "after_null.jsonl",
         '{"text": "a[MASK]", "id": null}\n{"text": "b[MASK]", "id": "x"}\n'
         '{"text": "c[MASK]", "id": 1}\n',
-        encoding="utf-8",
-    )
-    cases.append(
-        (
-            FillJob(after_null, tmp_path / "e"),
-            BadDataFileError,
-            "Line 3 .* 'id' as a number, line 2",
-        )
-    )
+        "e", BadDataFileError, "Line 3 .* 'id' as a number, line 2",
+    )  # fmt: skip
     # options --ray can't honour: it wrote JSON shards for --output-format csv and no --errors
     # file, and has no checkpoint for --restart or --chunk-size
     cases += [
@@ -119,22 +116,17 @@ def test_what_ray_data_would_stop_on_is_one_sentence_first(
         (FillJob(good, tmp_path / "i", chunk_size=10), BadOptionError, "no checkpoint"),
     ]
     # nested values, which Arrow rewrote ({"a": 1} became {"a": 1.0, "b": null})
-    nested = tmp_path / "nested.jsonl"
-    nested.write_text(
+    refused(
+        "nested.jsonl",
         '{"text": "a[MASK]", "meta": {"a": 1}}\n{"text": "b[MASK]", "meta": {"b": "x"}}\n',
-        encoding="utf-8",
-    )
-    cases.append((FillJob(nested, tmp_path / "j"), BadDataFileError, "Line 1 .* 'meta' as an obj"))
-    listed = tmp_path / "listed.jsonl"
-    listed.write_text('{"text": "a[MASK]", "tags": [1, 2.5]}\n', encoding="utf-8")
-    cases.append((FillJob(listed, tmp_path / "k"), BadDataFileError, "'tags' as a list"))
-    short = tmp_path / "short.csv"
-    short.write_text("id,text\n1,a[MASK]\n2\n", encoding="utf-8")
-    cases.append((FillJob(short, tmp_path / "l"), BadDataFileError, "Line 3 .* 1 values"))
+        "j", BadDataFileError, "Line 1 .* 'meta' as an obj",
+    )  # fmt: skip
+    refused("listed.jsonl", '{"text": "a[MASK]", "tags": [1, 2.5]}\n', "k", BadDataFileError,
+            "'tags' as a list")  # fmt: skip
+    refused("short.csv", "id,text\n1,a[MASK]\n2\n", "l", BadDataFileError, "Line 3 .* 1 values")
     # a quote never closed: refused as fill without --ray refuses it (the check read on)
-    unclosed = tmp_path / "unclosed.csv"
-    unclosed.write_text('id,text\n1,画龙点[MASK]\n2,"守株待[MASK]\n3,亡羊补劳\n', encoding="utf-8")
-    cases.append((FillJob(unclosed, tmp_path / "m"), BadDataFileError, "Line 3 .* never closed"))
+    refused("unclosed.csv", 'id,text\n1,画龙点[MASK]\n2,"守株待[MASK]\n3,亡羊补劳\n', "m",
+            BadDataFileError, "Line 3 .* never closed")  # fmt: skip
     for job, error, words in cases:
         with pytest.raises(error, match=words):
             run_ray_fill(job, settings, PredictOptions())

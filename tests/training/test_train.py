@@ -73,6 +73,17 @@ def test_loss_goes_down_and_output_loads(corpus: Path, tmp_path: Path) -> None:
     assert record["summary"]["steps"] == 60
 
 
+def in_own_interpreter(script: str, corpus: Path, out: Path) -> subprocess.CompletedProcess:
+    """``script`` run by a Python of its own (argv: this folder, the corpus, ``out``), as the
+    tests with data workers need; it must succeed."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(Path(__file__).parent), str(corpus), str(out)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
 SAVED_TOKENIZER_RUN = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
@@ -90,12 +101,7 @@ def test_the_saved_tokenizer_truncates_nothing(corpus: Path, tmp_path: Path) -> 
     tokenizer's last call, and the run saved a tokenizer.json truncating every input (the GPU
     run's, at 128); a folder saved so passed it on through --init. (Data workers run in an
     interpreter of their own: test_data_workers_prepare_batches_repeatably says why.)"""
-    done = subprocess.run(
-        [sys.executable, "-c", SAVED_TOKENIZER_RUN, str(Path(__file__).parent), str(corpus),
-         str(tmp_path)],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
+    in_own_interpreter(SAVED_TOKENIZER_RUN, corpus, tmp_path)
     saved = json.loads((tmp_path / "run" / "tokenizer.json").read_text(encoding="utf-8"))
     assert saved["truncation"] is None and saved["padding"] is None
     saved["truncation"] = {"direction": "Right", "max_length": 16, "strategy": "LongestFirst",
@@ -270,12 +276,7 @@ def test_data_workers_prepare_batches_repeatably(corpus: Path, tmp_path: Path) -
     handler behind, and in a pytest worker that later loaded OpenVINO the next test waiting on
     a child process died of SIGSEGV (`pytest -n 0` on this test, tests/engines/test_openvino.py
     and tests/export/test_shipped_graph.py crashed in 3 runs of 3; each pair alone passed)."""
-    done = subprocess.run(
-        [sys.executable, "-c", DATA_WORKERS_RUN, str(Path(__file__).parent), str(corpus),
-         str(tmp_path)],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = in_own_interpreter(DATA_WORKERS_RUN, corpus, tmp_path)
     (first_a, last_a, train_a, heldout_a), b = json.loads(done.stdout.strip().splitlines()[-1])
     assert last_a < first_a - 0.3
     assert [train_a, heldout_a] == b[2:]
