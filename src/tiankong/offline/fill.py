@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from itertools import chain
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from tiankong.config import Settings, threads_per_worker
 from tiankong.core.models import ResolvedModel
@@ -50,6 +50,7 @@ from tiankong.offline.resume import (
     start_state,
 )
 
+T = TypeVar("T")
 FORMATS = ("jsonl", "csv", "txt")
 CSV_COLUMNS = ["line", "text", "sequence", "top_token", "top_score", "result"]
 # The keys a JSONL output line gets besides the input's own fields.
@@ -275,8 +276,8 @@ def run_fill(
     key = run_key(settings, options, (job.text_field, in_kind, out_kind), FILL_ANSWER_SETTINGS)
     with started_workers(job, settings) as pool:
         state = start_state(job, key, earlier_key=run_key(settings, options))
-        check_served(job, state, *served_by_workers(pool))
-        check_weights(job, state, *weights_of_workers(pool))
+        check_served(job, state, *on_a_worker(pool, served_here))
+        check_weights(job, state, *on_a_worker(pool, weights_here))
         if on_start:
             on_start(Checkpoint(**asdict(state)))
         fill_rows(job, options, pool, rows, columns, state, on_progress)
@@ -338,22 +339,19 @@ def started_workers(job: FillJob, settings: Settings) -> Iterator[ProcessPoolExe
         yield pool
 
 
-def served_by_workers(pool: ProcessPoolExecutor | None) -> tuple[str, str]:
-    """The engine and precision the workers serve, as resolved (a worker's, in a pool: they
-    share the settings, so the choice)."""
-    return served_here() if pool is None else pool.submit(served_here).result()
+def on_a_worker(pool: ProcessPoolExecutor | None, ask: Callable[[], T]) -> T:
+    """``ask``'s answer where the lines are filled: here, or on one worker of the pool (they
+    share the settings, so the answer)."""
+    return ask() if pool is None else pool.submit(ask).result()
 
 
 def served_here() -> tuple[str, str]:
+    """The engine and precision served, as resolved."""
     return str(_masker.engine.name), str(_masker.engine.precision)
 
 
-def weights_of_workers(pool: ProcessPoolExecutor | None) -> tuple[ResolvedModel, str]:
-    """The model the workers serve and its weights' identity (``resume.model_weights``)."""
-    return weights_here() if pool is None else pool.submit(weights_here).result()
-
-
 def weights_here() -> tuple[ResolvedModel, str]:
+    """The model served and its weights' identity (``resume.model_weights``)."""
     return _masker.model, model_weights(_masker.model)
 
 
