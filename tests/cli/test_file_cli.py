@@ -199,3 +199,45 @@ def test_check_strips_crlf_from_stdin_lines(tiny_model_dir: Path) -> None:
         ("画龙点晴", "画龙点睛"),
         ("守株待免", "守株待兔"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "sentence"),
+    [
+        (
+            ["fill", "in.txt", "-o", "o.jsonl", "--ray-address", "auto"],
+            "--ray-address applies only with --ray; add --ray, or leave it out to run here.",
+        ),
+        (["serve", "--ray-address", "auto"], "--ray-address applies only with --ray"),
+        (["serve", "--replicas", "3"], "--replicas applies only with --ray"),
+        (
+            ["serve", "--replicas", "1", "--max-replicas", "4"],
+            "--replicas and --max-replicas apply only with --ray; add --ray, or leave them out",
+        ),
+    ],
+)
+def test_a_flag_only_ray_reads_is_refused_without_ray(
+    tmp_path: Path, args: list[str], sentence: str
+) -> None:
+    """They were accepted and ignored: the run went on here, on one process."""
+    (tmp_path / "in.txt").write_text("画龙点[MASK]\n", encoding="utf-8")
+    refused(run_cli(*args, *NO_MODEL, cwd=tmp_path), sentence)
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_ray_address_in_the_environment_leaves_a_run_without_ray_alone(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """RAY_ADDRESS speaks for every Ray program of a shell, not for this run: a plain fill
+    runs here and is not refused."""
+    (tmp_path / "in.txt").write_text("画龙点[MASK]\n", encoding="utf-8")
+    done = run_cli(
+        "fill",
+        "in.txt",
+        "-o",
+        "o.jsonl",
+        *model_flags(tiny_model_dir),
+        env={"RAY_ADDRESS": "auto"},
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0 and "filled 1 lines, 0 bad" in done.stderr, done.stderr

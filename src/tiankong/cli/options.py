@@ -10,7 +10,8 @@ A command takes them with ``@settings_flags`` and parameter defaults that say wh
 for ``--request-timeout``); ``ALL_FLAGS`` puts every other row of the parameter's table there, in
 table order. The command receives the table instance built from those flags and their env twins
 (read by click, ``envvar=``) over the table's defaults, checked by ``config.check_settings``; a
-parameter named ``given`` receives the names of the rows set by a flag or an env twin.
+parameter named ``given`` receives the names of the rows set by a flag or an env twin, and of
+the command's other parameters set on the command line (``refuse_without_ray`` reads them).
 """
 
 from __future__ import annotations
@@ -139,6 +140,10 @@ def settings_flags(command: F) -> F:
                 row
                 for n, (_, row, _) in flags.items()
                 if getattr(context.get_parameter_source(n), "name", "DEFAULT") != "DEFAULT"
+            ) | frozenset(  # not an env var such as RAY_ADDRESS: it speaks for no one command
+                n
+                for n in arguments
+                if getattr(context.get_parameter_source(n), "name", None) == "COMMANDLINE"
             )
         return command(**arguments)
 
@@ -152,3 +157,25 @@ def settings_flags(command: F) -> F:
     )
     run.__annotations__ = {p.name: p.annotation for p in out}
     return run  # type: ignore[return-value]
+
+
+RAY_ONLY = {  # what only --ray reads: given without it, it was ignored
+    "ray_address": "--ray-address",
+    "replicas": "--replicas",
+    "max_replicas": "--max-replicas",
+}
+
+
+def refuse_without_ray(ray: bool, given: frozenset[str]) -> None:
+    """A flag that only ``--ray`` reads, given without ``--ray``: one sentence, not ignored."""
+    if ray:
+        return
+    named = [flag for name, flag in RAY_ONLY.items() if name in given]
+    if named:
+        from tiankong.errors import BadOptionError
+
+        verb, them = ("applies", "it") if len(named) == 1 else ("apply", "them")
+        raise BadOptionError(
+            f"{' and '.join(named)} {verb} only with --ray; add --ray, or leave {them} out "
+            "to run here."
+        )

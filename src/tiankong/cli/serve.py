@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tiankong.cli.options import ALL_FLAGS, settings_flags
+from tiankong.cli.options import ALL_FLAGS, refuse_without_ray, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import ScaleOptions, Settings, check_blank_secrets
 from tiankong.errors import BadOptionError
@@ -47,6 +47,7 @@ def serve_command(
     # a bad flag was refused in one sentence when the flags were read (cli/options.py); click
     # reads a blank env twin as unset, but a blank secret (TIANKONG_API_KEYS=) is refused
     check_blank_secrets(os.environ)
+    refuse_without_ray(ray, given)
     load_api_keys(settings)  # an unreadable or empty keys file: one sentence, before loading
     if ray:
         serve_with_ray(settings, scale, "threads" in given, ray_address)
