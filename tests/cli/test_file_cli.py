@@ -241,3 +241,7 @@ def test_ray_address_in_the_environment_leaves_a_run_without_ray_alone(
         cwd=tmp_path,
     )
     assert done.returncode == 0 and "filled 1 lines, 0 bad" in done.stderr, done.stderr
+    # a shell set up for `serve run` (the TIANKONG_* twins): a plain serve goes on to load its
+    # model (exit 3 for one that isn't there), not refused for the replicas
+    done = run_cli("serve", *NO_MODEL, env={"TIANKONG_REPLICAS": "3", "RAY_ADDRESS": "auto"})
+    assert done.returncode == 3 and "applies only with --ray" not in done.stderr, done.stderr

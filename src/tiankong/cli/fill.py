@@ -81,7 +81,7 @@ def fill_command(
     max_blank_length: BlankLengthOption = PredictOptions.max_blank_length,
     index: object = FLAG,
     settings: Settings = FROM_FLAGS,
-    given: frozenset[str] = frozenset(),
+    typed: frozenset[str] = frozenset(),
 ) -> None:
     """Fill every text of INPUT_FILE into OUTPUT; resumable after an interruption."""
     from tiankong.offline.fill import check_files, count_records, format_of, run_fill
@@ -100,7 +100,7 @@ def fill_command(
         workers=workers,
         resume=not restart,
     )
-    refuse_without_ray(ray, given)
+    refuse_without_ray(ray, typed)
     total = None
     if ray:  # what --ray can't honour is refused before the model loads
         from tiankong.offline.ray_fill import check_ray_job

@@ -10,8 +10,9 @@ A command takes them with ``@settings_flags`` and parameter defaults that say wh
 for ``--request-timeout``); ``ALL_FLAGS`` puts every other row of the parameter's table there, in
 table order. The command receives the table instance built from those flags and their env twins
 (read by click, ``envvar=``) over the table's defaults, checked by ``config.check_settings``; a
-parameter named ``given`` receives the names of the rows set by a flag or an env twin, and of
-the command's other parameters set on the command line (``refuse_without_ray`` reads them).
+parameter named ``given`` receives the names of the rows set by a flag or an env twin, and one
+named ``typed`` the names of the rows and other parameters set on the command line itself
+(``refuse_without_ray`` reads them: an environment speaks for every run of a shell).
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def settings_flags(command: F) -> F:
                 for n, row in rows_by_flag.items()
                 if row[0] == name and n not in signature.parameters
             }
-        elif name in tables or name == "given":
+        elif name in tables or name in ("given", "typed"):
             continue  # given to the command on call
         else:
             out.append(parameter.replace(annotation=hints.get(name, parameter.annotation)))
@@ -134,20 +135,23 @@ def settings_flags(command: F) -> F:
         for table_name, table in tables.items():
             mine = {row: values.get(n) for n, (t, row, _) in flags.items() if t == table_name}
             arguments[table_name] = built(table, mine)
-        if "given" in signature.parameters:  # set on the command line or by the env twin
-            context: typer.Context = values[CONTEXT]
+        context: typer.Context | None = values.get(CONTEXT)
+        if "given" in signature.parameters and context:  # set on the command line or the twin
             arguments["given"] = frozenset(
                 row
                 for n, (_, row, _) in flags.items()
                 if getattr(context.get_parameter_source(n), "name", "DEFAULT") != "DEFAULT"
-            ) | frozenset(  # not an env var such as RAY_ADDRESS: it speaks for no one command
-                n
-                for n in arguments
+            )
+        if "typed" in signature.parameters and context:
+            rows_of = {n: row for n, (_, row, _) in flags.items()}
+            arguments["typed"] = frozenset(
+                rows_of.get(n, n)
+                for n in values
                 if getattr(context.get_parameter_source(n), "name", None) == "COMMANDLINE"
             )
         return command(**arguments)
 
-    if "given" in signature.parameters:  # typer passes the context to a parameter of its type
+    if {"given", "typed"} & set(signature.parameters):  # typer passes it to its type's parameter
         out.append(
             inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
         )
@@ -166,11 +170,13 @@ RAY_ONLY = {  # what only --ray reads: given without it, it was ignored
 }
 
 
-def refuse_without_ray(ray: bool, given: frozenset[str]) -> None:
-    """A flag that only ``--ray`` reads, given without ``--ray``: one sentence, not ignored."""
+def refuse_without_ray(ray: bool, typed: frozenset[str]) -> None:
+    """A flag that only ``--ray`` reads, typed without ``--ray``: one sentence, not ignored.
+    Its environment variable alone (``RAY_ADDRESS``, ``TIANKONG_REPLICAS``) is not refused:
+    ``serve run`` and other Ray programs of the shell read it too."""
     if ray:
         return
-    named = [flag for name, flag in RAY_ONLY.items() if name in given]
+    named = [flag for name, flag in RAY_ONLY.items() if name in typed]
     if named:
         from tiankong.errors import BadOptionError
 

@@ -37,6 +37,7 @@ def serve_command(
         typer.Option("--ray-address", envvar="RAY_ADDRESS", help="Ray cluster (default: local)."),
     ] = None,
     given: frozenset[str] = frozenset(),
+    typed: frozenset[str] = frozenset(),
 ) -> None:
     """Serve the HTTP API, the Hugging Face-compatible route and the web page."""
     from tiankong.server import create_app
@@ -47,7 +48,7 @@ def serve_command(
     # a bad flag was refused in one sentence when the flags were read (cli/options.py); click
     # reads a blank env twin as unset, but a blank secret (TIANKONG_API_KEYS=) is refused
     check_blank_secrets(os.environ)
-    refuse_without_ray(ray, given)
+    refuse_without_ray(ray, typed)
     load_api_keys(settings)  # an unreadable or empty keys file: one sentence, before loading
     if ray:
         serve_with_ray(settings, scale, "threads" in given, ray_address)
