@@ -11,6 +11,7 @@ import pytest
 from tiankong import FillMasker
 from tiankong.core.beam_search import beam_search
 from tiankong.core.decoding import Constraints
+from tiankong.core.request import NO_WHOLE_FILL_WARNING
 from tiankong.errors import BadOptionError
 
 SUBSET = ["充", "电", "饭", "水", "鸟"]
@@ -179,6 +180,28 @@ def test_allowed_words_restrict_whole_fills(tiny_masker: FillMasker) -> None:
         constraints=Constraints(allowed=("春天", "秋天")),
     )
     assert result.sequences and {s.fill for s in result.sequences} <= {"春天", "秋天"}
+
+
+@pytest.mark.parametrize(
+    ("text", "options"),
+    [
+        ("他[MASK][MASK][MASK]地工作", {"mode": "whole_word"}),  # a 2-character word, 3 masks
+        ("他[BLANK]地工作", {"max_blank_length": 1}),  # no fill of one character is the word
+    ],
+)
+def test_no_whole_fill_under_the_constraints_is_said(
+    tiny_masker: FillMasker, text: str, options: dict[str, object]
+) -> None:
+    """The fills came back empty with no word of why, beside each mask's own answers."""
+    result = tiny_masker.predict(text, constraints=Constraints(allowed=("一心",)), **options)
+    assert result.sequences == [] and result.warnings == [NO_WHOLE_FILL_WARNING]
+    assert all(len(row) for row in result.masks)  # each position's own answers are there
+    fitting = tiny_masker.predict(
+        text.replace("[MASK][MASK][MASK]", "[MASK][MASK]"),
+        constraints=Constraints(allowed=("一心",)),
+        **{**options, "max_blank_length": 2} if "max_blank_length" in options else options,
+    )
+    assert [s.fill for s in fitting.sequences] == ["一心"] and fitting.warnings == []
 
 
 def test_constraints_that_exclude_everything(tiny_masker: FillMasker) -> None:

@@ -202,8 +202,8 @@ def in_simplified(options: PredictOptions) -> PredictOptions:
 
 class ResultStep(Protocol):
     """Runs after decoding on every path (``FillMasker.finish``, in ``FillMasker.result_steps``
-    order) and may rewrite the result: the answer written back in the user's script and the
-    no-Chinese warning are the two steps every masker starts with."""
+    order) and may rewrite the result: the answer written back in the user's script, the
+    no-Chinese warning and the no-whole-fill warning are the steps every masker starts with."""
 
     def __call__(self, request: PreparedRequest, result: FillResult) -> FillResult: ...
 
@@ -222,4 +222,23 @@ def warn_without_han(request: PreparedRequest, result: FillResult) -> FillResult
     return replace(result, warnings=[*result.warnings, NO_HAN_WARNING])
 
 
-DEFAULT_RESULT_STEPS: tuple[ResultStep, ...] = (in_users_script, warn_without_han)
+NO_WHOLE_FILL_WARNING = (
+    "No whole fill of the blank keeps to the constraints (allowed, exclude, preset), so there "
+    "are no ranked fills; each position's own answers are shown."
+)
+
+
+def warn_without_whole_fill(request: PreparedRequest, result: FillResult) -> FillResult:
+    """Whole fills asked for (``whole_word``, a [BLANK]) and none kept to the constraints: a
+    multi-character allowed word that fits no blank length left the fills empty, with no word
+    of why."""
+    if request.kind not in ("whole_word", "blank") or result.sequences:
+        return result
+    return replace(result, warnings=[*result.warnings, NO_WHOLE_FILL_WARNING])
+
+
+DEFAULT_RESULT_STEPS: tuple[ResultStep, ...] = (
+    in_users_script,
+    warn_without_han,
+    warn_without_whole_fill,
+)
