@@ -204,6 +204,23 @@ def test_no_whole_fill_under_the_constraints_is_said(
     assert [s.fill for s in fitting.sequences] == ["一心"] and fitting.warnings == []
 
 
+@pytest.mark.parametrize(
+    ("text", "options"),
+    [("我今天很[BLANK]。", {"max_blank_length": 2}), ("我今天很[MASK]。", {"mode": "whole_word"})],
+)
+def test_a_character_allowed_beside_words_is_a_fill(
+    tiny_masker: FillMasker, text: str, options: dict[str, object]
+) -> None:
+    """好 beside the word 很好 was dropped from the whole fills: a [BLANK] could only be 很好,
+    and one [MASK] had no fill at all."""
+    allowed = Constraints(allowed=("好", "坏", "很好"))
+    result = tiny_masker.predict(text, constraints=allowed, beam_width=16, **options)
+    fills = {s.fill for s in result.sequences}
+    assert {"好", "坏"} <= fills <= {"好", "坏", "很好"}, fills
+    assert Constraints(allowed=("好", "坏")).allowed_fills == frozenset()  # characters alone
+    assert allowed.allowed_fills == frozenset({"好", "坏", "很好"})
+
+
 def test_constraints_that_exclude_everything(tiny_masker: FillMasker) -> None:
     with pytest.raises(BadOptionError, match="leave no token"):
         tiny_masker.predict(

@@ -174,8 +174,9 @@ def is_han(char: str) -> bool:
 class Constraints:
     """Which tokens may fill a blank. Applied before top-k; probabilities are renormalised.
 
-    ``allowed``: characters or words (a word allows its characters; in whole-word decoding a
-    multi-character allowed word also restricts whole fills). ``exclude``: characters or words
+    ``allowed``: characters or words (a word allows its characters; where one of them is a
+    multi-character word, the whole fills of whole-word decoding and [BLANK]s are the entries
+    themselves: ``allowed_fills``). ``exclude``: characters or words
     whose characters are never used. ``preset``: ``chinese_only`` (Han characters only: no
     punctuation, digits, Latin letters or ``##`` pieces) or ``no_punctuation``.
     """
@@ -189,8 +190,14 @@ class Constraints:
         return bool(self.allowed or self.exclude or self.preset)
 
     @property
-    def allowed_words(self) -> frozenset[str]:
-        return frozenset(word for word in self.allowed if len(word) > 1)
+    def allowed_fills(self) -> frozenset[str]:
+        """The whole fills allowed (whole-word, [BLANK]): every allowed entry once one of them is
+        a word of several characters, so a character given beside words is a one-character
+        fill (it was dropped: 好 beside 很好 left only 很好); none, so no limit on the fill,
+        where all are single characters (they limit each position)."""
+        if not any(len(entry) > 1 for entry in self.allowed):
+            return frozenset()
+        return frozenset(self.allowed)
 
 
 def allowed_token_mask(

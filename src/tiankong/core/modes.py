@@ -186,7 +186,7 @@ class SearchModes:
     def sequences(
         self, text: str, grounded: list[Grounded], options: PredictOptions, alpha: float
     ) -> list[SequenceFill]:
-        words = options.constraints.allowed_words if options.constraints else frozenset()
+        words = options.constraints.allowed_fills if options.constraints else frozenset()
         fills = []
         for hypothesis, model_log_prob, evidence in grounded:
             pieces = [self.encoder.token_string(int(t or 0)) for t in hypothesis.token_ids]

@@ -133,7 +133,8 @@ class OptionFields(BaseModel):
     allowed: list[Text] | None = Field(
         default=None,
         description="Only these characters or words may fill a mask (a word allows its "
-        "characters, and in whole-word mode also restricts whole fills).",
+        "characters; where a word of several characters is listed, the whole fills of "
+        "whole-word mode and [BLANK]s are the listed entries themselves).",
     )
     exclude: list[Text] | None = Field(
         default=None, description="Characters or words whose characters never fill a mask."
