@@ -87,3 +87,18 @@ def test_a_fill_is_written_as_the_sentence_around_it_is(
     back = written_in(result, script_of(typed))
     assert back.masks[-1][0].token == token
     assert back.sequence.endswith(f"{token}{typed.split('[MASK]')[-1]}")
+
+
+def test_a_token_written_back_takes_its_own_id_where_the_vocabulary_has_it() -> None:
+    """髮 came back with 发's token_id: a client reading the id got another character."""
+    vocab = {"发": 1355, "髮": 7773, "头": 1928}  # bert-base-chinese's ids; 鬆 is not in it
+    result = FillResult(
+        text="她的头[MASK]很长。",
+        masks=[[TokenScore("发", 1355, 0.9), TokenScore("头", 1928, 0.05)]],
+        sequence="她的头发很长。",
+    )
+    back = written_in(result, script_of("她的頭[MASK]很長。"), vocab=vocab)
+    assert [(c.token, c.token_id) for c in back.masks[0]] == [("髮", 7773), ("頭", 1928)]
+    loose = FillResult(text="头发很[MASK]。", masks=[[TokenScore("松", 2128, 0.9)]], sequence="")
+    [[only]] = written_in(loose, script_of("頭髮很[MASK]。"), vocab=vocab).masks
+    assert (only.token, only.token_id) == ("鬆", 2128)  # not in the vocabulary: the scored id

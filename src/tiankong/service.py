@@ -32,13 +32,13 @@ from tiankong.core.models import ResolvedModel, read_model_config, usable_positi
 from tiankong.core.modes import ScheduledScorer, SearchModes
 from tiankong.core.options import PredictOptions
 from tiankong.core.request import (
-    DEFAULT_RESULT_STEPS,
     EngineJob,
     PlainJob,
     PreparedRequest,
     ResultStep,
     plain_groups,
     prepare_request,
+    result_steps,
 )
 from tiankong.core.results import FillResult
 from tiankong.core.text import (
@@ -114,8 +114,8 @@ class FillMasker:
         self.index = index or MemoryChoice("none", None, "no index was given")
         # the corpus index, mixed in at the decode stage (None: the model's own numbers)
         self.memory: FillMemory | None = self.index.memory
-        # after decoding, on every path: the user's script, then the no-Chinese warning
-        self.result_steps: list[ResultStep] = list(DEFAULT_RESULT_STEPS)
+        # after decoding, on every path: the user's script, then the warnings
+        self.result_steps: list[ResultStep] = result_steps(encoder.vocab)
 
     @classmethod
     def load(

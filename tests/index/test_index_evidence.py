@@ -73,6 +73,7 @@ def test_every_memory_in_the_public_sets_is_evidence(masker: FillMasker, name: s
 def test_the_issues_examples(masker: FillMasker) -> None:
     bird = masker.predict("處處聞啼[MASK]。").masks[0][0]
     assert bird.token == "鳥" and bird.memory is not None and "處處聞啼鳥" in bird.memory["match"]
+    assert bird.token_id == masker.encoder.vocab["鳥"] != masker.encoder.vocab["鸟"]
     assert masker.predict("天涯若比[MASK]").masks[0][0].token == "邻"
     dragon = masker.predict("画龙点[MASK]", top_k=10).masks[0]
     assert dragon[0].token == "睛" and dragon[0].memory is not None

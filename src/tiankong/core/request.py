@@ -24,8 +24,9 @@ Two seams are left for later stages, with no-op defaults:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Literal, Protocol
 
 import numpy as np
@@ -208,11 +209,14 @@ class ResultStep(Protocol):
     def __call__(self, request: PreparedRequest, result: FillResult) -> FillResult: ...
 
 
-def in_users_script(request: PreparedRequest, result: FillResult) -> FillResult:
-    """A converted request's answer in the script it was typed in (``core/script.py``)."""
+def in_users_script(
+    request: PreparedRequest, result: FillResult, vocab: Mapping[str, int] | None = None
+) -> FillResult:
+    """A converted request's answer in the script it was typed in (``core/script.py``); each
+    candidate's ``token_id`` then is its written form's, where ``vocab`` has that form."""
     if request.script is None:
         return result
-    return written_in(result, request.script, request.typed_options)
+    return written_in(result, request.script, request.typed_options, vocab)
 
 
 def warn_without_han(request: PreparedRequest, result: FillResult) -> FillResult:
@@ -237,8 +241,7 @@ def warn_without_whole_fill(request: PreparedRequest, result: FillResult) -> Fil
     return replace(result, warnings=[*result.warnings, NO_WHOLE_FILL_WARNING])
 
 
-DEFAULT_RESULT_STEPS: tuple[ResultStep, ...] = (
-    in_users_script,
-    warn_without_han,
-    warn_without_whole_fill,
-)
+def result_steps(vocab: Mapping[str, int]) -> list[ResultStep]:
+    """The steps every masker starts with, in order: the answer in the user's script (with
+    ``vocab``'s ids for its written tokens), the no-Chinese and the no-whole-fill warnings."""
+    return [partial(in_users_script, vocab=vocab), warn_without_han, warn_without_whole_fill]

@@ -21,7 +21,7 @@ variant characters of ``resources/variants.tsv`` (隣 -> 邻; made from OpenCC's
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache, partial
 from typing import Any
@@ -29,7 +29,7 @@ from typing import Any
 from tiankong.core.decoding import is_han
 from tiankong.core.models import PACKAGE_ROOT
 from tiankong.core.options import one_blank
-from tiankong.core.results import CandidateScore, FillResult, Memory
+from tiankong.core.results import CandidateScore, FillResult, Memory, TokenScore
 from tiankong.core.text import BLANK, MASK
 
 VARIANTS_FILE = PACKAGE_ROOT / "resources" / "variants.tsv"
@@ -147,9 +147,17 @@ def script_of(text: str) -> Script:
     return Script(text, text)  # mixed or unclear: as typed
 
 
-def written_in(result: FillResult, script: Script, typed_options: Sequence[str] = ()) -> FillResult:
+def written_in(
+    result: FillResult,
+    script: Script,
+    typed_options: Sequence[str] = (),
+    vocab: Mapping[str, int] | None = None,
+) -> FillResult:
     """``result`` (of the simplified text) with every string the user reads in their script:
-    the text as typed, candidates, sequences, options (as typed) and the evidence."""
+    the text as typed, candidates, sequences, options (as typed) and the evidence. A candidate
+    token written in another form takes that form's id in ``vocab`` (its ``token_id`` named the
+    simplified token: 髮 came with 发's id); where the vocabulary lacks the form, the id stays
+    the one the model scored."""
     back = script.back
     # options by their simplified form, each typed one once: 发, 髮 and 發 are one simplified
     # option (the same score) but three rows, each labelled and filled as it was typed
@@ -169,8 +177,10 @@ def written_in(result: FillResult, script: Script, typed_options: Sequence[str] 
 
     memory = partial(memory_in, back=back)
 
-    def token_at(mask: int, token: str) -> str:
-        return in_context(result.text, mask, token, back)
+    def written(mask: int, candidate: TokenScore) -> TokenScore:
+        token = in_context(result.text, mask, candidate.token, back)
+        token_id = (vocab or {}).get(token, candidate.token_id)
+        return replace(candidate, token=token, token_id=token_id, memory=memory(candidate.memory))
 
     candidates = [option_as_typed(c) for c in result.candidates]
     return replace(
@@ -178,10 +188,7 @@ def written_in(result: FillResult, script: Script, typed_options: Sequence[str] 
         text=script.typed,
         # candidates mode's answer is its best option's sentence, with the option as typed
         sequence=candidates[0].text if candidates else back(result.sequence),
-        masks=[
-            [replace(c, token=token_at(m, c.token), memory=memory(c.memory)) for c in candidates]
-            for m, candidates in enumerate(result.masks)
-        ],
+        masks=[[written(m, c) for c in candidates] for m, candidates in enumerate(result.masks)],
         sequences=[
             replace(s, fill=back(s.fill), text=back(s.text), memory=memory(s.memory))
             for s in result.sequences
