@@ -266,8 +266,8 @@ class Settings:
     rate_limit_per_minute: int = setting(
         0,
         "--rate-limit-per-minute",
-        help="Requests a minute per API key (per client address without keys); over it, "
-        "429 + Retry-After (default {default} = off).",
+        help="Forward rows a minute per API key (per client address without keys): a plain "
+        "text is 1, a search its rows; over it, 429 + Retry-After (default {default} = off).",
         at_least=0,
     )
     client_timeout_s: float = setting(

@@ -140,7 +140,8 @@ class SecurityMiddleware:
             scope.setdefault("state", {})[ALLOWANCE_KEY] = Allowance(self.limiter, client or "")
             if wait_s > 0:
                 error = RateLimitedError(
-                    f"Too many requests: at most {self.per_minute} a minute; retry later."
+                    f"Too many requests: at most {self.per_minute} forward rows a minute (a "
+                    "plain text is 1, a search its rows); retry later."
                 )
                 headers = {"Retry-After": str(math.ceil(wait_s))}
                 await error_response(error, headers)(scope, receive, send)
