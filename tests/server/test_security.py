@@ -226,7 +226,7 @@ def test_rate_limit_per_key_is_429_with_retry_after(
         assert codes == [200, 200, 200]
         limited = client.post("/predict", json=BODIES["/predict"], headers=first)
         error = assert_error(limited, 429, "rate_limited")
-        assert "3 a minute" in error["message"]
+        assert "at most 3 forward rows a minute (a plain text is 1" in error["message"]
         assert 1 <= int(limited.headers["retry-after"]) <= 20
         assert client.post("/predict", json=BODIES["/predict"], headers=second).status_code == 200
         assert client.get("/health").status_code == 200  # probes are never limited
