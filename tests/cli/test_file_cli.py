@@ -206,7 +206,7 @@ def test_check_strips_crlf_from_stdin_lines(tiny_model_dir: Path) -> None:
     [
         (
             ["fill", "in.txt", "-o", "o.jsonl", "--ray-address", "auto"],
-            "--ray-address applies only with --ray; add --ray, or leave it out to run here.",
+            "--ray-address applies only with --ray; add --ray, or leave it out.",
         ),
         (["serve", "--ray-address", "auto"], "--ray-address applies only with --ray"),
         (["serve", "--replicas", "3"], "--replicas applies only with --ray"),
@@ -245,3 +245,35 @@ def test_ray_address_in_the_environment_leaves_a_run_without_ray_alone(
     # model (exit 3 for one that isn't there), not refused for the replicas
     done = run_cli("serve", *NO_MODEL, env={"TIANKONG_REPLICAS": "3", "RAY_ADDRESS": "auto"})
     assert done.returncode == 3 and "applies only with --ray" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "sentence"),
+    [
+        (
+            ["check", "守株待免", "--chunk-size", "0", "--restart", "--field", "nope"],
+            "--field, --chunk-size and --restart apply only with -o, which checks a file; "
+            "add -o OUT.jsonl, or leave them out.",
+        ),
+        (["check", "in.txt", "-o", "o.jsonl", "--json"], "--json applies only without -o"),
+        (["check", "in.txt", "-o", "o.jsonl", "--field", "x"], "--field applies only to JSONL"),
+        (["fill", "in.txt", "-o", "o.jsonl", "--field", "x"], "--field applies only to JSONL"),
+        (["fill", "in.txt", "-o", "o.jsonl", "--field", "x", "--ray"], "--field applies only"),
+    ],
+)
+def test_a_flag_the_run_would_not_read_is_refused(
+    tmp_path: Path, args: list[str], sentence: str
+) -> None:
+    """Each was accepted and ignored: check TEXT ran without the file flags, check -o wrote
+    JSONL under --json, and a TXT input has no field to name."""
+    (tmp_path / "in.txt").write_text("画龙点[MASK]\n", encoding="utf-8")
+    refused(run_cli(*args, *NO_MODEL, cwd=tmp_path), sentence)
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_index_build_refuses_a_field_for_text_inputs(tmp_path: Path) -> None:
+    """The field was ignored and written into the manifest as if it had been read."""
+    (tmp_path / "notes.txt").write_text("画龙点睛\n", encoding="utf-8")
+    done = run_cli("index", "build", "notes.txt", "-o", "idx", "--field", "foo", cwd=tmp_path)
+    refused(done, "--field 'foo' names the text field of JSONL or CSV inputs")
+    assert not (tmp_path / "idx").exists()

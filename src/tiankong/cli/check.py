@@ -15,7 +15,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from tiankong.cli.fill import stop_as_interrupted
-from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
+from tiankong.cli.options import (
+    FLAG,
+    FROM_FLAGS,
+    refuse_field_for_txt,
+    refuse_unread,
+    settings_flags,
+)
 from tiankong.cli.predict import excerpt
 from tiankong.cli.root import app
 from tiankong.cli.stdin import print_line_error, stdin_lines
@@ -38,6 +44,9 @@ def names_a_file(text: str) -> bool:
     """Whether the sentence argument is the path of an existing file (``os.path.isfile``: a
     sentence longer than a file name may be, 255 bytes, is not one, where pathlib raises)."""
     return len(text) < 4096 and "\n" not in text and os.path.isfile(text)
+
+
+FILE_ONLY = {"field": "--field", "chunk_size": "--chunk-size", "restart": "--restart"}
 
 
 @app.command("check")
@@ -75,13 +84,20 @@ def check_command(
     onnx_cache_dir: object = FLAG,
     index: object = FLAG,
     settings: Settings = FROM_FLAGS,
+    typed: frozenset[str] = frozenset(),
 ) -> None:
     """Find wrong characters (错别字) in TEXT and propose fixes, with 出处 for idioms and poems."""
     if output is not None:
         if text is None:
             raise BadOptionError("-o needs an input file: tiankong check FILE -o OUT.jsonl.")
+        from tiankong.offline.fill import format_of
+
+        # a file is checked into JSONL (--json was ignored); a TXT file has no fields
+        refuse_unread(typed, {"as_json": "--json"}, "without -o (-o writes JSONL)")
+        refuse_field_for_txt(typed, format_of(Path(text), "auto"))
         check_file(Path(text), output, field, chunk_size, restart, settings)
         return
+    refuse_unread(typed, FILE_ONLY, "with -o, which checks a file", "add -o OUT.jsonl")
     if text is not None and names_a_file(text):
         raise BadOptionError(
             f"'{text}' is a file; check it with -o: tiankong check {text} -o OUT.jsonl."

@@ -19,7 +19,13 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from tiankong.cli.options import FLAG, FROM_FLAGS, refuse_without_ray, settings_flags
+from tiankong.cli.options import (
+    FLAG,
+    FROM_FLAGS,
+    refuse_field_for_txt,
+    refuse_without_ray,
+    settings_flags,
+)
 from tiankong.cli.predict import (
     AllowedOption,
     BeamOption,
@@ -101,6 +107,7 @@ def fill_command(
         resume=not restart,
     )
     refuse_without_ray(ray, typed)
+    refuse_field_for_txt(typed, format_of(input_file, input_format))
     total = None
     if ray:  # what --ray can't honour is refused before the model loads
         from tiankong.offline.ray_fill import check_ray_job

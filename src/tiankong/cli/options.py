@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import Field, is_dataclass
 from typing import Annotated, Any, TypeVar, get_origin, get_type_hints
 
@@ -34,6 +34,7 @@ from tiankong.config import (
     help_text,
     rows,
 )
+from tiankong.errors import BadOptionError
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -170,18 +171,33 @@ RAY_ONLY = {  # what only --ray reads: given without it, it was ignored
 }
 
 
-def refuse_without_ray(ray: bool, typed: frozenset[str]) -> None:
-    """A flag that only ``--ray`` reads, typed without ``--ray``: one sentence, not ignored.
-    Its environment variable alone (``RAY_ADDRESS``, ``TIANKONG_REPLICAS``) is not refused:
-    ``serve run`` and other Ray programs of the shell read it too."""
-    if ray:
+def refuse_unread(
+    typed: frozenset[str], flags: Mapping[str, str], when: str, add: str | None = None
+) -> None:
+    """Flags typed where the run will not read them (``flags``: parameter name -> flag): one
+    sentence, exit 2, where they were accepted and ignored. ``when`` says where they apply,
+    ``add`` what would make them apply."""
+    named = [flag for name, flag in flags.items() if name in typed]
+    if not named:
         return
-    named = [flag for name, flag in RAY_ONLY.items() if name in typed]
-    if named:
-        from tiankong.errors import BadOptionError
+    verb, them = ("applies", "it") if len(named) == 1 else ("apply", "them")
+    remedy = f"{add}, or leave {them} out" if add else f"leave {them} out"
+    listed = " and ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
+    raise BadOptionError(f"{listed} {verb} only {when}; {remedy}.")
 
-        verb, them = ("applies", "it") if len(named) == 1 else ("apply", "them")
-        raise BadOptionError(
-            f"{' and '.join(named)} {verb} only with --ray; add --ray, or leave {them} out "
-            "to run here."
-        )
+
+def refuse_without_ray(ray: bool, typed: frozenset[str]) -> None:
+    """A flag that only ``--ray`` reads, typed without ``--ray``. Its environment variable
+    alone (``RAY_ADDRESS``, ``TIANKONG_REPLICAS``) is not refused: ``serve run`` and other Ray
+    programs of the shell read it too."""
+    if not ray:
+        refuse_unread(typed, RAY_ONLY, "with --ray", "add --ray")
+
+
+TXT_UNREAD = {"field": "--field"}  # a TXT input is one text a line: no field to name
+
+
+def refuse_field_for_txt(typed: frozenset[str], input_format: str) -> None:
+    """``--field`` typed for a TXT input, which has no fields (it was ignored)."""
+    if input_format == "txt":
+        refuse_unread(typed, TXT_UNREAD, "to JSONL and CSV input (a TXT file is one text a line)")
