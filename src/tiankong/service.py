@@ -158,6 +158,10 @@ class FillMasker:
         if options.mode == "candidates":  # refused here, before a server spends any allowance
             for option in options.candidates:
                 self.option_tokens(option, "candidate")
+        if options.constraints is not None:  # [SEP] read as its characters: [ S E P ]
+            for field in ("allowed", "exclude"):
+                for entry in getattr(options.constraints, field):
+                    self.option_tokens(entry, f"{field} entry")
         return options
 
     def option_tokens(self, option: str, name: str) -> list[int]:

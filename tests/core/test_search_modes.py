@@ -230,6 +230,15 @@ def test_constraints_that_exclude_everything(tiny_masker: FillMasker) -> None:
         tiny_masker.predict("好[MASK]", constraints=Constraints(preset="nope"))
 
 
+@pytest.mark.parametrize("field", ["allowed", "exclude"])
+def test_a_special_token_in_the_constraints_is_refused(tiny_masker: FillMasker, field: str) -> None:
+    """[SEP] was read as its characters: allowed, it answered ] and [ (as a candidate or a
+    target it is refused)."""
+    constraints = Constraints(**{field: ("好", "[SEP]")})
+    with pytest.raises(BadOptionError, match=rf"The {field} entry '\[SEP\]' is a special token"):
+        tiny_masker.predict("好[MASK]", constraints=constraints)
+
+
 def test_whole_word_sequence_is_the_best_joint_fill(tiny_masker: FillMasker) -> None:
     result = tiny_masker.predict("手机没电了，赶紧去[MASK][MASK]。", mode="whole_word")
     assert result.sequence == result.sequences[0].text
