@@ -33,13 +33,22 @@ OrderOption = Annotated[
 ]
 CandidatesOption = Annotated[
     str | None,
-    typer.Option("--candidates", help="Options for the blank, comma-separated: 充电,吃饭."),
+    typer.Option(
+        "--candidates",
+        help="Options for the blank, separated by commas (, ， 、) or spaces: 充电,吃饭.",
+    ),
 ]
 AllowedOption = Annotated[
-    str | None, typer.Option("--allowed", help="Only these characters/words, comma-separated.")
+    str | None,
+    typer.Option(
+        "--allowed", help="Only these characters/words, separated by commas (, ， 、) or spaces."
+    ),
 ]
 ExcludeOption = Annotated[
-    str | None, typer.Option("--exclude", help="Never these characters/words, comma-separated.")
+    str | None,
+    typer.Option(
+        "--exclude", help="Never these characters/words, separated by commas (, ， 、) or spaces."
+    ),
 ]
 PresetOption = Annotated[
     str | None, typer.Option("--preset", help="Constraint preset: chinese_only, no_punctuation.")
@@ -72,11 +81,11 @@ def decoding_options(
     constraints = Constraints(split_list(allowed), split_list(exclude), preset)
     if candidates is not None and not split_list(candidates):
         raise BadOptionError(
-            "--candidates is empty; give the options to rank, separated by commas, or leave it out."
+            "--candidates is empty; give the options to rank, separated by commas or spaces, or leave it out."
         )
     if allowed is not None and not split_list(allowed):  # as POST /predict's allowed: []
         raise BadOptionError(
-            "--allowed is empty; give the characters or words, separated by commas, or leave it "
+            "--allowed is empty; give the characters or words, separated by commas or spaces, or leave it "
             "out."
         )
     return masker.options(
