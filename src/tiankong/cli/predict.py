@@ -81,12 +81,13 @@ def decoding_options(
     constraints = Constraints(split_list(allowed), split_list(exclude), preset)
     if candidates is not None and not split_list(candidates):
         raise BadOptionError(
-            "--candidates is empty; give the options to rank, separated by commas or spaces, or leave it out."
+            "--candidates is empty; give the options to rank, separated by commas or spaces, "
+            "or leave it out."
         )
     if allowed is not None and not split_list(allowed):  # as POST /predict's allowed: []
         raise BadOptionError(
-            "--allowed is empty; give the characters or words, separated by commas or spaces, or leave it "
-            "out."
+            "--allowed is empty; give the characters or words, separated by commas or spaces, "
+            "or leave it out."
         )
     return masker.options(
         top_k,
