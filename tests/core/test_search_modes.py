@@ -11,7 +11,11 @@ import pytest
 from tiankong import FillMasker
 from tiankong.core.beam_search import beam_search
 from tiankong.core.decoding import Constraints
-from tiankong.core.request import NO_WHOLE_FILL_WARNING
+from tiankong.core.request import (
+    NO_WHOLE_FILL_WARNING,
+    UNUSED_BLANK_WARNING,
+    UNUSED_SEARCH_WARNING,
+)
 from tiankong.errors import BadOptionError
 
 SUBSET = ["充", "电", "饭", "水", "鸟"]
@@ -276,3 +280,29 @@ def test_unknown_options_rank_last(tiny_masker: FillMasker) -> None:
     )
     assert [c.in_vocabulary for c in result.candidates] == [True, True, True, False]
     assert result.candidates[-1].option == "\U0001f600好"
+
+
+@pytest.mark.parametrize(
+    ("text", "options", "warnings"),
+    [
+        ("画龙点[MASK]", {"beam_width": 3}, [UNUSED_SEARCH_WARNING]),
+        ("画龙点[MASK]", {"order": "confident_first"}, [UNUSED_SEARCH_WARNING]),
+        ("画龙点[MASK]", {"max_blank_length": 2}, [UNUSED_BLANK_WARNING]),
+        (
+            "画龙点[MASK][MASK]",
+            {"mode": "whole_word", "max_blank_length": 2},
+            [UNUSED_BLANK_WARNING],
+        ),
+        ("画龙点[MASK]", {"candidates": ("睛",), "beam_width": 3}, [UNUSED_SEARCH_WARNING]),
+        ("画龙点[MASK][MASK]", {"mode": "whole_word", "beam_width": 3}, []),
+        ("画龙点[BLANK]", {"beam_width": 3, "max_blank_length": 2}, []),
+        ("画龙点[MASK]", {"beam_width": 8, "max_blank_length": 4}, []),  # the defaults
+    ],
+)
+def test_search_options_a_text_did_not_use_are_said(
+    tiny_masker: FillMasker, text: str, options: dict[str, object], warnings: list[str]
+) -> None:
+    """They were accepted and did nothing: a plain text's answer under beam_width 3 was the
+    answer under 8."""
+    mode = "candidates" if "candidates" in options else options.pop("mode", "single")
+    assert tiny_masker.predict(text, mode=mode, **options).warnings == warnings

@@ -241,7 +241,37 @@ def warn_without_whole_fill(request: PreparedRequest, result: FillResult) -> Fil
     return replace(result, warnings=[*result.warnings, NO_WHOLE_FILL_WARNING])
 
 
+UNUSED_SEARCH_WARNING = (
+    "beam_width and order shape whole-word fills and [BLANK]s, and this text asked for neither, "
+    "so they were not used."
+)
+UNUSED_BLANK_WARNING = (
+    "max_blank_length applies to a [BLANK]; this text has none, so it was not used."
+)
+SEARCHED = ("whole_word", "blank")  # the kinds a beam search fills (``SearchModes.search``)
+
+
+def warn_unused_options(request: PreparedRequest, result: FillResult) -> FillResult:
+    """Search options set away from their defaults for a text they can't shape (a plain text,
+    candidates): they were accepted and silently did nothing. Per text, since a file or a batch
+    mixes texts with and without a [BLANK]."""
+    options, unused = request.options, []
+    if request.kind not in SEARCHED and (
+        options.beam_width != PredictOptions.beam_width or options.order != PredictOptions.order
+    ):
+        unused.append(UNUSED_SEARCH_WARNING)
+    if request.kind != "blank" and options.max_blank_length != PredictOptions.max_blank_length:
+        unused.append(UNUSED_BLANK_WARNING)
+    return replace(result, warnings=[*result.warnings, *unused]) if unused else result
+
+
 def result_steps(vocab: Mapping[str, int]) -> list[ResultStep]:
     """The steps every masker starts with, in order: the answer in the user's script (with
-    ``vocab``'s ids for its written tokens), the no-Chinese and the no-whole-fill warnings."""
-    return [partial(in_users_script, vocab=vocab), warn_without_han, warn_without_whole_fill]
+    ``vocab``'s ids for its written tokens), then the warnings: no Chinese, no whole fill,
+    options the text did not use."""
+    return [
+        partial(in_users_script, vocab=vocab),
+        warn_without_han,
+        warn_without_whole_fill,
+        warn_unused_options,
+    ]
