@@ -648,3 +648,19 @@ def test_sigterm_to_the_driver_ends_its_workers_too(tiny_model_dir: Path, tmp_pa
     assert driver.wait(timeout=60) == 130
     _, alive = psutil.wait_procs(workers, timeout=30)
     assert not alive, f"workers left running: {[p.pid for p in alive]}"
+
+
+def test_a_csv_record_over_several_lines_is_named_by_its_first(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A quoted value spanning lines: the bad record was reported at its last line (4), the
+    good one after it at its own line (5) as before."""
+    source = tmp_path / "ml.csv"
+    source.write_text(
+        'text,id\n"画龙点[MASK]",1\n"一行\n两行",2,extra\n好[MASK],3\n', encoding="utf-8"
+    )
+    job = FillJob(source, tmp_path / "out.jsonl")
+    state = run_fill(job, settings, PredictOptions())
+    assert (state.filled, state.failed) == (2, 1)
+    assert [(e["line"], e["code"]) for e in read_jsonl(job.error_file)] == [(3, "bad_record")]
+    assert [row["line"] for row in read_jsonl(job.output)] == [2, 5]
