@@ -433,7 +433,8 @@ def test_export_cli_of_the_bundled_models_shipped_graph(tmp_path: Path) -> None:
     ("args", "exit_code", "message"),
     [
         (["--precision", "fp16"], 2, "--precision must be fp32 or int8"),
-        (["--out", "{model}"], 2, "is not empty and holds no tiankong export"),
+        (["--out", "{model}"], 2, "' is not empty and holds no tiankong export"),
+        (["--out", "/"], 2, "--out '/' is not empty"),  # the folder's name was '' here
         (["--model", "{missing}"], 3, "does not exist"),
         (["--model", "{model}/config.json"], 3, "does not exist or is not a directory"),
     ],
