@@ -67,7 +67,7 @@ def test_csv_and_txt(settings: Settings, tmp_path: Path) -> None:
     run_fill(job, settings, PredictOptions())
     with job.output.open(encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert [r["line"] for r in rows] == ["2", "4"]  # csv line numbers of the records' ends
+    assert [r["line"] for r in rows] == ["2", "3"]  # the lines the records start on
     assert rows[0]["sequence"].startswith("处处闻啼") and float(rows[0]["top_score"]) > 0
     assert json.loads(rows[1]["result"])["text"] == "多行\n文本[MASK]"
     txt = tmp_path / "in.txt"
