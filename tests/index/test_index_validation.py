@@ -269,3 +269,11 @@ def test_an_index_named_like_a_file_is_refused(corpus_file: Path, tmp_path: Path
     with pytest.raises(BadOptionError, match="is a file"):
         build_index([corpus_file], taken, progress=False)
     assert taken.read_text() == "mine"
+
+
+def test_a_field_no_input_has_is_not_recorded(tmp_path: Path) -> None:
+    """TXT inputs have no fields: the manifest said the field was read."""
+    path = tmp_path / "notes.txt"
+    path.write_text("画龙点睛\n守株待兔\n", encoding="utf-8")
+    manifest = build_index([path], tmp_path / "out", field="text", progress=False)
+    assert manifest["recipe"]["field"] is None

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from tiankong.cli.root import app
+from tiankong.errors import BadOptionError
 
 index_app = typer.Typer(
     help="Corpus indexes: fills grounded in a text collection (docs/INDEX.md).",
@@ -37,7 +38,13 @@ def build_command(
     A bad input (missing, empty, not UTF-8, without the field) is one sentence and exit 2.
     """
     from tiankong.index import build_index
+    from tiankong.index.sources import reads_fields
 
+    if field is not None and not reads_fields(inputs):  # it was ignored, and written into the
+        raise BadOptionError(  # manifest as if it had been read
+            f"--field '{field}' names the text field of JSONL or CSV inputs, and every input "
+            "here is text, one passage a line; leave it out."
+        )
     manifest = build_index(inputs, output, field=field, progress=True)
     counts = manifest.get("counts", {})
     Console(stderr=True).print(

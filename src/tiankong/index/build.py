@@ -27,7 +27,7 @@ from tokenizers import Tokenizer
 from tiankong.core.output_folder import check_output_folder, folder_mode, made_here
 from tiankong.core.script import normaliser_key, standard_lines
 from tiankong.errors import IndexInputError
-from tiankong.index.sources import FIELD_SUFFIXES, file_sha256, read_passages
+from tiankong.index.sources import file_sha256, read_passages, reads_fields
 from tiankong.index.store import (
     ARRAY_FILES,
     FORMAT,
@@ -68,11 +68,8 @@ def build_index(
     check_output_folder(out, "--output", replaced=True)
     check_not_working_folder(out)
     paths = [Path(path) for path in inputs]
-    if field is not None and not any(path.name.endswith(FIELD_SUFFIXES) for path in paths):
-        raise IndexInputError(  # it was ignored, and written into the manifest as if read
-            f"--field '{field}' names the text field of JSONL or CSV inputs, and every input "
-            "here is text, one passage a line; leave it out."
-        )
+    if not reads_fields(paths):
+        field = None  # no input has fields: the manifest must not say one was read
     for path in paths:  # the build replaces the folder whole, with whatever it holds
         if out.resolve() in path.resolve().parents:
             raise IndexInputError(

@@ -9,7 +9,7 @@ import json
 import lzma
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,11 @@ def open_text(path: Path) -> io.TextIOBase:
     if path.name.endswith(".xz"):
         return lzma.open(path, "rt", encoding="utf-8-sig", newline="")
     return path.open("r", encoding="utf-8-sig", newline="")
+
+
+def reads_fields(paths: Sequence[Path]) -> bool:
+    """Whether any of ``paths`` is JSONL or CSV, whose text field ``--field`` names."""
+    return any(path.name.endswith(FIELD_SUFFIXES) for path in paths)
 
 
 def check_input(path: Path, field: str | None) -> None:
