@@ -657,10 +657,23 @@ def test_a_csv_record_over_several_lines_is_named_by_its_first(
     good one after it at its own line (5) as before."""
     source = tmp_path / "ml.csv"
     source.write_text(
-        'text,id\n"画龙点[MASK]",1\n"一行\n两行",2,extra\n好[MASK],3\n', encoding="utf-8"
+        'text,id\n"画龙点[MASK]",1\n"一行\n两行",2,extra\n好[MASK],3\n\n\n秋[MASK],4\n',
+        encoding="utf-8",
     )
     job = FillJob(source, tmp_path / "out.jsonl")
     state = run_fill(job, settings, PredictOptions())
-    assert (state.filled, state.failed) == (2, 1)
+    assert (state.filled, state.failed) == (3, 1)
     assert [(e["line"], e["code"]) for e in read_jsonl(job.error_file)] == [(3, "bad_record")]
-    assert [row["line"] for row in read_jsonl(job.output)] == [2, 5]
+    # after blank lines, which the reader skips, a record is still named by its own line
+    assert [row["line"] for row in read_jsonl(job.output)] == [2, 5, 8]
+
+
+def test_ray_names_a_csv_record_over_several_lines_by_its_first(tmp_path: Path) -> None:
+    """`fill --ray` refuses a row of the wrong width before Ray starts, and named it by its
+    last line where `fill` names its first."""
+    from tiankong.offline.ray_fill import check_csv_rows
+
+    source = tmp_path / "ml.csv"
+    source.write_text('text,id\n\n"一行\n两行",2,extra\n', encoding="utf-8")
+    with pytest.raises(BadDataFileError, match="^Line 3 of 'ml.csv' has 3 values"):
+        check_csv_rows(source)

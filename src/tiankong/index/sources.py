@@ -130,10 +130,13 @@ class CsvRecords(csv.DictReader):
         super().__init__(lines(), strict=True)
         self.path, self.error = path, error
         self.start = 1  # the line after the last record (or the header)
+        self.record_line = 0  # the line the last record read starts on (blank lines skipped)
 
     @property
     def fieldnames(self) -> Any:
-        with self.refused():
+        # DictReader reads this on every row too: only the access that reads the header ends a
+        # record (the header's), else each row's start was counted past it
+        with self.refused(advance=self._fieldnames is None):
             return super().fieldnames
 
     @fieldnames.setter
@@ -144,23 +147,29 @@ class CsvRecords(csv.DictReader):
         with self.refused():
             return super().__next__()
 
+    def first_line(self) -> int:
+        """The line the record being read starts on: after the blank lines the reader skipped
+        (a record may span lines, a quoted value holding line breaks)."""
+        blank = next(
+            (k for k, line in enumerate(self.since) if line.strip("\r\n")), len(self.since)
+        )
+        return self.start + blank
+
     @contextmanager
-    def refused(self) -> Iterator[None]:
+    def refused(self, advance: bool = True) -> Iterator[None]:
         try:
             yield
         except csv.Error as error:
             why = str(error)
             if why == "unexpected end of data":
                 why = "a quote opened there is never closed"
-            # the record starts after the blank lines the reader skipped
-            blank = next(
-                (k for k, line in enumerate(self.since) if line.strip("\r\n")), len(self.since)
-            )
             raise self.error(
-                f"Line {self.start + blank} of {self.path} is not well-formed CSV ({why})."
+                f"Line {self.first_line()} of {self.path} is not well-formed CSV ({why})."
             ) from None
-        self.start = self.line_num + 1
-        self.since.clear()
+        if advance:
+            self.record_line = self.first_line()
+            self.start = self.line_num + 1
+            self.since.clear()
 
 
 def json_type(value: object) -> str:

@@ -134,18 +134,14 @@ def read_records(path: Path, kind: str, field: str) -> Iterator[Row]:
             header = reader.fieldnames or []
             if field not in header:
                 raise BadDataFileError(f"CSV file '{path.name}' has no column '{field}'.")
-            # a record is named by its first line (a quoted value may span lines; line_num is
-            # where the record ended), as the CSV parser's own errors name it
-            ended = reader.line_num
-            for row in reader:
-                started, ended = ended + 1, reader.line_num
+            for row in reader:  # a record is named by its first line, as CSV errors are
                 if None in row:  # DictReader puts a long row's extra values under None
                     problem = f"more values than the header's {len(header)} columns"
-                    yield started, None, problem, {}
+                    yield reader.record_line, None, problem, {}
                     continue
                 text = row.get(field)
                 problem = "" if text is not None else f"no value in column '{field}'"
-                yield started, text, problem, row
+                yield reader.record_line, text, problem, row
             return
         for number, line in enumerate(handle, start=1):
             line = line.rstrip("\r\n")

@@ -226,7 +226,7 @@ def check_csv_rows(path: Path) -> None:
             )
             if values != columns:
                 raise BadDataFileError(
-                    f"Line {records.line_num} of '{path.name}' has {values} values and the "
+                    f"Line {records.record_line} of '{path.name}' has {values} values and the "
                     f"header {columns} columns; on Ray every row must have the header's "
                     "columns (tiankong fill without --ray sends bad lines to an errors file)."
                 )
