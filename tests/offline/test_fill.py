@@ -675,5 +675,5 @@ def test_ray_names_a_csv_record_over_several_lines_by_its_first(tmp_path: Path) 
 
     source = tmp_path / "ml.csv"
     source.write_text('text,id\n\n"一行\n两行",2,extra\n', encoding="utf-8")
-    with pytest.raises(BadDataFileError, match="^Line 3 of 'ml.csv' has 3 values"):
+    with pytest.raises(BadDataFileError, match=r"^Line 3 of 'ml\.csv' has 3 values"):
         check_csv_rows(source)
