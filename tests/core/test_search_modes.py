@@ -11,11 +11,7 @@ import pytest
 from tiankong import FillMasker
 from tiankong.core.beam_search import beam_search
 from tiankong.core.decoding import Constraints
-from tiankong.core.request import (
-    NO_WHOLE_FILL_WARNING,
-    UNUSED_BLANK_WARNING,
-    UNUSED_SEARCH_WARNING,
-)
+from tiankong.core.request import NO_WHOLE_FILL_WARNING
 from tiankong.errors import BadOptionError
 
 SUBSET = ["充", "电", "饭", "水", "鸟"]
@@ -235,6 +231,24 @@ def test_constraints_that_exclude_everything(tiny_masker: FillMasker) -> None:
 
 
 @pytest.mark.parametrize("field", ["allowed", "exclude"])
+@pytest.mark.parametrize("marker", ["[BLANK]", "[mask]", "好[MASK]"])
+def test_a_blank_marker_in_the_constraints_is_refused(
+    tiny_masker: FillMasker, field: str, marker: str
+) -> None:
+    """As in a candidate: [BLANK] was read as its characters and answered ] and [."""
+    with pytest.raises(BadOptionError, match=rf"An entry of '{field}' can't contain \[MASK\]"):
+        tiny_masker.predict("好[MASK]", constraints=Constraints(**{field: (marker,)}))
+
+
+def test_constraint_entries_are_read_stripped(tiny_masker: FillMasker) -> None:
+    """Over HTTP " 好" was not 好 to the whole fills (the CLI strips its lists): the fills
+    were only 很好, or none."""
+    allowed = Constraints(allowed=(" 好", "坏 ", "很好"))
+    result = tiny_masker.predict("我今天很[BLANK]。", constraints=allowed, max_blank_length=2)
+    assert {"好", "坏"} <= {s.fill for s in result.sequences}
+
+
+@pytest.mark.parametrize("field", ["allowed", "exclude"])
 def test_a_special_token_in_the_constraints_is_refused(tiny_masker: FillMasker, field: str) -> None:
     """[SEP] was read as its characters: allowed, it answered ] and [ (as a candidate or a
     target it is refused)."""
@@ -282,27 +296,36 @@ def test_unknown_options_rank_last(tiny_masker: FillMasker) -> None:
     assert result.candidates[-1].option == "\U0001f600好"
 
 
+PLAIN = "and this text asked for neither."
+CANDIDATES = "not used: candidate ranking scores each option whole."
+WHOLE = "max_blank_length was not used: max_blank_length is for a [BLANK], and this text has none."
+
+
 @pytest.mark.parametrize(
-    ("text", "options", "warnings"),
+    ("text", "options", "warning"),
     [
-        ("画龙点[MASK]", {"beam_width": 3}, [UNUSED_SEARCH_WARNING]),
-        ("画龙点[MASK]", {"order": "confident_first"}, [UNUSED_SEARCH_WARNING]),
-        ("画龙点[MASK]", {"max_blank_length": 2}, [UNUSED_BLANK_WARNING]),
-        (
-            "画龙点[MASK][MASK]",
-            {"mode": "whole_word", "max_blank_length": 2},
-            [UNUSED_BLANK_WARNING],
-        ),
-        ("画龙点[MASK]", {"candidates": ("睛",), "beam_width": 3}, [UNUSED_SEARCH_WARNING]),
-        ("画龙点[MASK][MASK]", {"mode": "whole_word", "beam_width": 3}, []),
-        ("画龙点[BLANK]", {"beam_width": 3, "max_blank_length": 2}, []),
-        ("画龙点[MASK]", {"beam_width": 8, "max_blank_length": 4}, []),  # the defaults
+        ("画龙点[MASK]", {"beam_width": 3}, "beam_width was not used: " + "beam_width and order"),
+        ("画龙点[MASK]", {"order": "confident_first"}, "order was not used"),
+        ("画龙点[MASK]", {"max_blank_length": 2, "beam_width": 3}, "beam_width and max_blank"),
+        ("画龙点[MASK][MASK]", {"mode": "whole_word", "max_blank_length": 2}, WHOLE),
+        ("画龙点[MASK]", {"candidates": ("睛",), "beam_width": 3}, CANDIDATES),
+        # a [BLANK] with candidates: the text has one, and ranking still reads none of them
+        ("赶紧去[BLANK]。", {"candidates": ("充电",), "max_blank_length": 2}, CANDIDATES),
+        ("画龙点[MASK][MASK]", {"mode": "whole_word", "beam_width": 3}, None),
+        ("画龙点[BLANK]", {"beam_width": 3, "max_blank_length": 2}, None),
+        ("画龙点[MASK]", {"beam_width": 8, "max_blank_length": 4}, None),  # the defaults
     ],
 )
 def test_search_options_a_text_did_not_use_are_said(
-    tiny_masker: FillMasker, text: str, options: dict[str, object], warnings: list[str]
+    tiny_masker: FillMasker, text: str, options: dict[str, object], warning: str | None
 ) -> None:
     """They were accepted and did nothing: a plain text's answer under beam_width 3 was the
     answer under 8."""
+    options = dict(options)
     mode = "candidates" if "candidates" in options else options.pop("mode", "single")
-    assert tiny_masker.predict(text, mode=mode, **options).warnings == warnings
+    warnings = tiny_masker.predict(text, mode=mode, **options).warnings
+    if warning is None:
+        assert warnings == []
+    else:
+        assert len(warnings) == 1 and warning in warnings[0], warnings
+        assert warnings[0].endswith(PLAIN) == (mode == "single"), warnings

@@ -58,6 +58,7 @@ class PredictOptions:
             check_candidates(options.candidates)
         if options.constraints is not None:
             check_constraint_words(options.constraints)
+            options = replace(options, constraints=stripped(options.constraints))
         preset = options.constraints.preset if options.constraints else None
         if preset is not None and preset not in PRESETS:
             raise BadOptionError(
@@ -133,6 +134,19 @@ def check_constraint_words(constraints: Constraints) -> None:
     for field, words in (("allowed", constraints.allowed), ("exclude", constraints.exclude)):
         if any(not isinstance(word, str) or not word.strip() for word in words):
             raise BadOptionError(f"Every entry of '{field}' must be a non-empty string.")
+        if any(MASK in normalize_masks(word) or BLANK in normalize_masks(word) for word in words):
+            # as for a candidate: [BLANK] was read as its characters and answered ] and [
+            raise BadOptionError(f"An entry of '{field}' can't contain [MASK] or [BLANK].")
+
+
+def stripped(constraints: Constraints) -> Constraints:
+    """The entries as they are read everywhere (the CLI's lists, the tokenizer): the whole
+    fills compared " 好" with 好 and found none."""
+    return replace(
+        constraints,
+        allowed=tuple(word.strip() for word in constraints.allowed),
+        exclude=tuple(word.strip() for word in constraints.exclude),
+    )
 
 
 def check_blank(text: str) -> None:

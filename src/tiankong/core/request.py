@@ -226,9 +226,24 @@ def warn_without_han(request: PreparedRequest, result: FillResult) -> FillResult
     return replace(result, warnings=[*result.warnings, NO_HAN_WARNING])
 
 
+# What each kind of request reads of the search options (``SearchModes``): a beam search fills
+# whole words and [BLANK]s, and only a [BLANK] tries several lengths.
+READS_SEARCH_OPTIONS: dict[str, tuple[str, ...]] = {
+    "whole_word": ("beam_width", "order"),
+    "blank": ("beam_width", "order", "max_blank_length"),
+}
+SEARCH_OPTIONS = ("beam_width", "order", "max_blank_length")
 NO_WHOLE_FILL_WARNING = (
     "No whole fill of the blank keeps to the constraints (allowed, exclude, preset), so there "
     "are no ranked fills; each position's own answers are shown."
+)
+WHY_UNUSED = {  # by the request's kind: why a search option did nothing for it
+    "candidates": "candidate ranking scores each option whole",
+    "whole_word": "max_blank_length is for a [BLANK], and this text has none",
+}
+WHY_UNUSED_ELSEWHERE = (
+    "beam_width and order shape whole-word fills and [BLANK]s, max_blank_length a [BLANK], and "
+    "this text asked for neither"
 )
 
 
@@ -236,33 +251,31 @@ def warn_without_whole_fill(request: PreparedRequest, result: FillResult) -> Fil
     """Whole fills asked for (``whole_word``, a [BLANK]) and none kept to the constraints: a
     multi-character allowed word that fits no blank length left the fills empty, with no word
     of why."""
-    if request.kind not in ("whole_word", "blank") or result.sequences:
+    if request.kind not in READS_SEARCH_OPTIONS or result.sequences:
         return result
     return replace(result, warnings=[*result.warnings, NO_WHOLE_FILL_WARNING])
 
 
-UNUSED_SEARCH_WARNING = (
-    "beam_width and order shape whole-word fills and [BLANK]s, and this text asked for neither, "
-    "so they were not used."
-)
-UNUSED_BLANK_WARNING = (
-    "max_blank_length applies to a [BLANK]; this text has none, so it was not used."
-)
-SEARCHED = ("whole_word", "blank")  # the kinds a beam search fills (``SearchModes.search``)
+def unused_options_warning(kind: str, options: PredictOptions) -> str | None:
+    """The warning for search options set away from their defaults that ``kind`` of request
+    does not read (they were accepted and silently did nothing); None where there are none."""
+    read = READS_SEARCH_OPTIONS.get(kind, ())
+    unused = [
+        name
+        for name in SEARCH_OPTIONS
+        if name not in read and getattr(options, name) != getattr(PredictOptions, name)
+    ]
+    if not unused:
+        return None
+    listed = " and ".join(unused)
+    verb = "was" if len(unused) == 1 else "were"
+    return f"{listed} {verb} not used: {WHY_UNUSED.get(kind, WHY_UNUSED_ELSEWHERE)}."
 
 
 def warn_unused_options(request: PreparedRequest, result: FillResult) -> FillResult:
-    """Search options set away from their defaults for a text they can't shape (a plain text,
-    candidates): they were accepted and silently did nothing. Per text, since a file or a batch
-    mixes texts with and without a [BLANK]."""
-    options, unused = request.options, []
-    if request.kind not in SEARCHED and (
-        options.beam_width != PredictOptions.beam_width or options.order != PredictOptions.order
-    ):
-        unused.append(UNUSED_SEARCH_WARNING)
-    if request.kind != "blank" and options.max_blank_length != PredictOptions.max_blank_length:
-        unused.append(UNUSED_BLANK_WARNING)
-    return replace(result, warnings=[*result.warnings, *unused]) if unused else result
+    """Per text, since a file or a batch mixes texts with and without a [BLANK]."""
+    warning = unused_options_warning(request.kind, request.options)
+    return result if warning is None else replace(result, warnings=[*result.warnings, warning])
 
 
 def result_steps(vocab: Mapping[str, int]) -> list[ResultStep]:
