@@ -678,6 +678,7 @@ def test_the_eval_table_is_a_run_of_the_public_sets(bundled_masker: Any) -> None
 
     rows = {match["set"]: match for match in EVAL_ROW.finditer(TEXT)}
     assert len(rows) == 10, sorted(rows)
+    checked = set()
     options = PredictOptions().validated()
     for name in ("public_cloze", "modern_words", "traditional"):
         items = read_items(README.parent / "data" / "eval" / f"{name}.jsonl")
@@ -689,6 +690,7 @@ def test_the_eval_table_is_a_run_of_the_public_sets(bundled_masker: Any) -> None
             if label not in rows or (name == "traditional" and category != "overall"):
                 continue
             row = rows[label]
+            checked.add(label)
             shown = [cell.strip().strip("*") for cell in row["cells"].split("|")]
             one = next(c for c in [*without.categories, without.overall] if c.category == category)
             two = next(
@@ -702,3 +704,4 @@ def test_the_eval_table_is_a_run_of_the_public_sets(bundled_masker: Any) -> None
                 counts["right_to_wrong"],
                 counts["wrong_to_right"],
             ], (label, counts)
+    assert checked == set(rows), sorted(set(rows) - checked)  # a row no run made is wrong too

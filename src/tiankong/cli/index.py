@@ -38,9 +38,9 @@ def build_command(
     A bad input (missing, empty, not UTF-8, without the field) is one sentence and exit 2.
     """
     from tiankong.index import build_index
-    from tiankong.index.sources import reads_fields
+    from tiankong.index.sources import only_text
 
-    if field is not None and not reads_fields(inputs):  # it was ignored, and written into the
+    if field is not None and only_text(inputs):  # it was ignored, and written into the
         raise BadOptionError(  # manifest as if it had been read
             f"--field '{field}' names the text field of JSONL or CSV inputs, and every input "
             "here is text, one passage a line; leave it out."

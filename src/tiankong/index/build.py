@@ -27,7 +27,7 @@ from tokenizers import Tokenizer
 from tiankong.core.output_folder import check_output_folder, folder_mode, made_here
 from tiankong.core.script import normaliser_key, standard_lines
 from tiankong.errors import IndexInputError
-from tiankong.index.sources import file_sha256, read_passages, reads_fields
+from tiankong.index.sources import file_sha256, only_text, read_passages
 from tiankong.index.store import (
     ARRAY_FILES,
     FORMAT,
@@ -68,7 +68,7 @@ def build_index(
     check_output_folder(out, "--output", replaced=True)
     check_not_working_folder(out)
     paths = [Path(path) for path in inputs]
-    if not reads_fields(paths):
+    if only_text(paths):
         field = None  # no input has fields: the manifest must not say one was read
     for path in paths:  # the build replaces the folder whole, with whatever it holds
         if out.resolve() in path.resolve().parents:

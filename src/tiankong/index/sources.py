@@ -37,9 +37,9 @@ def open_text(path: Path) -> io.TextIOBase:
     return path.open("r", encoding="utf-8-sig", newline="")
 
 
-def reads_fields(paths: Sequence[Path]) -> bool:
-    """Whether any of ``paths`` is JSONL or CSV, whose text field ``--field`` names."""
-    return any(path.name.endswith(FIELD_SUFFIXES) for path in paths)
+def only_text(paths: Sequence[Path]) -> bool:
+    """Whether every one of ``paths`` is text, one passage a line (no field to name)."""
+    return all(path.name.endswith(TEXT_SUFFIXES) for path in paths)
 
 
 def check_input(path: Path, field: str | None) -> None:
