@@ -70,6 +70,27 @@ def test_every_memory_in_the_public_sets_is_evidence(masker: FillMasker, name: s
         assert memories >= len(items) // 2
 
 
+def test_every_mode_ranks_a_blank_as_one_mask_does(masker: FillMasker) -> None:
+    """Whole-word, [BLANK] and candidates ranked 凤 (0.29, unsupported, unweighed) over the
+    supported 睛 (0.273) that one [MASK] puts first: the index took nothing from the fills it
+    didn't support there, where a mask's row is weighed whole."""
+    for text in ("画龙点[MASK]", "对牛弹[MASK]"):
+        single = masker.predict(text, top_k=3).masks[0]
+        whole = masker.predict(text, top_k=3, mode="whole_word").sequences
+        blank = masker.predict(text.replace("[MASK]", "[BLANK]"), top_k=3).sequences
+        options = tuple(c.token for c in single)
+        ranked = masker.predict(text, candidates=options).candidates
+        assert single[0].memory is not None, text
+        # the same order, and the same scores to 1e-3: a mask's row takes its share from the
+        # fills the index keeps (1 - w x kept), a whole fill from 1 - w
+        tokens, scores = [c.token for c in single], [c.score for c in single]
+        assert [s.fill for s in whole] == tokens, text
+        assert [s.score for s in whole] == pytest.approx(scores, rel=1e-3), text
+        assert blank[0].fill == single[0].token, text
+        assert [c.option for c in ranked] == tokens, text
+        assert [c.score for c in ranked] == pytest.approx(scores, rel=1e-3), text
+
+
 def test_the_issues_examples(masker: FillMasker) -> None:
     bird = masker.predict("處處聞啼[MASK]。").masks[0][0]
     assert bird.token == "鳥" and bird.memory is not None and "處處聞啼鳥" in bird.memory["match"]

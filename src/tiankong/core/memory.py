@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -26,6 +26,18 @@ EvidenceOf = Callable[[int, int], Memory]  # (mask number, token id) -> evidence
 
 def no_evidence(mask_number: int, token_id: int) -> Memory:
     return None
+
+
+class Grounding(NamedTuple):
+    """A whole fill's score with the index mixed in, its evidence, and the share of it that
+    is the model's: ``1 - w`` where the index moved it, 1 where it didn't. The fills of one
+    blank that the index does not support are weighed by the share of those it does
+    (``core.modes.even_grounds``), as a mask's row is in ``mix``: a supported 睛 (0.273) had
+    been ranked under an unweighed 凤 (0.29) in whole-word mode, where one mask put it first."""
+
+    score: float
+    memory: Memory
+    model_share: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,7 @@ class FillMemory(Protocol):
         best_model_score: float | None = None,
         joint_over: int | None = None,
         open_ended: bool = False,
-    ) -> tuple[float, Memory]:
+    ) -> Grounding:
         """The combined score and evidence of ``fill_ids`` in the blank at ``first`` of
         ``input_ids`` (the blank's masks are ``len(fill_ids)`` tokens from ``first``);
         ``best_model_score``: the model's score of its best fill of that blank, so the index

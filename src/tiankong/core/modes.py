@@ -15,11 +15,24 @@ import numpy as np
 
 from tiankong.core.beam_search import Hypothesis, RowScorer, beam_search, score_chains
 from tiankong.core.decoding import Constraints
-from tiankong.core.memory import FillMemory
+from tiankong.core.memory import FillMemory, Grounding
 from tiankong.core.options import PredictOptions
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import CandidateScore, FillResult, Memory, SequenceFill
 from tiankong.core.text import BLANK, MASK, PreparedText, TextEncoder, fill_text
+
+
+def even_grounds(groundings: Sequence[Grounding]) -> list[Grounding]:
+    """One blank's fills (beams, options, [BLANK] fills of one length), with those the index
+    does not support weighed by the model's share of those it does (the least: the strongest
+    match's ``1 - w``), as ``FillMemory.mix`` weighs a mask's whole row: otherwise the index
+    only ever added to the supported fills and took nothing from the rest, and an unsupported
+    fill kept its whole score against a supported one's discounted model part."""
+    shares = [g.model_share for g in groundings if g.memory is not None]
+    if not shares:
+        return list(groundings)
+    share = min(shares)
+    return [g if g.memory is not None else g._replace(score=g.score * share) for g in groundings]
 
 
 class Grounded(NamedTuple):
@@ -166,20 +179,28 @@ class SearchModes:
                 Hypothesis(tuple(ids), chain.log_prob)
                 for ids, chain in zip(proposals, chains, strict=True)
             ]
-        grounded = []
         best = math.exp(max(h.log_prob for h in hypotheses)) if hypotheses else None
-        for hypothesis in hypotheses:
-            ids = [int(token or 0) for token in hypothesis.token_ids]
-            score, evidence = memory.ground(
-                prepared.input_ids,
-                first,
-                ids,
-                math.exp(hypothesis.log_prob),
-                best,
-                open_ended=open_ended,
+        groundings = even_grounds(
+            [
+                memory.ground(
+                    prepared.input_ids,
+                    first,
+                    [int(token or 0) for token in hypothesis.token_ids],
+                    math.exp(hypothesis.log_prob),
+                    best,
+                    open_ended=open_ended,
+                )
+                for hypothesis in hypotheses
+            ]
+        )
+        grounded = [
+            Grounded(
+                Hypothesis(hypothesis.token_ids, math.log(max(grounding.score, 1e-300))),
+                hypothesis.log_prob,
+                grounding.memory,
             )
-            combined = Hypothesis(hypothesis.token_ids, math.log(max(score, 1e-300)))
-            grounded.append(Grounded(combined, hypothesis.log_prob, evidence))
+            for hypothesis, grounding in zip(hypotheses, groundings, strict=True)
+        ]
         grounded.sort(key=lambda item: -item.hypothesis.log_prob)
         return grounded
 
@@ -218,28 +239,37 @@ class SearchModes:
             items.append((prepared.input_ids, prepared.mask_indices, ids))
         chains = score_chains(items, self.masker.score_rows)
         memory = self.masker.memory if options.index else None
-        scored_options = []
         best = max((math.exp(chain.normalised) for chain in chains), default=None)
-        for option, chain, in_vocabulary, (input_ids, mask_indices, ids) in zip(
-            options.candidates, chains, known, items, strict=True
-        ):
-            model_score = math.exp(chain.normalised)
-            score, evidence = model_score, None
-            if memory is not None and in_vocabulary:
-                score, evidence = memory.ground(
-                    input_ids, mask_indices[0], ids, model_score, best, 1, open_ended=True
-                )
-            scored_options.append(
-                CandidateScore(
-                    option=option.strip(),
-                    text=template.replace(BLANK, option.strip()),
-                    score=score,
-                    joint=math.exp(chain.log_prob),
-                    in_vocabulary=in_vocabulary,
-                    model_score=model_score,
-                    memory=evidence,
-                )
+        groundings = [
+            memory.ground(
+                input_ids,
+                mask_indices[0],
+                ids,
+                math.exp(chain.normalised),
+                best,
+                1,
+                open_ended=True,
             )
+            if memory is not None and in_vocabulary
+            else Grounding(math.exp(chain.normalised), None)
+            for chain, in_vocabulary, (input_ids, mask_indices, ids) in zip(
+                chains, known, items, strict=True
+            )
+        ]
+        scored_options = [
+            CandidateScore(
+                option=option.strip(),
+                text=template.replace(BLANK, option.strip()),
+                score=grounding.score,
+                joint=math.exp(chain.log_prob),
+                in_vocabulary=in_vocabulary,
+                model_score=math.exp(chain.normalised),
+                memory=grounding.memory,
+            )
+            for option, chain, in_vocabulary, grounding in zip(
+                options.candidates, chains, known, even_grounds(groundings), strict=True
+            )
+        ]
         scored = sorted(
             scored_options,
             # an option with a character the model doesn't know is scored through [UNK], which

@@ -143,6 +143,11 @@ def combine_score(
     return (1.0 - w) * model_score + w * match.probability(fill)
 
 
+def model_share(match: BlankMatch | None, weight: IndexWeight = FITTED_WEIGHT) -> float:
+    """What ``combine_score`` weighs the model's score of a supported fill by: 1 - w."""
+    return 1.0 - weight.of(match)
+
+
 def spans_blank(match: BlankMatch, length: int) -> bool:
     """A fill of several tokens (a whole word, a [BLANK] fill) must be a span of the user's
     text: the match holds context on each side where the query has some (punctuation counts;

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from tiankong.core.memory import MixedRows
+from tiankong.core.memory import Grounding, MixedRows
 from tiankong.core.models import ResolvedModel
 from tiankong.core.results import Memory
 from tiankong.errors import BadOptionError
@@ -32,6 +32,7 @@ from tiankong.index.combine import (
     combine_distribution,
     combine_score,
     kept_fills,
+    model_share,
     supports,
 )
 from tiankong.index.lookup import Blank, BlankLookup, BlankMatch, blanks_of
@@ -158,20 +159,20 @@ class CorpusMemory:
         best_model_score: float | None = None,
         joint_over: int | None = None,
         open_ended: bool = False,
-    ) -> tuple[float, Memory]:
+    ) -> Grounding:
         if self.punctuation_ids.intersection(fill_ids):
-            return model_score, None  # the corpus's line breaks are not a fill (mix, propose)
+            return Grounding(model_score, None)  # the corpus's line breaks are not a fill
         left = list(input_ids[:first])
         right = list(input_ids[first + len(fill_ids) :])
         if self.ends_passage(right) and self.runs_on(left, fill_ids):
-            return model_score, None
+            return Grounding(model_score, None)
         match = option_match(self.lookup, left, right, fill_ids, open_ended)
         length = len(fill_ids) if joint_over is None else joint_over
         if not supports(match, model_score, best_model_score, length, len(fill_ids)):
-            return model_score, None
+            return Grounding(model_score, None)
         assert match is not None
         score = combine_score(model_score, match, fill_ids)  # the rules held above
-        return score, self.lookup.evidence(match, fill_ids)
+        return Grounding(score, self.lookup.evidence(match, fill_ids), model_share(match))
 
     def ends_passage(self, right: Sequence[int]) -> bool:
         """Nothing but punctuation and the text's end after a blank (no character, no mask)."""
