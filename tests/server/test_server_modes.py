@@ -475,3 +475,20 @@ async def test_modes_and_plain_requests_concurrently(
         assert data["sequence"] == direct.sequence
         assert [s["fill"] for s in data["sequences"]] == [s.fill for s in direct.sequences]
         assert [c["option"] for c in data["candidates"]] == [c.option for c in direct.candidates]
+
+
+@pytest.mark.parametrize("parameters", [{}, {"targets": ["鸟", "飞鸟"]}])
+def test_hf_refuses_a_text_longer_than_the_window(
+    client: TestClient, spy: PathSpy, parameters: dict[str, Any]
+) -> None:
+    """The pipeline reads a text whole; the route cut it to a window around the mask and
+    answered other numbers than the pipeline's, with nothing to say so."""
+    long = "床前明月光，疑是地上霜。" * 12 + POEM + "举头望明月，低头思故乡。" * 12
+    assert client.post("/predict", json={"text": long}).json()["truncated"] is True
+    spy.plain = spy.modes = 0
+    response = client.post("/", json={"inputs": long, "parameters": parameters})
+    assert (
+        "POST /predict fills it in a window"
+        in assert_error(response, 400, "text_too_long")["message"]
+    )
+    assert (spy.plain, spy.modes) == (0, 0)  # nothing reached the engine

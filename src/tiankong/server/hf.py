@@ -31,6 +31,7 @@ from tiankong.errors import (
     BadInputError,
     BadOptionError,
     EmptyTextError,
+    TextTooLongError,
     TiankongError,
 )
 from tiankong.server.deps import ServingDep
@@ -103,11 +104,24 @@ def plain_request(predictor: Predictor, text: str, options: PredictOptions) -> P
     """The pipeline fills [MASK] tokens only. A [BLANK] (a blank of unknown length) has no
     answer in the pipeline's shape, so it is a 400 that points to POST /predict, which answers it,
     rather than a guess."""
-    request = predictor.prepare_request(text, options)
+    request = whole_text(predictor.prepare_request(text, options))
     if not request.plain:
         raise BadInputError(
             "The Hugging Face route fills [MASK] only; for a [BLANK] (a blank of unknown "
             "length) use POST /predict."
+        )
+    return request
+
+
+def whole_text(request: PreparedRequest) -> PreparedRequest:
+    """The pipeline reads a text whole; a text longer than the server's window was cut to a
+    window around its masks, and the answer, in the pipeline's shape with no place to say so,
+    differed from the pipeline's without a word. POST /predict cuts it and says so."""
+    if request.prepared.truncated:
+        raise TextTooLongError(
+            "The text is longer than the token window this server reads (--max-length); the "
+            "Hugging Face route answers as the pipeline does, on the whole text, so it refuses "
+            "it. POST /predict fills it in a window around the masks (\"truncated\": true)."
         )
     return request
 
@@ -168,7 +182,7 @@ async def ranked_targets(
         k, mode="candidates", candidates=tuple(target_ids), index=HF_USES_INDEX
     )
     # every text has one blank, checked before any engine work
-    requests = [predictor.prepare_request(text, options) for text in texts]
+    requests = [whole_text(predictor.prepare_request(text, options)) for text in texts]
     outputs: list[PipelineOutput] = []
     for answer in await predictor.run_many(requests, spend=allowance.spend):
         if isinstance(answer, TiankongError):
