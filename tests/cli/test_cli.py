@@ -159,22 +159,24 @@ def table_rows(output: str, title: str) -> tuple[list[str], list[list[str]]]:
 
 
 def test_tables_show_the_score_that_ranks(tiny_model_dir: Path) -> None:
-    """[BLANK] fills and candidates differ in length, so they are ranked per character (per
-    token): that column is shown, labelled, in order, beside the joint probability."""
+    """[BLANK] fills and candidates differ in length, so they are not ranked by the joint
+    probability: [BLANK] fills by rank_score, options per token; that column is shown,
+    labelled, in order, beside the others."""
     base = ["predict", "--model", str(tiny_model_dir), "--engine", "onnx"]
     blank = [*base, "手机没电了，赶紧去[BLANK]。", "--max-blank-length", "3"]
     shown = run_cli(*blank, env={"COLUMNS": "200"})
     assert shown.returncode == 0, shown.stderr
-    header, rows = table_rows(shown.stdout, "[BLANK] fills, ranked by per char")
-    assert header == ["#", "fill", "sentence", "per char", "joint"]
+    header, rows = table_rows(shown.stdout, "[BLANK] fills, ranked by joint^(1/length^0.5)")
+    assert header == ["#", "fill", "sentence", "rank", "per char", "joint"]
     sequences = json.loads(run_cli(*blank, "--json").stdout)["sequences"]
     assert [row[1] for row in rows] == [s["fill"] for s in sequences] and len(rows) > 1
-    per_char = [float(row[3]) for row in rows]
-    assert per_char == sorted(per_char, reverse=True)
-    assert per_char == pytest.approx([s["normalised"] for s in sequences], rel=1e-3)
-    assert [float(row[4]) for row in rows] == pytest.approx(
-        [s["score"] for s in sequences], rel=1e-3
-    )
+    rank = [float(row[3]) for row in rows]
+    assert rank == sorted(rank, reverse=True)
+    assert rank == pytest.approx([s["rank_score"] for s in sequences], rel=1e-3)
+    for column, field in ((4, "normalised"), (5, "score")):
+        assert [float(row[column]) for row in rows] == pytest.approx(
+            [s[field] for s in sequences], rel=1e-3
+        )
 
     options = [*base, "赶紧去[MASK]。", "--candidates", "充电,吃,去😀,睡觉"]
     shown = run_cli(*options, env={"COLUMNS": "200"})

@@ -357,6 +357,15 @@ def test_whole_word_and_candidate_modes(page: Page, base_url: str) -> None:
     expect(page.get_by_test_id("sequence")).to_have_count(5)
     expect(page.get_by_test_id("candidate")).to_have_count(0)
     expect(page.get_by_test_id("constraint-note")).to_be_hidden()
+    # the shown numbers are the ones that rank the fills (the per-character ones, shown
+    # before, read out of order: 54.1%, 28.7%, 27.7%, 33.1%)
+    fills = api_answer(base_url, text="今天天气很[BLANK]，我们去公园吧。", top_k=5)["sequences"]
+    shown = page.get_by_test_id("sequence").locator(".main-score").all_text_contents()
+    scores = [s["rank_score"] for s in fills]
+    assert scores == sorted(scores, reverse=True)
+    assert [float(text.rstrip("%")) for text in shown] == pytest.approx(
+        [100 * score for score in scores], abs=0.051
+    )
 
 
 def test_modes_at_phone_width_in_english(page: Page, base_url: str) -> None:

@@ -204,9 +204,10 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
     console.print(title, highlight=False)
     for warning in result.warnings:  # as --json carries them (no Han character, ...)
         console.print(f"[yellow]note:[/yellow] {escape(warning)}", highlight=False)
-    # Options and [BLANK] fills differ in length, so they are ranked by the probability per
-    # token or character (the geometric mean), not by the joint one (that of the whole fill):
-    # the ranking column comes first and the title names it.
+    # Options and [BLANK] fills differ in length, so they are not ranked by the joint
+    # probability (that of the whole fill): options by the probability per token (the
+    # geometric mean), [BLANK] fills by rank_score; the ranking column comes first and the
+    # title names it.
     if result.candidates:
         table = Table(title="candidates, ranked by per token", title_justify="left")
         sourced = any(option.memory for option in result.candidates)
@@ -219,13 +220,17 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
         console.print(table)
         return
     if result.sequences and BLANK in result.text:
-        table = Table(title="[BLANK] fills, ranked by per char", title_justify="left")
+        # fills of several lengths: ranked by rank_score, which neither per char nor joint
+        # follows (the title said "per char", whose column then read out of order)
+        title = f"[BLANK] fills, ranked by joint^(1/length^{PredictOptions.length_alpha})"
+        table = Table(title=title, title_justify="left")
         sourced = any(fill.memory for fill in result.sequences)
-        for column in ("#", "fill", "sentence", "per char", "joint", *[SOURCE] * sourced):
+        columns = ("#", "fill", "sentence", "rank", "per char", "joint", *[SOURCE] * sourced)
+        for column in columns:
             left = column in ("fill", "sentence", SOURCE)
             table.add_column(column, justify="left" if left else "right")
         for rank, fill in enumerate(result.sequences, start=1):
-            cells = [str(rank), escape(fill.fill), escape(fill.text)]
+            cells = [str(rank), escape(fill.fill), escape(fill.text), f"{fill.rank_score:.4g}"]
             cells += [f"{fill.normalised:.4g}", f"{fill.score:.4g}"]
             table.add_row(*cells, *[source_of(fill.memory)] * sourced)
         console.print(table)

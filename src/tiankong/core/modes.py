@@ -223,6 +223,7 @@ class SearchModes:
                     normalised=math.exp(hypothesis.log_prob / length),
                     model_score=math.exp(model_log_prob),
                     memory=evidence,
+                    rank_score=math.exp(hypothesis.log_prob / length**alpha),
                 )
             )
         return fills[: options.top_k] if alpha == 0.0 else fills
@@ -287,18 +288,16 @@ class SearchModes:
 
     def unknown_length(self, text: str, options: PredictOptions) -> FillResult:
         """Try every length 1..max_blank_length and rank fills by log P / length ** alpha."""
-        pooled: list[tuple[float, SequenceFill]] = []
+        pooled: list[SequenceFill] = []
         best_prepared = None
         for length in range(1, options.max_blank_length + 1):
             prepared = self.masker.prepare(text.replace(BLANK, MASK * length))
             best_prepared = best_prepared or prepared
             hypotheses = self.search(prepared.input_ids, prepared.mask_indices, options)
             grounded = self.ground(prepared, hypotheses, options, open_ended=True)
-            for fill in self.sequences(text, grounded, options, options.length_alpha):
-                rank_score = math.log(max(fill.score, 1e-300)) / length**options.length_alpha
-                pooled.append((rank_score, fill))
-        pooled.sort(key=lambda pair: -pair[0])
-        fills = [fill for _, fill in pooled][: max(options.top_k, 1)]
+            pooled += self.sequences(text, grounded, options, options.length_alpha)
+        pooled.sort(key=lambda fill: -fill.rank_score)  # stable: a length's own order kept
+        fills = pooled[: max(options.top_k, 1)]
         assert best_prepared is not None
         probabilities = self.masker.mask_probabilities([best_prepared])[0]
         base = self.masker.decode(  # the one-character reading: grounded as the fills are

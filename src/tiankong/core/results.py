@@ -34,6 +34,10 @@ class SequenceFill:
     normalised: float  # exp(mean log-probability per character): comparable across lengths
     model_score: float | None = None  # the model's joint probability before the index
     memory: Memory = None
+    # what the fills are ranked by: ``score`` for whole words; for a [BLANK]'s fills of several
+    # lengths exp(log score / length ** length_alpha) (neither ``score`` nor ``normalised``
+    # follows their order, and the page and the CLI showed numbers out of rank order)
+    rank_score: float = 0.0
 
 
 @dataclass(frozen=True)

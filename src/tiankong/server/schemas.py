@@ -244,6 +244,12 @@ class SequenceOut(BaseModel):
         default=None, description=MODEL_SCORE_DESCRIPTION.format(what="joint probability")
     )
     memory: MemoryOut | None = Field(default=None, description=MEMORY_DESCRIPTION)
+    rank_score: float = Field(
+        default=0.0,
+        description="What the fills are ranked by: score for whole words; for a [BLANK]'s "
+        f"fills exp(log score / length ** {DEFAULTS.length_alpha}), so lengths compare (the "
+        "list's order).",
+    )
 
 
 class CandidateOut(BaseModel):

@@ -163,14 +163,16 @@ export function renderMaskLists(container, masks, t, onChoose) {
   });
 }
 
-// Whole words: joint probability bars. A [BLANK]'s fills are ranked per character (their
-// lengths differ), so there the bar shows the per-character probability that ranks them.
-export function renderSequences(list, sequences, perCharacterRank, t, onChoose) {
+// Whole words: joint probability bars. A [BLANK]'s fills differ in length and are ranked by
+// rank_score (joint ** (1 / length ** 0.5)), so there the bar shows it, in the list's order;
+// the per-character and joint probabilities, which don't follow that order, are beside it.
+export function renderSequences(list, sequences, lengthsDiffer, t, onChoose) {
   list.replaceChildren();
   sequences.forEach((sequence, rank) => {
-    const [shown, other] = perCharacterRank
-      ? [sequence.normalised, `${t("joint")} ${formatPercent(sequence.score * 100)}`]
-      : [sequence.score, `${t("perChar")} ${formatPercent(sequence.normalised * 100)}`];
+    const perChar = `${t("perChar")} ${formatPercent(sequence.normalised * 100)}`;
+    const [shown, other] = lengthsDiffer
+      ? [sequence.rank_score, `${perChar} · ${t("joint")} ${formatPercent(sequence.score * 100)}`]
+      : [sequence.score, perChar];
     const detail = [{ text: other, testid: "other-score" }, ...memoryDetail(sequence, t)];
     const row = scoreRow({
       rank, label: sequence.fill, probability: shown, detail,
