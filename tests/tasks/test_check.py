@@ -385,3 +385,15 @@ def test_a_window_picks_suspects_only_among_the_slots_it_edits(checker: Proofrea
     mine = Window(window.input_ids, positions, spans, chars, frozenset({0, 1, 2}))
     picked = checker.likeliest_suspects(mine, row)
     assert picked and picked <= {0, 1, 2}
+
+
+def test_a_text_of_characters_the_model_cant_read_says_nothing_was_checked(
+    checker: Proofreader,
+) -> None:
+    """𠮷𠮷𠮷𠮷 (outside the vocabulary) came back clean, with no word that nothing was read."""
+    from tiankong.tasks.check.proofreader import NOTHING_CHECKED
+
+    unread = checker.check("𠮷𠮷𠮷𠮷")
+    assert unread.edits == [] and unread.warnings == [NOTHING_CHECKED]
+    assert checker.check("𠮷是好字").warnings == []  # some characters were checked
+    assert NOTHING_CHECKED not in checker.check("hello").warnings[0]  # no Chinese at all

@@ -65,10 +65,20 @@ BLANK_IN_CHECK = (
 )
 
 
-def check_warnings(text: str) -> list[str]:
-    """What a check's answer says besides its edits: no Chinese character to check, or a fill
-    blank typed where the text is proofread (守株待[MASK] came back "no errors found")."""
+NOTHING_CHECKED = (
+    "None of the text's Chinese characters is one the model reads (each is outside its "
+    "vocabulary), so nothing was checked."
+)
+
+
+def check_warnings(text: str, positions: int) -> list[str]:
+    """What a check's answer says besides its edits: no Chinese character to check, none the
+    model reads (𠮷𠮷 came back clean with no word: ``positions``, the characters checked, was
+    0), or a fill blank typed where the text is proofread (守株待[MASK] came back "no errors
+    found")."""
     warnings = [] if has_han(text) else [NO_HAN_TO_CHECK]
+    if not warnings and not positions:
+        warnings.append(NOTHING_CHECKED)
     marked = normalize_masks(text)
     if MASK in marked or BLANK in marked:
         warnings.append(BLANK_IN_CHECK)
@@ -226,7 +236,7 @@ class Proofreader:
                     mine,
                     self.masker.model.name,
                     round(latency, 2),
-                    check_warnings(request.text),
+                    check_warnings(request.text, request.positions),
                 )
             )
         return results
