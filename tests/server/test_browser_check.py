@@ -58,6 +58,7 @@ def test_check_mode_underlines_and_accepts_fixes(page: Page, base_url: str) -> N
     expect(page.get_by_test_id("predict")).to_have_text("校对")
     expect(page.get_by_test_id("insert-mask")).to_be_hidden()
     expect(page.get_by_test_id("top-k")).to_be_hidden()
+    expect(page.get_by_test_id("loading")).to_have_text("校对中…")  # it said 预测中…
     page.get_by_test_id("input").fill(TEXT)
     page.get_by_test_id("predict").click()
 
@@ -87,6 +88,15 @@ def test_check_mode_underlines_and_accepts_fixes(page: Page, base_url: str) -> N
     expect(page.get_by_test_id("input")).to_have_value(TEXT.replace("晴", "睛"))
     expect(page.get_by_test_id("check-sentence")).to_have_text(TEXT.replace("晴", "睛"))
     expect(page.get_by_test_id("suspect")).to_have_count(len(fixes) - 1)
+    expect(page.get_by_test_id("check-clean")).to_have_count(0)
+    # the last fix accepted: every fix was taken, not "no wrong characters found"
+    for _ in range(len(fixes) - 1):
+        page.get_by_test_id("accept-fix").first.click()
+    expect(page.get_by_test_id("check-clean")).to_have_text("修改都已采用。")
+    page.get_by_test_id("input").fill(TEXT)  # as before the fixes, for what follows
+    page.get_by_test_id("predict").click()
+    expect(page.get_by_test_id("suspect")).to_have_count(len(fixes))
+    page.get_by_test_id("accept-fix").filter(has_text="晴 → 睛").click()
 
     # text typed after the check: its fixes would overwrite it, so the answer goes
     page.get_by_test_id("input").press("End")

@@ -109,6 +109,8 @@ function onModeChange() {
   $("top-k").closest("label").hidden = checking;
   $("predict").dataset.i18n = checking ? "checkRun" : "predict";
   $("predict").textContent = t($("predict").dataset.i18n);
+  $("loading").dataset.i18n = checking ? "checkLoading" : "loading"; // it said 预测中… here
+  $("loading").textContent = t($("loading").dataset.i18n);
   showModeHint();
 }
 

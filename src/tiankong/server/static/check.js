@@ -31,7 +31,8 @@ export function renderCheck(box, data, t, onAccept) {
     box.append(note);
   }
   if (!data.edits.length) {
-    const clean = make("p", "hint", t("checkClean"));
+    // after the last fix is accepted the text is not "found clean": every fix was taken
+    const clean = make("p", "hint", t(data.accepted ? "checkAllAccepted" : "checkClean"));
     clean.dataset.testid = "check-clean";
     box.append(clean);
     return;
@@ -62,5 +63,6 @@ export function renderCheck(box, data, t, onAccept) {
 export function acceptEdit(data, edit) {
   const chars = characters(data.text);
   const text = [...chars.slice(0, edit.start), edit.suggestion, ...chars.slice(edit.end)].join("");
-  return { ...data, text, edits: data.edits.filter((other) => other !== edit) };
+  const edits = data.edits.filter((other) => other !== edit);
+  return { ...data, text, edits, accepted: (data.accepted ?? 0) + 1 };
 }
