@@ -8,6 +8,7 @@ import dataclasses
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -397,3 +398,33 @@ def test_a_text_of_characters_the_model_cant_read_says_nothing_was_checked(
     assert unread.edits == [] and unread.warnings == [NOTHING_CHECKED]
     assert checker.check("𠮷是好字").warnings == []  # some characters were checked
     assert NOTHING_CHECKED not in checker.check("hello").warnings[0]  # no Chinese at all
+
+
+def test_checks_take_turns_on_the_lookup_thread(
+    indexed: Proofreader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long check's lookups go a few windows a turn, so a short check queued meanwhile is
+    looked up after one turn, not after all of them (a one-sentence /check behind a
+    /batch_check of 64 long texts waited 27 s for the one lookup thread)."""
+    from tiankong.tasks.check import proofreader
+
+    order: list[str] = []
+    first_turn, small_queued = threading.Event(), threading.Event()
+    plain = proofreader.Proofreader.window_matches
+
+    def recorded(self: Proofreader, memory: Any, window: Any, marks: Any) -> dict[int, Any]:
+        order.append("small" if window.chars.startswith("画龙") else "large")
+        if len(order) == 1:
+            first_turn.set()
+            small_queued.wait(10)  # the short check is queued while the first turn runs
+        return plain(self, memory, window, marks)
+
+    monkeypatch.setattr(proofreader.Proofreader, "window_matches", recorded)
+    large = [w for _ in range(3) for w in indexed.prepare(POEM * 150).windows]
+    assert len(large) > 2 * proofreader.LOOKUP_WINDOWS
+    found_large = indexed.start_lookups(large)
+    first_turn.wait(10)
+    found_small = indexed.start_lookups(indexed.prepare("画龙点晴。").windows)
+    small_queued.set()
+    assert len(found_small()) == 1 and len(found_large()) == len(large)
+    assert order.index("small") == proofreader.LOOKUP_WINDOWS  # right after the first turn

@@ -37,6 +37,7 @@ The task's three steps, over the masker's shared parts (tokenizer, engine, corpu
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +59,7 @@ from tiankong.tasks.check.request import CheckRequest, Window, line_of, prepare_
 from tiankong.tasks.check.results import Alternative, CheckResult, Edit, apply_edits
 
 ALTERNATIVES = 3  # other characters listed with an edit
+LOOKUP_WINDOWS = 8  # a check's windows looked up in one turn of the lookup thread
 NO_HAN_TO_CHECK = "The text has no Chinese (Han) character: only Chinese characters are checked."
 BLANK_IN_CHECK = (
     "The text has a blank ([MASK] or [BLANK]): proofreading checks the characters as typed "
@@ -348,27 +350,56 @@ class Proofreader:
         # ， next to the blank matches the corpus's 。 there (地上箱，举头 -> 地上霜。举头)
         edge_marks = memory.lookup.edge_marks if self.method.index_edge_marks else frozenset()
 
-        def find_all() -> list[dict[int, Any]]:
-            found: list[dict[int, Any]] = []
-            for window in windows:
-                if still_wanted is not None:
-                    still_wanted()
-                ids = window.input_ids
-                matches = {}
-                for slot, position in enumerate(window.positions):
-                    if not self.may_match(memory, ids, position):
-                        continue
-                    match = memory.lookup.lookup(ids[:position], ids[position + 1 :], 1, edge_marks)
-                    if match is not None and match.context_length >= self.shortest_context:
-                        matches[slot] = match
-                    # the GIL, handed over after each lookup: the event loop's thread waited up
-                    # to the 5 ms switch interval each time it asked, and a plain request that
-                    # came in beside a /batch_check of 64 texts took 300-480 ms
-                    time.sleep(0)
-                found.append(matches)
+        found: list[dict[int, Any]] = [{} for _ in windows]
+        done = threading.Event()
+        failed: list[BaseException] = []
+
+        def find(start: int) -> None:
+            """Windows ``start`` to ``start + LOOKUP_WINDOWS``, then the next piece queued at the
+            back of the thread's queue, behind what other checks queued meanwhile: a
+            one-sentence /check behind a /batch_check of 64 long texts waited 27 s for all of
+            that request's lookups, on the one thread."""
+            try:
+                for number in range(start, min(start + LOOKUP_WINDOWS, len(windows))):
+                    if still_wanted is not None:
+                        still_wanted()
+                    found[number] = self.window_matches(memory, windows[number], edge_marks)
+                if start + LOOKUP_WINDOWS < len(windows):
+                    self.lookup_thread.submit(find, start + LOOKUP_WINDOWS)
+                    return
+            except BaseException as error:  # the request went, or the thread shut down
+                failed.append(error)
+            done.set()
+
+        def result() -> list[dict[int, Any]]:
+            done.wait()
+            if failed:
+                raise failed[0]
             return found
 
-        return self.lookup_thread.submit(find_all).result
+        if windows:
+            self.lookup_thread.submit(find, 0)
+        else:
+            done.set()
+        return result
+
+    def window_matches(
+        self, memory: CorpusMemory, window: Window, edge_marks: frozenset[int]
+    ) -> dict[int, Any]:
+        """slot -> the index's match there, for the slots whose context the index may hold."""
+        ids = window.input_ids
+        matches = {}
+        for slot, position in enumerate(window.positions):
+            if not self.may_match(memory, ids, position):
+                continue
+            match = memory.lookup.lookup(ids[:position], ids[position + 1 :], 1, edge_marks)
+            if match is not None and match.context_length >= self.shortest_context:
+                matches[slot] = match
+            # the GIL, handed over after each lookup: the event loop's thread waited up to the
+            # 5 ms switch interval each time it asked, and a plain request that came in beside
+            # a /batch_check of 64 texts took 300-480 ms
+            time.sleep(0)
+        return matches
 
     def may_match(self, memory: CorpusMemory, ids: list[int], position: int) -> bool:
         """A cheap filter before a lookup (a few binary searches instead of one lookup's
