@@ -525,23 +525,6 @@ async def test_search_rows_fill_whole_batches_when_no_plain_request_came_lately(
     assert recorder.sizes() == [8, 8, 4]
 
 
-async def test_search_steps_take_turns() -> None:
-    """A large step's rows no longer hold a later search's back until they have all run."""
-    recorder = Recorder()
-    async with started(recorder, max_size=4) as batcher, engine_held(batcher):
-        large = submit_search(batcher, [f"a{index}" for index in range(10)])
-        await until(lambda: batcher.depth == 10)
-        small = submit_search(batcher, ["b0", "b1"])
-        await until(lambda: batcher.depth == 12)
-    assert await small == ["B0", "B1"] and await large == [f"A{index}" for index in range(10)]
-    # one row of each step in turn, each step's rows in order
-    assert recorder.batches == [
-        ["a0", "b0", "a1", "b1"],
-        ["a2", "a3", "a4", "a5"],
-        ["a6", "a7", "a8", "a9"],
-    ]
-
-
 async def test_a_search_reserves_its_rows_in_the_queue_but_not_ahead_of_plain_items() -> None:
     async with started(Recorder(), max_queue=10) as batcher:
         with batcher.search_admission(4):

@@ -407,8 +407,7 @@ def export_to_folder(
     check_output_folder(out, "--out", replaced=True)
     if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_FILE).is_file():
         raise BadOptionError(
-            f"--out '{out}' is not empty and holds no tiankong export; "
-            "give a new or empty folder."
+            f"--out '{out}' is not empty and holds no tiankong export; give a new or empty folder."
         )
     export = ensure_export(model, precision, settings)
     with made_here(out, "--out"):

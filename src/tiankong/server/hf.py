@@ -121,7 +121,7 @@ def whole_text(request: PreparedRequest) -> PreparedRequest:
         raise TextTooLongError(
             "The text is longer than the token window this server reads (--max-length); the "
             "Hugging Face route answers as the pipeline does, on the whole text, so it refuses "
-            "it. POST /predict fills it in a window around the masks (\"truncated\": true)."
+            'it. POST /predict fills it in a window around the masks ("truncated": true).'
         )
     return request
 

@@ -10,18 +10,16 @@ on plain lists.
   starves, plus the waiting items nearest to it in length order, each added where it adds the
   least padding (``pack``). A batch is padded only to its own longest item.
 * **Two lanes: plain items first** (``select_batch``). A batch is formed from the plain items
-  first; search rows fill what room is left: at most ``search_rows_with_plain`` beside plain
-  items and ``search_rows`` alone while plain requests are about, a whole batch otherwise.
-* **Search steps take turns** (``in_turns``): one row of each waiting step in turn, the steps
-  oldest first, each step's rows in order. A large step (a /batch_check of 64 long texts queues
-  thousands of rows at once) no longer holds a later search's rows back until it has run whole.
+  first; a search's rows, oldest first, fill what room is left: at most
+  ``search_rows_with_plain`` beside plain items and ``search_rows`` alone while plain requests
+  are about, a whole batch otherwise.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -137,7 +135,6 @@ class Pending(Generic[ItemT, ResultT]):
     future: asyncio.Future[ResultT]
     arrived_busy: bool  # the engine was busy when it arrived: the window may apply
     search: bool = False  # a search step's row: goes after the plain items
-    step: int = 0  # which search step (one ``submit_many`` call) the row belongs to
     arrived_at: float = field(default_factory=time.monotonic)
     timing: RequestTiming | None = None  # its request's Server-Timing figures, in a server
 
@@ -147,8 +144,7 @@ def select_batch(
 ) -> tuple[list[Pending[ItemT, ResultT]], bool]:
     """The next batch (not yet removed) and whether it is full (a limit stopped it).
 
-    Plain items first (``pack``); search rows, the steps in turns (``in_turns``), fill the
-    room left, at most
+    Plain items first (``pack``); search rows, oldest first, fill the room left, at most
     ``search_rows_with_plain`` of them beside plain items and ``search_rows`` alone while
     plain requests are about (a whole batch otherwise).
     """
@@ -165,7 +161,9 @@ def select_batch(
         return batch, full or len(batch) >= limits.max_size
     longest = max((entry.size for entry in batch), default=0)
     added = 0
-    for entry in in_turns([entry for entry in pending if entry.search]):
+    for entry in pending:
+        if not entry.search:
+            continue
         grown = max(longest, entry.size)
         if batch and (len(batch) + 1) * grown > limits.max_tokens:
             return batch, True
@@ -174,19 +172,6 @@ def select_batch(
         if added >= room:
             break
     return batch, len(batch) >= limits.max_size
-
-
-def in_turns(rows: list[Pending[ItemT, ResultT]]) -> Iterator[Pending[ItemT, ResultT]]:
-    """Search rows (arrival order) one of each step in turn: the steps oldest first, each
-    step's rows in order."""
-    steps: dict[int, list[Pending[ItemT, ResultT]]] = {}
-    for row in rows:
-        steps.setdefault(row.step, []).append(row)
-    queues = list(steps.values())
-    for turn in range(max((len(queue) for queue in queues), default=0)):
-        for queue in queues:
-            if turn < len(queue):
-                yield queue[turn]
 
 
 def pack(

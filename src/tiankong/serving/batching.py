@@ -57,7 +57,6 @@ Policy ("continuous" batching; the engine is the one scarce resource):
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -113,7 +112,6 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         self.running: list[Pending[ItemT, ResultT]] = []  # the batch on the engine now
         self.exclusive_waiting = 0
         self.search_reserved = 0  # forward rows reserved by the searches admitted and not ended
-        self.search_steps = itertools.count(1)  # each search step's rows share a number
         self.searches = 0  # searches admitted and not ended
         self.last_plain_at = -PLAIN_RECENT_S  # when the last plain item arrived
         self.engine_lock = asyncio.Lock()  # FIFO-fair: batches and exclusive jobs take turns
@@ -276,16 +274,9 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 return [self.run_inline(items[0], timing)]
         loop = asyncio.get_running_loop()
         busy = self.busy
-        step = next(self.search_steps) if search else 0  # its rows take turns with others'
         entries = [
             Pending[ItemT, ResultT](
-                item,
-                self.size_of(item),
-                loop.create_future(),
-                busy,
-                search,
-                timing=timing,
-                step=step,
+                item, self.size_of(item), loop.create_future(), busy, search, timing=timing
             )
             for item in items
         ]
