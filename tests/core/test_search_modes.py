@@ -298,7 +298,7 @@ def test_unknown_options_rank_last(tiny_masker: FillMasker) -> None:
 
 PLAIN = "and this text asked for neither."
 CANDIDATES = "not used: candidate ranking scores each option whole."
-WHOLE = "max_blank_length was not used: max_blank_length is for a [BLANK], and this text has none."
+WHOLE = "was not used: max_blank_length and length_alpha are for a [BLANK], and this text has none."
 
 
 @pytest.mark.parametrize(
@@ -314,6 +314,9 @@ WHOLE = "max_blank_length was not used: max_blank_length is for a [BLANK], and t
         ("画龙点[MASK][MASK]", {"mode": "whole_word", "beam_width": 3}, None),
         ("画龙点[BLANK]", {"beam_width": 3, "max_blank_length": 2}, None),
         ("画龙点[MASK]", {"beam_width": 8, "max_blank_length": 4}, None),  # the defaults
+        ("画龙点[MASK]", {"length_alpha": 1.0}, "length_alpha was not used: beam_width"),
+        ("画龙点[MASK][MASK]", {"mode": "whole_word", "length_alpha": 2.0}, WHOLE),
+        ("画龙点[BLANK]", {"length_alpha": 1.0}, None),
     ],
 )
 def test_search_options_a_text_did_not_use_are_said(

@@ -230,20 +230,20 @@ def warn_without_han(request: PreparedRequest, result: FillResult) -> FillResult
 # whole words and [BLANK]s, and only a [BLANK] tries several lengths.
 READS_SEARCH_OPTIONS: dict[str, tuple[str, ...]] = {
     "whole_word": ("beam_width", "order"),
-    "blank": ("beam_width", "order", "max_blank_length"),
+    "blank": ("beam_width", "order", "max_blank_length", "length_alpha"),
 }
-SEARCH_OPTIONS = ("beam_width", "order", "max_blank_length")
+SEARCH_OPTIONS = ("beam_width", "order", "max_blank_length", "length_alpha")
 NO_WHOLE_FILL_WARNING = (
     "No whole fill of the blank keeps to the constraints (allowed, exclude, preset), so there "
     "are no ranked fills; each position's own answers are shown."
 )
 WHY_UNUSED = {  # by the request's kind: why a search option did nothing for it
     "candidates": "candidate ranking scores each option whole",
-    "whole_word": "max_blank_length is for a [BLANK], and this text has none",
+    "whole_word": "max_blank_length and length_alpha are for a [BLANK], and this text has none",
 }
 WHY_UNUSED_ELSEWHERE = (
-    "beam_width and order shape whole-word fills and [BLANK]s, max_blank_length a [BLANK], and "
-    "this text asked for neither"
+    "beam_width and order shape whole-word fills and [BLANK]s, max_blank_length and "
+    "length_alpha a [BLANK], and this text asked for neither"
 )
 
 

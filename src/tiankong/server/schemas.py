@@ -247,8 +247,8 @@ class SequenceOut(BaseModel):
     rank_score: float = Field(
         default=0.0,
         description="What the fills are ranked by: score for whole words; for a [BLANK]'s "
-        f"fills exp(log score / length ** {DEFAULTS.length_alpha}), so lengths compare (the "
-        "list's order).",
+        "fills exp(log score / length ** length_alpha), so lengths compare (the list's "
+        "order).",
     )
 
 
