@@ -32,7 +32,7 @@ class Grounding(NamedTuple):
     """A whole fill's score with the index mixed in, its evidence, and the share of it that
     is the model's: ``1 - w`` where the index moved it, 1 where it didn't. The fills of one
     blank that the index does not support are weighed by the share of those it does
-    (``core.modes.even_grounds``), as a mask's row is in ``mix``: a supported 睛 (0.273) had
+    (``core.modes.unsupported_share``), as a mask's row is in ``mix``: a supported 睛 (0.273) had
     been ranked under an unweighed 凤 (0.29) in whole-word mode, where one mask put it first."""
 
     score: float

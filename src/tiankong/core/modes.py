@@ -6,7 +6,7 @@ Orchestrates ``beam_search`` over a ``Scorer`` (a FillMasker); the math lives in
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import NamedTuple, Protocol
 from weakref import WeakKeyDictionary
@@ -22,26 +22,56 @@ from tiankong.core.results import CandidateScore, FillResult, Memory, SequenceFi
 from tiankong.core.text import BLANK, MASK, PreparedText, TextEncoder, fill_text
 
 
-def even_grounds(groundings: Sequence[Grounding]) -> list[Grounding]:
-    """One blank's fills (beams, options, [BLANK] fills of one length), with those the index
-    does not support weighed by the model's share of those it does (the least: the strongest
-    match's ``1 - w``), as ``FillMemory.mix`` weighs a mask's whole row: otherwise the index
-    only ever added to the supported fills and took nothing from the rest, and an unsupported
-    fill kept its whole score against a supported one's discounted model part."""
-    shares = [g.model_share for g in groundings if g.memory is not None]
-    if not shares:
-        return list(groundings)
-    share = min(shares)
-    return [g if g.memory is not None else g._replace(score=g.score * share) for g in groundings]
+class Weighed(Protocol):
+    """A fill's evidence and the share of its score that is the model's (``Grounding``,
+    ``Grounded``)."""
+
+    @property
+    def memory(self) -> Memory: ...
+
+    @property
+    def model_share(self) -> float: ...
+
+
+def unsupported_share(fills: Iterable[Weighed]) -> float:
+    """What one blank's fills that the index does not support are weighed by: the least model
+    share among those it does (the strongest match's ``1 - w``), as ``FillMemory.mix`` weighs
+    a mask's whole row; 1 where it supports none. Otherwise the index only ever added to the
+    supported fills and took nothing from the rest, so an unsupported fill kept its whole score
+    against a supported one's discounted model part (whole-word, [BLANK] and candidates put
+    凤 over the supported 睛 in 画龙点[MASK], which one mask answers 睛). A [BLANK]'s fills of
+    every length are one blank: weighed together, or the index reordered the lengths it
+    supports none of."""
+    return min((fill.model_share for fill in fills if fill.memory is not None), default=1.0)
 
 
 class Grounded(NamedTuple):
     """A joint fill with the corpus index mixed in: ``hypothesis.log_prob`` is the combined
-    score's log, ``model_log_prob`` the model's own, ``memory`` the index's evidence."""
+    score's log, ``model_log_prob`` the model's own, ``memory`` the index's evidence,
+    ``model_share`` the share of the score that is the model's (``Grounding``)."""
 
     hypothesis: Hypothesis
     model_log_prob: float
     memory: Memory
+    model_share: float = 1.0
+
+
+def weighed(grounded: list[Grounded], share: float | None = None) -> list[Grounded]:
+    """One blank's fills with the unsupported ones weighed by ``share`` (default: theirs,
+    ``unsupported_share``), best first."""
+    share = unsupported_share(grounded) if share is None else share
+    if share < 1.0:
+        grounded = [
+            item
+            if item.memory is not None
+            else item._replace(
+                hypothesis=Hypothesis(
+                    item.hypothesis.token_ids, item.hypothesis.log_prob + math.log(share)
+                )
+            )
+            for item in grounded
+        ]
+    return sorted(grounded, key=lambda item: -item.hypothesis.log_prob)
 
 
 class Scorer(Protocol):
@@ -152,11 +182,14 @@ class SearchModes:
         hypotheses: list[Hypothesis],
         options: PredictOptions,
         open_ended: bool = False,
+        weigh: bool = True,
     ) -> list[Grounded]:
         """The corpus index's part in a joint fill of ONE blank (a run of masks): the index's
         own fills of that length join the beam's (scored by the model as a chain), and each
-        fill's joint probability is mixed with the count of left + fill + right. Best first.
-        Without an index, or for several blanks, the beam's fills as they are."""
+        fill's joint probability is mixed with the count of left + fill + right; ``weigh``:
+        then the unsupported ones weighed and all best first (``weighed``; a [BLANK] weighs
+        its lengths' fills together). Without an index, or for several blanks, the beam's
+        fills as they are."""
         plain = [Grounded(h, h.log_prob, None) for h in hypotheses]
         memory = self.masker.memory
         masks = prepared.mask_indices
@@ -180,36 +213,28 @@ class SearchModes:
                 for ids, chain in zip(proposals, chains, strict=True)
             ]
         best = math.exp(max(h.log_prob for h in hypotheses)) if hypotheses else None
-        groundings = even_grounds(
-            [
-                memory.ground(
-                    prepared.input_ids,
-                    first,
-                    [int(token or 0) for token in hypothesis.token_ids],
-                    math.exp(hypothesis.log_prob),
-                    best,
-                    open_ended=open_ended,
-                )
-                for hypothesis in hypotheses
-            ]
-        )
-        grounded = [
-            Grounded(
-                Hypothesis(hypothesis.token_ids, math.log(max(grounding.score, 1e-300))),
-                hypothesis.log_prob,
-                grounding.memory,
+        grounded = []
+        for hypothesis in hypotheses:
+            grounding = memory.ground(
+                prepared.input_ids,
+                first,
+                [int(token or 0) for token in hypothesis.token_ids],
+                math.exp(hypothesis.log_prob),
+                best,
+                open_ended=open_ended,
             )
-            for hypothesis, grounding in zip(hypotheses, groundings, strict=True)
-        ]
-        grounded.sort(key=lambda item: -item.hypothesis.log_prob)
-        return grounded
+            combined = Hypothesis(hypothesis.token_ids, math.log(max(grounding.score, 1e-300)))
+            grounded.append(
+                Grounded(combined, hypothesis.log_prob, grounding.memory, grounding.model_share)
+            )
+        return weighed(grounded) if weigh else grounded
 
     def sequences(
         self, text: str, grounded: list[Grounded], options: PredictOptions, alpha: float
     ) -> list[SequenceFill]:
         words = options.constraints.allowed_fills if options.constraints else frozenset()
         fills = []
-        for hypothesis, model_log_prob, evidence in grounded:
+        for hypothesis, model_log_prob, evidence, _ in grounded:
             pieces = [self.encoder.token_string(int(t or 0)) for t in hypothesis.token_ids]
             fill = "".join(pieces)
             if words and fill not in words:
@@ -241,7 +266,7 @@ class SearchModes:
         chains = score_chains(items, self.masker.score_rows)
         memory = self.masker.memory if options.index else None
         best = max((math.exp(chain.normalised) for chain in chains), default=None)
-        groundings = [
+        groundings: list[Grounding] = [
             memory.ground(
                 input_ids,
                 mask_indices[0],
@@ -257,18 +282,19 @@ class SearchModes:
                 chains, known, items, strict=True
             )
         ]
+        share = unsupported_share(groundings)
         scored_options = [
             CandidateScore(
                 option=option.strip(),
                 text=template.replace(BLANK, option.strip()),
-                score=grounding.score,
+                score=grounding.score * (share if grounding.memory is None else 1.0),
                 joint=math.exp(chain.log_prob),
                 in_vocabulary=in_vocabulary,
                 model_score=math.exp(chain.normalised),
                 memory=grounding.memory,
             )
             for option, chain, in_vocabulary, grounding in zip(
-                options.candidates, chains, known, even_grounds(groundings), strict=True
+                options.candidates, chains, known, groundings, strict=True
             )
         ]
         scored = sorted(
@@ -288,14 +314,19 @@ class SearchModes:
 
     def unknown_length(self, text: str, options: PredictOptions) -> FillResult:
         """Try every length 1..max_blank_length and rank fills by log P / length ** alpha."""
-        pooled: list[SequenceFill] = []
+        lengths: list[list[Grounded]] = []
         best_prepared = None
         for length in range(1, options.max_blank_length + 1):
             prepared = self.masker.prepare(text.replace(BLANK, MASK * length))
             best_prepared = best_prepared or prepared
             hypotheses = self.search(prepared.input_ids, prepared.mask_indices, options)
-            grounded = self.ground(prepared, hypotheses, options, open_ended=True)
-            pooled += self.sequences(text, grounded, options, options.length_alpha)
+            lengths.append(self.ground(prepared, hypotheses, options, True, weigh=False))
+        # one blank, whatever its length: every length's unsupported fills weighed alike
+        share = unsupported_share(item for grounded in lengths for item in grounded)
+        pooled: list[SequenceFill] = []
+        for grounded in lengths:
+            fills = self.sequences(text, weighed(grounded, share), options, options.length_alpha)
+            pooled += fills
         pooled.sort(key=lambda fill: -fill.rank_score)  # stable: a length's own order kept
         fills = pooled[: max(options.top_k, 1)]
         assert best_prepared is not None
