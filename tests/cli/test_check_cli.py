@@ -22,7 +22,8 @@ def test_check_json_for_a_sentence(tiny_model_dir: Path) -> None:
     done = run_cli("check", "画龙点晴", "--json", *model_flags(tiny_model_dir))
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert set(data) == {"text", "corrected", "edits", "model", "latency_ms", "warnings"}
+    assert set(data) == {"text", "corrected", "edits", "model", "latency_ms", "warnings", "checked"}
+    assert data["checked"] == 4
     assert data["warnings"] == []
     assert data["corrected"] == "画龙点睛"
     [edit] = data["edits"]

@@ -125,6 +125,9 @@ def print_check(result: CheckResult, as_json: bool, console: Console) -> None:
         return
     for warning in result.warnings:  # as --json carries them (no Chinese character)
         console.print(f"[yellow]note:[/yellow] {escape(warning)}", highlight=False)
+    if not result.edits and not result.checked:  # the note above says why: nothing was read
+        console.print(result.text, highlight=False, markup=False)
+        return
     if not result.edits:
         console.print(f"{escape(result.text)}  [green]no errors found[/green]", highlight=False)
         return

@@ -75,6 +75,11 @@ class CheckOut(BaseModel):
     warnings: list[str] = Field(
         default_factory=list, description="E.g. the text has no Chinese character to check."
     )
+    checked: int = Field(
+        default=0,
+        description="How many characters were checked; 0: none could be (no Chinese character, "
+        "or none the model reads), so no edits says nothing about the text.",
+    )
 
 
 class BatchCheckResponse(BaseModel):

@@ -30,6 +30,7 @@ export function renderCheck(box, data, t, onAccept) {
     note.dataset.testid = "check-warning";
     box.append(note);
   }
+  if (!data.edits.length && !data.accepted && !data.checked) return; // the warning says why
   if (!data.edits.length) {
     // after the last fix is accepted the text is not "found clean": every fix was taken
     const clean = make("p", "hint", t(data.accepted ? "checkAllAccepted" : "checkClean"));

@@ -239,6 +239,7 @@ class Proofreader:
                     self.masker.model.name,
                     round(latency, 2),
                     check_warnings(request.text, request.positions),
+                    request.checked,
                 )
             )
         return results

@@ -72,6 +72,15 @@ class CheckRequest:
     def positions(self) -> int:
         return sum(len(window.positions) for window in self.windows)
 
+    @property
+    def checked(self) -> int:
+        """The characters checked, each once (overlapping windows share some, each editing
+        its own)."""
+        return sum(
+            len(window.positions) if window.owned is None else len(window.owned)
+            for window in self.windows
+        )
+
 
 def line_of(text: str, at: int) -> slice:
     """The line of ``text`` that holds the character at ``at`` (line breaks as ``LINE``'s)."""

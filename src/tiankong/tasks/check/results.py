@@ -47,6 +47,9 @@ class CheckResult:
     model: str = ""
     latency_ms: float | None = None
     warnings: list[str] = field(default_factory=list)  # e.g. no Chinese character to check
+    # the characters checked: 0 where none could be (no Chinese, none the model reads), so no
+    # surface says "no errors found" of a text it did not read
+    checked: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
