@@ -492,3 +492,19 @@ def test_hf_refuses_a_text_longer_than_the_window(
         in assert_error(response, 400, "text_too_long")["message"]
     )
     assert (spy.plain, spy.modes) == (0, 0)  # nothing reached the engine
+
+
+def test_a_longer_target_that_cuts_the_text_is_refused_and_said(client: TestClient) -> None:
+    """One [MASK] fits the window exactly; a target of two characters makes the text one token
+    longer, and its chain was scored on a cut text with nothing to say so (/predict answered
+    "truncated": false)."""
+    text = "好" * 125 + "[MASK]"  # 126 tokens: the 128-token window less [CLS] and [SEP]
+    one = client.post("/predict", json={"text": text}).json()
+    assert one["truncated"] is False
+    ranked = client.post("/predict", json={"text": text, "candidates": ["飞鸟", "鸟"]}).json()
+    assert ranked["truncated"] is True
+    blank = client.post("/predict", json={"text": text.replace("[MASK]", "[BLANK]")}).json()
+    assert blank["truncated"] is True  # its fills of 2 to 4 characters were cut
+    response = client.post("/", json={"inputs": text, "parameters": {"targets": ["飞鸟", "鸟"]}})
+    assert_error(response, 400, "text_too_long")
+    assert client.post("/", json={"inputs": text}).status_code == 200  # one mask: whole

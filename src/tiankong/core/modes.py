@@ -258,10 +258,12 @@ class SearchModes:
         [BLANK]) by its exact left-to-right chain probability."""
         items, known = [], []
         unknown = self.encoder.vocab.get("[UNK]")
+        cut = False  # a longer option's text may be cut where the one-mask reading isn't
         for option in options.candidates:
             ids = self.masker.option_tokens(option, "candidate")
             known.append(unknown not in ids)
             prepared = self.masker.prepare(template.replace(BLANK, MASK * len(ids)))
+            cut = cut or prepared.truncated
             items.append((prepared.input_ids, prepared.mask_indices, ids))
         chains = score_chains(items, self.masker.score_rows)
         memory = self.masker.memory if options.index else None
@@ -310,15 +312,23 @@ class SearchModes:
         base = self.masker.decode(
             single, probabilities, options.top_k, None, options.index, open_ended=True
         )
-        return replace(base, text=text, sequence=scored[0].text, candidates=scored)
+        return replace(
+            base,
+            text=text,
+            sequence=scored[0].text,
+            candidates=scored,
+            truncated=base.truncated or cut,
+        )
 
     def unknown_length(self, text: str, options: PredictOptions) -> FillResult:
         """Try every length 1..max_blank_length and rank fills by log P / length ** alpha."""
         lengths: list[list[Grounded]] = []
         best_prepared = None
+        cut = False  # a longer fill's text may be cut where the one-character reading isn't
         for length in range(1, options.max_blank_length + 1):
             prepared = self.masker.prepare(text.replace(BLANK, MASK * length))
             best_prepared = best_prepared or prepared
+            cut = cut or prepared.truncated
             hypotheses = self.search(prepared.input_ids, prepared.mask_indices, options)
             lengths.append(self.ground(prepared, hypotheses, options, True, weigh=False))
         # one blank, whatever its length: every length's unsupported fills weighed alike
@@ -344,6 +354,7 @@ class SearchModes:
             text=text,
             sequence=fills[0].text if fills else text,
             sequences=fills,
+            truncated=base.truncated or cut,
         )
 
 

@@ -96,7 +96,7 @@ async def plain_outputs(
     for answer in await predictor.run_many(requests, allowed, spend=allowance.spend):
         if isinstance(answer, TiankongError):
             raise answer
-        outputs.append(pipeline_output(answer))
+        outputs.append(pipeline_output(whole(answer)))
     return outputs
 
 
@@ -113,17 +113,29 @@ def plain_request(predictor: Predictor, text: str, options: PredictOptions) -> P
     return request
 
 
+NOT_WHOLE = (
+    "The text is longer than the token window this server reads (--max-length); the Hugging "
+    "Face route answers as the pipeline does, on the whole text, so it refuses it. POST "
+    '/predict fills it in a window around the masks ("truncated": true).'
+)
+
+
 def whole_text(request: PreparedRequest) -> PreparedRequest:
     """The pipeline reads a text whole; a text longer than the server's window was cut to a
     window around its masks, and the answer, in the pipeline's shape with no place to say so,
-    differed from the pipeline's without a word. POST /predict cuts it and says so."""
+    differed from the pipeline's without a word. POST /predict cuts it and says so. Checked
+    before any engine work on the one-mask reading, and after it on the answer (``whole``):
+    a target of several characters makes the text longer."""
     if request.prepared.truncated:
-        raise TextTooLongError(
-            "The text is longer than the token window this server reads (--max-length); the "
-            "Hugging Face route answers as the pipeline does, on the whole text, so it refuses "
-            'it. POST /predict fills it in a window around the masks ("truncated": true).'
-        )
+        raise TextTooLongError(NOT_WHOLE)
     return request
+
+
+def whole(result: FillResult) -> FillResult:
+    """``result`` if none of its readings was cut (``whole_text``)."""
+    if result.truncated:
+        raise TextTooLongError(NOT_WHOLE)
+    return result
 
 
 def target_tokens(predictor: Predictor, targets: Sequence[str]) -> dict[str, list[int]]:
@@ -195,7 +207,7 @@ async def ranked_targets(
                     "token": target_ids[candidate.option][0],
                     "token_str": candidate.option,
                 }
-                for candidate in answer.candidates[:k]
+                for candidate in whole(answer).candidates[:k]
             ]
         )
     return outputs
