@@ -185,6 +185,31 @@ def test_allowed_words_restrict_whole_fills(tiny_masker: FillMasker) -> None:
 @pytest.mark.parametrize(
     ("text", "options"),
     [
+        ("他做事一向[MASK][MASK][MASK][MASK]。", {"mode": "whole_word"}),
+        ("他做事一向[BLANK]。", {"max_blank_length": 4}),
+    ],
+)
+@pytest.mark.parametrize("beam_width", [1, 2])
+def test_allowed_words_are_never_pruned_by_the_beam(
+    tiny_masker: FillMasker, text: str, options: dict[str, object], beam_width: int
+) -> None:
+    """The beam took any of the words' characters at each position, so it held mixtures of
+    them (一丝不苟 among 4 ** 4 fills) and the words themselves fell out of a narrow beam: the
+    fills came back empty, under a warning that no fill kept to the constraints."""
+    words = ("一丝不苟", "马马虎虎", "认真仔细")
+    result = tiny_masker.predict(
+        text, constraints=Constraints(allowed=words), beam_width=beam_width, **options
+    )
+    fills = [s.fill for s in result.sequences]
+    assert fills and set(fills) <= set(words) and len(fills) == min(beam_width, 3), fills
+    assert result.warnings == []
+    best = max(result.sequences, key=lambda s: s.score)
+    assert result.sequence == text.replace(text[5:-1], best.fill)
+
+
+@pytest.mark.parametrize(
+    ("text", "options"),
+    [
         ("他[MASK][MASK][MASK]地工作", {"mode": "whole_word"}),  # a 2-character word, 3 masks
         ("他[BLANK]地工作", {"max_blank_length": 1}),  # no fill of one character is the word
     ],

@@ -50,12 +50,17 @@ def beam_search(
     beam_width: int,
     order: str = "left_to_right",
     renormalise: bool = False,
+    fills: Sequence[tuple[int, ...]] | None = None,
 ) -> list[Hypothesis]:
     """Joint fills for all masks of one text, best first (at most ``beam_width``).
 
     ``left_to_right`` fills masks in reading order; ``confident_first`` fills, in each
     hypothesis, the still-masked position whose best allowed token is most probable, then
-    re-runs the model with that token in place.
+    re-runs the model with that token in place. ``fills``: the only whole fills allowed (the
+    constraints' words of this length, as token ids); a beam then takes at each position only
+    the tokens that some fill agreeing with it so far has there, so none is pruned for
+    partial fills that could never be completed (一丝不苟 was lost among the 256 mixtures of
+    its own characters), and each token keeps the score ``allowed`` gives it.
     """
     beams = [Hypothesis((None,) * len(mask_indices), 0.0)]
     for _ in mask_indices:
@@ -68,6 +73,8 @@ def beam_search(
         expanded: list[Hypothesis] = []
         for beam, slots, probabilities in zip(beams, asked, distributions, strict=True):
             probabilities = restrict_or_mask(probabilities, allowed, renormalise)
+            if fills is not None:
+                probabilities = within_fills(probabilities, beam, slots, fills)
             choice = int(np.argmax(probabilities.max(axis=-1))) if len(slots) > 1 else 0
             slot, row = slots[choice], probabilities[choice]
             width = min(beam_width, int(np.count_nonzero(row > 0)))
@@ -80,6 +87,26 @@ def beam_search(
         expanded.sort(key=lambda hypothesis: -hypothesis.log_prob)
         beams = deduplicate(expanded)[:beam_width]
     return beams
+
+
+def within_fills(
+    probabilities: np.ndarray,
+    beam: Hypothesis,
+    slots: Sequence[int],
+    fills: Sequence[tuple[int, ...]],
+) -> np.ndarray:
+    """``probabilities`` (one row per open slot of ``beam``) kept only at the tokens that a fill
+    agreeing with ``beam``'s tokens so far has in that slot; zero elsewhere, not renormalised."""
+    agreeing = [
+        fill
+        for fill in fills
+        if all(token is None or token == fill[at] for at, token in enumerate(beam.token_ids))
+    ]
+    kept = np.zeros_like(probabilities)
+    for row, slot in enumerate(slots):
+        tokens = sorted({fill[slot] for fill in agreeing})
+        kept[row, tokens] = probabilities[row, tokens]
+    return kept
 
 
 def restrict_or_mask(

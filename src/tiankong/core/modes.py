@@ -150,6 +150,9 @@ class SearchModes:
         self, input_ids: list[int], mask_indices: list[int], options: PredictOptions
     ) -> list[Hypothesis]:
         allowed = self.allowed(options)
+        fills = self.allowed_fills(options, len(mask_indices))
+        if fills == []:  # no allowed word of this length: nothing to search
+            return []
         return beam_search(
             input_ids,
             mask_indices,
@@ -158,7 +161,17 @@ class SearchModes:
             options.beam_width,
             options.order,
             renormalise=allowed is not None,
+            fills=fills,
         )
+
+    def allowed_fills(self, options: PredictOptions, length: int) -> list[tuple[int, ...]] | None:
+        """The constraints' whole fills (``Constraints.allowed_fills``) of ``length`` tokens, as
+        token ids, in a set order; None where the fills are not limited."""
+        words = options.constraints.allowed_fills if options.constraints else frozenset()
+        if not words:
+            return None
+        tokens = (tuple(self.masker.option_tokens(word, "allowed entry")) for word in sorted(words))
+        return [ids for ids in tokens if len(ids) == length]
 
     @property
     def default_allowed(self) -> np.ndarray:
