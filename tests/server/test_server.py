@@ -276,7 +276,7 @@ def test_unknown_route_and_wrong_method_use_the_error_shape(client: TestClient) 
 @pytest.mark.parametrize(
     ("method", "path", "allowed"),
     [
-        ("PUT", "/predict", "GET, POST"),  # Starlette's Allow said POST
+        ("PUT", "/predict", "GET, HEAD, POST"),  # Starlette's Allow said POST
         ("DELETE", "/health", "GET, HEAD"),  # and HEAD here
         ("POST", "/info", "GET, HEAD"),
         ("GET", "/batch_predict", "POST"),
@@ -558,9 +558,15 @@ def test_page_and_its_assets(client: TestClient) -> None:
     for test_id in test_ids:
         assert f'data-testid="{test_id}"' in page.text
     assert client.head("/").status_code == 200 and client.head("/health").status_code == 200
-    for path in ("/ready", "/info"):  # HEAD wherever GET answers (CORS allows it)
-        head = client.head(path)
+    paths = client.get("/openapi.json").json()["paths"]
+    gets = [path for path, item in paths.items() if "get" in item]
+    assert {"/ready", "/info", "/metrics", "/predict"} <= set(gets)
+    for path in gets:  # HEAD wherever GET answers (CORS allows it): /predict and /metrics were 405
+        query = "?text=%E5%A5%BD%5BMASK%5D" if path == "/predict" else ""
+        head = client.head(path + query)
         assert head.status_code == 200 and head.content == b"", path
+    # FastAPI's ReDoc page loaded its script and fonts from CDNs (the offline /docs is local)
+    assert_error(client.get("/redoc"), 404, "not_found")
     for name in ("app.js", "render.js", "i18n.js"):  # ES modules, served as JavaScript
         script = client.get(f"/static/{name}")
         assert script.status_code == 200 and "javascript" in script.headers["content-type"]

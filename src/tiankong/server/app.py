@@ -89,6 +89,7 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         docs_url=None,  # served below from local assets, so /docs works offline
+        redoc_url=None,  # FastAPI's ReDoc page loads its script and fonts from CDNs
     )
     app.state.tiankong = state
     install_error_handlers(app)

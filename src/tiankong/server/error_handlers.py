@@ -136,10 +136,12 @@ async def handle_http_error(request: Request, error: Exception) -> JSONResponse:
 def allowed_methods(request: Request, headers: Mapping[str, str]) -> str:
     """Every method the path answers: Starlette's Allow names only the first route that
     matched the path (POST for /predict, whose GET is another route; HEAD for /health), so
-    the OpenAPI document's methods for the path are added to it."""
+    the OpenAPI document's methods for the path are added to it, and HEAD beside a GET."""
     documented = request.app.openapi().get("paths", {}).get(request.url.path, {})
     methods = {method.upper() for method in documented}
     methods.update(part.strip() for part in headers.get("Allow", "").split(",") if part.strip())
+    if "GET" in methods:  # every GET route answers HEAD (routes.py), outside the document
+        methods.add("HEAD")
     return ", ".join(sorted(methods))
 
 

@@ -79,6 +79,9 @@ async def predict(
     tags=["fill-mask"],
     dependencies=[Depends(utf8_query), Depends(once_each)],
 )
+@router.head(  # HEAD wherever GET answers (HTTP asks it of every GET route)
+    "/predict", include_in_schema=False, dependencies=[Depends(utf8_query), Depends(once_each)]
+)
 async def predict_get(serving: ServingDep, query: Annotated[PredictQuery, Query()]) -> Response:
     """The same as POST /predict, for load tests on a URL (percent-encoded UTF-8 text); list
     options repeat the key: `&candidates=充电&candidates=吃饭`."""
@@ -166,6 +169,7 @@ async def info(state: StateDep) -> dict[str, Any]:
 
 
 @router.get("/metrics", tags=["operations"], response_class=Response)
+@router.head("/metrics", include_in_schema=False, response_class=Response)
 async def metrics(state: StateDep) -> Response:
     """Prometheus text format: requests by route and status, latency and batch-size histograms."""
     return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
