@@ -81,7 +81,9 @@ def test_check_file_is_resumable(tiny_model_dir: Path, tmp_path: Path) -> None:
     errors = (tmp_path / "out.jsonl.errors.jsonl").read_text(encoding="utf-8")
     assert json.loads(errors)["line"] == 2
     again = run_cli("check", str(source), "-o", str(out), *flags)
-    assert again.returncode == 0 and "checked 0 lines now" in again.stderr
+    assert again.returncode == 0, again.stderr  # as fill says it (it said "checked 0 lines now")
+    assert "4 lines already done, 0 checked now, 0 bad now" in again.stderr
+    assert f"(see {tmp_path / 'out.jsonl.errors.jsonl'}); output: {out}\n" in again.stderr
     assert len(out.read_text(encoding="utf-8").splitlines()) == 3
 
 

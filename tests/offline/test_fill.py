@@ -336,6 +336,25 @@ def test_existing_output_without_checkpoint_is_not_clobbered(settings, tmp_path:
     assert "precious" not in output.read_text(encoding="utf-8")
 
 
+def test_an_existing_errors_file_without_checkpoint_is_not_clobbered(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """--errors named any file, and a fresh run deleted it (notes.md was wiped)."""
+    source = write_jsonl(tmp_path / "in.jsonl", TEXTS[:2])
+    notes = tmp_path / "notes.md"
+    notes.write_text("precious\n", encoding="utf-8")
+    job = FillJob(source, tmp_path / "out.jsonl", errors=notes)
+    with pytest.raises(BadDataFileError, match=r"'notes\.md' already exists and has no checkpoint"):
+        run_fill(job, settings, PredictOptions())
+    assert notes.read_text(encoding="utf-8") == "precious\n"
+    assert not job.output.exists()
+    empty = tmp_path / "empty.jsonl"  # an empty file loses nothing
+    empty.touch()
+    run_fill(FillJob(source, tmp_path / "two.jsonl", errors=empty), settings, PredictOptions())
+    run_fill(FillJob(source, job.output, errors=notes, resume=False), settings, PredictOptions())
+    assert "precious" not in notes.read_text(encoding="utf-8")
+
+
 def test_whole_word_and_candidates_options(settings: Settings, tmp_path: Path) -> None:
     source = write_jsonl(tmp_path / "in.jsonl", ["手机没电了，赶紧去[MASK][MASK]。"])
     job = FillJob(source, tmp_path / "ww.jsonl")

@@ -147,11 +147,17 @@ def check_file(
 ) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    from tiankong.cli.fill import summary_line
     from tiankong.offline.check_file import run_check_file
     from tiankong.offline.fill import Checkpoint, FillJob, check_files, count_records, format_of
 
     job = FillJob(
-        input=source, output=output, text_field=field, chunk_size=chunk_size, resume=not restart
+        input=source,
+        output=output,
+        text_field=field,
+        chunk_size=chunk_size,
+        resume=not restart,
+        keyed_options="--field",
     )
     check_files(job)  # before the model loads: a missing input, an output that is the input
     total = count_records(source, format_of(source, "auto"))
@@ -179,10 +185,7 @@ def check_file(
             progress.update(task, advance=done, failed=failed)
 
         state = run_check_file(job, checker, on_progress, on_start)
-    console.print(
-        f"checked {state.filled - start.filled:,} lines now, {state.failed - start.failed:,} bad "
-        f"(see {job.error_file.name}); output: {output}"
-    )
+    console.print(summary_line("checked", start, state, job), soft_wrap=True, highlight=False)
 
 
 def eval_check(file: Path, settings: Settings, json_out: Path | None, verbose: bool) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -38,6 +38,9 @@ from tiankong.cli.predict import (
     decoding_options,
 )
 from tiankong.cli.root import app
+
+if TYPE_CHECKING:
+    from tiankong.offline.resume import Checkpoint, FillJob
 from tiankong.config import Settings
 from tiankong.core.options import PredictOptions
 
@@ -167,13 +170,20 @@ def fill_command(
             progress.update(task, rate=speed, failed=failed)
 
         state = run_fill(job, settings, options, on_progress, on_start)
-    filled, failed = state.filled - start.filled, state.failed - start.failed
+    console.print(summary_line("filled", start, state, job), soft_wrap=True, highlight=False)
+
+
+def summary_line(verb: str, start: Checkpoint, state: Checkpoint, job: FillJob) -> str:
+    """A file run's last line (fill and check -o): what this run did, after what a resumed one
+    found done, and where the errors and the output are (the errors file by its path: its
+    name alone hid a folder)."""
+    now, failed = state.filled - start.filled, state.failed - start.failed
     done = (
-        f"{start.lines_done:,} lines already done, {filled:,} filled now, {failed:,} bad now"
+        f"{start.lines_done:,} lines already done, {now:,} {verb} now, {failed:,} bad now"
         if start.lines_done
-        else f"filled {filled:,} lines, {failed:,} bad"
+        else f"{verb} {now:,} lines, {failed:,} bad"
     )
-    console.print(f"{done} (see {job.error_file.name}); output: {output}")
+    return f"{done} (see {job.error_file}); output: {job.output}"
 
 
 def stop_as_interrupted(signum: int, frame: FrameType | None) -> None:

@@ -33,6 +33,9 @@ class FillJob:
     batch_size: int = 32
     workers: int = 1
     resume: bool = True
+    # the options a resumed run must repeat, as the refusal names them (``check -o`` has only
+    # --field of the three)
+    keyed_options: str = "--field, --input-format and --output-format"
 
     @property
     def checkpoint(self) -> Path:
@@ -159,9 +162,9 @@ def start_state(job: FillJob, key: str = "", earlier_key: str = "") -> Checkpoin
         # formats was keyed (a new key never equals it: the files are in it)
         if saved.run_key and saved.run_key not in (key, earlier_key or key):
             raise BadDataFileError(
-                f"'{job.output.name}' was started with another model or other options (--field, "
-                "--input-format and --output-format among them); run the same command to resume "
-                "it, or pass --restart to start over."
+                f"'{job.output.name}' was started with another model or other options "
+                f"({job.keyed_options} among them); run the same command to resume it, or pass "
+                "--restart to start over."
             )
         saved.run_key = key or saved.run_key  # an earlier-keyed checkpoint moves to this key
         for path, size in ((job.output, saved.output_bytes), (job.error_file, saved.error_bytes)):
@@ -171,15 +174,15 @@ def start_state(job: FillJob, key: str = "", earlier_key: str = "") -> Checkpoin
                     f"'{job.checkpoint.name}' says; restore it, or pass --restart to start over."
                 )
         return saved
-    if file_size(job.output) and not job.resume:
-        job.output.unlink()
-    elif file_size(job.output):
-        raise BadDataFileError(
-            f"'{job.output.name}' already exists and has no checkpoint; choose another output "
-            "or pass --restart to overwrite it."
-        )
-    if os.path.isfile(job.error_file):
-        job.error_file.unlink()
+    named = "another --errors" if job.errors is not None else "another output"
+    for path, choose in ((job.output, "another output"), (job.error_file, named)):
+        if file_size(path) and job.resume:  # not ours to overwrite: --errors named any file
+            raise BadDataFileError(
+                f"'{path.name}' already exists and has no checkpoint; choose {choose} or pass "
+                "--restart to overwrite it."
+            )
+        if os.path.isfile(path):
+            path.unlink()
     return Checkpoint(identity, run_key=key)
 
 
