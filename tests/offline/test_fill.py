@@ -336,6 +336,26 @@ def test_existing_output_without_checkpoint_is_not_clobbered(settings, tmp_path:
     assert "precious" not in output.read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        '[\n  {"text": "画龙点[MASK]"},\n  {"text": "守株待[MASK]"}\n]\n',
+        '\n [{"text": "画龙点[MASK]"}]',
+    ],
+)
+def test_a_json_array_is_refused_not_read_as_lines(
+    settings: Settings, tmp_path: Path, content: str
+) -> None:
+    """A .json file holding an array was read as JSON Lines: its records went to the errors
+    file, or one happened to parse, exit 0."""
+    source = tmp_path / "arr.json"
+    source.write_text(content, encoding="utf-8")
+    job = FillJob(source, tmp_path / "out.jsonl")
+    with pytest.raises(BadDataFileError, match=r"'arr\.json' holds a JSON array, not JSON Lines"):
+        run_fill(job, settings, PredictOptions())
+    assert not job.output.exists() and not job.error_file.exists()
+
+
 def test_an_existing_errors_file_without_checkpoint_is_not_clobbered(
     settings: Settings, tmp_path: Path
 ) -> None:

@@ -109,6 +109,11 @@ def checked_records(path: Path, kind: str, field: str) -> Iterator[Row]:
     file whose first object lacks the field, is refused before the caller makes its output
     files (a failed run left a header-only output behind, which the corrected run then refused
     to overwrite; a JSONL ``--field`` typo sent every line to the errors file, exit 0)."""
+    if kind == "jsonl" and opens_an_array(path):
+        raise BadDataFileError(
+            f"'{path.name}' holds a JSON array, not JSON Lines; write one object per line "
+            "(jq -c '.[]' turns an array into that)."
+        )
     rows = read_records(path, kind, field)
     read: list[Row] = []
     for row in rows:  # up to the first JSON object (bad lines before it are bad records)
@@ -122,6 +127,16 @@ def checked_records(path: Path, kind: str, field: str) -> Iterator[Row]:
                 )
             break
     return chain(read, rows)
+
+
+def opens_an_array(path: Path) -> bool:
+    """Whether the first character of a JSON file that is not white space opens an array: a
+    ``.json`` file read as JSON Lines lost the records on the array's own lines, exit 0."""
+    with open_text(path, "Input file") as handle:
+        for line in handle:
+            if line.strip():
+                return line.lstrip().startswith("[")
+    return False
 
 
 def read_records(path: Path, kind: str, field: str) -> Iterator[Row]:
