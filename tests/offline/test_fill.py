@@ -557,6 +557,33 @@ def test_csv_keeps_every_input_column_in_order(settings: Settings, tmp_path: Pat
     assert header == ["id", "text", *(c for c in CSV_COLUMNS if c != "text")]
 
 
+@pytest.mark.parametrize(
+    ("options", "answer_key", "name"),
+    [
+        (PredictOptions(mode="candidates", candidates=("名列前茅", "好")), "candidates", "option"),
+        (PredictOptions(mode="whole_word"), "sequences", "fill"),
+        (PredictOptions(), "masks", "token"),
+    ],
+)
+def test_the_csv_top_token_is_the_answer_the_sequence_shows(
+    settings: Settings, tmp_path: Path, options: PredictOptions, answer_key: str, name: str
+) -> None:
+    """top_token was always the first mask's best token: not one of the options in candidates
+    mode, not the fill in whole-word mode (赶紧去赶紧 beside top_token 没)."""
+    source = write_csv(
+        tmp_path / "in.csv",
+        [["text"], ["成绩[MASK][MASK]。" if answer_key != "candidates" else "成绩[MASK]。"]],
+    )
+    job = FillJob(source, tmp_path / "out.csv")
+    run_fill(job, settings, options)
+    [row] = read_csv(job.output)[1]
+    result = json.loads(row["result"])
+    best = result[answer_key][0][0] if answer_key == "masks" else result[answer_key][0]
+    assert (row["top_token"], float(row["top_score"])) == (best[name], best["score"])
+    if answer_key != "masks":
+        assert row["top_token"] in row["sequence"]
+
+
 def test_an_input_column_named_like_a_result_column_is_refused(
     settings: Settings, tmp_path: Path
 ) -> None:

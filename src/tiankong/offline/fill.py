@@ -412,18 +412,31 @@ def write_result(
         record = {**fields, "line": line, **payload}
         output.write(json.dumps(record, ensure_ascii=False) + "\n")
         return
-    best = payload["predictions"][0] if payload["predictions"] else {"token": "", "score": ""}
+    top_token, top_score = top_answer(payload)
     writer.writerow(
         {
             **{name: csv_cell(value) for name, value in fields.items()},
             "line": line,
             "text": payload["text"],
             "sequence": payload["sequence"],
-            "top_token": best["token"],
-            "top_score": best["score"],
+            "top_token": top_token,
+            "top_score": top_score,
             "result": json.dumps(payload, ensure_ascii=False),
         }
     )
+
+
+def top_answer(payload: dict[str, Any]) -> tuple[str, float | str]:
+    """The CSV's ``top_token`` and ``top_score``: the answer ``sequence`` shows, as the request
+    chose it: the best option (candidates), the best whole fill (whole-word, [BLANK]), else the
+    first mask's best token (it was always that token: in candidates mode not one of the
+    options, in whole-word mode not the fill)."""
+    for key, name in (("candidates", "option"), ("sequences", "fill")):
+        if payload.get(key):
+            return payload[key][0][name], payload[key][0]["score"]
+    if payload["predictions"]:
+        return payload["predictions"][0]["token"], payload["predictions"][0]["score"]
+    return "", ""
 
 
 def csv_cell(value: Any) -> Any:
