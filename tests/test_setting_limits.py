@@ -64,6 +64,13 @@ def test_the_bounds_themselves_pass() -> None:
         ({"max_body_bytes": -5}, "--max-body-bytes must be 1 or more; got -5."),
         ({"max_body_bytes": 0}, "--max-body-bytes must be 1 or more; got 0."),
         ({"max_batch_texts": 0}, "--max-batch-texts must be 1 or more; got 0."),
+        # "" fell back to the default (the bundled model, the user's cache), and " " read as
+        # the working folder
+        ({"model": ""}, "--model is empty; give a value or leave it out."),
+        ({"model": " "}, "--model is empty; give a value or leave it out."),
+        ({"onnx_cache_dir": ""}, "--onnx-cache-dir is empty; give a value or leave it out."),
+        ({"host": "\t"}, "--host is empty; give a value or leave it out."),
+        ({"api_keys_file": ""}, "--api-keys-file is empty; give a value or leave it out."),
     ],
 )
 def test_settings_out_of_range_are_refused(values: dict[str, Any], words: str) -> None:

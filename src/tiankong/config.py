@@ -397,6 +397,9 @@ def check_rows(values: Any) -> None:
         value = getattr(values, row.name)
         if value is None:
             continue
+        if isinstance(value, str) and not value.strip():  # '' fell back to the default, or
+            # read as a path: --model "" served the bundled model, " " the working folder
+            raise BadOptionError(f"{label(row, flag)} is empty; give a value or leave it out.")
         low, high = flag.at_least, flag.at_most
         if low is not None and high is not None and not low <= value <= high:
             raise BadOptionError(
