@@ -96,3 +96,19 @@ def test_eval_takes_max_length_for_a_model_with_few_positions(tmp_path: Path) ->
     done = run_cli("eval", str(items), *flags, "--max-length", "16")
     assert done.returncode == 0, done.stderr
     assert "overall" in done.stdout
+
+
+def test_length_alpha_with_no_blank_to_rank_is_refused(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """It was accepted and did nothing (the report's title named no alpha); predict warns."""
+    items = write_lines(tmp_path / "c.jsonl", [{"text": "画龙点[MASK]", "answers": ["睛"]}])
+    done = run_cli("eval", str(items), "--length-alpha", "1.5", *model_flags(tiny_model_dir))
+    assert done.returncode == 2
+    assert "--length-alpha ranks the fills of a [BLANK], and no item of c.jsonl has one" in (
+        done.stderr
+    )
+    blanks = write_lines(tmp_path / "b.jsonl", [{"text": "画龙点[BLANK]", "answers": ["睛"]}])
+    for args in ([str(items), "--blank"], [str(blanks)]):
+        ran = run_cli("eval", *args, "--length-alpha", "1.5", *model_flags(tiny_model_dir))
+        assert ran.returncode == 0, ran.stderr

@@ -16,6 +16,7 @@ from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import Settings
 from tiankong.core.options import PredictOptions
+from tiankong.core.text import BLANK, normalize_masks
 from tiankong.errors import BadOptionError
 from tiankong.offline.evaluate import (
     EvalReport,
@@ -91,6 +92,13 @@ def eval_command(
         raise BadOptionError(f"--task takes fill or check, not '{task}'.")
 
     items = read_items(file)
+    if length_alpha != PredictOptions.length_alpha and not blank and not any(
+        BLANK in normalize_masks(item.text) for item in items
+    ):  # it ranks a [BLANK]'s fills: with none it was accepted and did nothing
+        raise BadOptionError(
+            f"--length-alpha ranks the fills of a [BLANK], and no item of {file.name} has one; "
+            "add --blank (each item's masks as one [BLANK]) or leave it out."
+        )
     options = PredictOptions(
         beam_width=beam_width, order=order, length_alpha=length_alpha
     ).validated()
