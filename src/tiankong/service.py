@@ -159,9 +159,15 @@ class FillMasker:
             for option in options.candidates:
                 self.option_tokens(option, "candidate")
         if options.constraints is not None:  # [SEP] read as its characters: [ S E P ]
+            unknown = self.encoder.vocab.get("[UNK]")
             for field in ("allowed", "exclude"):
                 for entry in getattr(options.constraints, field):
-                    self.option_tokens(entry, f"{field} entry")
+                    if unknown in self.option_tokens(entry, f"{field} entry"):
+                        # it was dropped without a word (😀 allowed beside 好 did nothing)
+                        raise BadOptionError(
+                            f"The {field} entry {entry.strip()!r} has a character the model "
+                            "doesn't know, so it can never be a fill; leave it out."
+                        )
         return options
 
     def option_tokens(self, option: str, name: str) -> list[int]:

@@ -282,6 +282,16 @@ def test_a_special_token_in_the_constraints_is_refused(tiny_masker: FillMasker, 
         tiny_masker.predict("好[MASK]", constraints=constraints)
 
 
+@pytest.mark.parametrize("field", ["allowed", "exclude"])
+def test_an_entry_the_model_does_not_know_is_refused(tiny_masker: FillMasker, field: str) -> None:
+    """😀 (read as [UNK]) was dropped without a word: allowed beside 好 it did nothing, alone it
+    was 'the constraints leave no token' with no reason."""
+    constraints = Constraints(**{field: ("好", "😀")})
+    with pytest.raises(BadOptionError, match=f"The {field} entry '😀' has a character the model"):
+        tiny_masker.predict("好[MASK]", constraints=constraints)
+    tiny_masker.predict("好[MASK]", constraints=Constraints(**{field: ("好", "坏")}))
+
+
 def test_whole_word_sequence_is_the_best_joint_fill(tiny_masker: FillMasker) -> None:
     result = tiny_masker.predict("手机没电了，赶紧去[MASK][MASK]。", mode="whole_word")
     assert result.sequence == result.sequences[0].text
