@@ -144,6 +144,9 @@ def test_predict_decoding_options(tiny_model_dir: Path) -> None:
     assert tokens <= {"鸟", "花"}
     bad = run_cli(*base, "处处闻啼[MASK]。", "--preset", "nope")
     assert bad.returncode == 2 and "Unknown constraints preset" in bad.stderr
+    for flag in ("--allowed", "--exclude"):  # --exclude "" was taken and did nothing
+        empty = run_cli(*base, "处处闻啼[MASK]。", flag, " ,")
+        assert empty.returncode == 2 and f"error: {flag} is empty; give the" in empty.stderr
 
 
 def table_rows(output: str, title: str) -> tuple[list[str], list[list[str]]]:

@@ -84,11 +84,12 @@ def decoding_options(
             "--candidates is empty; give the options to rank, separated by commas or spaces, "
             "or leave it out."
         )
-    if allowed is not None and not split_list(allowed):  # as POST /predict's allowed: []
-        raise BadOptionError(
-            "--allowed is empty; give the characters or words, separated by commas or spaces, "
-            "or leave it out."
-        )
+    for flag, given in (("--allowed", allowed), ("--exclude", exclude)):
+        if given is not None and not split_list(given):  # as POST /predict's allowed: []
+            raise BadOptionError(  # --exclude "" was taken and did nothing
+                f"{flag} is empty; give the characters or words, separated by commas or spaces, "
+                "or leave it out."
+            )
     return masker.options(
         top_k,
         mode="whole_word" if whole_word else "single",
