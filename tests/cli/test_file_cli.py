@@ -116,6 +116,10 @@ def test_an_output_that_is_the_input_is_refused_even_with_restart(
         (["eval", "e.jsonl", "--json", "a.txt/r.json"], "'a.txt' is a file, not a folder"),
         (["eval", "e.jsonl", "--json", "e.jsonl"], "The report is the input"),
         (["eval", "--task", "check", "c.jsonl", "--json", "folder"], "The report 'folder'"),
+        # these were refused after the model loaded (here: the missing model's error instead)
+        (["fill", "in.txt", "-o", "x.txt"], "The output 'x.txt' would be TXT, by its name"),
+        (["fill", "in.txt", "-o", "x.jsonl", "--workers", "0"], "--workers, --chunk-size and"),
+        (["check", "in.txt", "-o", "x.csv"], "tiankong check writes JSONL; name the output"),
     ],
 )
 def test_an_output_that_cant_be_written_is_refused_before_the_work(

@@ -159,7 +159,7 @@ def check_file(
         resume=not restart,
         keyed_options="--field",
     )
-    check_files(job)  # before the model loads: a missing input, an output that is the input
+    check_files(job, check=True)  # before the model loads: a missing input, a bad output
     total = count_records(source, format_of(source, "auto"))
     checker = load_checker(settings)
     # SIGTERM ends the run as Ctrl-C does (exit 130, the checkpoint kept), as in fill

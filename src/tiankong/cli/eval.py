@@ -92,8 +92,10 @@ def eval_command(
         raise BadOptionError(f"--task takes fill or check, not '{task}'.")
 
     items = read_items(file)
-    if length_alpha != PredictOptions.length_alpha and not blank and not any(
-        BLANK in normalize_masks(item.text) for item in items
+    if (
+        length_alpha != PredictOptions.length_alpha
+        and not blank
+        and not any(BLANK in normalize_masks(item.text) for item in items)
     ):  # it ranks a [BLANK]'s fills: with none it was accepted and did nothing
         raise BadOptionError(
             f"--length-alpha ranks the fills of a [BLANK], and no item of {file.name} has one; "

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from typing import Any
 
 from tiankong.config import Settings
-from tiankong.errors import BadOptionError, TiankongError
+from tiankong.errors import TiankongError
 from tiankong.offline.fill import check_files, checked_records, fields_problem, format_of, take
 from tiankong.offline.resume import (
     Checkpoint,
@@ -42,11 +42,7 @@ def run_check_file(
     on_start: Callable[[Checkpoint], None] | None = None,
 ) -> Checkpoint:
     """Check ``job.input`` into ``job.output``; the final checkpoint's counts."""
-    check_files(job)
-    if job.chunk_size < 1:
-        raise BadOptionError("--chunk-size must be at least 1.")
-    if format_of(job.output, job.output_format) != "jsonl":
-        raise BadOptionError("tiankong check writes JSONL; name the output .jsonl.")
+    check_files(job, check=True)
     kind = format_of(job.input, job.input_format)
     rows = checked_records(job.input, kind, job.text_field)  # before any file is touched
     settings, method = checker.masker.settings, checker.method

@@ -70,10 +70,18 @@ def format_of(path: Path, requested: str) -> str:
     return "txt"
 
 
-def check_files(job: FillJob) -> None:
+def check_files(job: FillJob, check: bool = False) -> None:
     """Refuse, before anything is deleted or loaded, files a run can't use: an input that is
     missing or a folder, an output (or its error file or checkpoint) that is the input, which
-    ``--restart`` would delete, or that can't be written."""
+    ``--restart`` would delete, or that can't be written, or that is not a format the run
+    writes (``check``: ``tiankong check -o`` writes JSONL only); and sizes under 1. The CLI
+    calls it before the model loads (these were refused after it, under a drawn bar)."""
+    if job.workers < 1 or job.chunk_size < 1 or job.batch_size < 1:
+        raise BadOptionError(
+            "--chunk-size must be at least 1."
+            if check
+            else "--workers, --chunk-size and --batch-size must be at least 1."
+        )
     require_input(job.input, "Input file")
     check_writable(job.output, "output")  # first: '.' or '/' names no file to put beside it
     outputs = {"output": job.output, "error file": job.error_file, "checkpoint": job.checkpoint}
@@ -87,6 +95,14 @@ def check_files(job: FillJob) -> None:
             raise BadOptionError(f"The {what} is the checkpoint ('{path}'); name another file.")
     check_writable(job.error_file, "error file")
     check_writable(checkpoint_temp(job.checkpoint), "checkpoint")  # made, then renamed over
+    out_kind = format_of(job.output, job.output_format)
+    if check and out_kind != "jsonl":
+        raise BadOptionError("tiankong check writes JSONL; name the output .jsonl.")
+    if out_kind == "txt":
+        raise BadOptionError(
+            f"The output '{job.output.name}' would be TXT, by its name; fill writes JSONL or "
+            "CSV: name it .jsonl or .csv, or pass --output-format."
+        )
 
 
 def count_records(path: Path, kind: str) -> int:
@@ -280,12 +296,8 @@ def run_fill(
     ``on_start`` gets the counts the run starts from (those of a resumed run's finished lines,
     zeros on a fresh run); ``on_progress`` gets each chunk's lines and the running totals."""
     check_files(job)
-    if job.workers < 1 or job.chunk_size < 1 or job.batch_size < 1:
-        raise BadOptionError("--workers, --chunk-size and --batch-size must be at least 1.")
     in_kind = format_of(job.input, job.input_format)
     out_kind = format_of(job.output, job.output_format)
-    if out_kind == "txt":
-        raise BadOptionError("The output format must be jsonl or csv.")
     columns = input_columns(job.input, in_kind, job.text_field) if out_kind == "csv" else None
     rows = checked_records(job.input, in_kind, job.text_field)  # before any file is touched
     key = run_key(settings, options, (job.text_field, in_kind, out_kind), FILL_ANSWER_SETTINGS)
