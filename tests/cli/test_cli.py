@@ -84,7 +84,9 @@ def test_predict_stdin_as_text_errors_on_stderr_and_notes_and_long_lines_whole(
         stdin=f"没有空\nhello [MASK]\n{long_text}\n",
     )  # fmt: skip
     assert done.returncode == 2
-    assert "error: The text has no [MASK]" in done.stderr and "error" not in done.stdout
+    # the line it was, of many (the message alone did not say)
+    assert "error: line 1 (没有空): The text has no [MASK]" in done.stderr
+    assert "error" not in done.stdout
     assert "note: The text has no Chinese (Han) character" in done.stdout
     assert any(line.startswith("春眠不觉晓，" * 20) for line in done.stdout.splitlines())
 

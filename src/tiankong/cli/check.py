@@ -108,13 +108,13 @@ def check_command(
         print_check(checker.check(text), as_json, console)
         return
     failures, exit_code = 0, 0
-    for line in stdin_lines():
+    for number, line in stdin_lines():
         try:
             print_check(checker.check(line), as_json, console)
         except TiankongError as error:  # one bad line doesn't stop the rest
             failures += 1
             exit_code = mapping_for(error).exit_code
-            print_line_error(line, error, as_json, console)
+            print_line_error(number, line, error, as_json, console)
     if failures:
         raise typer.Exit(exit_code)
 

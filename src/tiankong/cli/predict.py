@@ -156,13 +156,13 @@ def predict_command(
         print_result(result, as_json, console, masker.model.name)
         return
     failures, exit_code = 0, 0
-    for line in stdin_lines():
+    for number, line in stdin_lines():
         try:
             result = masker.predict(line, options=options)
             print_result(result, as_json, console, masker.model.name)
         except TiankongError as error:  # one bad line doesn't stop the rest
             failures += 1
-            print_line_error(line, error, as_json, console)
+            print_line_error(number, line, error, as_json, console)
             exit_code = mapping_for(error).exit_code
     if failures:
         raise typer.Exit(exit_code)

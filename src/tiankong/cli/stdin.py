@@ -20,14 +20,14 @@ from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import TiankongError
 
 
-def stdin_lines() -> Iterator[str]:
-    """stdin's lines that aren't blank, in order."""
-    for number, raw in enumerate(sys.stdin.buffer):
+def stdin_lines() -> Iterator[tuple[int, str]]:
+    """stdin's lines that aren't blank, in order, each with its line number (from 1)."""
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
         line = raw.decode("utf-8", "surrogateescape").rstrip("\r\n")
-        if number == 0:
+        if number == 1:
             line = line.removeprefix("\ufeff")
         if line.strip():
-            yield line
+            yield number, line
 
 
 def printable(text: str) -> str:
@@ -36,13 +36,24 @@ def printable(text: str) -> str:
     return LONE_SURROGATE.sub("\ufffd", text)
 
 
-def print_line_error(line: str, error: TiankongError, as_json: bool, console: Console) -> None:
-    """One line's error, where its answer would have gone: a JSON line with the text and the
-    error's code and message, or the message in red."""
+EXCERPT_CHARS = 20  # of a bad line, in the table mode's error
+
+
+def print_line_error(
+    number: int, line: str, error: TiankongError, as_json: bool, console: Console
+) -> None:
+    """One line's error, where its answer would have gone: a JSON line with the line number,
+    the text and the error's code and message, or the message in red after the line number
+    and the line's start (the message alone did not say which of many lines it was)."""
     if as_json:
         fields = {"code": error.code, "message": error.message}
-        print(json.dumps({"text": printable(line), "error": fields}, ensure_ascii=False))
+        record = {"line": number, "text": printable(line), "error": fields}
+        print(json.dumps(record, ensure_ascii=False))
     else:  # an error sentence goes to stderr, as every error of the CLI does
+        shown = printable(line)
+        if len(shown) > EXCERPT_CHARS:
+            shown = shown[:EXCERPT_CHARS] + "…"
         Console(stderr=True, soft_wrap=True).print(
-            f"[red]error:[/red] {escape(error.message)}", highlight=False
+            f"[red]error:[/red] line {number} ({escape(shown)}): {escape(error.message)}",
+            highlight=False,
         )
