@@ -149,8 +149,24 @@ def test_bad_inputs(tmp_path: Path) -> None:
     with pytest.raises(IndexInputError, match="surrogate"):
         build_index([tmp_path / "s.jsonl"], tmp_path / "out", field="text", progress=False)
     (tmp_path / "bad.txt").write_bytes(b"\xff\xfe\xfa")
-    with pytest.raises(IndexInputError, match="UTF-8"):
+    # the decoder's own text ('utf-8' codec can't decode byte ...) was the message
+    with pytest.raises(IndexInputError, match=r"\(invalid start byte\); save it as UTF-8\.$"):
         build_index([tmp_path / "bad.txt"], tmp_path / "out", progress=False)
+    (tmp_path / "fake.txt.xz").write_text("画龙点睛\n", encoding="utf-8")  # not xz at all
+    with pytest.raises(IndexInputError, match="can't be read as xz-compressed text"):
+        build_index([tmp_path / "fake.txt.xz"], tmp_path / "out", progress=False)
+
+
+def test_suffixes_are_read_in_any_case(tmp_path: Path) -> None:
+    """N.TXT and C.JSONL were 'not a supported input' here while fill read them."""
+    (tmp_path / "N.TXT").write_text("画龙点睛\n", encoding="utf-8")
+    (tmp_path / "C.JSONL").write_text('{"text": "守株待兔"}\n', encoding="utf-8")
+    one = build_index([tmp_path / "N.TXT"], tmp_path / "one", progress=False)
+    assert [source["passages"] for source in one["sources"]] == [1]
+    both = build_index(
+        [tmp_path / "N.TXT", tmp_path / "C.JSONL"], tmp_path / "two", field="text", progress=False
+    )
+    assert [source["passages"] for source in both["sources"]] == [1, 1]
 
 
 def test_jsonl_and_csv_fields(tmp_path: Path) -> None:

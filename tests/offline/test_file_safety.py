@@ -13,7 +13,7 @@ import pytest
 
 from tiankong import Settings
 from tiankong.core.options import PredictOptions
-from tiankong.errors import BadDataFileError, BadInputError
+from tiankong.errors import BadDataFileError, BadInputError, BadOptionError
 from tiankong.offline.check_eval import read_check_items
 from tiankong.offline.evaluate import read_items
 from tiankong.offline.fill import FillJob, count_records, input_columns, read_records, run_fill
@@ -25,6 +25,36 @@ NOT_UTF8 = {
 }
 LONG_NAME = "画龙点睛" * 25  # 300 bytes: a sentence typed where a file name goes
 CHEAP = Settings(threads=1)  # for runs refused before any model loads
+
+
+@pytest.mark.parametrize(
+    ("name", "packed"), [("in.txt.xz", "xz"), ("in.jsonl.gz", "gzip"), ("in.csv.bz2", "bzip2")]
+)
+def test_a_compressed_input_is_named_so(tmp_path: Path, name: str, packed: str) -> None:
+    """An xz file was told to 'save it as UTF-8'."""
+    import bz2
+    import gzip
+    import lzma
+
+    data = "画龙点[MASK]\n".encode()
+    compress = {"xz": lzma.compress, "gzip": gzip.compress, "bzip2": bz2.compress}[packed]
+    path = tmp_path / name
+    path.write_bytes(compress(data))
+    with pytest.raises(BadDataFileError, match=f"'{path}' is {packed}-compressed; this command"):
+        count_records(path, "txt")
+
+
+@pytest.mark.parametrize("output", ["out.jsonl.gz", "out.csv.XZ", "out.zip"])
+def test_an_output_named_like_a_compressed_file_is_refused(tmp_path: Path, output: str) -> None:
+    """out.jsonl.gz was written as plain JSONL under its .gz name, without a word."""
+    source = tmp_path / "in.txt"
+    source.write_text("画龙点[MASK]\n", encoding="utf-8")
+    with pytest.raises(BadOptionError, match=f"The output '{output}' is named like a"):
+        run_fill(FillJob(source, tmp_path / output), CHEAP, PredictOptions())
+    errors = FillJob(source, tmp_path / "out.jsonl", errors=tmp_path / "e.jsonl.gz")
+    with pytest.raises(BadOptionError, match=r"The error file 'e\.jsonl\.gz' is named like a gzip"):
+        run_fill(errors, CHEAP, PredictOptions())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
 
 
 @pytest.mark.parametrize("name", NOT_UTF8)

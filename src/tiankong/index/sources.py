@@ -32,19 +32,24 @@ def file_sha256(path: Path) -> str:
 def open_text(path: Path) -> io.TextIOBase:
     """UTF-8, a byte-order mark at the start dropped (as ``tiankong fill`` reads files): it
     hid a CSV's first column name and broke a JSONL's first line."""
-    if path.name.endswith(".xz"):
+    if lower_name(path).endswith(".xz"):
         return lzma.open(path, "rt", encoding="utf-8-sig", newline="")
     return path.open("r", encoding="utf-8-sig", newline="")
 
 
 def only_text(paths: Sequence[Path]) -> bool:
     """Whether every one of ``paths`` is text, one passage a line (no field to name)."""
-    return all(path.name.endswith(TEXT_SUFFIXES) for path in paths)
+    return all(lower_name(path).endswith(TEXT_SUFFIXES) for path in paths)
+
+
+def lower_name(path: Path) -> str:
+    """A file's name as its suffixes are read: in any case (N.TXT is text, as fill reads it)."""
+    return path.name.lower()
 
 
 def check_input(path: Path, field: str | None) -> None:
     """Refuse unsupported or missing files before any work starts."""
-    name = path.name
+    name = lower_name(path)
     if os.path.isdir(path):
         raise IndexInputError(f"The input {path} is a folder; name the files to index.")
     if not os.path.isfile(path):
@@ -62,15 +67,26 @@ def read_passages(path: Path, field: str | None = None) -> list[str]:
     check_input(path, field)
     try:
         with open_text(path) as handle:
-            if path.name.endswith(TEXT_SUFFIXES):
+            if lower_name(path).endswith(TEXT_SUFFIXES):
                 raw: Iterator[str] = iter(handle)
-            elif ".jsonl" in path.name:
+            elif ".jsonl" in lower_name(path):
                 raw = json_field(handle, field or "", path)
             else:
                 raw = csv_field(handle, field or "", path)
             passages = [" ".join(text.split()) for text in raw]
-    except (OSError, UnicodeDecodeError, lzma.LZMAError, EOFError, csv.Error) as error:
-        raise IndexInputError(f"{path} can't be read as UTF-8 text ({error}).") from None
+    except UnicodeDecodeError as error:  # Python's decoder text said which byte, not what to do
+        raise IndexInputError(
+            f"{path} can't be read as UTF-8 text ({error.reason}); save it as UTF-8."
+        ) from None
+    except (lzma.LZMAError, EOFError):
+        raise IndexInputError(
+            f"{path} can't be read as xz-compressed text (it is not xz, or it is cut short); "
+            "name a plain file without .xz, or compress it again with xz."
+        ) from None
+    except OSError as error:
+        raise IndexInputError(f"{path} can't be read ({error.strerror or error}).") from None
+    except csv.Error as error:
+        raise IndexInputError(f"{path} is not well-formed CSV ({error}).") from None
     passages = [text for text in passages if text]
     if not passages:
         raise IndexInputError(f"The input file {path} has no text; give at least one passage.")

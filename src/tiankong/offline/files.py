@@ -42,11 +42,49 @@ def open_text(path: Path, what: str, newline: str | None = None) -> Iterator[Tex
         with path.open(encoding="utf-8-sig", newline=newline) as handle:
             yield handle
     except UnicodeDecodeError as error:
+        packed = compression_of(path)
+        if packed:  # "save it as UTF-8" was the advice for an xz file
+            raise BadDataFileError(
+                f"{what} '{path}' is {packed}-compressed; this command reads plain files: "
+                "decompress it first."
+            ) from None
         raise BadDataFileError(
             f"{what} '{path}' can't be read as UTF-8 text ({error.reason}); save it as UTF-8."
         ) from None
     except OSError as error:
         raise BadDataFileError(f"{what} '{path}' can't be read ({error.strerror}).") from None
+
+
+# how each compressed format a user may hand over starts, and the suffixes it is named by
+COMPRESSED = {
+    "xz": (b"\xfd7zXZ\x00", (".xz",)),
+    "gzip": (b"\x1f\x8b", (".gz", ".gzip")),
+    "bzip2": (b"BZh", (".bz2",)),
+    "zstd": (b"\x28\xb5\x2f\xfd", (".zst",)),
+    "zip": (b"PK\x03\x04", (".zip",)),
+}
+
+
+def compression_of(path: Path) -> str | None:
+    """The compressed format ``path``'s first bytes are, or None."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(8)
+    except OSError:
+        return None
+    return next((name for name, (magic, _) in COMPRESSED.items() if head.startswith(magic)), None)
+
+
+def check_uncompressed_name(path: Path, what: str) -> None:
+    """An output named like a compressed file is refused: the commands write plain text, and
+    out.jsonl.gz was plain JSONL under a .gz name."""
+    suffix = path.suffix.lower()
+    for name, (_, suffixes) in COMPRESSED.items():
+        if suffix in suffixes:
+            raise BadOptionError(
+                f"The {what} '{path.name}' is named like a {name} file, but it would be written "
+                f"uncompressed; drop {path.suffix} from the name (compress it afterwards)."
+            )
 
 
 def csv_records(handle: TextIO, path: Path) -> CsvRecords:

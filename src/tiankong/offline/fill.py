@@ -30,6 +30,7 @@ from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
 from tiankong.offline.files import (
+    check_uncompressed_name,
     check_writable,
     csv_records,
     open_text,
@@ -95,6 +96,8 @@ def check_files(job: FillJob, check: bool = False) -> None:
             raise BadOptionError(f"The {what} is the checkpoint ('{path}'); name another file.")
     check_writable(job.error_file, "error file")
     check_writable(checkpoint_temp(job.checkpoint), "checkpoint")  # made, then renamed over
+    for what, path in (("output", job.output), ("error file", job.error_file)):
+        check_uncompressed_name(path, what)
     out_kind = format_of(job.output, job.output_format)
     if check and out_kind != "jsonl":
         raise BadOptionError("tiankong check writes JSONL; name the output .jsonl.")
