@@ -599,3 +599,25 @@ async def test_concurrent_requests(settings: Settings, tiny_masker: FillMasker) 
         assert response.json()["predictions"][0]["token_id"] == direct.masks[0][0].token_id
     batch = responses[len(texts) + 4].json()["results"]
     assert [item["text"] for item in batch] == texts
+
+
+def test_index_asked_of_a_server_without_one_is_warned(client: TestClient) -> None:
+    """"index": true on a server with no corpus index was answered by the model alone without a
+    word; left unset (the default) or false, nothing is said."""
+    info = client.get("/info").json()["index"]
+    assert info["used"] == "none"
+    warned = f"index was asked for, but this server has no corpus index ({info['reason']})"
+
+    def warnings(response: Any) -> list[str]:
+        assert response.status_code == 200, response.text
+        return list(response.json()["warnings"])
+
+    assert warnings(client.post("/predict", json={"text": POEM, "index": True})) == [
+        warned + "; the answers are the model's own."
+    ]
+    assert warnings(client.get("/predict", params={"text": POEM, "index": "true"}))
+    for quiet in ({"text": POEM}, {"text": POEM, "index": False}):
+        assert warnings(client.post("/predict", json=quiet)) == []
+    batch = client.post("/batch_predict", json={"texts": [POEM, "没有空"], "index": True}).json()
+    assert batch["results"][0]["warnings"] == [warned + "; the answers are the model's own."]
+    assert batch["results"][1]["error"]["code"] == "no_mask"

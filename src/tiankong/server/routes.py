@@ -13,8 +13,15 @@ from fastapi.responses import FileResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from tiankong import __version__
+from tiankong.core.results import FillResult
 from tiankong.server.deps import ServingDep, StateDep, once_each, utf8_query
-from tiankong.server.dispatch import check_batch_size, fill_many, fill_one, options_from_fields
+from tiankong.server.dispatch import (
+    check_batch_size,
+    fill_many,
+    fill_one,
+    index_warned,
+    options_from_fields,
+)
 from tiankong.server.middleware.security import Allowance
 from tiankong.server.responses import JSONBody, batch_payload, fill_payload
 from tiankong.server.schemas import (
@@ -55,7 +62,10 @@ async def predict_one(
 ) -> JSONBody:
     started = time.perf_counter()
     options = options_from_fields(predictor, top_k, fields)
-    result = await fill_one(predictor, text, options, allowance)
+    [result] = index_warned(
+        predictor, fields, [await fill_one(predictor, text, options, allowance)]
+    )
+    assert isinstance(result, FillResult)
     latency_ms = (time.perf_counter() - started) * 1000
     return JSONBody(fill_payload(result, latency_ms=latency_ms))
 
@@ -104,7 +114,9 @@ async def batch_predict(
     predictor = serving.predictor
     check_batch_size(predictor.settings, len(body.texts))
     options = options_from_fields(predictor, body.top_k, body)
-    answers = await fill_many(predictor, body.texts, options, serving.allowance)
+    answers = index_warned(
+        predictor, body, await fill_many(predictor, body.texts, options, serving.allowance)
+    )
     latency_ms = (time.perf_counter() - started) * 1000
     return JSONBody(batch_payload(answers, predictor.masker.model.name, latency_ms))
 
