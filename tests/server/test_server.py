@@ -173,6 +173,12 @@ def test_predict_bad_input(client: TestClient, body: Any, status: int, code: str
         ('{"text": "画龙点[MASK]"}'.encode(), "", "Content-Type: application/json"),
         (b'{"text": "\\ud800[MASK]"}', "application/json", "not valid Unicode"),
         (b'{"text": "\xff[MASK]"}', "application/json", "UTF-8"),
+        # valid UTF-8, told "send UTF-8" before
+        (
+            b'{"text": "a[MASK]", "allowed": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+            "application/json",
+            "nested too deeply",
+        ),
     ],
 )
 def test_predict_bad_body(
@@ -602,7 +608,7 @@ async def test_concurrent_requests(settings: Settings, tiny_masker: FillMasker) 
 
 
 def test_index_asked_of_a_server_without_one_is_warned(client: TestClient) -> None:
-    """"index": true on a server with no corpus index was answered by the model alone without a
+    """ "index": true on a server with no corpus index was answered by the model alone without a
     word; left unset (the default) or false, nothing is said."""
     info = client.get("/info").json()["index"]
     assert info["used"] == "none"

@@ -113,7 +113,11 @@ async def handle_http_error(request: Request, error: Exception) -> JSONResponse:
     if error.status_code == 408:  # raised by the body deadline (middleware/guard.py)
         timeout_s = server_state(request).settings.client_timeout_s
         return error_response(body_too_slow(timeout_s), {"Connection": "close"})
-    if error.status_code == 400:  # FastAPI's "error parsing the body", e.g. invalid UTF-8
+    if error.status_code == 400:  # FastAPI's "error parsing the body", from the parser's error
+        if isinstance(error.__cause__, RecursionError):  # it said "send UTF-8" for this too
+            return error_response(
+                InvalidRequestError("The body's JSON is nested too deeply to read; flatten it.")
+            )
         return error_response(
             InvalidRequestError("The request body could not be read; send UTF-8 encoded JSON.")
         )
