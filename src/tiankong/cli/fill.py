@@ -38,11 +38,11 @@ from tiankong.cli.predict import (
     decoding_options,
 )
 from tiankong.cli.root import app
+from tiankong.config import Settings
+from tiankong.core.options import PredictOptions
 
 if TYPE_CHECKING:
     from tiankong.offline.resume import Checkpoint, FillJob
-from tiankong.config import Settings
-from tiankong.core.options import PredictOptions
 
 
 @app.command("fill")
