@@ -54,7 +54,7 @@ def test_check_task_refuses_the_fill_options(
     )
     assert done.returncode == 2, done.stdout
     [line] = done.stderr.strip().splitlines()
-    assert line.startswith(f"error: {named} to --task fill only"), line
+    assert line.startswith(f"error: {named} only to --task fill (--task check takes"), line
 
 
 def test_check_report_in_a_pipe_keeps_category_names_whole(

@@ -157,9 +157,9 @@ def check_file(
         text_field=field,
         chunk_size=chunk_size,
         resume=not restart,
-        keyed_options="--field",
+        command="check",
     )
-    check_files(job, check=True)  # before the model loads: a missing input, a bad output
+    check_files(job)  # before the model loads: a missing input, a bad output
     total = count_records(source, format_of(source, "auto"))
     checker = load_checker(settings)
     # SIGTERM ends the run as Ctrl-C does (exit 130, the checkpoint kept), as in fill

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
+from tiankong.cli.options import FLAG, FROM_FLAGS, refuse_unread, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import Settings
 from tiankong.core.options import PredictOptions
@@ -159,18 +159,17 @@ FILL_ONLY_OPTIONS = {
 
 
 def refuse_fill_options(context: typer.Context) -> None:
-    given = [
-        flag
-        for name, flag in FILL_ONLY_OPTIONS.items()
+    given = frozenset(
+        name
+        for name in FILL_ONLY_OPTIONS
         if getattr(context.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
-    ]
-    if given:
-        raise BadOptionError(
-            f"{', '.join(given[:-1]) + ' and ' if given[:-1] else ''}{given[-1]} "
-            f"{'applies' if len(given) == 1 else 'apply'} to --task "
-            "fill only; --task check takes --index, --verbose, --json and the model and engine "
-            "options."
-        )
+    )
+    refuse_unread(
+        given,
+        FILL_ONLY_OPTIONS,
+        "to --task fill (--task check takes --index, --verbose, --json and the model and engine "
+        "options)",
+    )
 
 
 def print_index_comparison(

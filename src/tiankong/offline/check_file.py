@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from tiankong.config import Settings
@@ -42,7 +42,8 @@ def run_check_file(
     on_start: Callable[[Checkpoint], None] | None = None,
 ) -> Checkpoint:
     """Check ``job.input`` into ``job.output``; the final checkpoint's counts."""
-    check_files(job, check=True)
+    job = replace(job, command="check")  # the job's messages are check's
+    check_files(job)
     kind = format_of(job.input, job.input_format)
     rows = checked_records(job.input, kind, job.text_field)  # before any file is touched
     settings, method = checker.masker.settings, checker.method

@@ -71,12 +71,13 @@ def format_of(path: Path, requested: str) -> str:
     return "txt"
 
 
-def check_files(job: FillJob, check: bool = False) -> None:
+def check_files(job: FillJob) -> None:
     """Refuse, before anything is deleted or loaded, files a run can't use: an input that is
     missing or a folder, an output (or its error file or checkpoint) that is the input, which
     ``--restart`` would delete, or that can't be written, or that is not a format the run
-    writes (``check``: ``tiankong check -o`` writes JSONL only); and sizes under 1. The CLI
+    writes (``tiankong check -o`` writes JSONL only); and sizes under 1. The CLI
     calls it before the model loads (these were refused after it, under a drawn bar)."""
+    check = job.command == "check"
     if job.workers < 1 or job.chunk_size < 1 or job.batch_size < 1:
         raise BadOptionError(
             "--chunk-size must be at least 1."

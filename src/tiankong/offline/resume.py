@@ -33,9 +33,15 @@ class FillJob:
     batch_size: int = 32
     workers: int = 1
     resume: bool = True
-    # the options a resumed run must repeat, as the refusal names them (``check -o`` has only
-    # --field of the three)
-    keyed_options: str = "--field, --input-format and --output-format"
+    command: str = "fill"  # or "check" (``tiankong check FILE -o``): what its messages name
+
+    @property
+    def keyed_options(self) -> str:
+        """The options a resumed run must repeat, as the refusal names them (``check -o`` has
+        only --field of the three)."""
+        if self.command == "check":
+            return "--field"
+        return "--field, --input-format and --output-format"
 
     @property
     def checkpoint(self) -> Path:
