@@ -73,13 +73,13 @@ NOTHING_CHECKED = (
 )
 
 
-def check_warnings(text: str, positions: int) -> list[str]:
+def check_warnings(text: str, checked: int) -> list[str]:
     """What a check's answer says besides its edits: no Chinese character to check, none the
-    model reads (𠮷𠮷 came back clean with no word: ``positions``, the characters checked, was
+    model reads (𠮷𠮷 came back clean with no word: ``checked``, the characters checked, was
     0), or a fill blank typed where the text is proofread (守株待[MASK] came back "no errors
     found")."""
     warnings = [] if has_han(text) else [NO_HAN_TO_CHECK]
-    if not warnings and not positions:
+    if not warnings and not checked:
         warnings.append(NOTHING_CHECKED)
     marked = normalize_masks(text)
     if MASK in marked or BLANK in marked:
@@ -238,7 +238,7 @@ class Proofreader:
                     mine,
                     self.masker.model.name,
                     round(latency, 2),
-                    check_warnings(request.text, request.positions),
+                    check_warnings(request.text, request.checked),
                     request.checked,
                 )
             )
