@@ -54,7 +54,7 @@ def test_answers_are_written_back_in_the_users_script() -> None:
         text="春眠不觉晓，处处闻啼[MASK]。",
         masks=[[TokenScore("鸟", 1, 0.9, memory=memory)]],
         sequence="春眠不觉晓，处处闻啼鸟。",
-        sequences=[SequenceFill("鸟", "春眠不觉晓，处处闻啼鸟。", 0.9, 0.9)],
+        sequences=[SequenceFill("鸟", "春眠不觉晓，处处闻啼鸟。", ("鸟",), 0.9, 0.9)],
     )
     back = written_in(result, script)
     assert back.text == "春眠不覺曉，處處聞啼[MASK]。"
@@ -66,6 +66,22 @@ def test_answers_are_written_back_in_the_users_script() -> None:
         "example": "春眠不覺曉，處處聞啼鳥。",
     }
     assert back.sequences[0].fill == "鳥"
+    assert back.sequences[0].fills == ("鳥",)
+
+
+def test_each_blanks_fill_is_written_as_the_sentence_writes_it() -> None:
+    # 发 alone is 發; in 头发 it is 髮: each blank's part is cut from the sentence converted whole
+    script = script_of("她的頭[MASK]很長，我們明天出[MASK]。")
+    result = FillResult(
+        text="她的头[MASK]很长，我们明天出[MASK]。",
+        masks=[[TokenScore("发", 1, 0.9)], [TokenScore("发", 1, 0.9)]],
+        sequence="她的头发很长，我们明天出发。",
+        sequences=[SequenceFill("发发", "她的头发很长，我们明天出发。", ("发", "发"), 0.8, 0.9)],
+    )
+    [sequence] = written_in(result, script).sequences
+    assert sequence.text == "她的頭髮很長，我們明天出發。"
+    assert sequence.fills == ("髮", "發")
+    assert sequence.fill == "髮發"
 
 
 @pytest.mark.parametrize(

@@ -83,6 +83,7 @@ def token_count(masker: FillMasker, fill: str) -> int:
 def assert_same_sequences(ours: list[dict[str, Any]], library: FillResult) -> None:
     assert [s["fill"] for s in ours] == [s.fill for s in library.sequences]
     assert [s["text"] for s in ours] == [s.text for s in library.sequences]
+    assert [tuple(s["fills"]) for s in ours] == [s.fills for s in library.sequences]
     for got, expected in zip(ours, library.sequences, strict=True):
         assert got["score"] == pytest.approx(expected.score, rel=1e-6)
         assert got["normalised"] == pytest.approx(expected.normalised, rel=1e-6)
@@ -125,6 +126,13 @@ def test_whole_word(
     for sequence in data["sequences"]:
         assert token_count(tiny_masker, sequence["fill"]) == 2
         assert "[MASK]" not in sequence["text"]
+        # each mask's own fill: the sentence is the text with them in its masks, one a mask
+        assert len(sequence["fills"]) == 2 and "".join(sequence["fills"]) == sequence["fill"]
+        assert [token_count(tiny_masker, fill) for fill in sequence["fills"]] == [1, 1]
+        parts = text.split("[MASK]")
+        assert sequence["text"] == "".join(
+            part + fill for part, fill in zip(parts, [*sequence["fills"], ""], strict=True)
+        )
 
 
 def test_candidates_ranked_with_exact_chain_scores(
@@ -165,6 +173,7 @@ def test_blank_of_unknown_length(client: TestClient, tiny_masker: FillMasker, al
     library = tiny_masker.predict(BLANK_TEXT, top_k=6, max_blank_length=3, length_alpha=alpha)
     assert_same_sequences(data["sequences"], library)
     assert len(data["sequences"]) == 6
+    assert all(s["fills"] == [s["fill"]] for s in data["sequences"])  # one blank, one fill
     for sequence in data["sequences"]:
         assert 1 <= token_count(tiny_masker, sequence["fill"]) <= 3
         assert sequence["text"] == BLANK_TEXT.replace("[BLANK]", sequence["fill"])

@@ -257,6 +257,7 @@ class SearchModes:
                 SequenceFill(
                     fill=fill,
                     text=fill_text(text, pieces) if MASK in text else text.replace(BLANK, fill),
+                    fills=tuple(pieces) if MASK in text else (fill,),
                     score=math.exp(hypothesis.log_prob),
                     normalised=math.exp(hypothesis.log_prob / length),
                     model_score=math.exp(model_log_prob),

@@ -30,6 +30,9 @@ class SequenceFill:
 
     fill: str  # the characters that fill the blanks, e.g. "充电"
     text: str  # the sentence with the fill in place
+    # each blank's part of ``fill``, left to right: one per [MASK] (whole words), one for the
+    # [BLANK]. Needed to draw the answer: 天天 in [MASK]天[MASK]气 is 天|天 or |天天 by ``text``
+    fills: tuple[str, ...]
     score: float  # joint probability (chain of conditionals); renormalised under constraints
     normalised: float  # exp(mean log-probability per character): comparable across lengths
     model_score: float | None = None  # the model's joint probability before the index

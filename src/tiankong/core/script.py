@@ -29,7 +29,7 @@ from typing import Any
 from tiankong.core.decoding import is_han
 from tiankong.core.models import PACKAGE_ROOT
 from tiankong.core.options import one_blank
-from tiankong.core.results import CandidateScore, FillResult, Memory, TokenScore
+from tiankong.core.results import CandidateScore, FillResult, Memory, SequenceFill, TokenScore
 from tiankong.core.text import BLANK, MASK
 
 VARIANTS_FILE = PACKAGE_ROOT / "resources" / "variants.tsv"
@@ -182,6 +182,15 @@ def written_in(
         token_id = (vocab or {}).get(token, candidate.token_id)
         return replace(candidate, token=token, token_id=token_id, memory=memory(candidate.memory))
 
+    def sequence_as_typed(sequence: SequenceFill) -> SequenceFill:
+        text = back(sequence.text)
+        fills = fills_in(text, result.text, sequence.fills)
+        if fills is None:
+            fills = tuple(back(fill) for fill in sequence.fills)
+        return replace(
+            sequence, fill="".join(fills), text=text, fills=fills, memory=memory(sequence.memory)
+        )
+
     candidates = [option_as_typed(c) for c in result.candidates]
     return replace(
         result,
@@ -189,10 +198,7 @@ def written_in(
         # candidates mode's answer is its best option's sentence, with the option as typed
         sequence=candidates[0].text if candidates else back(result.sequence),
         masks=[[written(m, c) for c in candidates] for m, candidates in enumerate(result.masks)],
-        sequences=[
-            replace(s, fill=back(s.fill), text=back(s.text), memory=memory(s.memory))
-            for s in result.sequences
-        ],
+        sequences=[sequence_as_typed(s) for s in result.sequences],
         candidates=candidates,
     )
 
@@ -218,6 +224,22 @@ def between(left: str, fill: str, right: str, back: Callable[[str], str]) -> str
     if len(whole) != len(left) + len(fill) + len(right):
         return back(fill)
     return whole[len(left) : len(left) + len(fill)]
+
+
+def fills_in(filled: str, template: str, fills: Sequence[str]) -> tuple[str, ...] | None:
+    """Each blank's part of ``filled`` (``template`` with ``fills`` in its [MASK]s or its
+    [BLANK], then converted), cut where the unconverted fills lay, so each is written as the
+    sentence converted whole writes it (头发 is 頭髮, where 发 alone is 發); None where the
+    conversion changed the length and the places can't be matched."""
+    segments = template.split(MASK if MASK in template else BLANK)
+    lengths = [len(fill) for fill in fills]
+    if len(segments) != len(fills) + 1 or len(filled) != sum(map(len, segments)) + sum(lengths):
+        return None
+    pieces, at = [], len(segments[0])
+    for length, segment in zip(lengths, segments[1:], strict=True):
+        pieces.append(filled[at : at + length])
+        at += length + len(segment)
+    return tuple(pieces)
 
 
 def memory_in(found: Memory, back: Callable[[str], str]) -> Memory:

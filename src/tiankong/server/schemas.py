@@ -234,6 +234,10 @@ class SequenceOut(BaseModel):
 
     fill: str = Field(description="The characters that fill the blanks, e.g. 充电.")
     text: str = Field(description="The sentence with the fill in place.")
+    fills: list[str] = Field(
+        description="Each blank's part of fill, left to right: one per [MASK] in whole-word "
+        "mode, one for a [BLANK] (天|天 or |天天 in [MASK]天[MASK]气 can't be told from text)."
+    )
     score: float = Field(
         description="Joint probability (chain of conditionals); renormalised under constraints."
     )
