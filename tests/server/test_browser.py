@@ -113,6 +113,10 @@ def choose_mode(page: Page, mode: str) -> None:
 
 def test_predict_choose_copy_and_errors(page: Page, base_url: str, tiny_model_dir: Path) -> None:
     page.goto(base_url)
+    # on a page just opened the box's caret is at its start: the button puts the blank at the
+    # end of the example sentence, where a reader expects it (it went before 春)
+    page.get_by_test_id("insert-mask").click()
+    expect(page.get_by_test_id("input")).to_have_value(POEM + "[MASK]")
     expect(page.get_by_test_id("info-model")).to_have_text(tiny_model_dir.name)
     expect(page.get_by_test_id("info-engine")).to_contain_text("torch")
 
@@ -221,6 +225,144 @@ def test_a_prediction_asked_for_while_one_runs_is_answered(page: Page, base_url:
     box.press("Enter")
     page.get_by_test_id("example-idiom").click()  # while the first is still on its way
     expect(page.get_by_test_id("sentence")).to_contain_text("画龙点")
+
+
+def test_the_candidate_count_chosen_during_the_first_answer_holds(
+    page: Page, base_url: str
+) -> None:
+    """The count changed while the first request ran was shown in the selector but not
+    answered: the re-ask waited for a shown answer. The predict button keeps the keyboard
+    focus while it runs (disabled, it dropped the focus to the page)."""
+    slow = {"first": True}
+
+    def delay_the_first(route: Any) -> None:
+        if slow.pop("first", False):
+            page.wait_for_timeout(1500)
+        route.continue_()
+
+    page.goto(base_url)
+    page.route("**/predict", delay_the_first)
+    page.get_by_test_id("predict").focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_test_id("loading")).to_be_visible()
+    expect(page.get_by_test_id("predict")).to_be_focused()
+    page.get_by_test_id("top-k").select_option("10")
+    expect(page.get_by_test_id("candidate")).to_have_count(10)
+
+
+def test_search_options_are_sent_only_where_a_search_reads_them(page: Page, base_url: str) -> None:
+    """Changed once in the advanced options, the beam width, order and [BLANK] length went
+    with every request, and every plain answer after came with the server's English warning
+    that they were not used."""
+    bodies: list[dict[str, Any]] = []
+    page.on(
+        "request",
+        lambda request: (
+            bodies.append(request.post_data_json) if request.url.endswith("/predict") else None
+        ),
+    )
+    page.goto(base_url)
+    page.get_by_test_id("advanced").locator("summary").click()
+    page.get_by_test_id("max-blank").select_option("2")
+    page.locator("#order").select_option("confident_first")
+    box = page.get_by_test_id("input")
+    box.fill(POEM)
+    box.press("Enter")
+    expect(page.get_by_test_id("candidate")).to_have_count(5)
+    expect(page.locator("#warnings")).to_be_hidden()
+    box.fill("今天天气很【blank】。")  # a [BLANK] as typed: the server reads this one too
+    box.press("Enter")
+    expect(page.get_by_test_id("sequence").first).to_be_visible()
+    # ranked by the length-adjusted score, which the list shows: not "joint probability"
+    expect(page.get_by_test_id("sequences-title")).to_have_text(re.compile("按长度调整"))
+    choose_mode(page, "whole_word")
+    box.fill(WHOLE_WORD)
+    box.press("Enter")
+    expect(page.get_by_test_id("sequence")).to_have_count(5)
+    expect(page.locator("#warnings")).to_be_hidden()
+    expect(page.get_by_test_id("sequences-title")).to_have_text("整词（联合概率）")
+    searched = {"beam_width", "order", "max_blank_length"}
+    assert [sorted(searched & set(body)) for body in bodies] == [
+        [],
+        ["beam_width", "max_blank_length", "order"],
+        ["beam_width", "order"],
+    ]
+    assert bodies[1]["max_blank_length"] == 2 and bodies[2]["order"] == "confident_first"
+
+
+def test_an_answer_for_another_mode_is_not_shown(page: Page, base_url: str) -> None:
+    """A prediction whose answer came after the mode was switched to 校对 was drawn under the
+    校对 button; switching modes left the other mode's answer on the page."""
+    slow = {"first": True}
+
+    def delay_the_first(route: Any) -> None:
+        if slow.pop("first", False):
+            page.wait_for_timeout(1500)
+        route.continue_()
+
+    page.goto(base_url)
+    page.get_by_test_id("example-poem").click()
+    expect(page.get_by_test_id("candidate")).to_have_count(5)
+    choose_mode(page, "check")
+    expect(page.get_by_test_id("output")).to_be_hidden()  # the poem's answer went with its mode
+    choose_mode(page, "single")
+    page.route("**/predict", delay_the_first)
+    page.get_by_test_id("input").press("Enter")
+    expect(page.get_by_test_id("loading")).to_be_visible()
+    choose_mode(page, "check")
+    expect(page.get_by_test_id("loading")).to_be_hidden(timeout=15_000)
+    expect(page.get_by_test_id("output")).to_be_hidden()
+    expect(page.get_by_test_id("check-output")).to_be_hidden()
+    expect(page.get_by_test_id("error")).to_be_hidden()
+
+
+def test_a_server_that_never_answers_is_reported(page: Page, base_url: str) -> None:
+    """A stopped server (SIGSTOP) left the spinner turning and the button off for good."""
+    held: list[Any] = []
+    page.clock.install()
+    page.goto(base_url)
+    page.route("**/predict", lambda route: held.append(route))  # taken, never answered
+    page.get_by_test_id("input").press("Enter")
+    expect(page.get_by_test_id("loading")).to_be_visible()
+    page.clock.fast_forward("01:31")
+    error = page.get_by_test_id("error")
+    expect(error).to_contain_text("90 秒")
+    expect(page.get_by_test_id("loading")).to_be_hidden()
+    assert len(held) == 1
+
+
+def test_whole_word_blanks_are_the_servers_own(page: Page, base_url: str) -> None:
+    """In [MASK]天[MASK]气很好。 the fill 天天 reads 天天天气很好。, which the sentence alone splits
+    as | 天天 as well as 天 | 天: the page split it the first way, and choosing 夏 for the
+    first blank then wrote 夏天天天气很好。 (and copied it). The answer's ``fills`` say."""
+    text = "[MASK]天[MASK]气很好。"
+
+    def ambiguous_first(route: Any) -> None:
+        answer = route.fetch().json()
+        shared = {"score": 0.5, "normalised": 0.7, "model_score": 0.5, "memory": None}
+        answer["sequences"] = [
+            {"fill": "天天", "text": "天天天气很好。", "fills": ["天", "天"], **shared},
+            {"fill": "夏天", "text": "夏天天气很好。", "fills": ["夏", "天"], **shared},
+        ]
+        route.fulfill(json=answer)
+
+    page.goto(base_url)
+    page.route("**/predict", ambiguous_first)
+    choose_mode(page, "whole_word")
+    box = page.get_by_test_id("input")
+    box.fill(text)
+    box.press("Enter")
+    sentence = page.get_by_test_id("sentence")
+    expect(sentence).to_have_text("天天天气很好。")
+    expect(page.get_by_test_id("blank-0")).to_have_text("天")
+    expect(page.get_by_test_id("blank-1")).to_have_text("天")
+    page.get_by_test_id("sequence").nth(1).click()
+    expect(sentence).to_have_text("夏天天气很好。")
+    page.get_by_test_id("sequence").nth(0).click()
+    first = page.locator('[data-testid="candidate"][data-mask="0"]').first
+    token = first.get_attribute("data-value")
+    first.click()
+    expect(sentence).to_have_text(f"{token}天天气很好。")  # the first blank's 天 replaced
 
 
 def test_english_toggle_and_phone_width(page: Page, base_url: str) -> None:
@@ -395,7 +537,7 @@ def test_bad_option_is_shown_in_words(page: Page, base_url: str) -> None:
     box.press("Enter")
     error = page.get_by_test_id("error")
     expect(error).to_be_visible()
-    expect(error).to_contain_text("选项有问题")
+    expect(error).to_contain_text("句子或选项不合要求")
     expect(error).to_contain_text("exactly one blank")
 
 
@@ -411,6 +553,9 @@ def keyed_url(tiny_model_dir: Path, tiny_masker: FillMasker) -> Iterator[str]:
 
 def test_the_page_works_with_api_keys_on(page: Page, keyed_url: str, tiny_model_dir: Path) -> None:
     page.goto(keyed_url)  # the page itself is public
+    # the key's hint says a key is wanted before anything is asked (it said so only after a
+    # prediction failed)
+    expect(page.get_by_test_id("api-key-hint")).to_contain_text("要求 API 密钥")
     box = page.get_by_test_id("input")
     box.press("Enter")
     error = page.get_by_test_id("error")
@@ -424,6 +569,7 @@ def test_the_page_works_with_api_keys_on(page: Page, keyed_url: str, tiny_model_
     page.get_by_test_id("api-key").fill(API_KEY)
     page.get_by_test_id("api-key").press("Tab")  # change: stored, and the panel reloads
     expect(page.get_by_test_id("info-model")).to_have_text(tiny_model_dir.name)
+    expect(page.get_by_test_id("api-key-hint")).to_contain_text("才需要")
     box.press("Enter")
     expect(page.get_by_test_id("candidate")).to_have_count(5)
     expect(error).to_be_hidden()

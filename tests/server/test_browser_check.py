@@ -134,6 +134,10 @@ def test_fixes_after_an_emoji_land_on_their_characters(page: Page, base_url: str
     page.get_by_test_id("accept-fix").filter(has_text="免 → 兔").click()
     expect(page.get_by_test_id("input")).to_have_value(text.replace("免", "兔"))
     expect(page.get_by_test_id("check-sentence")).to_have_text(text.replace("免", "兔"))
+    # an accepted fix is an edit like typing: Ctrl+Z in the box takes it back (the box's value
+    # was assigned, which empties the browser's undo history)
+    page.get_by_test_id("input").press("Control+z")
+    expect(page.get_by_test_id("input")).to_have_value(text)
 
 
 def test_check_mode_shows_the_error_for_empty_text(page: Page, base_url: str) -> None:

@@ -5,7 +5,7 @@ import {
   BLANK, MASK, fillsIn, make, renderMaskLists, renderOptions, renderSentence, renderSequences,
   splitBlanks,
 } from "./render.js";
-import { acceptEdit, renderCheck } from "./check.js";
+import { acceptEdit, renderCheck, utf16Span } from "./check.js";
 
 const EXAMPLES = {
   idiom: { text: "画龙点[MASK]", mode: "single" },
@@ -25,6 +25,8 @@ const state = {
   lang: "zh", data: null, segments: [], fills: [], busy: false, lastError: null, apiKey: "",
   checked: null, // the last /check answer (校对 mode), with the fixes accepted so far
   again: false, // asked to predict while a request ran
+  mode: null, // the mode whose answer may be on screen
+  boxFocused: false, // the text box has had the focus (its caret is the user's)
 };
 const $ = (id) => document.getElementById(id);
 const API_KEY_STORAGE = "tiankong-api-key";
@@ -83,8 +85,9 @@ function setLanguage(lang) {
 
 function insertMarker(marker) {
   const box = $("text");
-  const start = box.selectionStart ?? box.value.length;
-  const end = box.selectionEnd ?? start;
+  // a box never focused has its caret at the start: the marker goes at the end there
+  const start = state.boxFocused ? box.selectionStart ?? box.value.length : box.value.length;
+  const end = state.boxFocused ? box.selectionEnd ?? start : start;
   box.setRangeText(marker, start, end, "end");
   box.focus();
 }
@@ -100,6 +103,13 @@ function setMode(mode) {
 
 function onModeChange() {
   const mode = currentMode();
+  if (state.mode !== null && mode !== state.mode) {
+    // an answer of another mode would sit under this mode's button: it goes (and one on its
+    // way is dropped when it comes, in predict)
+    $("output").hidden = true;
+    $("check-output").hidden = true;
+  }
+  state.mode = mode;
   $("candidates-box").hidden = mode !== "candidates";
   // the candidates are the blank's only fills: constraints don't apply there (a 400 if sent)
   for (const id of ["preset", "allowed", "exclude"]) $(id).disabled = mode === "candidates";
@@ -124,20 +134,24 @@ function splitList(value) {
   return value.split(/[\s,，、;；]+/).filter(Boolean);
 }
 
+// A [BLANK] as the server reads one: any case, ASCII, full-width or lenticular brackets.
+const BLANK_TYPED = /[[【［]\s*blank\s*[\]】］]/i;
+
 function requestBody() {
   const mode = currentMode();
-  const body = {
-    text: $("text").value,
-    top_k: Number($("top-k").value),
-    mode,
-    beam_width: Number($("beam-width").value),
-    order: $("order").value,
-    max_blank_length: Number($("max-blank").value),
-  };
+  const body = { text: $("text").value, top_k: Number($("top-k").value), mode };
   if (mode === "candidates") {
     body.candidates = splitList($("candidates").value);
     return body; // the constraint fields are disabled in this mode (onModeChange)
   }
+  // The search options go only where a search reads them (whole words, a [BLANK]): sent with
+  // every request, an option changed once made the server warn on every plain answer after.
+  const blank = BLANK_TYPED.test(body.text);
+  if (mode === "whole_word" || blank) {
+    body.beam_width = Number($("beam-width").value);
+    body.order = $("order").value;
+  }
+  if (blank) body.max_blank_length = Number($("max-blank").value);
   if ($("preset").value) body.preset = $("preset").value;
   const allowed = splitList($("allowed").value);
   const exclude = splitList($("exclude").value);
@@ -158,10 +172,17 @@ function onKeyDown(event) {
 
 function setBusy(busy) {
   state.busy = busy;
-  $("predict").disabled = busy;
+  // not ``disabled``: a disabled button drops the keyboard focus to the page; a press while
+  // busy is answered after the request that runs (predict)
+  $("predict").setAttribute("aria-disabled", String(busy));
   $("loading").hidden = !busy;
   $("output").setAttribute("aria-busy", String(busy));
 }
+
+// A server that takes a request and never answers (stopped, wedged) must not leave the page
+// waiting: its own deadline (--request-timeout, 30 s by default) answers 504 well before this.
+// The error's words name the 90 s (i18n.js, no_answer).
+const ANSWER_WITHIN_MS = 90000;
 
 async function predict() {
   if (state.busy) {
@@ -175,15 +196,21 @@ async function predict() {
   }
   hideError();
   setBusy(true);
-  const checking = currentMode() === "check";
+  const mode = currentMode();
+  const checking = mode === "check";
   const sent = $("text").value;
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(), ANSWER_WITHIN_MS);
   try {
     const response = await fetch(checking ? "check" : "predict", {
       method: "POST",
       headers: { "Content-Type": "application/json", ...authHeaders() },
       body: JSON.stringify(checking ? { text: sent } : requestBody()),
+      signal: deadline.signal,
     });
     const data = await response.json().catch(() => null);
+    if (deadline.signal.aborted) throw new Error("no answer"); // cut off mid-body
+    if (currentMode() !== mode) return; // the mode changed while it ran: not this mode's answer
     if (!response.ok) {
       showError(data && data.error ? data.error : { code: "http", message: `HTTP ${response.status}` });
       if (response.status === 401) $("api-key").focus();
@@ -194,8 +221,11 @@ async function predict() {
     else if (checking) renderChecked(data);
     else render(data);
   } catch (error) {
-    showError({ code: "network", message: String(error) });
+    // aborted: the server took the connection and never answered
+    const late = deadline.signal.aborted;
+    showError(late ? { code: "no_answer", message: "" } : { code: "network", message: String(error) });
   } finally {
+    clearTimeout(timer);
     setBusy(false);
     refreshInfo();
     if (state.again) predict(); // the text or mode changed meanwhile: answer what is shown now
@@ -231,13 +261,23 @@ function renderChecked(data) {
       $("check-output").hidden = true; // the text changed since: the fix would overwrite it
       return;
     }
+    const [start, end] = utf16Span(state.checked.text, edit);
     renderChecked(acceptEdit(state.checked, edit));
-    $("text").value = state.checked.text;
+    replaceUndoably($("text"), start, end, edit.suggestion, state.checked.text);
     // the list was drawn anew: focus goes to the next fix, or back to the text
     (document.querySelector('[data-testid="accept-fix"]') ?? $("text")).focus();
   });
   $("output").hidden = true;
   $("check-output").hidden = false;
+}
+
+// Replace a part of a text box the way typing does, so Ctrl+Z takes it back (assigning
+// ``value`` empties the browser's undo history); ``whole``: what the box must read after.
+function replaceUndoably(box, start, end, text, whole) {
+  box.focus();
+  box.setSelectionRange(start, end);
+  const typed = document.execCommand("insertText", false, text); // the one undoable way
+  if (!typed || box.value !== whole) box.value = whole;
 }
 
 function render(data) {
@@ -246,8 +286,10 @@ function render(data) {
   state.segments = splitBlanks(data);
   // the best whole answer when there is one, else each mask's top token
   const tops = data.masks.map((candidates) => candidates[0]?.token ?? "");
-  const best = data.candidates[0]?.text ?? data.sequences[0]?.text;
-  state.fills = (best !== undefined && fillsIn(state.segments, best)) || tops;
+  const option = data.candidates[0];
+  const sequence = data.sequences[0];
+  state.fills = (option && fillsIn(state.segments, option.text))
+    || (sequence && sequenceFills(sequence)) || tops;
   $("latency").textContent = `${data.latency_ms.toFixed(1)} ms`;
   $("latency").title = t("serverTime");
   $("truncated").hidden = !data.truncated;
@@ -264,7 +306,11 @@ function renderLists() {
   const constrained = data.masks.some((mask) => mask.some((c) => c.raw_score !== undefined));
   $("constraint-note").hidden = !constrained;
   $("sequences-box").hidden = !data.sequences.length;
-  renderSequences($("sequences"), data.sequences, data.text.includes(BLANK), t, chooseSentence);
+  // a [BLANK]'s fills are ranked by rank_score, not by the joint probability (renderSequences)
+  const title = $("sequences-title");
+  title.dataset.i18n = data.text.includes(BLANK) ? "blankFillsTitle" : "sequencesTitle";
+  title.textContent = t(title.dataset.i18n);
+  renderSequences($("sequences"), data.sequences, data.text.includes(BLANK), t, chooseSequence);
   $("options-box").hidden = !data.candidates.length;
   renderOptions($("options"), data.candidates, t, chooseSentence);
   // per-mask lists belong to [MASK]s; a [BLANK] or a candidate blank is answered above
@@ -281,8 +327,21 @@ function chooseToken(maskIndex, token) {
   syncPressed();
 }
 
+// A whole fill's blanks, as the server cut them (its ``fills``: one per [MASK], one for a
+// [BLANK]; the sentence alone can't tell 天|天 from |天天 in [MASK]天[MASK]气).
+function sequenceFills(sequence) {
+  return sequence.fills.length === state.segments.length - 1 ? [...sequence.fills] : null;
+}
+
+function chooseSequence(sequence) {
+  chooseFills(sequenceFills(sequence));
+}
+
 function chooseSentence(text) {
-  const fills = fillsIn(state.segments, text);
+  chooseFills(fillsIn(state.segments, text));
+}
+
+function chooseFills(fills) {
   if (!fills) return;
   state.fills = fills;
   renderSentence($("sentence"), state.segments, state.fills);
@@ -325,6 +384,10 @@ async function copySentence() {
 async function refreshInfo() {
   try {
     const response = await fetch("info", { headers: authHeaders() });
+    // the key's hint says so when the server wants a key it wasn't given, before any prediction
+    const hint = $("api-key-hint");
+    hint.dataset.i18n = response.status === 401 ? "apiKeyNeeded" : "apiKeyHint";
+    hint.textContent = t(hint.dataset.i18n);
     if (!response.ok) return;
     const info = await response.json();
     $("info-model").textContent = info.model.name ?? "—";
@@ -355,6 +418,7 @@ function init() {
   onModeChange();
   applyLanguage();
   $("text").addEventListener("keydown", onKeyDown);
+  $("text").addEventListener("focus", () => { state.boxFocused = true; });
   $("max-blank").addEventListener("change", showModeHint);
   // a check answers the text as it was sent: once the text changes, its fixes would overwrite
   // what was typed since, so the answer goes
@@ -363,7 +427,7 @@ function init() {
   });
   // the list length follows the selector: answered again when an answer is shown
   $("top-k").addEventListener("change", () => {
-    if (!$("output").hidden) predict();
+    if (state.busy || !$("output").hidden) predict(); // busy: answered again after this one
   });
   for (const id of ["candidates", "allowed", "exclude"]) $(id).addEventListener("keydown", onKeyDown);
   $("predict").addEventListener("click", predict);

@@ -59,6 +59,13 @@ export function renderCheck(box, data, t, onAccept) {
   box.append(list);
 }
 
+// Where ``edit`` lies in ``text`` in a JS string's own units (for a text box's selection).
+export function utf16Span(text, edit) {
+  const chars = characters(text);
+  const start = chars.slice(0, edit.start).join("").length;
+  return [start, start + chars.slice(edit.start, edit.end).join("").length];
+}
+
 // ``data`` with one edit applied: the text changes, the other edits keep their offsets
 // (each edit replaces one character with one), and the edit leaves the list.
 export function acceptEdit(data, edit) {

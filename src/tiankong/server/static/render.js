@@ -176,7 +176,7 @@ export function renderSequences(list, sequences, lengthsDiffer, t, onChoose) {
     const detail = [{ text: other, testid: "other-score" }, ...memoryDetail(sequence, t)];
     const row = scoreRow({
       rank, label: sequence.fill, probability: shown, detail,
-      testid: "sequence", onChoose: () => onChoose(sequence.text), memory: sequence.memory, t,
+      testid: "sequence", onChoose: () => onChoose(sequence), memory: sequence.memory, t,
     });
     row.firstChild.dataset.value = sequence.text;
     list.append(row);
