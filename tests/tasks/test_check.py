@@ -110,6 +110,8 @@ def test_the_idiom_lexicon() -> None:
     assert lexicon.near("守株待兔") == []  # an idiom is never near another
     # one off two idioms at two places (五陵年少, 五陵豪气): ambiguous, no fix
     assert lexicon.near("五陵豪少") == []
+    # ... at one place, both (the proofreader's model picks): it was no fix at all
+    assert lexicon.near("再接再励") == [(3, "厉", "再接再厉"), (3, "砺", "再接再砺")]
     assert lexicon.known_misspelling("画龙点晴") == (3, "睛", "画龙点睛")
     assert "画龙点晴" not in lexicon.idioms
     # standard modern forms the mostly classical text took for typos of classical variants

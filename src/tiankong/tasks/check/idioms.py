@@ -77,18 +77,18 @@ class IdiomLexicon:
         return position, idiom[position], idiom
 
     def near(self, window: str) -> list[tuple[int, str, str]]:
-        """(position, the idiom's character there, the idiom) where ``window`` is one
-        character off exactly one idiom; [] when ``window`` is an idiom or near none, or near
-        several (ambiguous): 五陵豪少 is one off 五陵年少 and 五陵豪气, and fixing both made
-        五陵年气, neither."""
+        """(position, the idiom's character there, the idiom) for each idiom ``window`` is one
+        character off, all at one position: 再接再励 is one off 再接再厉 and 再接再砺, and either
+        fix is an idiom (the proofreader asks the model which). [] when ``window`` is an idiom
+        or near none, or near idioms at two places (ambiguous): 五陵豪少 is one off 五陵年少 and
+        五陵豪气, and fixing both made 五陵年气, neither."""
         if len(window) != LENGTH or self.as_written(window):
             return []
-        found = []
-        for position in range(LENGTH):
-            pattern = window[:position] + WILDCARD + window[position + 1 :]
-            idioms = self.by_pattern.get(pattern, [])
-            if len(idioms) > 1:
-                return []
-            if idioms:
-                found.append((position, idioms[0][position], idioms[0]))
-        return found if len(found) == 1 else []
+        found = [
+            (position, idiom[position], idiom)
+            for position in range(LENGTH)
+            for idiom in self.by_pattern.get(
+                window[:position] + WILDCARD + window[position + 1 :], []
+            )
+        ]
+        return found if len({position for position, _, _ in found}) == 1 else []

@@ -139,6 +139,11 @@ class Suspect:
     slot: int  # the position's number in that window
 
 
+# slot -> the idioms a four-character window is one character off there: (the idiom's token
+# id at the slot, the idiom, whether the window is a known misspelling of it)
+Near = dict[int, list[tuple[int, str, bool]]]
+
+
 def idiom_run(chars: str, slot: int, suggestion: str, idiom: str) -> range:
     """The slots of the four characters that ``suggestion`` at ``slot`` makes ``idiom``."""
     for first in range(max(0, slot - len(idiom) + 1), slot + 1):
@@ -244,19 +249,26 @@ class Proofreader:
             )
         return results
 
-    def near_idioms(self, window: Window) -> dict[int, tuple[int, str, bool]]:
-        """slot -> (the idiom's token id, the idiom, whether the window is a known misspelling)
-        where a four-character window is one character off an idiom."""
+    def near_idioms(self, window: Window) -> Near:
+        """slot -> [(the idiom's token id, the idiom, whether the window is a known
+        misspelling)] where a four-character window is one character off an idiom: several
+        where it is one off several at that slot (再接再厉, 再接再砺; ``decide`` asks the model),
+        those of the first such window."""
         if self.idioms is None:
             return {}
         vocab = self.masker.encoder.vocab
-        near: dict[int, tuple[int, str, bool]] = {}
+        near: Near = {}
         for first in window.runs(4):
             chars = window.chars[first : first + 4]
             known = self.idioms.known_misspelling(chars)
+            found: Near = {}
             for offset, char, idiom in [known] if known else self.idioms.near(chars):
                 if char in vocab:
-                    near.setdefault(first + offset, (vocab[char], idiom, known is not None))
+                    found.setdefault(first + offset, []).append(
+                        (vocab[char], idiom, known is not None)
+                    )
+            for slot, options in found.items():
+                near.setdefault(slot, options)
         return near
 
     def in_idioms(self, window: Window) -> set[int]:
@@ -275,7 +287,7 @@ class Proofreader:
     def find_suspects(
         self,
         windows: Sequence[Window],
-        near: Sequence[dict[int, tuple[int, str, bool]]],
+        near: Sequence[Near],
         score: RowScorer,
     ) -> list[Suspect]:
         if self.method.detect == "masked":
@@ -435,7 +447,7 @@ class Proofreader:
         window: Window,
         masked: dict[int, np.ndarray],
         matches: dict[int, Any],
-        near: dict[int, tuple[int, str, bool]],
+        near: Near,
     ) -> list[Edit]:
         edits = []
         attested = self.in_idioms(window)
@@ -452,7 +464,10 @@ class Proofreader:
                 else None
             )
             if edit is None and slot in near and slot in masked:
-                edit = self.idiom_edit(window, slot, near[slot], masked[slot], matches.get(slot))
+                row = masked[slot]
+                # one off several idioms here (再接再厉, 再接再砺): the one the model likes best
+                option = max(near[slot], key=lambda near_idiom: float(row[near_idiom[0]]))
+                edit = self.idiom_edit(window, slot, option, row, matches.get(slot))
             if edit is None and slot in masked:
                 edit = self.model_edit(window, slot, masked[slot])
             if edit is not None:
@@ -463,7 +478,7 @@ class Proofreader:
         self,
         window: Window,
         edits: list[Edit],
-        near: dict[int, tuple[int, str, bool]],
+        near: Near,
         matches: dict[int, Any],
     ) -> list[Edit]:
         """A fix with evidence holds the characters its evidence reads as written: an idiom's
@@ -474,15 +489,17 @@ class Proofreader:
         entry 一相情原, beside 原 -> 愿)."""
         held: set[int] = set()  # against the model's edits
         idiom_held: set[int] = set()  # against the index's too
-        for slot, (token, idiom, known) in near.items():
-            if known:  # a known misspelling (一厢情原): only its one character is wrong
-                others = set(idiom_run(window.chars, slot, self.id_to_char(token), idiom))
-                held |= others - {slot}
-                idiom_held |= others - {slot}
+        for slot, options in near.items():
+            for token, idiom, known in options:
+                if known:  # a known misspelling (一厢情原): only its one character is wrong
+                    others = set(idiom_run(window.chars, slot, self.id_to_char(token), idiom))
+                    held |= others - {slot}
+                    idiom_held |= others - {slot}
         for edit in edits:
             slot = window.slot_of(edit.start)
             if edit.source == "idioms":
-                run = set(idiom_run(window.chars, slot, edit.suggestion, near[slot][1]))
+                [idiom] = [i for t, i, _ in near[slot] if self.id_to_char(t) == edit.suggestion]
+                run = set(idiom_run(window.chars, slot, edit.suggestion, idiom))
                 held |= run
                 idiom_held |= run - {slot}
             elif edit.source == "index":
