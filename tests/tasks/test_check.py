@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tiankong import FillMasker, Settings
-from tiankong.errors import EmptyTextError, TextTooLongError
+from tiankong.errors import BadOptionError, EmptyTextError, TextTooLongError
 from tiankong.index import build_index
 from tiankong.offline.check_eval import CheckItem, Scores
 from tiankong.tasks.check import CheckMethod, CheckResult, Edit, Proofreader
@@ -102,6 +102,29 @@ def test_a_known_idiom_misspelling_is_fixed_with_its_source(checker: Proofreader
     [edit] = result.edits
     assert result.corrected == "画龙点睛" and edit.source == "idioms"
     assert edit.memory is not None and edit.memory["match"] == "画龙点睛"
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"min_probability": -1.0}, "min_probability"),
+        ({"min_probability": 1.5}, "min_probability"),
+        ({"suspects": 1.5}, "suspects"),
+        ({"suspects": True}, "suspects"),
+        ({"index_context": -3}, "index_context"),
+        ({"index_context": 0}, "index_context"),
+        ({"idiom_model_ratio": -0.5}, "idiom_model_ratio"),
+        ({"index_ratio": float("nan")}, "index_ratio"),
+        ({"use_index": "yes"}, "use_index"),
+        ({"detect": "every"}, "detect"),
+    ],
+)
+def test_a_method_knob_out_of_range_is_refused_by_name(
+    tiny_masker: FillMasker, changes: dict[str, Any], named: str
+) -> None:
+    """A negative ratio or a fractional count was taken and quietly changed what was fixed."""
+    with pytest.raises(BadOptionError, match=named):
+        Proofreader(tiny_masker, CheckMethod(**changes))
 
 
 def test_the_idiom_lexicon() -> None:

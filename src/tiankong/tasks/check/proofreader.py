@@ -37,6 +37,7 @@ The task's three steps, over the masker's shared parts (tokenizer, engine, corpu
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -126,10 +127,33 @@ class CheckMethod:
     idiom_confusable_ratio: float = 0.1
 
     def validated(self) -> CheckMethod:
+        """The method as given, or a ``BadOptionError`` naming the first knob out of range (a
+        negative ratio or a fractional count was taken, and quietly changed what was fixed)."""
         if self.detect not in ("unmasked", "masked"):
             raise BadOptionError("detect takes unmasked or masked.")
-        if self.suspects < 1 or self.min_ratio <= 0 or self.suspect_ratio <= 0:
-            raise BadOptionError("suspects, min_ratio and suspect_ratio must be positive.")
+        for name, value in vars(self).items():
+            kind = type(getattr(CheckMethod, name))
+            if kind is bool and not isinstance(value, bool):
+                raise BadOptionError(f"{name} must be true or false, not {value!r}.")
+            if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+                raise BadOptionError(f"{name} must be a whole number, not {value!r}.")
+            if kind is float and (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+            ):
+                raise BadOptionError(f"{name} must be a number, not {value!r}.")
+        if self.suspects < 1 or self.index_context < 1 or self.min_ratio <= 0:
+            raise BadOptionError("suspects, index_context and min_ratio must be positive.")
+        if not (self.suspect_ratio > 0 and 0 <= self.min_probability <= 1):
+            raise BadOptionError("suspect_ratio must be positive, min_probability from 0 to 1.")
+        unsigned = (
+            "index_any_context", "index_ratio", "index_short_context", "index_model_ratio",
+            "idiom_model_ratio", "idiom_confusable_ratio",
+        )  # fmt: skip
+        for name in unsigned:
+            if getattr(self, name) < 0:
+                raise BadOptionError(f"{name} must be 0 or more, not {getattr(self, name)!r}.")
         return self
 
 
