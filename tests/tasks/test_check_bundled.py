@@ -181,3 +181,18 @@ def test_a_poem_typed_one_line_a_row_is_checked_line_by_line(checker: Proofreade
     result = checker.check(text)
     assert result.corrected == text.replace("箱", "霜")
     assert [(edit.start, edit.original) for edit in result.edits] == [(10, "箱")]
+
+
+@pytest.mark.parametrize("gap", [" ", "\t", "\u3000", "\u200b", "\u200d", "\ufeff"])
+def test_an_idiom_typed_with_spaces_or_invisible_characters_is_fixed(
+    checker: Proofreader, gap: str
+) -> None:
+    """The model reads 守 株 待 免 (or 守株待免 with a zero-width space pasted inside) as the four
+    characters together, but the idiom rules asked for four characters side by side: no fix."""
+    text = f"他总是守{gap}株待{gap}免。"
+    result = checker.check(text)
+    assert result.corrected == text.replace("免", "兔")
+    [edit] = result.edits
+    assert (edit.start, edit.original, edit.source) == (text.index("免"), "免", "idioms")
+    # ... and a letter between two characters still parts them: no idiom across it
+    assert checker.check("他总是守株x待免。").edits == []

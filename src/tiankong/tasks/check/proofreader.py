@@ -740,9 +740,8 @@ def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
 
 def glued(window: Window, slot: int, run: range) -> bool:
     """Whether ``slot`` is an end of ``run`` with a Han character right beside it outside."""
-    spans = window.spans
-    before = slot == run.start and slot > 0 and spans[slot - 1][1] == spans[slot][0]
-    after = slot == run.stop - 1 and slot + 1 < len(spans) and spans[slot][1] == spans[slot + 1][0]
+    before = slot == run.start and slot > 0 and window.adjacent(slot - 1)
+    after = slot == run.stop - 1 and slot + 1 < len(window.spans) and window.adjacent(slot)
     return before or after
 
 

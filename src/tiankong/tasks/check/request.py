@@ -11,8 +11,10 @@ and punctuation are never edited).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from tiankong.core.script import (
     TO_SIMPLIFIED,
@@ -41,6 +43,16 @@ class Window:
     # the slots whose edits this window gives: where windows overlap (a text cut without a
     # sentence end), each reads the shared tokens as context and edits its half of them
     owned: frozenset[int] | None = None  # None: every slot
+    # whether each slot and the next are next to each other in the text, or apart by spaces and
+    # invisible characters only (守 株 待 免, or a zero-width space pasted from a web page: the
+    # model reads them together, and the idiom rules now do too); None: their spans touch
+    joined: tuple[bool, ...] | None = None
+
+    def adjacent(self, slot: int) -> bool:
+        """Whether ``slot`` and ``slot + 1`` read as one run of characters (``joined``)."""
+        if self.joined is not None:
+            return self.joined[slot]
+        return self.spans[slot][1] == self.spans[slot + 1][0]
 
     def slot_of(self, start: int) -> int:
         """The slot whose characters begin at ``start`` in the input text."""
@@ -52,9 +64,7 @@ class Window:
         return [
             first
             for first in range(len(self.spans) - length + 1)
-            if all(
-                self.spans[k][1] == self.spans[k + 1][0] for k in range(first, first + length - 1)
-            )
+            if all(self.adjacent(k) for k in range(first, first + length - 1))
         ]
 
 
@@ -136,6 +146,12 @@ def checked_form(text: str) -> Script | None:
     return Script(text, checked, to_typed)
 
 
+def unseen(gap: str) -> bool:
+    """Whether the text between two characters is nothing a reader sees between them: empty,
+    spaces, or format characters (zero-width spaces and joiners, a BOM)."""
+    return all(char.isspace() or unicodedata.category(char) == "Cf" for char in gap)
+
+
 # Tokens two windows share where a text without a sentence end is cut: each checks its half
 # of them, so every character is checked with some context on both sides (画龙点晴 at the cut
 # was not fixed).
@@ -176,7 +192,9 @@ def windows_of(
         body = list(ids[start:end])
         chars = "".join(text[first] for first, _ in spans)
         mine = None if len(owned) == len(positions) else frozenset(owned)
-        window = Window([encoder.cls_id, *body, encoder.sep_id], positions, spans, chars, mine)
+        joined = tuple(unseen(text[left[1] : right[0]]) for left, right in pairwise(spans))
+        ids_in = [encoder.cls_id, *body, encoder.sep_id]
+        window = Window(ids_in, positions, spans, chars, mine, joined)
         windows.append(window)
         if end >= len(ids):
             return windows
