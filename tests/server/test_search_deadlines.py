@@ -6,6 +6,7 @@ refused before it runs, and a plain request never waits for a whole search."""
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -78,6 +79,14 @@ async def slow_server(
             yield client, engine, state.predictor
 
 
+async def timeouts_counted(client: httpx.AsyncClient) -> float:
+    """The ``timeout`` batcher events /metrics shows (a search's own deadline went uncounted:
+    only the batcher's were)."""
+    text = (await client.get("/metrics")).text
+    found = re.search(r'^tiankong_batcher_events_total\{event="timeout"\} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
 async def engine_calls_after(engine: SlowEngine, since: float, wait_s: float) -> int:
     """Engine calls that ended later than ``since``, counted once ``wait_s`` has passed."""
     await asyncio.sleep(wait_s)
@@ -101,6 +110,7 @@ async def test_a_search_past_its_deadline_answers_504_and_stops_within_one_step(
         # at most the call that was on the engine at the deadline ends after the answer
         assert await engine_calls_after(engine, answered, 6 * STEP_S) <= 1
         assert predictor.batcher.describe()["searches"] == 0
+        assert await timeouts_counted(client) == 1  # the metric's help: "timeout: 504"
 
 
 @pytest.mark.parametrize(("path", "key"), [("/check", "text"), ("/batch_check", "texts")])
@@ -114,6 +124,7 @@ async def test_a_check_past_its_deadline_says_what_a_check_can_ask_less_of(
         assert response.status_code == 504, response.text
         message = response.json()["error"]["message"]
         assert "(shorter or fewer texts)" in message and "beam_width" not in message
+        assert await timeouts_counted(client) == 1
 
 
 async def test_batch_predict_answers_the_finished_texts_and_a_timeout_for_the_rest(

@@ -141,7 +141,7 @@ class Predictor:
                 company=company,
             )
         )
-        self.searches = SearchRunner(masker, self.submit_rows, self.limits.timeout_s)
+        self.searches = SearchRunner(masker, self.submit_rows, self.limits.timeout_s, metrics)
         self.token_cache: LRUCache[str, PreparedText] = LRUCache(
             "tokens", settings.token_cache_size, metrics.observe_cache
         )

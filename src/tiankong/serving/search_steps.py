@@ -28,6 +28,7 @@ from tiankong.core.request import PreparedRequest, RowJob
 from tiankong.core.results import FillResult
 from tiankong.errors import RequestTimeoutError
 from tiankong.service import FillMasker
+from tiankong.serving.batch_policy import BatchObserver
 
 # Searches running at once (more wait for a thread; each still stops at its deadline). A search
 # thread mostly waits for its steps, so a few keep the engine busy without crowding the CPU.
@@ -71,11 +72,13 @@ class StepScorer:
         self.stopped = False
         self.step: concurrent.futures.Future[list[np.ndarray]] | None = None
         self.steps = 0
+        self.timed_out = False  # check() found the deadline passed between steps
 
     def check(self) -> None:
         if self.stopped:
             raise SearchStopped
         if time.monotonic() >= self.deadline:
+            self.timed_out = True  # the runner counts it (a batcher's own timeout counts itself)
             raise timed_out(self.timeout_s, self.less_work)
 
     def __call__(self, rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
@@ -111,9 +114,11 @@ class StepRunner:
         timeout_s: float,
         thread_name: str = "tiankong-search",
         less_work: str = FILL_LESS_WORK,
+        observer: BatchObserver | None = None,
     ) -> None:
         self.submit_rows = submit_rows
         self.timeout_s = timeout_s
+        self.observer = observer  # a deadline passed here is a "timeout" batcher event
         self.less_work = less_work  # the timeout message's hint
         self.pool = ThreadPoolExecutor(SEARCH_WORKERS, thread_name_prefix=thread_name)
 
@@ -132,9 +137,18 @@ class StepRunner:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                 return await running
         except TimeoutError:  # waited for a thread, or between steps, past the deadline
+            self.count_timeout()
             raise timed_out(self.timeout_s, self.less_work) from None
+        except RequestTimeoutError:
+            if scorer.timed_out:  # else the batcher timed a step out, and counted it
+                self.count_timeout()
+            raise
         finally:
             scorer.stop()  # a no-op once the work has ended
+
+    def count_timeout(self) -> None:
+        if self.observer is not None:
+            self.observer.count_batcher_event("timeout")
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -148,8 +162,9 @@ class SearchRunner(StepRunner):
         masker: FillMasker,
         submit_rows: Callable[[list[RowJob], float], Coroutine[Any, Any, list[np.ndarray]]],
         timeout_s: float,
+        observer: BatchObserver | None = None,
     ) -> None:
-        super().__init__(submit_rows, timeout_s)
+        super().__init__(submit_rows, timeout_s, observer=observer)
         self.masker = masker
 
     async def run(self, request: PreparedRequest, deadline: float) -> FillResult:

@@ -37,7 +37,11 @@ class TaskServing(Generic[RequestT, ResultT]):
         self.task = task
         self.warmup_text = warmup_text
         self.steps = StepRunner(
-            predictor.submit_rows, predictor.limits.timeout_s, "tiankong-task", task.less_work
+            predictor.submit_rows,
+            predictor.limits.timeout_s,
+            "tiankong-task",
+            task.less_work,
+            predictor.metrics,
         )
 
     def prepare(self, text: object) -> RequestT:
