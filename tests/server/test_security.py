@@ -114,6 +114,28 @@ def test_probes_page_and_docs_stay_public(keyed: TestClient) -> None:
     assert keyed.head("/health").status_code == 200 and keyed.head("/ready").status_code == 200
 
 
+def test_the_openapi_document_says_how_to_send_a_key(
+    keyed: TestClient, tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    """With keys on, /docs had no way to send one: the document declared no security scheme."""
+    document = keyed.get("/openapi.json").json()
+    assert document["components"]["securitySchemes"] == {
+        "bearer": {"type": "http", "scheme": "bearer"},
+        "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+    }
+    paths = document["paths"]
+    public = {"/health", "/ready"}
+    for path, operations in paths.items():
+        for operation in operations.values():
+            wanted = None if path in public else [{"bearer": []}, {"apiKey": []}]
+            assert operation.get("security") == wanted, path
+    assert public <= set(paths)
+    # the statuses a key, the rate limit and the deadlines answer are declared
+    assert {"401", "408", "429", "503", "504"} <= set(paths["/predict"]["post"]["responses"])
+    with make_client(tiny_masker, tiny_model_dir) as plain:  # keys off: no scheme
+        assert "securitySchemes" not in plain.get("/openapi.json").json().get("components", {})
+
+
 def test_keys_are_compared_in_constant_time_against_every_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

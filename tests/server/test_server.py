@@ -564,6 +564,7 @@ def test_page_and_its_assets(client: TestClient) -> None:
     for test_id in test_ids:
         assert f'data-testid="{test_id}"' in page.text
     assert client.head("/").status_code == 200 and client.head("/health").status_code == 200
+    assert client.head("/docs").status_code == 200  # a 405 whose Allow said GET, HEAD
     paths = client.get("/openapi.json").json()["paths"]
     gets = [path for path, item in paths.items() if "get" in item]
     assert {"/ready", "/info", "/metrics", "/predict"} <= set(gets)
@@ -612,7 +613,8 @@ def test_index_asked_of_a_server_without_one_is_warned(client: TestClient) -> No
     word; left unset (the default) or false, nothing is said."""
     info = client.get("/info").json()["index"]
     assert info["used"] == "none"
-    warned = f"index was asked for, but this server has no corpus index ({info['reason']})"
+    warned = f"index was asked for, but this server has no corpus index: {info['reason']}"
+    assert "((" not in warned and "))" not in warned  # it read "(… (--index none))"
 
     def warnings(response: Any) -> list[str]:
         assert response.status_code == 200, response.text

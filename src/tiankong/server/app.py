@@ -20,6 +20,7 @@ import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 from fastapi import FastAPI
@@ -33,7 +34,7 @@ from tiankong.server import check_routes, hf, routes
 from tiankong.server.error_handlers import install_error_handlers
 from tiankong.server.metrics import ServerMetrics
 from tiankong.server.middleware.guard import STATIC_PATH, RequestGuard
-from tiankong.server.middleware.security import cors_layer, security_layer
+from tiankong.server.middleware.security import cors_layer, is_public, security_layer
 from tiankong.server.state import ServerState
 from tiankong.service import FillMasker
 from tiankong.serving.checking import CheckServing
@@ -107,7 +108,32 @@ def create_app(
     app.include_router(check_routes.router)
     app.mount(STATIC_PATH, StaticFiles(directory=routes.STATIC_DIR), name="static")
     add_docs(app)
+    if settings.api_keys or settings.api_keys_file:
+        declare_api_keys(app)
     return app
+
+
+def declare_api_keys(app: FastAPI) -> None:
+    """With API keys on, the OpenAPI document says so: the two ways a key may be sent, asked of
+    every operation but the public ones, so that /docs offers to send one ("Authorize")."""
+    schemes = {
+        "bearer": {"type": "http", "scheme": "bearer"},
+        "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+    }
+    plain = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = plain()
+            schema.setdefault("components", {})["securitySchemes"] = schemes
+            for path, operations in schema["paths"].items():
+                for method, operation in operations.items():
+                    if not is_public(method.upper(), path):
+                        operation["security"] = [{name: []} for name in schemes]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 @contextmanager
@@ -145,7 +171,7 @@ def add_docs(app: FastAPI) -> None:
     if assets is not None:
         app.mount("/docs-assets", StaticFiles(directory=assets), name="docs-assets")
 
-    @app.get("/docs", include_in_schema=False)
+    @app.api_route("/docs", methods=["GET", "HEAD"], include_in_schema=False)  # HEAD: its Allow
     async def docs() -> HTMLResponse:
         if assets is None:
             return get_swagger_ui_html(openapi_url="/openapi.json", title=app.title)

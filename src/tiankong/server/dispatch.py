@@ -53,8 +53,8 @@ def options_from_fields(
 
 
 NO_INDEX_WARNING = (
-    "index was asked for, but this server has no corpus index ({reason}); the answers are the "
-    "model's own."
+    "index was asked for, but this server has no corpus index: {reason}; the answers are the "
+    "model's own."  # the reason may hold brackets of its own: (--index none)
 )
 
 

@@ -362,8 +362,13 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": description}
     for status, description in {
         400: "Bad input: no mask, empty text, too many masks, top_k out of range, a bad option.",
+        401: "API keys are on and the request carries none of them (Bearer or X-API-Key).",
+        408: "The body came more slowly than client_timeout_s allows.",
         413: "The body is larger than max_body_bytes.",
         422: "Malformed request: bad JSON, a wrong type or a missing field.",
-        503: "The model is still loading.",
+        429: "Over the rate limit; Retry-After says when to come back.",
+        503: "The model is still loading, the queue is full or the server is shutting down; "
+        "Retry-After says when to come back.",
+        504: "The request did not finish within request_timeout_s.",
     }.items()
 }
