@@ -27,6 +27,14 @@ def local_ray():
     ray.shutdown()
 
 
+def read_shards(folder: Path) -> list[dict[str, object]]:
+    return [
+        json.loads(line)
+        for path in sorted(folder.glob("part-*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+
+
 def test_fill_through_ray_data(local_ray, tiny_model_dir: Path, tmp_path: Path) -> None:
     from tiankong.offline.ray_fill import run_ray_fill
 
@@ -41,13 +49,9 @@ def test_fill_through_ray_data(local_ray, tiny_model_dir: Path, tmp_path: Path) 
     job = FillJob(source, tmp_path / "out", workers=2, batch_size=4)
     rows = run_ray_fill(job, settings, PredictOptions(top_k=2))
     assert rows == len(texts)
-    records = [
-        json.loads(line)
-        for path in sorted((tmp_path / "out").glob("*.json"))
-        for line in path.read_text(encoding="utf-8").splitlines()
-    ]
-    assert sorted(r["text"] for r in records) == sorted(texts)
-    assert sorted((r["id"], r["text"]) for r in records) == list(enumerate(texts))  # id kept
+    records = read_shards(tmp_path / "out")
+    # in input order (Ray's own writer wrote its blocks' files in no fixed order), ids kept
+    assert [(r["id"], r["text"]) for r in records] == list(enumerate(texts))
     good = [r for r in records if r["error"] is None]
     bad = [r for r in records if r["error"] is not None]
     assert len(good) == 16 and len(bad) == 8
@@ -153,3 +157,52 @@ def test_ray_reads_the_values_fill_reads(local_ray, tmp_path: Path) -> None:
     texts = [row["text"] for row in read_dataset(lines, "txt").take_all()]
     assert texts == [t for _, t, _, _ in read_records(lines, "txt", "text")]
     assert texts == ["第一[MASK]", "二\r三[MASK]", "", "末[MASK]"]
+
+
+def test_ray_keeps_jsonl_values_as_written(local_ray, tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Ray's JSONL reader went through pandas: "01234" came back 1234, "1e3" 1000.0 and a date
+    string a timestamp; a whole number beside a null was written 1.0; a blank line was dropped
+    and a lone surrogate silently cut from the text it was in. Now each is kept as written, and
+    the blank line and the surrogate are error rows, as without --ray."""
+    from tiankong.offline.ray_fill import run_ray_fill
+
+    source = tmp_path / "in.jsonl"
+    lines = [
+        '{"id": "01234", "code": "1e3", "day": "2024-01-02", "n": 1, "text": "好[MASK]"}',
+        '{"id": "00789", "code": "x", "day": "2024-01-03", "n": null, "text": "\\ud800很[MASK]"}',
+        "",
+        '{"id": "5", "code": "y", "day": "d", "n": 2, "text": "画龙点[MASK]"}',
+    ]
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    settings = Settings(model=str(tiny_model_dir), engine="torch", threads=1)
+    job = FillJob(source, tmp_path / "out", workers=1, batch_size=2)
+    assert run_ray_fill(job, settings, PredictOptions(top_k=1)) == 4
+    first, second, blank, last = read_shards(tmp_path / "out")
+    assert (first["id"], first["code"], first["day"], first["n"]) == (
+        "01234",
+        "1e3",
+        "2024-01-02",
+        1,
+    )
+    assert (second["id"], second["n"], last["n"]) == ("00789", None, 2)
+    assert first["error"] is None and last["error"] is None
+    assert str(second["error"]).startswith("bad_input:")  # the lone surrogate, shown as U+FFFD
+    assert second["text"] == "\ufffd很[MASK]"
+    assert str(blank["error"]).startswith("empty_text:")
+
+
+@pytest.mark.parametrize(
+    ("name", "content"), [("empty.jsonl", ""), ("empty.txt", ""), ("header.csv", "id,text\n")]
+)
+def test_an_empty_input_fills_nothing(
+    local_ray, tiny_model_dir: Path, tmp_path: Path, name: str, content: str
+) -> None:
+    """It stopped with a TypeError traceback (the dataset had no columns)."""
+    from tiankong.offline.ray_fill import run_ray_fill
+
+    source = tmp_path / name
+    source.write_text(content, encoding="utf-8")
+    settings = Settings(model=str(tiny_model_dir), engine="torch", threads=1)
+    job = FillJob(source, tmp_path / "out", workers=1)
+    assert run_ray_fill(job, settings, PredictOptions()) == 0
+    assert list((tmp_path / "out").iterdir()) == []

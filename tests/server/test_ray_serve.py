@@ -423,6 +423,45 @@ def test_a_ray_cluster_that_is_not_there_is_one_sentence(monkeypatch: pytest.Mon
         init_ray("auto")
 
 
+def test_an_address_where_nothing_listens_is_refused_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--ray-address 127.0.0.1:PORT` with nothing there: Ray retried for minutes (the run was
+    killed at 500 s), where the command should say so in one sentence."""
+    import socket
+
+    from tiankong.offline.ray_cluster import init_ray
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    asked: list[object] = []
+    monkeypatch.setattr(ray, "init", lambda **kwargs: asked.append(kwargs))
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        started = time.monotonic()
+        with pytest.raises(
+            BadOptionError, match=f"No Ray cluster answers at --ray-address '{address}'"
+        ):
+            init_ray(address)
+        assert time.monotonic() - started < 10
+    assert asked == []  # refused before Ray was asked
+
+
+def test_without_an_address_a_new_local_ray_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray's default address joined a cluster `ray start` had left running on the machine, and
+    `serve --ray` shut that cluster's Serve down on exit, other applications and all."""
+    from tiankong.offline.ray_cluster import init_ray
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    asked: list[dict[str, Any]] = []
+    monkeypatch.setattr(ray, "init", lambda **kwargs: asked.append(kwargs))
+    init_ray(None)
+    assert asked[0]["address"] == "local"
+    monkeypatch.setenv("RAY_ADDRESS", "auto")  # the environment's address is still joined
+    init_ray(None)
+    assert asked[1]["address"] == "auto"
+
+
 def test_replicas_a_local_ray_cannot_place_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """`serve --ray --replicas 1 --threads 8` on 2 CPUs waited forever for its replica."""
     calls: list[str] = []

@@ -6,22 +6,44 @@ is refused instead of waiting forever."""
 from __future__ import annotations
 
 import os
+import re
+import socket
 
 from tiankong.errors import BadOptionError
 
+CONNECT_TIMEOUT_S = 5.0  # a host:port where nothing listens: Ray retried for minutes
+
 
 def init_ray(address: str | None) -> None:
-    """``ray.init`` for ``address`` (None: ``RAY_ADDRESS``, else a local Ray)."""
+    """``ray.init`` for ``address`` (None: ``RAY_ADDRESS``, else a new local Ray: Ray's own
+    default joined a cluster that ``ray start`` had left running on this machine, whose Serve
+    ``serve --ray`` then shut down on exit, and the other applications on it with it)."""
     import ray
 
+    where = address or os.environ.get("RAY_ADDRESS") or ""
+    refusal = BadOptionError(
+        f"No Ray cluster answers at --ray-address '{where}'; start one (ray start --head) "
+        "or leave --ray-address and RAY_ADDRESS unset for a local Ray."
+    )
+    if where and not answers(where):
+        raise refusal
     try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        ray.init(address=where or "local", include_dashboard=False, log_to_driver=False)
     except ConnectionError:
-        where = address or os.environ.get("RAY_ADDRESS", "")
-        raise BadOptionError(
-            f"No Ray cluster answers at --ray-address '{where}'; start one (ray start --head) "
-            "or leave --ray-address and RAY_ADDRESS unset for a local Ray."
-        ) from None
+        raise refusal from None
+
+
+def answers(address: str) -> bool:
+    """Whether something listens at a ``host:port`` or ``ray://host:port`` address (``auto``
+    and other forms are Ray's to resolve: True)."""
+    found = re.fullmatch(r"(?:ray://)?\[?([^\]/]+?)\]?:(\d+)/?", address.strip())
+    if found is None:
+        return True
+    try:
+        with socket.create_connection((found[1], int(found[2])), timeout=CONNECT_TIMEOUT_S):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def starts_local_ray(address: str | None) -> bool:

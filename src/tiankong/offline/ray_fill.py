@@ -1,9 +1,10 @@
 """`tiankong fill --ray`: the same filling on Ray Data, for inputs too large for one machine.
 
 Ray Data reads the input (JSONL, CSV or TXT), ``map_batches`` runs a pool of actors that each
-load the model once, and the results are written as JSONL shards into the OUTPUT folder (Ray
-writes one file per block). Rows that fail carry an ``error`` object instead of predictions.
-Every input column is kept, before the result columns.
+load the model once, and the driver writes the results, in input order, as JSONL shards of
+``SHARD_ROWS`` rows into the OUTPUT folder (Ray's own ``write_json`` went through pandas, which
+wrote a whole number beside a null as 1.0, and in no fixed order). Rows that fail carry an
+``error`` object instead of predictions. Every input column is kept, before the result columns.
 Connects to the cluster in ``RAY_ADDRESS`` (or the given address), else starts a local one.
 """
 
@@ -11,11 +12,14 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from tiankong.config import Settings, threads_per_worker
 from tiankong.core.options import PredictOptions
+from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
 from tiankong.offline.files import csv_records, open_text, require_input
 from tiankong.offline.fill import format_of, record_of
@@ -24,6 +28,8 @@ from tiankong.offline.resume import FillJob
 
 # sequence / top answer as plain columns, the full result (masks, sequences, candidates) as JSON
 OUTPUT_COLUMNS = ("text", "sequence", "error", "result")
+SHARD_ROWS = 100_000  # output rows per JSONL shard
+ROWS_PER_BLOCK = 4  # batches of rows per input block: a file read as one block ran on one actor
 
 
 class FillActor:
@@ -36,23 +42,32 @@ class FillActor:
         self.options = options
         self.field = field
 
-    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-        texts = [str(text) if text is not None else "" for text in batch[self.field]]
-        kept = {name: values for name, values in batch.items() if name not in OUTPUT_COLUMNS}
-        columns: dict[str, Any] = {**kept, **{name: [] for name in OUTPUT_COLUMNS}}
+    def __call__(self, batch: Any) -> Any:
+        """``batch``: a ``pyarrow.Table`` (as numpy or pandas, a whole number column with a null
+        became floats, 1.0 and NaN); the input columns go through as they are."""
+        import pyarrow as pa
+
+        values = batch.column(self.field).to_pylist()
+        texts = [str(text) if text is not None else "" for text in values]
+        kept = {
+            name: batch.column(name) for name in batch.column_names if name not in OUTPUT_COLUMNS
+        }
+        columns: dict[str, Any] = {name: [] for name in OUTPUT_COLUMNS}
         for text in texts:
             try:
                 payload = record_of(text, self.masker.predict(text, options=self.options))
                 error = None
-            except TiankongError as failure:
-                payload, error = {"text": text}, f"{failure.code}: {failure.message}"
+            except TiankongError as failure:  # a lone surrogate (bad_input) has no UTF-8 form
+                shown = LONE_SURROGATE.sub("\ufffd", text)
+                payload, error = {"text": shown}, f"{failure.code}: {failure.message}"
             for name in OUTPUT_COLUMNS:
                 columns[name].append(payload.get(name))
             columns["error"][-1] = error
             columns["result"][-1] = (
                 json.dumps(payload, ensure_ascii=False) if error is None else None
             )
-        return columns
+        results = {name: pa.array(column, pa.string()) for name, column in columns.items()}
+        return pa.table({**kept, **results})
 
 
 def run_ray_fill(
@@ -71,8 +86,13 @@ def run_ray_fill(
     check_ray_files(job, kind)
     if not ray.is_initialized():
         init_ray(address)
-    dataset = read_dataset(job.input, kind)
+    ray.data.DataContext.get_current().execution_options.preserve_order = True
     field = "text" if kind == "txt" else job.text_field
+    dataset = read_dataset(job.input, kind, field)
+    output = Path(job.output)
+    if not dataset.columns() and not dataset.count():  # an empty file, or a header alone
+        output.mkdir(parents=True, exist_ok=True)
+        return 0
     if field not in dataset.columns():
         raise BadDataFileError(f"Input '{job.input.name}' has no field '{field}'.")
     clashes = [c for c in dataset.columns() if c in OUTPUT_COLUMNS and not c == field == "text"]
@@ -82,6 +102,7 @@ def run_ray_fill(
             f"({', '.join(OUTPUT_COLUMNS)}); rename it."
         )
     workers = actors or job.workers
+    dataset = dataset.repartition(target_num_rows_per_block=ROWS_PER_BLOCK * job.batch_size)
     threads = threads_per_worker(settings.threads, workers)
     # Logical CPUs: leave one for Ray's read and write tasks, or they wait behind the actors.
     cluster_cpus = float(ray.cluster_resources().get("CPU", 1.0))
@@ -94,13 +115,33 @@ def run_ray_fill(
             "field": field,
         },
         batch_size=job.batch_size,
+        batch_format="pyarrow",
         concurrency=workers,
         num_cpus=actor_cpus,
     )
-    output = Path(job.output)
     output.mkdir(parents=True, exist_ok=True)
-    filled.write_json(str(output.resolve()), force_ascii=False)
-    return count_rows(output)
+    return write_shards(filled.iter_rows(), output)
+
+
+def write_shards(rows: Iterable[dict[str, Any]], output: Path) -> int:
+    """``rows`` as JSONL files of ``SHARD_ROWS`` rows each in ``output``, in order
+    (``part-000000.jsonl``, ...), each value as Arrow holds it; the rows written."""
+    written = 0
+    handle: IO[str] | None = None
+    try:
+        for row in rows:
+            if written % SHARD_ROWS == 0:
+                if handle is not None:
+                    handle.close()
+                name = f"part-{written // SHARD_ROWS:06d}.jsonl"
+                handle = (output / name).open("w", encoding="utf-8", newline="\n")
+            assert handle is not None
+            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            written += 1
+    finally:
+        if handle is not None:
+            handle.close()
+    return written
 
 
 def check_ray_job(job: FillJob) -> None:
@@ -124,12 +165,14 @@ def check_ray_job(job: FillJob) -> None:
         )
 
 
-def read_dataset(path: Path, kind: str) -> Any:
+def read_dataset(path: Path, kind: str, field: str = "text") -> Any:
     """The input as a Ray dataset whose values are those ``tiankong fill`` reads without --ray:
     CSV values as strings ("01234", "NA" and "true" stay as written, where Arrow's type
     inference made them 1234, null and true), a TXT file's lines split at "\n" alone and
-    without its byte-order mark. JSONL is Arrow's, of the flat records ``check_ray_files``
-    let through."""
+    without its byte-order mark. JSONL lines are parsed by ``json.loads``, as without --ray
+    (Ray's reader went through pandas: "01234" became 1234, "2024-01-02" a timestamp, and a lone
+    surrogate was dropped), of the flat records ``check_ray_files`` let through; a blank line is a
+    row with an empty text (an ``empty_text`` error row; Ray's reader dropped it)."""
     import ray
 
     where = str(path.resolve())
@@ -149,7 +192,16 @@ def read_dataset(path: Path, kind: str) -> Any:
                 strings_can_be_null=False,
             ),
         )
-    return ray.data.read_json(where, lines=True)
+    return ray.data.read_binary_files(where).flat_map(partial(jsonl_records, field=field))
+
+
+def jsonl_records(row: dict[str, Any], field: str) -> list[dict[str, Any]]:
+    """A JSONL file's records as ``read_records`` parses them (``check_ray_files`` has refused
+    what isn't a flat JSON object); a blank line is ``{field: ""}``."""
+    lines = bytes(row["bytes"]).decode("utf-8-sig").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [json.loads(line) if line.strip() else {field: ""} for line in lines]
 
 
 def txt_lines(row: dict[str, Any]) -> list[dict[str, str]]:
@@ -243,7 +295,3 @@ def json_type(value: object) -> str:
     if isinstance(value, str):
         return "a string"
     return "a list" if isinstance(value, list) else "an object"
-
-
-def count_rows(folder: Path) -> int:
-    return sum(sum(1 for _ in path.open(encoding="utf-8")) for path in folder.glob("*.json*"))

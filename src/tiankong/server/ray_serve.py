@@ -288,9 +288,12 @@ def serve_on_ray(settings: Settings, scale: ScaleOptions, address: str | None = 
     try:
         serve.start(http_options={"host": settings.host, "port": settings.port})
         serve.run(application, name=APP_NAME, route_prefix="/")
+        where = f"http://{settings.host}:{settings.port}/"
+        if not local:  # a Serve already running there keeps its own host and port
+            where = f"the cluster's Serve proxy ({where} if this run started Serve there)"
         print(
-            f"tiankong: {scale.replicas} replica(s) on Ray Serve; page and API at "
-            f"http://{settings.host}:{settings.port}/ (replica logs: Ray's session log folder)",
+            f"tiankong: {scale.replicas} replica(s) on Ray Serve; page and API at {where} "
+            "(replica logs: Ray's session log folder)",
             file=sys.stderr,
             flush=True,
         )
