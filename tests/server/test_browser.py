@@ -623,4 +623,24 @@ def test_source_line_under_a_grounded_candidate(page: Page, grounded_url: str) -
     expect(page.get_by_test_id("warnings")).to_be_hidden()
     box.fill("The weather is [MASK].")
     box.press("Enter")
+    # the server's warning in the page's language (it was English on the Chinese page)
+    expect(page.get_by_test_id("warnings")).to_have_text(
+        "句子里没有汉字：这个模型是中文的，这里的答案意义不大。"
+    )
+    page.get_by_test_id("lang-toggle").click()
     expect(page.get_by_test_id("warnings")).to_contain_text("no Chinese (Han) character")
+    page.get_by_test_id("lang-toggle").click()
+
+
+def test_every_warning_the_server_words_alike_is_in_the_pages_chinese() -> None:
+    """The page shows a server warning in Chinese by its exact English words (i18n.js); a
+    warning reworded on the server would fall back to English unnoticed."""
+    from tiankong.core.request import NO_WHOLE_FILL_WARNING
+    from tiankong.core.script import NO_HAN_WARNING
+    from tiankong.server.routes import STATIC_DIR
+    from tiankong.tasks.check.proofreader import BLANK_IN_CHECK, NO_HAN_TO_CHECK, NOTHING_CHECKED
+
+    words = (STATIC_DIR / "i18n.js").read_text(encoding="utf-8")
+    fixed = [NO_HAN_WARNING, NO_WHOLE_FILL_WARNING, NO_HAN_TO_CHECK, BLANK_IN_CHECK]
+    for warning in [*fixed, NOTHING_CHECKED]:
+        assert f'"{warning}":' in words, warning

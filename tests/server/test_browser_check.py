@@ -117,7 +117,7 @@ def test_check_mode_underlines_and_accepts_fixes(page: Page, base_url: str) -> N
     # a text with no Chinese character says nothing was checked, not only "clean"
     page.get_by_test_id("input").fill("hello world 123")
     page.get_by_test_id("predict").click()
-    expect(page.get_by_test_id("check-warning")).to_contain_text("no Chinese (Han) character")
+    expect(page.get_by_test_id("check-warning")).to_have_text("句子里没有汉字：校对只检查汉字。")
 
 
 def test_fixes_after_an_emoji_land_on_their_characters(page: Page, base_url: str) -> None:

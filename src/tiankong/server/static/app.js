@@ -55,6 +55,12 @@ function saveApiKey() {
   refreshInfo();
 }
 
+// A server warning in the page's language: the Chinese of the ones it knows (i18n.js, by the
+// server's English words), else the server's own.
+function warningIn(text) {
+  return (state.lang === "zh" && I18N.zh.warnings[text]) || text;
+}
+
 function t(key) {
   const table = I18N[state.lang];
   return key in table ? table[key] : I18N.zh[key];
@@ -256,7 +262,8 @@ function hideError() {
 function renderChecked(data) {
   state.checked = data;
   $("check-latency").textContent = `${data.latency_ms.toFixed(1)} ms`;
-  renderCheck($("check-result"), data, t, (edit) => {
+  const shown = { ...data, warnings: (data.warnings ?? []).map(warningIn) };
+  renderCheck($("check-result"), shown, t, (edit) => {
     if ($("text").value !== state.checked.text) {
       $("check-output").hidden = true; // the text changed since: the fix would overwrite it
       return;
@@ -293,9 +300,6 @@ function render(data) {
   $("latency").textContent = `${data.latency_ms.toFixed(1)} ms`;
   $("latency").title = t("serverTime");
   $("truncated").hidden = !data.truncated;
-  const warnings = data.warnings ?? [];
-  $("warnings").hidden = !warnings.length;
-  $("warnings").textContent = warnings.join(" ");
   renderSentence($("sentence"), state.segments, state.fills);
   renderLists();
   $("output").hidden = false;
@@ -303,6 +307,9 @@ function render(data) {
 
 function renderLists() {
   const data = state.data;
+  const warnings = (data.warnings ?? []).map(warningIn); // drawn again in the other language
+  $("warnings").hidden = !warnings.length;
+  $("warnings").textContent = warnings.join(" ");
   const constrained = data.masks.some((mask) => mask.some((c) => c.raw_score !== undefined));
   $("constraint-note").hidden = !constrained;
   $("sequences-box").hidden = !data.sequences.length;

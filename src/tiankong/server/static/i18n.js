@@ -61,6 +61,20 @@ export const I18N = {
       no_answer: "服务器 90 秒都没有回答：请稍后再试。",
       bad_api_key: "API 密钥只能由不含空格的可打印 ASCII 字符组成。",
     },
+    // the server's warnings (English), by their exact words: tests/server/test_browser.py
+    // checks that each one the server can send is here
+    warnings: {
+      "The text has no Chinese (Han) character: this model is for Chinese, so its answers here mean little.":
+        "句子里没有汉字：这个模型是中文的，这里的答案意义不大。",
+      "No whole fill of the blank keeps to the constraints (allowed, exclude, preset), so there are no ranked fills; each position's own answers are shown.":
+        "没有一个完整的填法符合约束（只允许、排除、预设），所以没有整词排序；下面是每个空各自的候选。",
+      "The text has no Chinese (Han) character: only Chinese characters are checked.":
+        "句子里没有汉字：校对只检查汉字。",
+      "The text has a blank ([MASK] or [BLANK]): proofreading checks the characters as typed and leaves a blank alone; to fill it, use predict (POST /predict, the page's 单字 mode).":
+        "句子里有空（[MASK] 或 [BLANK]）：校对只检查写出来的字，不填空；要填空请用「单字」模式。",
+      "None of the text's Chinese characters is one the model reads (each is outside its vocabulary), so nothing was checked.":
+        "句子里的汉字都不在模型的词表里，所以什么也没有检查。",
+    },
     fallbackError: "出错了。",
   },
   en: {
