@@ -111,3 +111,17 @@ def test_a_check_is_not_resumed_on_other_weights(checker: Proofreader, tmp_path:
     job.checkpoint.write_text(json.dumps({**saved, "weights": "f" * 16}), encoding="utf-8")
     with pytest.raises(BadDataFileError, match="was started on other weights of the model"):
         run_check_file(job, checker)
+
+
+def test_a_lone_surrogate_in_another_field_is_written_not_a_crash(
+    checker: Proofreader, tmp_path: Path
+) -> None:
+    """A field beside the text holding a lone surrogate (a JSON escape Python reads as one)
+    stopped the check with a UnicodeEncodeError when its line was written; it is kept,
+    escaped as it came."""
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"text": "画龙点晴", "note": "a\\ud800"}\n', encoding="utf-8")
+    job = FillJob(source, tmp_path / "out.jsonl")
+    assert run_check_file(job, checker).lines_done == 1
+    [row] = [json.loads(line) for line in job.output.read_text(encoding="utf-8").splitlines()]
+    assert row["note"] == "a\ud800" and row["text"] == "画龙点晴"

@@ -743,3 +743,28 @@ def test_ray_names_a_csv_record_over_several_lines_by_its_first(tmp_path: Path) 
     source.write_text('text,id\n\n"一行\n两行",2,extra\n', encoding="utf-8")
     with pytest.raises(BadDataFileError, match=r"^Line 3 of 'ml\.csv' has 3 values"):
         check_csv_rows(source)
+
+
+def test_a_lone_surrogate_in_another_field_is_written_not_a_crash(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A JSONL field other than the text holding a lone surrogate ("\\ud800", which JSON allows
+    and Python reads as one) stopped the run with a UnicodeEncodeError when its line was
+    written. JSONL output keeps the value exactly, escaped as it came; a CSV cell can't hold it
+    and shows U+FFFD."""
+    source = tmp_path / "in.jsonl"
+    source.write_text(
+        '{"text": "处处闻啼[MASK]。", "note": "a\\udc00b"}\n'
+        '{"text": "画龙点[MASK]", "note": "ok"}\n',
+        encoding="utf-8",
+    )
+    job = FillJob(source, tmp_path / "out.jsonl")
+    state = run_fill(job, settings, PredictOptions(top_k=1))
+    assert (state.filled, state.failed) == (2, 0)
+    rows = read_jsonl(job.output)
+    assert [r["note"] for r in rows] == ["a\udc00b", "ok"]  # read back: the same value
+    assert '"note": "a\\udc00b"' in job.output.read_text(encoding="utf-8")
+    job = FillJob(source, tmp_path / "out.csv")
+    assert run_fill(job, settings, PredictOptions(top_k=1)).filled == 2
+    _, cells = read_csv(job.output)
+    assert [row["note"] for row in cells] == ["a\ufffdb", "ok"]

@@ -10,13 +10,13 @@ method, ``--field`` or input format is refused (``run_key``), as fill's is.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
 from tiankong.config import Settings
 from tiankong.errors import TiankongError
+from tiankong.offline.files import json_line
 from tiankong.offline.fill import check_files, checked_records, fields_problem, format_of, take
 from tiankong.offline.resume import (
     Checkpoint,
@@ -66,10 +66,10 @@ def run_check_file(
             for line, outcome, fields in check_chunk(checker, chunk, job.text_field):
                 if isinstance(outcome, CheckResult):
                     record = {**fields, "line": line, **outcome.to_dict()}
-                    output.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    output.write(json_line(record) + "\n")
                     checked += 1
                 else:
-                    errors.write(json.dumps({"line": line, **outcome}, ensure_ascii=False) + "\n")
+                    errors.write(json_line({"line": line, **outcome}) + "\n")
                     failed += 1
             state.filled += checked
             state.failed += failed

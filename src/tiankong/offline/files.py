@@ -13,12 +13,14 @@ above it is made when it is written, as the commands always have.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
+from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import BadDataFileError, BadOptionError
 from tiankong.index.sources import CsvRecords
 
@@ -93,6 +95,24 @@ def csv_records(handle: TextIO, path: Path) -> CsvRecords:
     ``BadDataFileError`` naming the line where it starts. The rule is index build's
     (``index.sources.CsvRecords``), shared."""
     return CsvRecords(handle, path, BadDataFileError)
+
+
+def json_line(value: Any, default: Callable[[Any], Any] | None = None) -> str:
+    """``value`` as one line of JSON, non-ASCII as it is, and a lone surrogate (which a JSON
+    input may hold as an escape, and Python reads as one) escaped again, so the line is UTF-8
+    and reads back to the same value (it stopped a run with a UnicodeEncodeError).
+
+    >>> json_line({"note": "a\\udc00b 中"})
+    '{"note": "a\\\\udc00b 中"}'
+    """
+    text = json.dumps(value, ensure_ascii=False, default=default)
+    return LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+def without_surrogates(value: Any) -> Any:
+    """A string with each lone surrogate shown as U+FFFD, where no escape can keep it (a CSV
+    cell); other values as they are."""
+    return LONE_SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
 
 
 def same_file(first: Path, second: Path) -> bool:

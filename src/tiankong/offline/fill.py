@@ -33,9 +33,11 @@ from tiankong.offline.files import (
     check_uncompressed_name,
     check_writable,
     csv_records,
+    json_line,
     open_text,
     require_input,
     same_file,
+    without_surrogates,
 )
 from tiankong.offline.resume import (
     FILL_ANSWER_SETTINGS,
@@ -352,7 +354,7 @@ def fill_rows(
                     write_result(output, writer, line, fields, payload)
                     state.filled += 1
                 else:
-                    errors.write(json.dumps({"line": line, **payload}, ensure_ascii=False) + "\n")
+                    errors.write(json_line({"line": line, **payload}) + "\n")
                     state.failed += 1
             commit_chunk(job.checkpoint, state, output, errors, len(results), on_progress)
 
@@ -426,12 +428,12 @@ def write_result(
     """One output line: the input's own fields, then the line number and the result."""
     if writer is None:
         record = {**fields, "line": line, **payload}
-        output.write(json.dumps(record, ensure_ascii=False) + "\n")
+        output.write(json_line(record) + "\n")
         return
     top_token, top_score = top_answer(payload)
     writer.writerow(
         {
-            **{name: csv_cell(value) for name, value in fields.items()},
+            **{name: without_surrogates(csv_cell(value)) for name, value in fields.items()},
             "line": line,
             "text": payload["text"],
             "sequence": payload["sequence"],
@@ -457,4 +459,4 @@ def top_answer(payload: dict[str, Any]) -> tuple[str, float | str]:
 
 def csv_cell(value: Any) -> Any:
     """A JSONL value in a CSV cell: lists and objects as JSON, not as Python's repr."""
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+    return json_line(value) if isinstance(value, dict | list) else value
