@@ -131,6 +131,29 @@ def test_what_ray_data_would_stop_on_is_one_sentence_first(
     # a quote never closed: refused as fill without --ray refuses it (the check read on)
     refused("unclosed.csv", 'id,text\n1,画龙点[MASK]\n2,"守株待[MASK]\n3,亡羊补劳\n', "m",
             BadDataFileError, "Line 3 .* never closed")  # fmt: skip
+    # a traceback each: Ray's CSV reader on an empty file, a ZeroDivisionError, Ray's
+    # repartition, and the folder made only after Ray had started
+    refused("empty.csv", "", "n", BadDataFileError, "has no column 'text'")
+    refused(
+        "twice.csv",
+        "text,id,id\n画龙点[MASK],1,2\n",
+        "o",
+        BadDataFileError,
+        "names the column 'id' more than once",
+    )  # fmt: skip  (it said "has 2 values")
+    refused(
+        "nofield.jsonl",
+        '{"content": "画龙点[MASK]"}\n',
+        "p",
+        BadDataFileError,
+        "first record .* has no field 'text'",
+    )  # fmt: skip  (as fill without --ray)
+    (tmp_path / "plain").write_text("x")
+    cases += [
+        (FillJob(good, tmp_path / "q", workers=0), BadOptionError, "at least 1"),
+        (FillJob(good, tmp_path / "r", batch_size=0), BadOptionError, "at least 1"),
+        (FillJob(good, tmp_path / "plain" / "sub"), BadOptionError, "can't be made"),
+    ]
     for job, error, words in cases:
         with pytest.raises(error, match=words):
             run_ray_fill(job, settings, PredictOptions())
@@ -206,3 +229,41 @@ def test_an_empty_input_fills_nothing(
     job = FillJob(source, tmp_path / "out", workers=1)
     assert run_ray_fill(job, settings, PredictOptions()) == 0
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_ray_fills_only_string_texts_and_writes_any_value(
+    local_ray, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """A number or a boolean in the text's field was filled as the text "123.0" or "True",
+    and null or a missing field as an empty text; fill without --ray calls each a bad record,
+    and so does --ray now. A lone surrogate in another field stopped the writer with a
+    UnicodeEncodeError and left a shard behind; it is written escaped, as it came."""
+    from tiankong.offline.ray_fill import run_ray_fill
+
+    settings = Settings(model=str(tiny_model_dir), engine="torch", threads=1)
+    numbers = tmp_path / "numbers.jsonl"
+    numbers.write_text('{"text": 123}\n{"text": 4.5}\n{"text": null}\n', encoding="utf-8")
+    job = FillJob(numbers, tmp_path / "out1", workers=1, batch_size=2)
+    assert run_ray_fill(job, settings, PredictOptions(top_k=1)) == 3
+    rows = read_shards(tmp_path / "out1")
+    assert [r["error"] for r in rows] == ["bad_record: no string field 'text'"] * 3
+    assert [r["text"] for r in rows] == [None] * 3
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(
+        '{"content": "画龙点[MASK]", "note": "a\\udc00b", "flag": true}\n'
+        '{"content": null, "note": "ok", "flag": false}\n'
+        '{"note": "no content"}\n',
+        encoding="utf-8",
+    )
+    job = FillJob(mixed, tmp_path / "out2", text_field="content", workers=1, batch_size=2)
+    assert run_ray_fill(job, settings, PredictOptions(top_k=1)) == 3
+    first, second, third = read_shards(tmp_path / "out2")
+    assert first["error"] is None and first["note"] == "a\udc00b" and first["flag"] is True
+    assert [second["error"], third["error"]] == ["bad_record: no string field 'content'"] * 2
+    flags = tmp_path / "flags.jsonl"
+    flags.write_text('{"text": true}\n{"text": false}\n', encoding="utf-8")
+    job = FillJob(flags, tmp_path / "out3", workers=1)
+    assert run_ray_fill(job, settings, PredictOptions(top_k=1)) == 2
+    assert {r["error"] for r in read_shards(tmp_path / "out3")} == {
+        "bad_record: no string field 'text'"
+    }

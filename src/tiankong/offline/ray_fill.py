@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
@@ -21,8 +22,8 @@ from tiankong.config import Settings, threads_per_worker
 from tiankong.core.options import PredictOptions
 from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
-from tiankong.offline.files import csv_records, open_text, require_input
-from tiankong.offline.fill import format_of, record_of
+from tiankong.offline.files import csv_records, json_line, open_text, require_input
+from tiankong.offline.fill import checked_records, format_of, record_of
 from tiankong.offline.ray_cluster import init_ray
 from tiankong.offline.resume import FillJob
 
@@ -48,18 +49,17 @@ class FillActor:
         import pyarrow as pa
 
         values = batch.column(self.field).to_pylist()
-        texts = [str(text) if text is not None else "" for text in values]
         kept = {
             name: batch.column(name) for name in batch.column_names if name not in OUTPUT_COLUMNS
         }
         columns: dict[str, Any] = {name: [] for name in OUTPUT_COLUMNS}
-        for text in texts:
-            try:
-                payload = record_of(text, self.masker.predict(text, options=self.options))
-                error = None
-            except TiankongError as failure:  # a lone surrogate (bad_input) has no UTF-8 form
-                shown = LONE_SURROGATE.sub("\ufffd", text)
-                payload, error = {"text": shown}, f"{failure.code}: {failure.message}"
+        for text in values:
+            payload: dict[str, Any]
+            error: str | None
+            if not isinstance(text, str):  # a number, a boolean, null or missing: as fill says
+                payload, error = {}, f"bad_record: no string field '{self.field}'"
+            else:
+                payload, error = self.fill(text)
             for name in OUTPUT_COLUMNS:
                 columns[name].append(payload.get(name))
             columns["error"][-1] = error
@@ -68,6 +68,14 @@ class FillActor:
             )
         results = {name: pa.array(column, pa.string()) for name, column in columns.items()}
         return pa.table({**kept, **results})
+
+    def fill(self, text: str) -> tuple[dict[str, Any], str | None]:
+        """One text's result payload, or its error and the text as a column can hold it."""
+        try:
+            return record_of(text, self.masker.predict(text, options=self.options)), None
+        except TiankongError as failure:  # a lone surrogate (bad_input) has no UTF-8 form
+            shown = LONE_SURROGATE.sub("\ufffd", text)
+            return {"text": shown}, f"{failure.code}: {failure.message}"
 
 
 def run_ray_fill(
@@ -83,15 +91,14 @@ def run_ray_fill(
     check_ray_job(job)
     require_input(job.input, "Input file")
     kind = format_of(job.input, job.input_format)
-    check_ray_files(job, kind)
+    field = "text" if kind == "txt" else job.text_field
+    check_ray_files(job, kind, field)
     if not ray.is_initialized():
         init_ray(address)
     ray.data.DataContext.get_current().execution_options.preserve_order = True
-    field = "text" if kind == "txt" else job.text_field
     dataset = read_dataset(job.input, kind, field)
     output = Path(job.output)
     if not dataset.columns() and not dataset.count():  # an empty file, or a header alone
-        output.mkdir(parents=True, exist_ok=True)
         return 0
     if field not in dataset.columns():
         raise BadDataFileError(f"Input '{job.input.name}' has no field '{field}'.")
@@ -119,7 +126,6 @@ def run_ray_fill(
         concurrency=workers,
         num_cpus=actor_cpus,
     )
-    output.mkdir(parents=True, exist_ok=True)
     return write_shards(filled.iter_rows(), output)
 
 
@@ -136,7 +142,7 @@ def write_shards(rows: Iterable[dict[str, Any]], output: Path) -> int:
                 name = f"part-{written // SHARD_ROWS:06d}.jsonl"
                 handle = (output / name).open("w", encoding="utf-8", newline="\n")
             assert handle is not None
-            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            handle.write(json_line(row, default=str) + "\n")
             written += 1
     finally:
         if handle is not None:
@@ -148,6 +154,8 @@ def check_ray_job(job: FillJob) -> None:
     """Refuse, in one sentence, the options of ``tiankong fill`` that --ray can't honour: it
     writes a folder of JSONL shards with each row's error in it, and has no checkpoint."""
     default = FillJob(job.input, job.output)
+    if job.workers < 1 or job.batch_size < 1:
+        raise BadOptionError("--workers and --batch-size must be at least 1.")
     if job.errors is not None:
         raise BadOptionError(
             "--ray writes each bad row's error in its output row (the 'error' column) and no "
@@ -213,11 +221,14 @@ def txt_lines(row: dict[str, Any]) -> list[dict[str, str]]:
     return [{"text": line.rstrip("\r")} for line in lines]
 
 
-def check_ray_files(job: FillJob, kind: str) -> None:
+def check_ray_files(job: FillJob, kind: str, field: str = "text") -> None:
     """What Ray Data would stop on with a traceback, refused first in one sentence: an output
     that is a file or a folder holding files (a second run added a second shard: every row
     twice), input that isn't UTF-8, and a JSONL line that isn't JSON (on Ray a bad line stops
-    the run; ``tiankong fill`` without --ray sends it to the errors file instead)."""
+    the run; ``tiankong fill`` without --ray sends it to the errors file instead); and what
+    ``tiankong fill`` refuses before it starts (``checked_records``: a CSV without the column,
+    an empty one among them, a JSON array, a first record without the field). The output
+    folder is made last, so one that can't be is refused before Ray starts, not after."""
     output = Path(job.output)
     if output.exists() and not output.is_dir():
         raise BadOptionError(f"--ray writes a folder, and '{output}' is a file; name a folder.")
@@ -226,9 +237,26 @@ def check_ray_files(job: FillJob, kind: str) -> None:
             f"The output folder '{output}' is not empty; name a new or empty folder (--ray "
             "writes its shards there, and a second run's would sit beside the first's)."
         )
+    if kind != "txt":
+        checked_records(job.input, kind, field)  # reads the first records, and no further
     if kind == "csv":
         check_csv_rows(job.input)
-        return
+    else:
+        check_jsonl_lines(job, kind)
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise BadOptionError(
+            f"The output folder '{output}' can't be made ({error.strerror or error}); name a "
+            "folder that can be written."
+        ) from None
+    if not os.access(output, os.W_OK | os.X_OK):
+        raise BadOptionError(f"The output folder '{output}' can't be written (permission denied).")
+
+
+def check_jsonl_lines(job: FillJob, kind: str) -> None:
+    """Every JSONL line a flat JSON object whose fields keep one type (Arrow gives a column
+    one); a TXT file's lines only have to be UTF-8."""
     seen: dict[str, tuple[str, int]] = {}  # field -> (its JSON type, the line it was first seen)
     elsewhere = "(tiankong fill without --ray sends bad lines to an errors file)"
     with open_text(job.input, "Input file", newline="\n") as handle:  # lines as fill's
@@ -240,7 +268,7 @@ def check_ray_files(job: FillJob, kind: str) -> None:
                 record = json.loads(line)
             except ValueError:
                 raise BadDataFileError(
-                    f"{where} is not valid JSON; on Ray every line must be {elsewhere}."
+                    f"{where} is not valid JSON; on Ray every line must be JSON {elsewhere}."
                 ) from None
             if not isinstance(record, dict):
                 raise BadDataFileError(
@@ -267,19 +295,27 @@ def check_ray_files(job: FillJob, kind: str) -> None:
 
 def check_csv_rows(path: Path) -> None:
     """A CSV row with more or fewer values than the header stops Arrow's reader (a traceback
-    from Ray); ``tiankong fill`` without --ray sends it to the errors file."""
+    from Ray); ``tiankong fill`` without --ray sends it to the errors file. A header naming a
+    column twice is refused too: Arrow keeps both, and the row can't be written as JSON."""
     with open_text(path, "Input file", newline="") as handle:
         records = csv_records(handle, path)  # strict, as fill's: a quote never closed is refused
-        columns = len(records.fieldnames or [])
+        header = list(records.fieldnames or [])
+        twice = next((name for name in header if header.count(name) > 1), None)
+        if twice is not None:
+            raise BadDataFileError(
+                f"The header of '{path.name}' names the column '{twice}' more than once; on "
+                "Ray every column needs a name of its own (tiankong fill without --ray keeps "
+                "the last of them)."
+            )
         for record in records:
             extra = record.get(None) or []  # DictReader's restkey: values past the header's
             values = len(extra) + sum(
                 1 for key, value in record.items() if key is not None and value is not None
             )
-            if values != columns:
+            if values != len(header):
                 raise BadDataFileError(
                     f"Line {records.record_line} of '{path.name}' has {values} values and the "
-                    f"header {columns} columns; on Ray every row must have the header's "
+                    f"header {len(header)} columns; on Ray every row must have the header's "
                     "columns (tiankong fill without --ray sends bad lines to an errors file)."
                 )
 
