@@ -9,15 +9,16 @@ length) against the same graph compiled once for each exact shape the bench's se
 request here is one sentence (``bench.sentences``, one mask each, as the bench's c=1 load
 sends), so each static model is ``[1, length]``. The graphs take turns, a few rounds; the
 script prints each one's median time a call, what each static compile added to the process's
-resident memory, how much of the dynamic graph's time OpenVINO's own per-node counters
-(``PERF_COUNT``) account for (the rest is its per-call shape work), and whether the static
-models' top-1 answers equal the dynamic one's. ``--hint`` sets ``INFERENCE_PRECISION_HINT`` on
-every compile, as the engine does for an FP32 graph served in bf16 (an INT8 IR is served with the
-plugin's default, no hint). Each ``--config`` is one more dynamic graph in
-the turns, compiled with that one plugin property added (``INFERENCE_PRECISION_HINT=bf16``,
-``ENABLE_CPU_PINNING=YES``, ``CPU_DENORMALS_OPTIMIZATION=YES``, ...). Each ``--onnx`` is an
-ONNX Runtime session in the turns too, at its defaults and the same threads, fed the inputs its
-graph names (``token_type_ids`` zeros): the hand-written recipe's ``model-int8.onnx``
+resident memory, whether the static models' top-1 answers equal the dynamic one's, how much of
+each graph's time OpenVINO's own per-node counters (``PERF_COUNT``) account for (the rest of
+the dynamic one's is its per-call shape work) and how many nodes each runs, by type.
+
+``--hint`` sets ``INFERENCE_PRECISION_HINT`` on every compile, as the engine does for an FP32
+graph served in bf16 (an INT8 IR is served with the plugin's default, no hint). Each
+``--config`` is one more dynamic graph in the turns, compiled with that one plugin property
+added (``INFERENCE_PRECISION_HINT=bf16``, ``ENABLE_CPU_PINNING=YES``, ...). Each ``--onnx`` is
+an ONNX Runtime session in the turns too, at its defaults and the same threads, fed the inputs
+its graph names (``token_type_ids`` zeros): the hand-written recipe's ``model-int8.onnx``
 (``bench/contenders/ort_recipe_app.py``), so the engines alone compare as the bench's c=1 rows
 do with their servers around them.
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -97,6 +99,11 @@ def onnx_runner(graph: Path, threads: int) -> Callable[[EncodedBatch], np.ndarra
         return np.asarray(session.run(None, {name: arrays[name] for name in names})[0])
 
     return run
+
+
+def executed(item: Any) -> bool:
+    """Whether a ``PERF_COUNT`` entry ran (not folded into another node or left out)."""
+    return str(item.status).rsplit(".", 1)[-1] == "EXECUTED"
 
 
 def main() -> None:
@@ -175,6 +182,11 @@ def main() -> None:
             f"{'dynamic' if length is None else f'static [1, {length}]'} with PERF_COUNT: "
             f"{wall / calls * 1e3:.2f} ms a call, its nodes {nodes / calls * 1e3:.2f} ms "
             f"({nodes / wall:.0%})"
+        )
+        ran = Counter(item.node_type for item in request.profiling_info if executed(item))
+        print(
+            f"  nodes {len(request.profiling_info)}, run {sum(ran.values())}: "
+            + ", ".join(f"{kind} {count}" for kind, count in ran.most_common(8))
         )
 
 
