@@ -568,6 +568,38 @@ async def test_a_request_deadline_replaces_the_timeout() -> None:
         assert time.monotonic() - started_at < 5
 
 
+async def test_a_search_step_past_its_deadline_is_counted_once_by_its_search() -> None:
+    """A timeout counts once a request in /metrics. A search's step carries the search's
+    deadline, so the batcher timed the step out at the moment the search's own runner timed the
+    search out, and both counted it (2 for one 504, now and then). The batcher counts a plain
+    request's timeout; a step's is its search's, which the runner counts, and only it."""
+    from tiankong.serving.search_steps import StepRunner
+
+    observer = Observer()
+    async with started(Recorder(), observer, timeout_s=30) as batcher, engine_held(batcher):
+        with pytest.raises(RequestTimeoutError):
+            await batcher.submit_many([Item("plain")], deadline=time.monotonic() + 0.05)
+        assert observer.events.get("timeout") == 1
+        with pytest.raises(RequestTimeoutError):  # a step alone: its runner's to count
+            await batcher.submit_many([Item("step")], search=True, deadline=time.monotonic())
+        assert observer.events.get("timeout") == 1
+
+        async def step(jobs: list[object], deadline: float) -> list[str]:
+            items = [Item(f"row{index}") for index, _ in enumerate(jobs)]
+            return await batcher.submit_many(items, search=True, deadline=deadline)
+
+        runner = StepRunner(step, timeout_s=30, observer=observer)  # type: ignore[arg-type]
+        try:
+            for wait_s in (0.0, 0.02, 0.05):  # the step's timeout or the runner's, first
+                with pytest.raises(RequestTimeoutError):
+                    await runner.run_steps(
+                        lambda score: score([[1]], [[0]]), time.monotonic() + wait_s
+                    )
+        finally:
+            runner.close()
+        assert observer.events.get("timeout") == 4
+
+
 async def test_close_lets_admitted_searches_finish_their_steps() -> None:
     recorder = Recorder()
     async with started(recorder) as batcher:

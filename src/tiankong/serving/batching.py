@@ -289,7 +289,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             async with asyncio.timeout(max(0.0, timeout_s)):
                 return list(await asyncio.gather(*futures))
         except TimeoutError:
-            self.observer.count_batcher_event("timeout")
+            if not search:  # a search's step: its search's timeout, which its runner counts
+                self.observer.count_batcher_event("timeout")
             raise RequestTimeoutError(
                 f"The request did not finish within {self.limits.timeout_s:g} s; retry later "
                 "or send fewer texts."

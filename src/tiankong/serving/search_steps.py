@@ -72,13 +72,11 @@ class StepScorer:
         self.stopped = False
         self.step: concurrent.futures.Future[list[np.ndarray]] | None = None
         self.steps = 0
-        self.timed_out = False  # check() found the deadline passed between steps
 
     def check(self) -> None:
         if self.stopped:
             raise SearchStopped
         if time.monotonic() >= self.deadline:
-            self.timed_out = True  # the runner counts it (a batcher's own timeout counts itself)
             raise timed_out(self.timeout_s, self.less_work)
 
     def __call__(self, rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
@@ -118,7 +116,9 @@ class StepRunner:
     ) -> None:
         self.submit_rows = submit_rows
         self.timeout_s = timeout_s
-        self.observer = observer  # a deadline passed here is a "timeout" batcher event
+        # a deadline passed here is a "timeout" batcher event, counted here once a run: the
+        # batcher leaves its search steps' timeouts to this (the two timers fired together)
+        self.observer = observer
         self.less_work = less_work  # the timeout message's hint
         self.pool = ThreadPoolExecutor(SEARCH_WORKERS, thread_name_prefix=thread_name)
 
@@ -139,9 +139,8 @@ class StepRunner:
         except TimeoutError:  # waited for a thread, or between steps, past the deadline
             self.count_timeout()
             raise timed_out(self.timeout_s, self.less_work) from None
-        except RequestTimeoutError:
-            if scorer.timed_out:  # else the batcher timed a step out, and counted it
-                self.count_timeout()
+        except RequestTimeoutError:  # between steps, or a step's (the batcher counts none)
+            self.count_timeout()
             raise
         finally:
             scorer.stop()  # a no-op once the work has ended
