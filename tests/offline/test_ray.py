@@ -134,20 +134,12 @@ def test_what_ray_data_would_stop_on_is_one_sentence_first(
     # a traceback each: Ray's CSV reader on an empty file, a ZeroDivisionError, Ray's
     # repartition, and the folder made only after Ray had started
     refused("empty.csv", "", "n", BadDataFileError, "has no column 'text'")
-    refused(
-        "twice.csv",
-        "text,id,id\n画龙点[MASK],1,2\n",
-        "o",
-        BadDataFileError,
-        "names the column 'id' more than once",
-    )  # fmt: skip  (it said "has 2 values")
-    refused(
-        "nofield.jsonl",
-        '{"content": "画龙点[MASK]"}\n',
-        "p",
-        BadDataFileError,
-        "first record .* has no field 'text'",
-    )  # fmt: skip  (as fill without --ray)
+    # a header naming a column twice (it said "has 2 values"), a first record without the
+    # field (refused as fill without --ray refuses it)
+    refused("twice.csv", "text,id,id\n画龙点[MASK],1,2\n", "o", BadDataFileError,
+            "names the column 'id' more than once")  # fmt: skip
+    refused("nofield.jsonl", '{"content": "画龙点[MASK]"}\n', "p", BadDataFileError,
+            "first record .* has no field 'text'")  # fmt: skip
     (tmp_path / "plain").write_text("x")
     cases += [
         (FillJob(good, tmp_path / "q", workers=0), BadOptionError, "at least 1"),

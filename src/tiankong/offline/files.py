@@ -109,12 +109,6 @@ def json_line(value: Any, default: Callable[[Any], Any] | None = None) -> str:
     return LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
-def without_surrogates(value: Any) -> Any:
-    """A string with each lone surrogate shown as U+FFFD, where no escape can keep it (a CSV
-    cell); other values as they are."""
-    return LONE_SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
-
-
 def same_file(first: Path, second: Path) -> bool:
     """Whether two paths name one file: the same inode where both exist (a link, another
     spelling), else the same resolved path."""

@@ -28,6 +28,7 @@ from tiankong.core.models import ResolvedModel
 from tiankong.core.options import PredictOptions
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
+from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
 from tiankong.offline.files import (
     check_uncompressed_name,
@@ -37,7 +38,6 @@ from tiankong.offline.files import (
     open_text,
     require_input,
     same_file,
-    without_surrogates,
 )
 from tiankong.offline.resume import (
     FILL_ANSWER_SETTINGS,
@@ -194,11 +194,16 @@ def read_records(path: Path, kind: str, field: str) -> Iterator[Row]:
                 yield number, None, "not valid JSON", {}
                 continue
             if not isinstance(record, dict):
-                yield number, None, f"no string field '{field}'", {}
+                yield number, None, no_string_field(field), {}
                 continue
             text = record.get(field)
-            problem = "" if isinstance(text, str) else f"no string field '{field}'"
+            problem = "" if isinstance(text, str) else no_string_field(field)
             yield number, text if isinstance(text, str) else None, problem, record
+
+
+def no_string_field(field: str) -> str:
+    """The bad record a JSONL record without its text as a string is, with or without --ray."""
+    return f"no string field '{field}'"
 
 
 def input_columns(path: Path, kind: str, field: str) -> list[str]:
@@ -433,7 +438,7 @@ def write_result(
     top_token, top_score = top_answer(payload)
     writer.writerow(
         {
-            **{name: without_surrogates(csv_cell(value)) for name, value in fields.items()},
+            **{name: csv_cell(value) for name, value in fields.items()},
             "line": line,
             "text": payload["text"],
             "sequence": payload["sequence"],
@@ -458,5 +463,8 @@ def top_answer(payload: dict[str, Any]) -> tuple[str, float | str]:
 
 
 def csv_cell(value: Any) -> Any:
-    """A JSONL value in a CSV cell: lists and objects as JSON, not as Python's repr."""
-    return json_line(value) if isinstance(value, dict | list) else value
+    """A JSONL value in a CSV cell: lists and objects as JSON, not as Python's repr; a string's
+    lone surrogates, which no CSV escape can keep (a JSON escape in the input), as U+FFFD."""
+    if isinstance(value, dict | list):
+        return json_line(value)
+    return LONE_SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value

@@ -23,7 +23,7 @@ from tiankong.core.options import PredictOptions
 from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
 from tiankong.offline.files import csv_records, json_line, open_text, require_input
-from tiankong.offline.fill import checked_records, format_of, record_of
+from tiankong.offline.fill import checked_records, format_of, no_string_field, record_of
 from tiankong.offline.ray_cluster import init_ray
 from tiankong.offline.resume import FillJob
 
@@ -57,7 +57,7 @@ class FillActor:
             payload: dict[str, Any]
             error: str | None
             if not isinstance(text, str):  # a number, a boolean, null or missing: as fill says
-                payload, error = {}, f"bad_record: no string field '{self.field}'"
+                payload, error = {}, f"bad_record: {no_string_field(self.field)}"
             else:
                 payload, error = self.fill(text)
             for name in OUTPUT_COLUMNS:
