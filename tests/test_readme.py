@@ -661,7 +661,8 @@ def test_the_proofreading_figures_are_a_run_of_the_test_split(bundled_masker: An
 
 
 EVAL_ROW = re.compile(
-    r"^\| (?P<set>public_cloze / \w+|modern_words / \w+|traditional) \| (?P<items>\d+) \| "
+    r"^\| (?P<set>public_cloze / \w+|modern_words / \w+|traditional|mixed_script) \| "
+    r"(?P<items>\d+) \| "
     r"(?P<cells>[^\n]+) \|$",
     re.MULTILINE,
 )
@@ -683,17 +684,18 @@ def test_the_eval_table_is_a_run_of_the_public_sets() -> None:
     assert (bundled_masker.engine.name, bundled_masker.engine.precision) == ("onnx", "fp32")
 
     rows = {match["set"]: match for match in EVAL_ROW.finditer(TEXT)}
-    assert len(rows) == 10, sorted(rows)
+    assert len(rows) == 11, sorted(rows)
     checked = set()
     options = PredictOptions().validated()
-    for name in ("public_cloze", "modern_words", "traditional"):
+    whole = ("traditional", "mixed_script")  # one category each: a row for the set
+    for name in ("public_cloze", "modern_words", *whole):
         items = read_items(README.parent / "data" / "eval" / f"{name}.jsonl")
         without, plain = evaluate_items(bundled_masker, items, replace(options, index=False))
         grounded, mixed = evaluate_items(bundled_masker, items, options)
         changes = index_changes(plain, mixed)
         for category in [*(c.category for c in without.categories), "overall"]:
-            label = name if name == "traditional" else f"{name} / {category}"
-            if label not in rows or (name == "traditional" and category != "overall"):
+            label = name if name in whole else f"{name} / {category}"
+            if label not in rows or (name in whole and category != "overall"):
                 continue
             row = rows[label]
             checked.add(label)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tiankong.core import script
-from tiankong.core.results import FillResult, SequenceFill, TokenScore
+from tiankong.core.results import CandidateScore, FillResult, SequenceFill, TokenScore
 from tiankong.core.script import script_of, standard, standard_lines, written_in
 
 
-def test_traditional_text_is_converted_and_mixed_text_is_left_as_typed() -> None:
+def test_traditional_and_mixed_text_is_converted() -> None:
     assert script_of("處處聞啼[MASK]。").simplified == "处处闻啼[MASK]。"
     # every convention reproduces it: Taiwan's comes first (s2t writes 喫 for 吃)
     assert script_of("處處聞啼[MASK]。").to_typed == "s2tw"
@@ -17,7 +17,11 @@ def test_traditional_text_is_converted_and_mixed_text_is_left_as_typed() -> None
     assert script_of("這裏的[MASK]很好").to_typed == "s2hk"  # 裏: Hong Kong's, not Taiwan's 裡
     assert script_of("他喫了[MASK]").to_typed == "s2t"  # 喫: only OpenCC's standard
     assert not script_of("处处闻啼[MASK]。").converted  # simplified already
-    assert not script_of("这裏[MASK]").converted  # mixed: as typed
+    # mixed: converted too (it was left as typed, so the index never matched it), and marked
+    # mixed so that each blank is written as its place leans
+    mixed = script_of("欲穷千里目，更上一層[MASK]。")
+    assert (mixed.simplified, mixed.mixed) == ("欲穷千里目，更上一层[MASK]。", True)
+    assert not script_of("處處聞啼[MASK]。").mixed
     assert not script_of("The [MASK] is").converted
 
 
@@ -118,3 +122,64 @@ def test_a_token_written_back_takes_its_own_id_where_the_vocabulary_has_it() -> 
     loose = FillResult(text="头发很[MASK]。", masks=[[TokenScore("松", 2128, 0.9)]], sequence="")
     [[only]] = written_in(loose, script_of("頭髮很[MASK]。"), vocab=vocab).masks
     assert (only.token, only.token_id) == ("鬆", 2128)  # not in the vocabulary: the scored id
+
+
+@pytest.mark.parametrize(
+    ("typed", "token", "sequence"),
+    [
+        # the blank's neighbours typed traditional: 樓, the simplified 穷 kept as typed
+        ("欲穷千里目，更上一層[MASK]。", "樓", "欲穷千里目，更上一層樓。"),
+        # its neighbours simplified, a traditional line elsewhere: 楼, the other line as typed
+        ("處處聞啼鳥\n欲穷千里目，更上一层[MASK]。", "楼", "處處聞啼鳥\n欲穷千里目，更上一层楼。"),
+        # neighbours the same in both scripts: their line's leaning (兩個黃鸝鳴), not the
+        # simplified line after it
+        (
+            "兩個黃鸝鳴翠柳，更上一[MASK]\n一行白鹭上青天",
+            "層",
+            "兩個黃鸝鳴翠柳，更上一層\n一行白鹭上青天",
+        ),
+    ],
+)
+def test_a_mixed_texts_blank_is_written_as_its_place_leans(
+    typed: str, token: str, sequence: str
+) -> None:
+    """A text mixing the scripts was used as typed: the model read it half converted, the index
+    never matched it (欲穷千里目，更上一層[MASK]。 got 人 and 山, no 出处), and /check fixed the
+    same line to 樓. Now it is read in simplified form, and each blank written in traditional
+    characters only where the characters typed around it lean so; the rest stays as typed."""
+    found = script_of(typed)
+    assert found.mixed
+    fill = "楼" if "[MASK]。" in typed else "层"
+    memory = {"count": 1, "match": "更上一层楼。", "example": "欲穷千里目，更上一层楼。"}
+    result = FillResult(
+        text=found.simplified,
+        masks=[[TokenScore(fill, 1, 0.9, memory=memory)]],
+        sequence=found.simplified.replace("[MASK]", fill),
+        sequences=[SequenceFill(fill, found.simplified.replace("[MASK]", fill), (fill,), 0.9, 0.9)],
+    )
+    back = written_in(result, found)
+    assert back.text == typed
+    assert back.masks[0][0].token == token
+    assert back.sequence == sequence
+    assert back.sequences[0].text == sequence and back.sequences[0].fills == (token,)
+    leaning = token != fill  # the evidence in the script the fill is written in
+    assert (back.masks[0][0].memory["match"] == "更上一層樓。") is leaning
+
+
+def test_a_mixed_texts_options_keep_the_typed_text_around_them() -> None:
+    found = script_of("欲穷千里目，更上一層[BLANK]。")
+    result = FillResult(
+        text=found.simplified,
+        masks=[],
+        sequence="",
+        candidates=[
+            CandidateScore("楼", "欲穷千里目，更上一层楼。", 0.9, 0.9, True),
+            CandidateScore("山", "欲穷千里目，更上一层山。", 0.1, 0.1, True),
+        ],
+    )
+    back = written_in(result, found, typed_options=["山"])
+    assert [(c.option, c.text) for c in back.candidates] == [
+        ("樓", "欲穷千里目，更上一層樓。"),
+        ("山", "欲穷千里目，更上一層山。"),
+    ]
+    assert back.sequence == "欲穷千里目，更上一層樓。"

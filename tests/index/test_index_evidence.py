@@ -118,6 +118,23 @@ def test_the_issues_examples(masker: FillMasker) -> None:
     assert masker.predict("今天天气很[MASK]。").warnings == []
 
 
+def test_a_text_mixing_the_scripts_is_grounded_and_answered_as_its_blank_leans(
+    masker: FillMasker,
+) -> None:
+    """With one traditional character (層) the text was used as typed: the index never matched
+    it and the model alone answered 人 and 山, while /check fixed the same line to 樓."""
+    tower = masker.predict("欲穷千里目，更上一層[MASK]。")
+    best = tower.masks[0][0]
+    assert best.token == "樓" and best.memory is not None and "一層樓" in best.memory["match"]
+    assert tower.sequence == "欲穷千里目，更上一層樓。"  # the typed 穷 kept
+    bird = masker.predict("春眠不觉晓，处处闻啼[MASK]。\n處處聞啼鳥").masks[0][0]
+    assert bird.token == "鸟" and bird.memory is not None  # its own line is simplified
+    from tiankong.tasks.check import Proofreader
+
+    [fix] = Proofreader(masker).check("欲穷千里目，更上一層摟。").edits
+    assert fix.suggestion == best.token  # proofreading and filling agree
+
+
 def test_with_the_index_off_traditional_text_is_used_as_typed(masker: FillMasker) -> None:
     off = masker.predict("處處聞啼[MASK]。", index=False)
     assert off.text == "處處聞啼[MASK]。"

@@ -7,8 +7,14 @@ answered in traditional characters (OpenCC, the ``opencc`` package's own data).
   simplified -> traditional conversions (Taiwan ``s2tw``, Hong Kong ``s2hk``, then ``s2t``,
   whose 喫 and 裏 few users write) gives the typed text back exactly. The answer is written
   with that same conversion;
-* anything else (simplified text, text with no Han characters, or a mix that no conversion
-  reproduces) stays **as typed**: nothing is converted.
+* **mixed** (some characters typed traditional, some simplified: 欲穷千里目，更上一層[MASK]。):
+  converted to simplified as well, so the model and the index read one script, and each
+  blank's fill is written in traditional characters only where the characters typed around
+  it lean that way (``neighbours_traditional``, the rule proofreading's fixes follow): 樓
+  there, 鸟 in 春眠不觉晓，处处闻啼[MASK]。 with 處處 typed on another line. The rest of the
+  answer's text is the text as typed;
+* anything else (simplified text, text with no Han characters, or a mix whose conversion
+  changes its length) stays **as typed**: nothing is converted.
 
 A text with no Han character at all gets a warning: the models are Chinese models.
 
@@ -23,14 +29,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import cache, partial
+from functools import cache
 from typing import Any
 
 from tiankong.core.decoding import is_han
 from tiankong.core.models import PACKAGE_ROOT
 from tiankong.core.options import one_blank
 from tiankong.core.results import CandidateScore, FillResult, Memory, SequenceFill, TokenScore
-from tiankong.core.text import BLANK, MASK
+from tiankong.core.text import BLANK, MASK, fill_text
 
 VARIANTS_FILE = PACKAGE_ROOT / "resources" / "variants.tsv"
 TO_SIMPLIFIED = "t2s"
@@ -122,6 +128,9 @@ class Script:
     typed: str  # the text as typed (masks normalised)
     simplified: str  # what the model and the index see
     to_typed: str | None = None
+    # the text mixes the scripts: each blank is written in traditional characters only where
+    # its place leans so (``neighbours_traditional``), and the rest stays as typed
+    mixed: bool = False
 
     @property
     def converted(self) -> bool:
@@ -144,7 +153,9 @@ def script_of(text: str) -> Script:
     for config in TO_TRADITIONAL:
         if convert(simplified, config) == text:
             return Script(text, folded, config)
-    return Script(text, text)  # mixed or unclear: as typed
+    if len(folded) == len(text):  # a mix, character for character: converted, placed per blank
+        return Script(text, folded, TO_TRADITIONAL[0], mixed=True)
+    return Script(text, text)  # unclear: as typed
 
 
 def written_in(
@@ -168,39 +179,96 @@ def written_in(
 
     def option_as_typed(candidate: CandidateScore) -> CandidateScore:
         typed = typed_of.get(candidate.option, [])
+        if script.mixed:  # the typed text around the option, written as its blank leans
+            lean = back_at(0)
+            option = typed.pop(0) if typed else lean(candidate.option)
+            text = fill_text(one_blank(script.typed), [option], BLANK)
+            found = memory_in(candidate.memory, lean)
+            return replace(candidate, option=option, text=text, memory=found)
         option = typed.pop(0) if typed else back(candidate.option)
         text = back(candidate.text)
         end = before_blank + len(candidate.option)
         if len(text) == len(candidate.text) and len(option) == len(candidate.option):
             text = text[:before_blank] + option + text[end:]  # the fill as typed
-        return replace(candidate, option=option, text=text, memory=memory(candidate.memory))
-
-    memory = partial(memory_in, back=back)
-
-    def written(mask: int, candidate: TokenScore) -> TokenScore:
-        token = in_context(result.text, mask, candidate.token, back)
-        token_id = (vocab or {}).get(token, candidate.token_id)
-        return replace(candidate, token=token, token_id=token_id, memory=memory(candidate.memory))
-
-    def sequence_as_typed(sequence: SequenceFill) -> SequenceFill:
-        text = back(sequence.text)
-        fills = fills_in(text, result.text, sequence.fills)
-        if fills is None:
-            fills = tuple(back(fill) for fill in sequence.fills)
         return replace(
-            sequence, fill="".join(fills), text=text, fills=fills, memory=memory(sequence.memory)
+            candidate, option=option, text=text, memory=memory_in(candidate.memory, back)
         )
 
+    # each blank's own conversion: the script's everywhere, or in a mixed text where its place
+    # leans traditional, else none (the fill as the model wrote it)
+    marker = BLANK if BLANK in result.text else MASK
+    places = blank_places(script.typed, marker)
+    if script.mixed:
+        whole = back(script.simplified)
+        placed = [
+            back if neighbours_traditional(script.typed, script.simplified, whole, *place)
+            else same
+            for place in places
+        ]  # fmt: skip
+    else:
+        placed = [back] * len(places)
+
+    def back_at(blank: int) -> Callable[[str], str]:
+        return placed[blank] if blank < len(placed) else (placed[0] if placed else back)
+
+    def written(mask: int, candidate: TokenScore) -> TokenScore:
+        token = in_context(result.text, mask, candidate.token, back_at(mask))
+        token_id = (vocab or {}).get(token, candidate.token_id)
+        found = memory_in(candidate.memory, back_at(mask))
+        return replace(candidate, token=token, token_id=token_id, memory=found)
+
+    def sequence_as_typed(sequence: SequenceFill) -> SequenceFill:
+        if script.mixed:
+            parts = result.text.split(marker)
+            placed_fills = [
+                between(marker.join(parts[: i + 1]), fill, marker.join(parts[i + 1 :]), back_at(i))
+                for i, fill in enumerate(sequence.fills)
+            ]
+            text = fill_text(script.typed, placed_fills, marker)
+            fills: tuple[str, ...] | None = tuple(placed_fills)
+        else:
+            text = back(sequence.text)
+            fills = fills_in(text, result.text, sequence.fills)
+        if fills is None:
+            fills = tuple(back(fill) for fill in sequence.fills)
+        found = memory_in(sequence.memory, back_at(0))
+        return replace(sequence, fill="".join(fills), text=text, fills=fills, memory=found)
+
+    masks = [[written(m, c) for c in candidates] for m, candidates in enumerate(result.masks)]
+    sequences = [sequence_as_typed(s) for s in result.sequences]
     candidates = [option_as_typed(c) for c in result.candidates]
+    # candidates mode's answer is its best option's sentence, with the option as typed
+    if candidates:
+        sequence = candidates[0].text
+    elif not script.mixed:
+        sequence = back(result.sequence)
+    elif sequences:
+        sequence = sequences[0].text
+    elif marker == MASK and all(masks):
+        sequence = fill_text(script.typed, [found[0].token for found in masks])
+    else:
+        sequence = script.typed
     return replace(
         result,
         text=script.typed,
-        # candidates mode's answer is its best option's sentence, with the option as typed
-        sequence=candidates[0].text if candidates else back(result.sequence),
-        masks=[[written(m, c) for c in candidates] for m, candidates in enumerate(result.masks)],
-        sequences=[sequence_as_typed(s) for s in result.sequences],
+        sequence=sequence,
+        masks=masks,
+        sequences=sequences,
         candidates=candidates,
     )
+
+
+def same(text: str) -> str:
+    return text
+
+
+def blank_places(text: str, marker: str) -> list[tuple[int, int]]:
+    """The (start, end) of each ``marker`` in ``text``, left to right."""
+    places, at = [], text.find(marker)
+    while at >= 0:
+        places.append((at, at + len(marker)))
+        at = text.find(marker, at + len(marker))
+    return places
 
 
 NEIGHBOURS = 16  # characters either side of a fill that its conversion reads (OpenCC phrases)
@@ -240,6 +308,53 @@ def fills_in(filled: str, template: str, fills: Sequence[str]) -> tuple[str, ...
         pieces.append(filled[at : at + length])
         at += length + len(segment)
     return tuple(pieces)
+
+
+LINE = re.compile(r"[^\n\r\v\f\x1c-\x1e\x85\u2028\u2029]+")  # str.splitlines's breaks
+AROUND = 4  # characters each side of a place whose typed script decides how a fill is written
+
+
+def line_of(text: str, at: int) -> slice:
+    """The line of ``text`` that holds the character at ``at`` (line breaks as ``LINE``'s)."""
+    for line in LINE.finditer(text):
+        if line.start() <= at < line.end():
+            return slice(line.start(), line.end())
+    return slice(at, at + 1)
+
+
+def neighbours_traditional(typed: str, simplified: str, whole: str, start: int, end: int) -> bool:
+    """Whether a fill of ``typed[start:end]`` is written in traditional characters, by how the
+    characters around the place were typed: the one rule of proofreading's fixes and of the
+    blanks of a text that mixes the scripts. ``simplified`` is ``typed`` in standard simplified
+    form and ``whole`` that converted back to traditional, all three of one length. The
+    ``AROUND`` characters either side, within the place's own line (each line is checked on its
+    own: 臺灣 on the line before made 考律再三 on a simplified line 考慮), decide where they were
+    typed as ``whole`` writes them; where they are the same in both scripts (天涯若比林) they say
+    nothing, and the line's characters that the scripts write apart do, then the whole text's:
+    traditional where more of them were typed traditional (於小明 in a simplified sentence was
+    answered 鄰)."""
+    if not len(typed) == len(simplified) == len(whole):
+        return False
+    line = line_of(typed, start)
+    around = (
+        slice(max(line.start, start - AROUND), start),
+        slice(end, min(line.stop, end + AROUND)),
+    )
+    typed_so = all(whole[part] == typed[part] for part in around)
+    if typed_so and all(whole[part] == simplified[part] for part in around):
+        leaning = script_leaning(typed[line], simplified[line], whole[line])
+        if leaning == 0:
+            leaning = script_leaning(typed, simplified, whole)
+        return leaning > 0
+    return typed_so
+
+
+def script_leaning(typed: str, simplified: str, traditional: str) -> int:
+    """How many more of ``typed``'s characters that the two scripts write apart were typed in
+    the traditional form than in the simplified one (> 0: mostly traditional)."""
+    as_traditional = sum(t != s for t, s in zip(typed, simplified, strict=True))
+    as_simplified = sum(t == s != c for t, s, c in zip(typed, simplified, traditional, strict=True))
+    return as_traditional - as_simplified
 
 
 def memory_in(found: Memory, back: Callable[[str], str]) -> Memory:

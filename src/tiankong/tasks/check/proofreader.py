@@ -49,14 +49,14 @@ from typing import Any
 import numpy as np
 
 from tiankong.core.beam_search import RowScorer
-from tiankong.core.script import between, has_han, memory_in
+from tiankong.core.script import between, has_han, memory_in, neighbours_traditional
 from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import BadOptionError
 from tiankong.index.grounding import CorpusMemory
 from tiankong.service import FillMasker
 from tiankong.tasks.check.confusion import ConfusionSets
 from tiankong.tasks.check.idioms import IdiomLexicon
-from tiankong.tasks.check.request import CheckRequest, Window, line_of, prepare_check
+from tiankong.tasks.check.request import CheckRequest, Window, prepare_check
 from tiankong.tasks.check.results import Alternative, CheckResult, Edit, apply_edits
 
 ALTERNATIVES = 3  # other characters listed with an edit
@@ -676,49 +676,29 @@ class Proofreader:
         )
 
 
-AROUND = 4  # characters each side of an edit whose typed script decides a simplified original's
-
-
 def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
     """``edit`` (found on the checked form) on the text as typed: its original the typed
     characters; in a text with traditional characters, its suggestion and alternatives in
     that script, converted among their neighbours (``core.script.between``), unless a simplified
-    form was typed at the place, and its evidence too; None where the suggestion, so written,
-    is what was typed."""
+    form was typed at the place and around it (``core.script.neighbours_traditional``), and its
+    evidence too; None where the suggestion, so written, is what was typed."""
     original = request.text[edit.start : edit.end]
     script = request.script
     if script is None:
         return replace(edit, original=original)
     checked = script.simplified
     left, right = checked[: edit.start], checked[edit.end :]
-    # the characters typed around the edit, in the text's own script as typed: a wrong
-    # character says little of the script (一層搂: 搂 is simplified, its neighbours are not)
-    # within the edit's own line: each line is checked on its own (臺灣 on the line before made
-    # 考律再三 on a simplified line 考慮)
-    line = line_of(request.text, edit.start)
-    around = (
-        slice(max(line.start, edit.start - AROUND), edit.start),
-        slice(edit.end, min(line.stop, edit.end + AROUND)),
-    )
-    # the whole text converted once: OpenCC converts some words as pairs (了解 -> 瞭解), which
-    # a slice of four characters cuts in half
+    # a wrong character says little of the script (一層搂: 搂 is simplified, its neighbours are
+    # not), its neighbours as typed do; the whole text converted once: OpenCC converts some
+    # words as pairs (了解 -> 瞭解), which a slice of four characters cuts in half
     whole = script.back(checked)
-    neighbours_typed = len(whole) == len(request.text) and all(
-        whole[part] == request.text[part] for part in around
-    )
-    if neighbours_typed and all(whole[part] == checked[part] for part in around):
-        # neighbours the same in both scripts (天涯若比林) say nothing: the text's other
-        # characters do (於小明 in a simplified sentence was answered 鄰), its own line's first
-        # (臺灣 on the line before made 考律 考慮), the whole text's where the line has none
-        # that the scripts write apart (臺灣的天氣很熱。 then 天涯若比林 on its own line)
-        leaning = script_leaning(request.text[line], checked[line], whole[line])
-        if leaning == 0:
-            leaning = script_leaning(request.text, checked, whole)
-        neighbours_typed = leaning > 0
     traditional_here = checked[edit.start : edit.end] != original  # 摟 in 一层摟
     # traditional where the character was typed so, else where its neighbours were (一層搂);
     # a simplified form typed here and beside it (一层搂, 画龙点晴 after 頭髮) is answered so
-    as_typed = script.to_typed is not None and (traditional_here or neighbours_typed)
+    as_typed = script.to_typed is not None and (
+        traditional_here
+        or neighbours_traditional(request.text, checked, whole, edit.start, edit.end)
+    )
 
     def written(fill: str) -> str:
         if not as_typed:
@@ -743,14 +723,6 @@ def glued(window: Window, slot: int, run: range) -> bool:
     before = slot == run.start and slot > 0 and window.adjacent(slot - 1)
     after = slot == run.stop - 1 and slot + 1 < len(window.spans) and window.adjacent(slot)
     return before or after
-
-
-def script_leaning(typed: str, simplified: str, traditional: str) -> int:
-    """How many more of ``typed``'s characters that the two scripts write apart were typed in
-    the traditional form than in the simplified one (> 0: mostly traditional)."""
-    as_traditional = sum(t != s for t, s in zip(typed, simplified, strict=True))
-    as_simplified = sum(t == s != c for t, s, c in zip(typed, simplified, traditional, strict=True))
-    return as_traditional - as_simplified
 
 
 def owns(window: Window, slot: int) -> bool:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from tiankong.core.script import (
+    LINE,
     TO_SIMPLIFIED,
     TO_TRADITIONAL,
     Script,
@@ -29,7 +30,6 @@ from tiankong.errors import EmptyTextError, TextTooLongError
 
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 SENTENCE_END = frozenset("。！？；!?;")
-LINE = re.compile(r"[^\n\r\v\f\x1c-\x1e\x85\u2028\u2029]+")  # str.splitlines's breaks
 
 
 @dataclass(frozen=True)
@@ -90,14 +90,6 @@ class CheckRequest:
             len(window.positions) if window.owned is None else len(window.owned)
             for window in self.windows
         )
-
-
-def line_of(text: str, at: int) -> slice:
-    """The line of ``text`` that holds the character at ``at`` (line breaks as ``LINE``'s)."""
-    for line in LINE.finditer(text):
-        if line.start() <= at < line.end():
-            return slice(line.start(), line.end())
-    return slice(at, at + 1)
 
 
 def prepare_check(text: object, encoder: TextEncoder, max_chars: int) -> CheckRequest:
