@@ -22,7 +22,20 @@ def encoder(tiny_model_dir) -> TextEncoder:
 
 @pytest.mark.parametrize(
     "typed",
-    ["[MASK]", "[mask]", "[Mask]", "【MASK】", "［MASK］", "[ MASK ]", "【 mask】", "［mask ］"],
+    [
+        *(
+            "[MASK]",
+            "[mask]",
+            "[Mask]",
+            "【MASK】",
+            "［MASK］",
+            "[ MASK ]",
+            "【 mask】",
+            "［mask ］",
+        ),
+        # full-width letters, as an input method in full-width mode types them (refused: no_mask)
+        *("［ＭＡＳＫ］", "【ｍａｓｋ】", "[ＭａＳｋ]", "［\u3000ＭＡＳＫ\u3000］"),
+    ],
 )
 def test_mask_variants_are_normalised(typed: str) -> None:
     assert normalize_masks(f"画龙点{typed}。") == "画龙点[MASK]。"
@@ -30,6 +43,14 @@ def test_mask_variants_are_normalised(typed: str) -> None:
 
 def test_non_mask_brackets_are_left_alone() -> None:
     assert normalize_masks("[MASKS] 【面具】 [MAS K]") == "[MASKS] 【面具】 [MAS K]"
+    assert normalize_masks("［ＭＡＳＫＳ］［ＢＬＡＮ］") == "［ＭＡＳＫＳ］［ＢＬＡＮ］"
+
+
+def test_blank_variants_are_normalised() -> None:
+    assert (
+        normalize_masks("很[blank]，很［ＢＬＡＮＫ］，很【ｂｌａｎｋ】")
+        == "很[BLANK]，很[BLANK]，很[BLANK]"
+    )
 
 
 def test_prepare_adds_special_tokens_and_finds_masks(encoder: TextEncoder) -> None:

@@ -129,6 +129,8 @@ def test_the_openapi_document_says_how_to_send_a_key(
         for operation in operations.values():
             wanted = None if path in public else [{"bearer": []}, {"apiKey": []}]
             assert operation.get("security") == wanted, path
+            # every guarded route says it may answer 401 (/info and /metrics listed only 200)
+            assert (path in public) != ("401" in operation["responses"]), path
     assert public <= set(paths)
     # the statuses a key, the rate limit and the deadlines answer are declared
     assert {"401", "408", "429", "503", "504"} <= set(paths["/predict"]["post"]["responses"])

@@ -25,17 +25,29 @@ from tiankong.errors import (
 
 MASK = "[MASK]"
 BLANK = "[BLANK]"  # a blank of unknown length (1 to max_blank_length characters)
-# Markers as users type them: any case, ASCII / full-width / lenticular brackets, spaces inside.
-MASK_VARIANTS = re.compile(r"[\[【［]\s*[Mm][Aa][Ss][Kk]\s*[\]】］]")
-BLANK_VARIANTS = re.compile(r"[\[【［]\s*[Bb][Ll][Aa][Nn][Kk]\s*[\]】］]")
+
+
+def marker_variants(word: str) -> re.Pattern[str]:
+    """``[WORD]`` as users type it: any case, ASCII or full-width letters (what an input
+    method in full-width mode types: ［ＭＡＳＫ］ was refused as a text without a mask), ASCII,
+    full-width or lenticular brackets, spaces inside."""
+    letters = "".join(
+        f"[{char}{char.lower()}{chr(ord(char) + 0xFEE0)}{chr(ord(char.lower()) + 0xFEE0)}]"
+        for char in word
+    )
+    return re.compile(rf"[\[【［]\s*{letters}\s*[\]】］]")
+
+
+MASK_VARIANTS = marker_variants("MASK")
+BLANK_VARIANTS = marker_variants("BLANK")
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a str from bad UTF-8 (surrogateescape)
 
 
 def normalize_masks(text: str) -> str:
     """Rewrite every typed variant of the mask and blank markers to ``[MASK]`` / ``[BLANK]``.
 
-    >>> normalize_masks("画龙点【mask】，[blank]")
-    '画龙点[MASK]，[BLANK]'
+    >>> normalize_masks("画龙点【mask】，[blank]，［ＭＡＳＫ］")
+    '画龙点[MASK]，[BLANK]，[MASK]'
     """
     return BLANK_VARIANTS.sub(BLANK, MASK_VARIANTS.sub(MASK, text))
 

@@ -35,6 +35,7 @@ from tiankong.server.error_handlers import install_error_handlers
 from tiankong.server.metrics import ServerMetrics
 from tiankong.server.middleware.guard import STATIC_PATH, RequestGuard
 from tiankong.server.middleware.security import cors_layer, is_public, security_layer
+from tiankong.server.schemas import ERROR_RESPONSES
 from tiankong.server.state import ServerState
 from tiankong.service import FillMasker
 from tiankong.serving.checking import CheckServing
@@ -113,6 +114,12 @@ def create_app(
     return app
 
 
+UNAUTHORISED = {
+    "description": ERROR_RESPONSES[401]["description"],
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
+}
+
+
 def declare_api_keys(app: FastAPI) -> None:
     """With API keys on, the OpenAPI document says so: the two ways a key may be sent, asked of
     every operation but the public ones, so that /docs offers to send one ("Authorize")."""
@@ -130,6 +137,8 @@ def declare_api_keys(app: FastAPI) -> None:
                 for method, operation in operations.items():
                     if not is_public(method.upper(), path):
                         operation["security"] = [{name: []} for name in schemes]
+                        # every guarded route may answer 401, /info and /metrics too
+                        operation["responses"].setdefault("401", UNAUTHORISED)
             app.openapi_schema = schema
         return app.openapi_schema
 

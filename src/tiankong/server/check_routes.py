@@ -20,7 +20,7 @@ from tiankong.server.check_schemas import (
 from tiankong.server.deps import AllowanceDep
 from tiankong.server.dispatch import check_batch_size
 from tiankong.server.responses import JSONBody, error_payload
-from tiankong.server.schemas import ERROR_RESPONSES
+from tiankong.server.schemas import error_responses
 from tiankong.server.state import server_state
 from tiankong.serving.checking import CheckServing
 from tiankong.tasks.check import CheckRequest
@@ -43,7 +43,13 @@ def elapsed_ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 2)
 
 
-@router.post("/check", response_model=CheckOut, responses=ERROR_RESPONSES, tags=["check"])
+CHECK_ERRORS = error_responses(
+    "Bad input: an empty text, a text over max_check_chars, an option out of range, or more "
+    "texts than max_batch_texts."
+)
+
+
+@router.post("/check", response_model=CheckOut, responses=CHECK_ERRORS, tags=["check"])
 async def check(
     body: Annotated[CheckBody, Body(openapi_examples=CHECK_EXAMPLES)],
     checking: CheckingDep,
@@ -57,7 +63,7 @@ async def check(
 
 
 @router.post(
-    "/batch_check", response_model=BatchCheckResponse, responses=ERROR_RESPONSES, tags=["check"]
+    "/batch_check", response_model=BatchCheckResponse, responses=CHECK_ERRORS, tags=["check"]
 )
 async def batch_check(
     body: Annotated[BatchCheckBody, Body(openapi_examples=BATCH_CHECK_EXAMPLES)],

@@ -80,8 +80,8 @@ HF_EXAMPLES: dict[str, Any] = {
 }
 
 TEXT_DESCRIPTION = (
-    "Chinese text with one or more [MASK] (【MASK】, ［MASK］ and [mask] are accepted too), or "
-    "one [BLANK]: a blank of unknown length (1 to max_blank_length characters)."
+    "Chinese text with one or more [MASK] (【MASK】, ［MASK］, ［ＭＡＳＫ］ and [mask] are "
+    "accepted too), or one [BLANK]: a blank of unknown length (1 to max_blank_length characters)."
 )
 TOP_K_DESCRIPTION = (  # the limits from the settings table, where they are written once
     f"Candidates per mask, from 1 to max_top_k ({Settings.max_top_k}); "
@@ -340,7 +340,11 @@ class HFParameters(BaseModel):
 class HFRequest(BaseModel):
     """The Hugging Face Inference API's fill-mask request (other keys, e.g. options, ignored)."""
 
-    inputs: Text | list[Text] = Field(description=TEXT_DESCRIPTION)
+    inputs: Text | list[Text] = Field(
+        description="Chinese text with one or more [MASK] (【MASK】, ［MASK］, ［ＭＡＳＫ］ and "
+        "[mask] are accepted too), or a list of such texts. A [BLANK] is not taken here (400): "
+        "the Hugging Face API has no blank of unknown length; POST /predict has."
+    )
     parameters: HFParameters | None = None
 
 
@@ -357,6 +361,12 @@ class HFCandidate(BaseModel):
 # One text: a list of candidates for one mask, a list of such lists for several masks.
 HFOneText = list[HFCandidate] | list[list[HFCandidate]]
 HFResponse = HFOneText | list[HFOneText]  # several inputs: one entry per input
+
+
+def error_responses(bad_input: str) -> dict[int | str, dict[str, Any]]:
+    """The error answers of a route whose 400 means ``bad_input``."""
+    return {**ERROR_RESPONSES, 400: {"model": ErrorResponse, "description": bad_input}}
+
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": description}

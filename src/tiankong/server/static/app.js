@@ -140,8 +140,9 @@ function splitList(value) {
   return value.split(/[\s,，、;；]+/).filter(Boolean);
 }
 
-// A [BLANK] as the server reads one: any case, ASCII, full-width or lenticular brackets.
-const BLANK_TYPED = /[[【［]\s*blank\s*[\]】］]/i;
+// A [BLANK] as the server reads one (core/text.py's marker_variants): any case, ASCII or
+// full-width letters, ASCII, full-width or lenticular brackets.
+const BLANK_TYPED = /[[【［]\s*[bＢｂ][lＬｌ][aＡａ][nＮｎ][kＫｋ]\s*[\]】］]/i;
 
 function requestBody() {
   const mode = currentMode();
