@@ -94,11 +94,18 @@ def test_a_candidate_that_is_a_piece_of_the_corpus_fill_gets_no_evidence(
     assert 0 < shares[0] < 1 and shares[0] == pytest.approx(shares[1], rel=1e-9)
 
 
-def test_a_fixed_blank_of_one_character_is_judged_as_before(grounded: FillMasker) -> None:
-    """One [MASK] says the fill is one character: the corpus's 尽 before ，黄河入海流。 is
-    evidence for that slot (the evidence rule's three Han characters hold)."""
-    best = grounded.predict("白日依[MASK]，黄河入海流。").masks[0][0]
-    assert best.token == "尽" and best.memory is not None
+def test_a_fixed_blank_of_one_character_is_judged_as_the_others_are(
+    grounded: FillMasker,
+) -> None:
+    """One [MASK] says the fill is one character, and the corpus's 尽 before ，黄河入海流。 was
+    evidence for it although the corpus has 山 where the user typed 依 (白日依山尽): a passage
+    that goes on with another character than the user's next to the blank is no evidence
+    (``BlankMatch.reads_on``), as the [BLANK] fill 尽 and the option 尽 were not already. The
+    whole line still grounds the two characters the blank stands for."""
+    single = grounded.predict("白日依[MASK]，黄河入海流。", top_k=50).masks[0]
+    assert all(candidate.memory is None for candidate in single)
+    two = grounded.predict("白日依[MASK][MASK]，黄河入海流。", mode="whole_word").sequences[0]
+    assert two.fill == "山尽" and two.memory is not None
 
 
 def test_option_match_of_an_open_ended_blank(poem_index: Path, tokenizer: Tokenizer) -> None:

@@ -43,8 +43,14 @@ MIN_MODEL_RATIO = 1e-4
 
 def holds_evidence(match: BlankMatch | None) -> bool:
     """THE evidence rule: at least MIN_CONTEXT_HAN Han characters of the query's own context
-    beside the fill, or the query's whole context. Nothing else shows ``memory``."""
-    return match is not None and (match.context_han >= MIN_CONTEXT_HAN or match.whole)
+    beside the fill, or the query's whole context, and no side where every passage goes on
+    with another Han character than the query's (``BlankMatch.reads_on``: 书名之行，始于东夷 is
+    no evidence for 东 in 千里之行，始于[MASK]下。). Nothing else shows ``memory``."""
+    return (
+        match is not None
+        and (match.context_han >= MIN_CONTEXT_HAN or match.whole)
+        and not match.reads_on
+    )
 
 
 def plausible(model_score: float, best_model_score: float | None, length: int = 1) -> bool:

@@ -66,6 +66,11 @@ class BlankMatch:
     # there, or all of it, or the query has no Han character there; whole fills need both
     # (tiankong.index.combine.spans_blank)
     sides: tuple[bool, bool] = (True, True)
+    # the match holds none of the query's context on a side where the query has a Han character
+    # next to the blank, and every occurrence's passage goes on there with a Han character of
+    # its own: the passages say something else next to the fill (书名之行，始于东夷 for
+    # 千里之行，始于[MASK]下。), so they are no evidence for it (``combine.holds_evidence``)
+    reads_on: bool = False
 
     @cached_property
     def backoff_total(self) -> int:
@@ -255,6 +260,7 @@ class BlankLookup:
             context_han=self.han_in(matched_left, right[:b]),
             whole=not cut and a == len(left) and b == len(right),
             sides=self.sides(left, right, a, b, self.bounded(starts[chosen], fill_length, a, b)),
+            reads_on=self.reads_on(left, right, a, b, starts[chosen], fill_length),
         )
 
     def contexts(
@@ -286,6 +292,29 @@ class BlankLookup:
             any(self.boundary(int(start) - a - 1) for start in starts),
             any(self.boundary(int(start) + fill_length + b) for start in starts),
         )
+
+    def reads_on(
+        self,
+        left: Sequence[int],
+        right: Sequence[int],
+        a: int,
+        b: int,
+        starts: np.ndarray,
+        fill_length: int,
+    ) -> bool:
+        """``BlankMatch.reads_on``: on a side the match holds none of (``a`` or ``b`` 0) whose
+        query context starts with a Han character, every occurrence (its fill at ``starts``)
+        has a Han character there too, which can't be the query's (else the side would match)."""
+
+        def other(context: Sequence[int], matched: int, next_to: np.ndarray) -> bool:
+            return (
+                matched == 0
+                and self.han_in(context[:1]) > 0
+                and not any(self.boundary(int(at)) for at in next_to)
+                and self.han_in(self.tokens[next_to].tolist()) == len(next_to)
+            )
+
+        return other(left[::-1], a, starts - 1) or other(right, b, starts + fill_length)
 
     def sides(
         self,
