@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from cli_helpers import run_cli
 
+from tiankong.cli import INTERRUPTED
+
 pytestmark = [pytest.mark.processes, pytest.mark.usefixtures("onnx_exports")]
 
 
@@ -46,3 +48,61 @@ def test_check_answers_the_good_lines_around_a_bad_one(tiny_model_dir: Path) -> 
     assert first["corrected"] == "画龙点睛"
     assert bad["error"]["code"] == "bad_input" and bad["text"] == "画\ufffd"
     assert last["text"] == "守株待免"
+
+
+@pytest.mark.parametrize("command", ["predict", "check"])
+def test_ctrl_c_while_reading_stdin_says_interrupted(command: str, tiny_model_dir: Path) -> None:
+    """Typer turned Ctrl-C into a silent exit 130: main's "interrupted" was never printed."""
+    import os
+    import signal
+
+    from cli_helpers import CLI
+
+    flags = ["--json", "--model", str(tiny_model_dir), "--engine", "onnx", "--threads", "1"]
+    process = subprocess.Popen(
+        [*CLI, command, *flags],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write("守株待[MASK]\n".encode())
+    process.stdin.flush()
+    assert json.loads(process.stdout.readline())  # answered: now it waits for the next line
+    process.send_signal(signal.SIGINT)
+    _, errors = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert errors.decode().splitlines() == [INTERRUPTED]
+
+
+def test_a_ctrl_c_a_callback_swallowed_still_ends_the_run_as_interrupted(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C as stdin ended landed in a thread pool's weakref callback: Python printed
+    "Exception ignored ... KeyboardInterrupt" and the run went on to exit 0."""
+    import sys
+
+    from tiankong import cli
+
+    def swallowed() -> None:
+        try:
+            cli.on_interrupt(2, None)
+        except KeyboardInterrupt as error:  # as Python does in a callback: reported, not raised
+            hook_args = type("Unraisable", (), {"exc_value": error})()
+            cli.quiet_interrupts(hook_args)  # type: ignore[arg-type]
+        sys.exit(0)
+
+    import signal
+
+    monkeypatch.setattr(cli, "app", swallowed)
+    monkeypatch.setattr(cli, "INTERRUPTS", [])
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # main sets its own
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit) as stop:
+            cli.main()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert stop.value.code == 130
+    assert capsys.readouterr().err.splitlines() == [INTERRUPTED]

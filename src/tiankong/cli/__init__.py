@@ -6,7 +6,9 @@ Each command lives in its own module and registers on ``root.app`` when imported
 
 from __future__ import annotations
 
+import signal
 import sys
+from types import FrameType
 
 import typer
 
@@ -36,11 +38,49 @@ def register_commands() -> None:
 def main() -> None:
     """Console-script entry: typed errors become one sentence and the table's exit code."""
     register_commands()
+    signal.signal(signal.SIGINT, on_interrupt)
+    sys.unraisablehook = quiet_interrupts
     try:
         app()  # standalone: usage errors print click's message and exit 2
     except TiankongError as error:
         typer.secho(f"error: {error.message}", fg=typer.colors.RED, err=True)
         sys.exit(mapping_for(error).exit_code)
     except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
+        typer.echo(INTERRUPTED, err=True)
         sys.exit(130)
+    except SystemExit as stop:  # typer turns Ctrl-C (and SIGTERM, cli/fill.py) into a silent 130
+        if (stop.code == 130 and interrupted(stop)) or (stop.code in (0, None) and INTERRUPTS):
+            typer.echo(INTERRUPTED, err=True)
+            sys.exit(130)
+        raise
+
+
+INTERRUPTED = "interrupted: stopped before the end (a file run resumes where it stopped)"
+INTERRUPTS: list[int] = []  # Ctrl-Cs seen, so one that a callback swallowed still counts
+
+
+def on_interrupt(signum: int, frame: FrameType | None) -> None:
+    """Python's own Ctrl-C (a KeyboardInterrupt), noted: raised inside a weakref or thread
+    callback (a pool's, as stdin ends) it was printed as "Exception ignored" and the run went on
+    to exit 0."""
+    INTERRUPTS.append(signum)
+    raise KeyboardInterrupt
+
+
+def quiet_interrupts(unraisable: sys.UnraisableHookArgs) -> None:
+    """A Ctrl-C that a callback swallowed is said once, as "interrupted" (``main``), not as an
+    "Exception ignored" traceback; anything else goes to Python's own hook."""
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
+
+
+def interrupted(error: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is among the exceptions that led to ``error``."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
