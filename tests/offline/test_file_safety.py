@@ -126,6 +126,41 @@ def test_eval_fields_of_the_wrong_type_name_the_line(
         read_items(path)
 
 
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        # proofreading refuses these: the run stopped mid-way, after the model had loaded
+        ({"text": "守" * 2_001, "correct": "守" * 2_001}, '"text" has 2,001 characters'),
+        ({"text": "守株待\ud800", "correct": "守株待兔"}, "is not valid Unicode"),
+        ({"text": "守株待免", "correct": "守株待\udc00"}, "is not valid Unicode"),
+        # a category that isn't a string was shown as None or 5
+        ({"text": "守株待免", "correct": "守株待兔", "category": None}, "must be a string"),
+        ({"text": "守株待免", "correct": "守株待兔", "category": 5}, "must be a string"),
+    ],
+)
+def test_check_eval_items_proofreading_would_refuse_name_their_line(
+    tmp_path: Path, record: dict, message: str
+) -> None:
+    path = tmp_path / "items.jsonl"
+    good = {"text": "画龙点晴", "correct": "画龙点睛"}
+    # json.dumps escapes a lone surrogate, as a file of JSON lines holds one
+    path.write_text(f"{json.dumps(good)}\n{json.dumps(record)}\n", encoding="utf-8")
+    with pytest.raises(BadDataFileError, match=f"Line 2 of 'items.jsonl'.*{message}"):
+        read_check_items(path, max_chars=2_000)
+
+
+def test_check_eval_reads_a_text_holding_a_line_separator_as_one_item(tmp_path: Path) -> None:
+    """str.splitlines cut the JSON line at U+2028, U+2029 or U+0085 inside the text, and the
+    valid line was refused as not JSON."""
+    path = tmp_path / "items.jsonl"
+    records = [
+        {"text": f"他说{mark}守株待免", "correct": f"他说{mark}守株待兔"}
+        for mark in "\u2028\u2029\x85"
+    ]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), "utf-8")
+    assert [item.text for item in read_check_items(path)] == [r["text"] for r in records]
+
+
 @pytest.mark.parametrize("reader", [read_items, read_check_items])
 def test_eval_inputs_that_are_not_files(tmp_path: Path, reader) -> None:
     with pytest.raises(BadDataFileError, match="does not exist"):

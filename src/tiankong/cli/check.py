@@ -194,7 +194,7 @@ def eval_check(file: Path, settings: Settings, json_out: Path | None, verbose: b
     from tiankong.offline.check_eval import evaluate_check, read_check_items
     from tiankong.offline.files import write_report
 
-    items = read_check_items(file)
+    items = read_check_items(file, settings.max_check_chars)
     report = evaluate_check(load_checker(settings), items, str(file))
     console = Console(soft_wrap=True)  # a long sentence is one line, also in a file
     print_check_report(console, report)

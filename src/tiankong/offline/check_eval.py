@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tiankong.config import Settings
+from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import BadDataFileError
 from tiankong.offline.files import open_text, require_input
 from tiankong.tasks.check import CheckResult, Proofreader
@@ -107,35 +109,50 @@ class CheckReport:
         }
 
 
-def read_check_items(path: Path) -> list[CheckItem]:
-    """The file's items; a ``BadDataFileError`` (exit 2) naming the first bad line."""
+def read_check_items(path: Path, max_chars: int = Settings.max_check_chars) -> list[CheckItem]:
+    """The file's items; a ``BadDataFileError`` (exit 2) naming the first bad line, before the
+    model loads: a text proofreading would refuse (over ``max_chars``, ``max_check_chars``; a
+    lone surrogate) stopped the run mid-way with a sentence that named no line."""
     require_input(path, "Evaluation file")
-    with open_text(path, "Evaluation file") as handle:
-        lines = handle.read().splitlines()
     items = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            text, correct = record["text"], record["correct"]
-            assert isinstance(text, str) and isinstance(correct, str)
-        except (ValueError, KeyError, TypeError, AssertionError):
-            raise BadDataFileError(
-                f"Line {number} of '{path.name}' is not a JSON object with string fields "
-                '"text" and "correct".'
-            ) from None
-        if not text.strip():
-            raise BadDataFileError(f"Line {number} of '{path.name}': \"text\" is empty.")
-        if len(text) != len(correct):
-            raise BadDataFileError(
-                f"Line {number} of '{path.name}': \"correct\" must have as many characters as "
-                '"text" (one character fixed for one).'
-            )
-        items.append(CheckItem(number, text, correct, str(record.get("category", "all"))))
+    with open_text(path, "Evaluation file") as handle:
+        # the file's own lines: str.splitlines also cut a text at U+2028 or U+0085
+        for number, line in enumerate(handle, 1):
+            if line.strip():
+                items.append(check_item(line, number, path.name, max_chars))
     if not items:
         raise BadDataFileError(f"'{path.name}' holds no items.")
     return items
+
+
+def check_item(line: str, number: int, name: str, max_chars: int) -> CheckItem:
+    where = f"Line {number} of '{name}'"
+    try:
+        record = json.loads(line)
+        text, correct = record["text"], record["correct"]
+        assert isinstance(text, str) and isinstance(correct, str)
+    except (ValueError, KeyError, TypeError, AssertionError):
+        raise BadDataFileError(
+            f'{where} is not a JSON object with string fields "text" and "correct".'
+        ) from None
+    if not text.strip():
+        raise BadDataFileError(f'{where}: "text" is empty.')
+    if len(text) != len(correct):
+        raise BadDataFileError(
+            f'{where}: "correct" must have as many characters as "text" (one character fixed '
+            "for one)."
+        )
+    if LONE_SURROGATE.search(text + correct):
+        raise BadDataFileError(f"{where} is not valid Unicode (a lone surrogate).")
+    if len(text) > max_chars:
+        raise BadDataFileError(
+            f'{where}: "text" has {len(text):,} characters; proofreading takes at most '
+            f"{max_chars:,} per text (max_check_chars)."
+        )
+    category = record.get("category", "all")
+    if not isinstance(category, str):
+        raise BadDataFileError(f'{where}: "category" must be a string.')
+    return CheckItem(number, text, correct, category)
 
 
 def evaluate_check(checker: Proofreader, items: Sequence[CheckItem], file: str = "") -> CheckReport:
