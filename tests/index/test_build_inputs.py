@@ -20,3 +20,36 @@ def test_a_csv_quote_that_is_never_closed_is_refused_with_its_line(tmp_path: Pat
     source.write_text('text\n画龙点睛\n"守株\n待兔"\n刻舟求剑\n', encoding="utf-8")
     manifest = build_index([source], tmp_path / "out", field="text", progress=False)
     assert manifest["counts"]["passages"] == 3  # a closed quote may span lines
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        # a record one value short has no text: it was skipped without a word
+        ("1,画龙点睛的故事。\n2\n", r"Line 3 of .*in.csv has no value in column 'text'"),
+        # one with more values than the header was indexed without a word
+        ("1,画龙点睛的故事。\n3,守株待兔的人。,extra\n", r"Line 3 of .*in.csv has more values"),
+    ],
+)
+def test_a_csv_record_that_does_not_fit_its_header_is_refused_with_its_line(
+    tmp_path: Path, rows: str, message: str
+) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text(f"id,text\n{rows}", encoding="utf-8")
+    with pytest.raises(IndexInputError, match=message):
+        build_index([source], tmp_path / "out", field="text", progress=False)
+    source.write_text(
+        "id,text\n1,画龙点睛的故事。\n2,\n", encoding="utf-8"
+    )  # an empty value: blank
+    manifest = build_index([source], tmp_path / "out", field="text", progress=False)
+    assert manifest["counts"]["passages"] == 1
+
+
+def test_the_same_file_twice_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """c.txt c.txt ./c.txt indexed the file three times: every count tripled."""
+    monkeypatch.chdir(tmp_path)
+    Path("c.txt").write_text("春眠不觉晓\n", encoding="utf-8")
+    with pytest.raises(IndexInputError, match=r"The file c.txt is given more than once"):
+        build_index(["c.txt", "./c.txt"], tmp_path / "out", progress=False)
+    with pytest.raises(IndexInputError, match="given more than once"):
+        build_index([tmp_path / "c.txt", "c.txt"], tmp_path / "out", progress=False)

@@ -68,6 +68,11 @@ def build_index(
     check_output_folder(out, "--output", replaced=True)
     check_not_working_folder(out)
     paths = [Path(path) for path in inputs]
+    seen: set[Path] = set()
+    for path in paths:  # the same file twice counted each of its passages twice
+        if path.resolve() in seen:
+            raise IndexInputError(f"The file {path} is given more than once; give each input once.")
+        seen.add(path.resolve())
     if only_text(paths):
         field = None  # no input has fields: the manifest must not say one was read
     for path in paths:  # the build replaces the folder whole, with whatever it holds

@@ -119,7 +119,19 @@ def csv_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:
     if reader.fieldnames is None or field not in reader.fieldnames:
         raise IndexInputError(f"{path} has no column '{field}'.")
     for row in reader:
-        yield row.get(field) or ""
+        # a record's fields must be the header's: one short of the column, or with more values
+        # than the header has, was skipped or indexed without a word (``fill`` reports both)
+        if None in row:  # DictReader puts a long row's extra values under None
+            raise IndexInputError(
+                f"Line {reader.record_line} of {path} has more values than the header's "
+                f"{len(reader.fieldnames)} columns."
+            )
+        value = row.get(field)
+        if value is None:
+            raise IndexInputError(
+                f"Line {reader.record_line} of {path} has no value in column '{field}'."
+            )
+        yield value
 
 
 class CsvRecords(csv.DictReader):
