@@ -168,3 +168,7 @@ def test_settings_rows_are_checked_and_every_twin_is_distinct() -> None:
         check_settings(Settings(max_queue=0))
     with pytest.raises(BadOptionError, match="--log-level: unknown value"):
         check_settings(Settings(log_level="loud"))
+    # an unknown precision was refused by whichever engine auto chose, in its own terms ("The
+    # onnx engine runs auto, fp32 or int8, not 'foo'") for a user who named no engine
+    with pytest.raises(BadOptionError, match="--precision: unknown value 'foo'; use one of auto"):
+        check_settings(Settings(precision="foo"))

@@ -24,6 +24,8 @@ from tiankong.host import usable_cores
 
 ENV_PREFIX = "TIANKONG_"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+# what --precision names; which engine runs which is the engine's rule (engines/*_engine.py)
+PRECISIONS = ("auto", "fp32", "int8", "bf16", "fp16")
 # The most intra-op threads one engine may start. A fixed number, not this host's CPUs, so a
 # setting valid on one machine is valid on every other (a Ray driver checks the settings its
 # replicas run elsewhere); 1024 is above the physical cores of any one host a process runs on
@@ -144,6 +146,7 @@ class Settings:
         help="auto (on the CPU: the fastest that passes the INT8 guard, measured once), fp32, "
         "int8, bf16, fp16.",
         shows_default=True,
+        choices=PRECISIONS,
     )
     device: str = setting("auto", "--device", help="auto, cpu or cuda.", shows_default=True)
     threads: int = setting(  # 0: the engine's own choice (ONNX Runtime's, OpenVINO's)
