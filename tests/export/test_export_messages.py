@@ -115,3 +115,23 @@ def test_a_failed_int8_build_points_to_fp32_not_to_an_engine_flag(
     assert report["message"].startswith("Exporting 'm1' to ONNX failed (RuntimeError)")
     assert report["message"].endswith("; --precision fp32 runs this model without INT8.")
     assert "--engine" not in report["message"]
+
+
+def test_a_stale_shipped_graph_is_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A model folder whose weights no longer match its shipped graph printed the note twice
+    before the load's own error: a load asks for the shipped graph more than once."""
+    import logging
+
+    from tiankong.core.models import ResolvedModel
+    from tiankong.export.export_cache import SHIPPED_GRAPH, SHIPPED_MANIFEST, shipped_manifest
+
+    (tmp_path / SHIPPED_GRAPH).write_bytes(b"graph")
+    (tmp_path / SHIPPED_MANIFEST).write_text('{"cache_format": 0}', encoding="utf-8")
+    model = ResolvedModel("mine", tmp_path, "local")
+    with caplog.at_level(logging.WARNING):
+        assert shipped_manifest(model, "abc") is None
+        assert shipped_manifest(model, "abc") is None
+    notes = [r for r in caplog.records if "is not for these model files" in r.getMessage()]
+    assert len(notes) == 1

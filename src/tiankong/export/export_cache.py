@@ -224,6 +224,9 @@ def can_export(fp32_shipped: bool = False) -> bool:
     return all(importlib.util.find_spec(name) is not None for name in needed)
 
 
+STALE_WARNED: set[tuple[Path, str]] = set()  # the shipped graphs said to be stale, this process
+
+
 def shipped_manifest(model: ResolvedModel, fingerprint: str) -> dict[str, Any] | None:
     """The manifest of the FP32 export the model folder ships, when it is for these model files
     and this cache format; else None (then the FP32 graph is exported, which needs torch)."""
@@ -241,11 +244,13 @@ def shipped_manifest(model: ResolvedModel, fingerprint: str) -> dict[str, Any] |
     except (OSError, ValueError, TypeError, KeyError):
         usable = False
     if not usable:
-        log.warning(
-            "The FP32 graph shipped in '%s' is not for these model files or this tiankong; "
-            "exporting instead (python -m tiankong.export.ship_graph rewrites it).",
-            model.path.name,
-        )
+        if (model.path, fingerprint) not in STALE_WARNED:  # once: a load asks more than once
+            STALE_WARNED.add((model.path, fingerprint))
+            log.warning(
+                "The FP32 graph shipped in '%s' is not for these model files or this tiankong; "
+                "exporting instead (python -m tiankong.export.ship_graph rewrites it).",
+                model.path.name,
+            )
         return None
     return dict(manifest)
 
