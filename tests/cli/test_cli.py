@@ -186,10 +186,12 @@ def test_tables_show_the_score_that_ranks(tiny_model_dir: Path) -> None:
     options = [*base, "赶紧去[MASK]。", "--candidates", "充电,吃,去😀,睡觉"]
     shown = run_cli(*options, env={"COLUMNS": "200"})
     assert shown.returncode == 0, shown.stderr
-    header, rows = table_rows(shown.stdout, "candidates, ranked by per token")
-    assert header == ["#", "option", "per token", "joint"]
+    header, rows = table_rows(shown.stdout, "candidates, ranked by score")
+    assert header == ["#", "option", "score", "model", "model joint"]
     ranked = json.loads(run_cli(*options, "--json").stdout)["candidates"]
-    assert [float(row[2]) for row in rows] == pytest.approx([c["score"] for c in ranked], rel=1e-3)
+    for column, field in ((2, "score"), (3, "model_score"), (4, "joint")):
+        shown_column = [float(row[column]) for row in rows]
+        assert shown_column == pytest.approx([c[field] or c["score"] for c in ranked], rel=1e-3)
     known = [float(row[2]) for row in rows[:-1]]
     assert known == sorted(known, reverse=True)
     assert rows[-1][1] == "去😀 (unknown, last)"  # an unknown character ranks after the rest

@@ -210,13 +210,19 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
     # geometric mean), [BLANK] fills by rank_score; the ranking column comes first and the
     # title names it.
     if result.candidates:
-        table = Table(title="candidates, ranked by per token", title_justify="left")
+        # score: per token, with the index's evidence mixed in; model: the model's own per
+        # token, and joint its chain probability (the columns read "per token" and "joint", and
+        # with the index on a one-character option showed two different numbers)
+        title = "candidates, ranked by score (per token)"
+        table = Table(title=title, title_justify="left")
         sourced = any(option.memory for option in result.candidates)
-        for column in ("#", "option", "per token", "joint", *[SOURCE] * sourced):
+        for column in ("#", "option", "score", "model", "model joint", *[SOURCE] * sourced):
             table.add_column(column, justify="left" if column in ("option", SOURCE) else "right")
         for rank, option in enumerate(result.candidates, start=1):
             name = option.option if option.in_vocabulary else f"{option.option} (unknown, last)"
-            cells = [str(rank), escape(name), f"{option.score:.4g}", f"{option.joint:.4g}"]
+            model_score = option.score if option.model_score is None else option.model_score
+            cells = [str(rank), escape(name), f"{option.score:.4g}", f"{model_score:.4g}"]
+            cells.append(f"{option.joint:.4g}")
             table.add_row(*cells, *[source_of(option.memory)] * sourced)
         console.print(table)
         return
