@@ -179,6 +179,8 @@ def test_predict_bad_input(client: TestClient, body: Any, status: int, code: str
             "application/json",
             "nested too deeply",
         ),
+        # valid JSON too: an integer past Python's 4,300 digits, told "send UTF-8" before
+        (b'{"text": "a[MASK]", "top_k": ' + b"1" * 5000 + b"}", "application/json", "too long"),
     ],
 )
 def test_predict_bad_body(

@@ -118,6 +118,10 @@ async def handle_http_error(request: Request, error: Exception) -> JSONResponse:
             return error_response(
                 InvalidRequestError("The body's JSON is nested too deeply to read; flatten it.")
             )
+        if isinstance(error.__cause__, ValueError) and "digits" in str(error.__cause__):
+            return error_response(  # Python's limit on an integer's digits, not the encoding
+                InvalidRequestError("The body holds a number too long to read; send a short one.")
+            )
         return error_response(
             InvalidRequestError("The request body could not be read; send UTF-8 encoded JSON.")
         )
