@@ -2,7 +2,7 @@
 length) against the same graph compiled once for each exact shape the bench's sentences take.
 
     python -m bench.openvino_shapes GRAPH --model MODEL [--threads 2] [--sentences 60]
-        [--hint bf16] [--config KEY=VALUE ...] [--onnx FILE ...]
+        [--hint bf16] [--config KEY=VALUE ...] [--onnx FILE ...] [--bounded 128]
 
 ``GRAPH`` is what the OpenVINO engine serves: an ``auto`` cache entry's ``openvino-int8.xml``
 (``--precision auto``'s choice where it is OpenVINO INT8) or an FP32 ``model.onnx``. Every
@@ -20,7 +20,9 @@ added (``INFERENCE_PRECISION_HINT=bf16``, ``ENABLE_CPU_PINNING=YES``, ...). Each
 an ONNX Runtime session in the turns too, at its defaults and the same threads, fed the inputs
 its graph names (``token_type_ids`` zeros): the hand-written recipe's ``model-int8.onnx``
 (``bench/contenders/ort_recipe_app.py``), so the engines alone compare as the bench's c=1 rows
-do with their servers around them.
+do with their servers around them. ``--bounded N`` adds the graph compiled for bounded shapes,
+``[1, 1..N]`` (one sentence of up to N tokens: the plugin knows the largest shape and the batch
+size ahead of the call), to the turns.
 """
 
 from __future__ import annotations
@@ -51,15 +53,22 @@ def compile_graph(
     length: int | None,
     profile: bool = False,
     extra: dict[str, str] | None = None,
+    bounded: int | None = None,
 ) -> Any:
     """An infer request on ``graph`` compiled as the engine compiles it (one stream, the latency
-    hint), for ``[1, length]`` inputs when ``length`` is given, else the served dynamic shapes."""
+    hint), for ``[1, length]`` inputs when ``length`` is given, ``[1, 1..bounded]`` when
+    ``bounded`` is, else the served dynamic shapes."""
     import openvino as ov
 
     core = ov.Core()
     model = core.read_model(str(graph))
-    if length is not None:
-        shapes = {"input_ids": [1, length], "attention_mask": [1, length], "mask_positions": [1]}
+    if length is not None or bounded is not None:
+        tokens = length if length is not None else ov.Dimension(1, bounded)
+        shapes = {
+            "input_ids": ov.PartialShape([1, tokens]),
+            "attention_mask": ov.PartialShape([1, tokens]),
+            "mask_positions": ov.PartialShape([1]),
+        }
         model.reshape({name: shapes[name] for name in model_inputs(model)})
     config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1"}
     config["INFERENCE_NUM_THREADS"] = str(threads)
@@ -115,6 +124,7 @@ def main() -> None:
     parser.add_argument("--hint", choices=["f32", "bf16"], default="")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--onnx", action="append", default=[], type=Path, metavar="FILE")
+    parser.add_argument("--bounded", type=int, metavar="N", help="add [1, 1..N] to the turns")
     args = parser.parse_args()
     base = {"INFERENCE_PRECISION_HINT": args.hint} if args.hint else {}
     encoder = model_encoder(resolve_model(args.model).path)
@@ -139,6 +149,12 @@ def main() -> None:
         return static[batch.input_ids.shape[1]](batch)
 
     graphs = {"dynamic": dynamic, "static": run_static}
+    if args.bounded:
+        before = process.memory_info().rss
+        graphs[f"bounded [1, 1..{args.bounded}]"] = runner(
+            compile_graph(args.graph, args.threads, None, extra=base, bounded=args.bounded)
+        )
+        print(f"bounded: compiled, +{(process.memory_info().rss - before) / 2**20:.0f} MiB")
     for item in args.config:
         key, _, value = item.partition("=")
         graphs[f"dynamic, {item}"] = runner(
