@@ -170,3 +170,16 @@ def test_text_typed_while_a_check_runs_is_not_answered_or_overwritten(
     expect(page.locator("#loading")).to_be_hidden(timeout=15_000)
     expect(page.get_by_test_id("check-output")).to_be_hidden()
     expect(box).to_have_value("画龙点晴\n我今天写了一首新诗。")
+
+
+def test_a_double_click_accepts_one_fix(page: Page, base_url: str) -> None:
+    """The list is drawn anew after a fix, so a double click's second click landed on the next
+    fix, which had moved under the pointer: a fix the user never looked at was taken."""
+    page.goto(base_url)
+    page.locator("label.mode", has=page.get_by_test_id("mode-check")).click()
+    page.get_by_test_id("input").fill(TEXT)
+    page.get_by_test_id("predict").click()
+    expect(page.get_by_test_id("accept-fix")).to_have_count(2)
+    page.get_by_test_id("accept-fix").first.dblclick()
+    expect(page.get_by_test_id("input")).to_have_value(TEXT.replace("晴", "睛"))
+    expect(page.get_by_test_id("accept-fix")).to_have_count(1)  # the other fix still offered

@@ -75,6 +75,9 @@ function applyLanguage() {
     element.placeholder = t(element.dataset.i18nPlaceholder);
   }
   $("lang-toggle").textContent = t("langButton");
+  document.title = `${t("title")} tiankong`;
+  if ($("latency").title) $("latency").title = t("serverTime");
+  refreshInfo(); // the system panel's words (线程, 段文本) follow now, not at the next refresh
   showModeHint();
   if (state.lastError) showError(state.lastError);
   if (state.data) renderLists();
@@ -94,8 +97,8 @@ function insertMarker(marker) {
   // a box never focused has its caret at the start: the marker goes at the end there
   const start = state.boxFocused ? box.selectionStart ?? box.value.length : box.value.length;
   const end = state.boxFocused ? box.selectionEnd ?? start : start;
-  box.setRangeText(marker, start, end, "end");
-  box.focus();
+  // as typing does, so that Ctrl+Z takes it back (setRangeText emptied the undo history)
+  replaceUndoably(box, start, end, marker, box.value.slice(0, start) + marker + box.value.slice(end));
 }
 
 function currentMode() {
@@ -184,6 +187,7 @@ function setBusy(busy) {
   $("predict").setAttribute("aria-disabled", String(busy));
   $("loading").hidden = !busy;
   $("output").setAttribute("aria-busy", String(busy));
+  $("check-output").setAttribute("aria-busy", String(busy));
 }
 
 // A server that takes a request and never answers (stopped, wedged) must not leave the page
@@ -223,6 +227,11 @@ async function predict() {
       if (response.status === 401) $("api-key").focus();
       return;
     }
+    if (data === null || typeof data !== "object") {
+      // a 200 that isn't the API's JSON (a proxy's or a portal's page): not "can't reach"
+      showError({ code: "bad_answer", message: `HTTP ${response.status}` });
+      return;
+    }
     // a check answers the text as sent: text typed while it ran would be lost to its fixes
     if (checking && $("text").value !== sent) $("check-output").hidden = true;
     else if (checking) renderChecked(data);
@@ -247,6 +256,8 @@ function showError(error) {
   const headline = known || (state.lang === "en" && error.message) || t("fallbackError");
   box.append(make("strong", "", headline));
   if (error.message && error.message !== headline) box.append(make("span", "detail", error.message));
+  // a 500's id finds its traceback in the server's log: the one thing a user can report
+  if (error.error_id) box.append(make("span", "detail", `${t("errorId")}: ${error.error_id}`));
   box.hidden = false;
   $("output").hidden = true;
   $("check-output").hidden = true;
@@ -449,7 +460,8 @@ function init() {
   for (const button of document.querySelectorAll(".example")) {
     button.addEventListener("click", () => {
       const example = EXAMPLES[button.dataset.example];
-      $("text").value = example.text;
+      // undoably: Ctrl+Z brings back what was typed before (assigning value lost it for good)
+      replaceUndoably($("text"), 0, $("text").value.length, example.text, example.text);
       if (example.candidates) $("candidates").value = example.candidates;
       setMode(example.mode);
       $("text").focus();

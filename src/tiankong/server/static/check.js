@@ -51,7 +51,9 @@ export function renderCheck(box, data, t, onAccept) {
     score.append(make("span", "sub-score", t(`checkSource_${edit.source}`)));
     button.append(score);
     button.title = t("checkAccept");
-    button.addEventListener("click", () => onAccept(edit));
+    // one click, one fix: the list is drawn anew after it, and a double click's second click
+    // landed on the next fix, which moved under the pointer (a key press has detail 0)
+    button.addEventListener("click", (event) => { if (event.detail <= 1) onAccept(edit); });
     item.append(button);
     if (edit.memory) item.append(sourceLine(edit.memory, t)); // its match highlighted
     list.append(item);

@@ -34,7 +34,7 @@ export const I18N = {
     source: "出处", modelOnly: "模型", corpusIndex: "语料索引", passages: "段文本",
     system: "系统", model: "模型", engine: "引擎", device: "设备",
     memory: "内存", qps: "每秒请求（近 1 分钟）", latencyP: "延迟 p50 / p95", apiDocs: "API 文档",
-    threads: "线程", blank: "空", serverTime: "服务器耗时", choose: "填入", langButton: "English",
+    threads: "线程", blank: "空", serverTime: "服务器耗时", errorId: "错误编号", choose: "填入", langButton: "English",
     apiKey: "API 密钥", apiKeyHint: "服务器要求密钥时才需要；只保存在这个浏览器里。",
     apiKeyNeeded: "这个服务器要求 API 密钥：请在这里填写（只保存在这个浏览器里）。",
     errors: {
@@ -60,6 +60,7 @@ export const I18N = {
       network: "无法连接服务器。",
       no_answer: "服务器 90 秒都没有回答：请稍后再试。",
       bad_api_key: "API 密钥只能由不含空格的可打印 ASCII 字符组成。",
+      bad_answer: "服务器的回答读不懂（不是 API 的 JSON）：中间可能有代理或登录页。",
     },
     // the server's warnings (English), by their exact words: tests/server/test_browser.py
     // checks that each one the server can send is here
@@ -112,7 +113,7 @@ export const I18N = {
     source: "Source", modelOnly: "model", corpusIndex: "Corpus index", passages: "passages",
     system: "System", model: "Model", engine: "Engine",
     device: "Device", memory: "Memory", qps: "Requests/s (last minute)", latencyP: "Latency p50 / p95",
-    apiDocs: "API docs", threads: "threads", blank: "Blank", serverTime: "server time", choose: "Use",
+    apiDocs: "API docs", threads: "threads", blank: "Blank", serverTime: "server time", errorId: "error id", choose: "Use",
     langButton: "中文",
     apiKey: "API key", apiKeyHint: "Needed only when the server asks for one; kept in this browser only.",
     apiKeyNeeded: "This server wants an API key: enter it here (kept in this browser only).",
@@ -121,6 +122,7 @@ export const I18N = {
       no_answer: "The server did not answer within 90 s; try again later.",
       unauthorized: "A valid API key is needed: enter it under System below.",
       bad_api_key: "An API key is printable ASCII without spaces.",
+      bad_answer: "The server's answer could not be read (not the API's JSON): a proxy or a login page may be in between.",
     },
     fallbackError: "Something went wrong.",
   },
