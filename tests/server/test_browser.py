@@ -591,6 +591,18 @@ def test_modes_at_phone_width_in_english(page: Page, base_url: str) -> None:
     assert overflow <= 375, "the page scrolls sideways at phone width"
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page-modes-phone.png"), full_page=True)
+    # at 320 px a [BLANK] fill's score line took the bar's column (0 px wide) and ran over the
+    # fill: each row keeps a bar, and its score starts after its fill
+    page.set_viewport_size({"width": 320, "height": 800})
+    page.get_by_test_id("example-blank").click()
+    rows = page.locator("#sequences-box .candidate")
+    expect(rows.first).to_be_visible()
+    for row in rows.all():
+        bar, token, score = (
+            row.locator(part).bounding_box() for part in (".bar-track", ".token", ".score")
+        )
+        assert bar is not None and token is not None and score is not None
+        assert bar["width"] >= 16 and score["x"] >= token["x"] + token["width"]
     page.get_by_test_id("lang-toggle").click()  # back to Chinese for the next test
 
 
