@@ -70,14 +70,14 @@ def test_check_table_output(tiny_model_dir: Path) -> None:
 
 def test_check_file_is_resumable(tiny_model_dir: Path, tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
-    source.write_text("画龙点晴\n\n白日依山尽。\n守株待免\n", encoding="utf-8")
+    source.write_text("画龙点晴\n\n白日依山尽。\n走头无路\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
     flags = [*model_flags(tiny_model_dir), "--chunk-size", "2"]
     done = run_cli("check", str(source), "-o", str(out), *flags)
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [row["line"] for row in rows] == [1, 3, 4]
-    assert rows[0]["corrected"] == "画龙点睛" and rows[2]["corrected"] == "守株待兔"
+    assert rows[0]["corrected"] == "画龙点睛" and rows[2]["corrected"] == "走投无路"
     errors = (tmp_path / "out.jsonl.errors.jsonl").read_text(encoding="utf-8")
     assert json.loads(errors)["line"] == 2
     again = run_cli("check", str(source), "-o", str(out), *flags)

@@ -67,7 +67,8 @@ def test_a_checkpoint_keyed_the_earlier_way_resumes_and_moves_to_the_new_key(
     from tiankong.tasks.check import CheckMethod
 
     # a method that answers as the code of the earlier key did (no earlier key for another)
-    checker = Proofreader(tiny_masker, CheckMethod(idiom_confusable_ratio=1.0))
+    as_then = CheckMethod(idiom_confusable_ratio=1.0, idiom_model_ratio=1.0)  # then's default
+    checker = Proofreader(tiny_masker, as_then)
     job = interrupted_run(checker, tmp_path)
     source = job.input
     saved = json.loads(job.checkpoint.read_text(encoding="utf-8"))
@@ -94,11 +95,11 @@ def test_the_earlier_key_is_the_one_the_earlier_code_wrote() -> None:
     from tiankong.tasks.check import CheckMethod
 
     settings = Settings(engine="onnx", precision="int8", threads=1)
-    as_then = CheckMethod(idiom_confusable_ratio=1.0)
+    as_then = CheckMethod(idiom_confusable_ratio=1.0, idiom_model_ratio=1.0)  # then's default
     assert earlier_check_key(settings, as_then) == "f42bdbb89c71d0c1"
-    assert earlier_check_key(settings, CheckMethod(idiom_confusable_ratio=2.0)) == (
-        "f42bdbb89c71d0c1"
-    )
+    assert earlier_check_key(
+        settings, CheckMethod(idiom_confusable_ratio=2.0, idiom_model_ratio=1.0)
+    ) == ("f42bdbb89c71d0c1")
     assert earlier_check_key(settings, CheckMethod()) == ""  # 0.1: fixes that code didn't make
     assert earlier_check_key(settings, CheckMethod(index_edge_marks=False)) == ""
 

@@ -187,12 +187,12 @@ def test_a_poem_typed_one_line_a_row_is_checked_line_by_line(checker: Proofreade
 def test_an_idiom_typed_with_spaces_or_invisible_characters_is_fixed(
     checker: Proofreader, gap: str
 ) -> None:
-    """The model reads 守 株 待 免 (or 守株待免 with a zero-width space pasted inside) as the four
+    """The model reads 亡 羊 补 劳 (or 亡羊补劳 with a zero-width space pasted inside) as the four
     characters together, but the idiom rules asked for four characters side by side: no fix."""
-    text = f"他总是守{gap}株待{gap}免。"
+    text = f"他这是亡{gap}羊补{gap}劳。"
     result = checker.check(text)
-    assert result.corrected == text.replace("免", "兔")
+    assert result.corrected == text.replace("劳", "牢")
     [edit] = result.edits
-    assert (edit.start, edit.original, edit.source) == (text.index("免"), "免", "idioms")
+    assert (edit.start, edit.original, edit.source) == (text.index("劳"), "劳", "idioms")
     # ... and a letter between two characters still parts them: no idiom across it
-    assert checker.check("他总是守株x待免。").edits == []
+    assert checker.check("他这是亡羊补x劳。").edits == []
