@@ -85,6 +85,10 @@ def test_fixes_with_their_source(
         "我们一点半开会。",
         # the index held 尽 (0.14) and others more often than 去 (0.02), and fixed 曲 to 去
         "我知道她的一部雨中曲，算是她的代表作了。",
+        # one off an idiom by a character that neither sounds nor looks like it, which the
+        # model preferred 3-7 times: 令人切齿 turned the sense round
+        "他的所作所为令人不齿。",
+        "他们令人不齿。",
     ],
 )
 def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:
@@ -196,3 +200,10 @@ def test_an_idiom_typed_with_spaces_or_invisible_characters_is_fixed(
     assert (edit.start, edit.original, edit.source) == (text.index("劳"), "劳", "idioms")
     # ... and a letter between two characters still parts them: no idiom across it
     assert checker.check("他这是亡羊补x劳。").edits == []
+
+
+def test_a_typo_off_two_idioms_by_no_confusable_gets_no_wrong_idiom(checker: Proofreader) -> None:
+    """一丝不拘 (for 一丝不苟) was made 一丝不挂 from the idiom list, the model's 挂 at 14-22 times
+    拘: an idiom's fix by a character outside the confusion sets now needs 300 times."""
+    for text in ("他对工作一丝不拘。", "一丝不拘"):
+        assert "挂" not in checker.check(text).corrected
