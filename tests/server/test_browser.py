@@ -558,10 +558,19 @@ def test_whole_word_and_candidate_modes(page: Page, base_url: str) -> None:
     expect(page.get_by_test_id("raw-score").first).to_contain_text("原始")
     expect(page.get_by_test_id("constraint-note")).to_be_visible()
 
+    # the note explains the per-mask lists' 原始 column: a [BLANK] under constraints shows no
+    # such lists, and the note went with them (it stayed, naming a column nowhere shown)
+    box.fill("今天天气很[BLANK]。")
+    box.press("Enter")
+    expect(page.get_by_test_id("sequence").first).to_be_visible()
+    expect(page.get_by_test_id("candidate")).to_have_count(0)
+    expect(page.get_by_test_id("constraint-note")).to_be_hidden()
+
     # a [BLANK] example: fills of any length, ranked per character, no per-mask lists
     page.get_by_test_id("preset").select_option("")
     page.get_by_test_id("exclude").fill("")
     page.get_by_test_id("example-blank").click()
+    expect(page.get_by_test_id("sentence")).to_contain_text("我们去公园")  # its own answer
     expect(page.get_by_test_id("sequence")).to_have_count(5)
     expect(page.get_by_test_id("candidate")).to_have_count(0)
     expect(page.get_by_test_id("constraint-note")).to_be_hidden()

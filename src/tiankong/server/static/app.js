@@ -322,8 +322,11 @@ function renderLists() {
   const warnings = (data.warnings ?? []).map(warningIn); // drawn again in the other language
   $("warnings").hidden = !warnings.length;
   $("warnings").textContent = warnings.join(" ");
+  // per-mask lists belong to [MASK]s; a [BLANK] or a candidate blank is answered above
+  const perMask = !data.candidates.length && !data.text.includes(BLANK);
+  // the note explains the 原始 column of the per-mask lists: not where they aren't shown
   const constrained = data.masks.some((mask) => mask.some((c) => c.raw_score !== undefined));
-  $("constraint-note").hidden = !constrained;
+  $("constraint-note").hidden = !(constrained && perMask);
   $("sequences-box").hidden = !data.sequences.length;
   // a [BLANK]'s fills are ranked by rank_score, not by the joint probability (renderSequences)
   const title = $("sequences-title");
@@ -332,8 +335,6 @@ function renderLists() {
   renderSequences($("sequences"), data.sequences, data.text.includes(BLANK), t, chooseSequence);
   $("options-box").hidden = !data.candidates.length;
   renderOptions($("options"), data.candidates, t, chooseSentence);
-  // per-mask lists belong to [MASK]s; a [BLANK] or a candidate blank is answered above
-  const perMask = !data.candidates.length && !data.text.includes(BLANK);
   $("per-mask-title").hidden = !perMask || !data.sequences.length;
   $("results").hidden = !perMask;
   renderMaskLists($("results"), perMask ? data.masks : [], t, chooseToken);
