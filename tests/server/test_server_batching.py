@@ -326,6 +326,49 @@ async def test_a_request_over_the_timeout_is_504_and_never_runs(
 # --- clients that go away ----------------------------------------------------------------
 
 
+@pytest.mark.parametrize("path", ["/predict", "/batch_predict", "/check"])
+async def test_a_client_that_goes_mid_body_is_recorded_as_gone(
+    tiny_model_dir: Path, tiny_masker: FillMasker, path: str
+) -> None:
+    """The body stopped half way and the client hung up: FastAPI's parse error was answered as
+    a 422 invalid_request, to nobody, and counted as one in /metrics."""
+    app = create_app(server_settings(tiny_model_dir), tiny_masker)
+    sent: list[dict[str, Any]] = []
+    messages = [
+        {"type": "http.request", "body": b'{"text": "\u753b', "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")],
+        "client": ("127.0.0.1", 5000),
+        "server": ("test", 80),
+    }
+    async with app.router.lifespan_context(app):
+        await asyncio.wait_for(app(scope, receive, send), 10)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            metrics_text = (await client.get("/metrics")).text
+    assert [message["status"] for message in sent if "status" in message] == [499]
+    assert metric(metrics_text, "tiankong_requests_total", route=path, status="499") == 1
+    assert metric(metrics_text, "tiankong_requests_total", route=path, status="422") == 0
+
+
 async def test_a_disconnected_client_is_dropped_before_it_runs(
     tiny_model_dir: Path, tiny_masker: FillMasker
 ) -> None:

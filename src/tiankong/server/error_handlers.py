@@ -15,8 +15,9 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from tiankong.errors import (
     BodyTooLargeError,
@@ -28,6 +29,8 @@ from tiankong.errors import (
     new_error_id,
 )
 from tiankong.server.state import server_state
+
+CLIENT_CLOSED_REQUEST = 499  # nginx's "client closed request": recorded, never sent
 
 logger = logging.getLogger("tiankong.server")
 RETRY_AFTER_S = "1"
@@ -106,7 +109,7 @@ async def handle_validation_error(request: Request, error: Exception) -> JSONRes
     return error_response(InvalidRequestError(message))
 
 
-async def handle_http_error(request: Request, error: Exception) -> JSONResponse:
+async def handle_http_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, HTTPException)
     if error.status_code == 413:
         return error_response(body_too_large(server_state(request).settings.max_body_bytes))
@@ -114,6 +117,10 @@ async def handle_http_error(request: Request, error: Exception) -> JSONResponse:
         timeout_s = server_state(request).settings.client_timeout_s
         return error_response(body_too_slow(timeout_s), {"Connection": "close"})
     if error.status_code == 400:  # FastAPI's "error parsing the body", from the parser's error
+        if isinstance(error.__cause__, ClientDisconnect):
+            # the client went before its body was all sent: nothing reaches it, and the
+            # metrics record 499 as for one that goes later (it was counted as a 422)
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
         if isinstance(error.__cause__, RecursionError):  # it said "send UTF-8" for this too
             return error_response(
                 InvalidRequestError("The body's JSON is nested too deeply to read; flatten it.")

@@ -37,13 +37,12 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tiankong.errors import ShuttingDownError
-from tiankong.server.error_handlers import body_too_large, error_response
+from tiankong.server.error_handlers import CLIENT_CLOSED_REQUEST, body_too_large, error_response
 from tiankong.server.metrics import INFERENCE_ROUTES, ServerMetrics
 from tiankong.server.middleware.security import Layer
 from tiankong.serving.drain import Drain
 from tiankong.serving.timing import RequestTiming, request_timing
 
-CLIENT_CLOSED_REQUEST = 499  # nginx's "client closed request": recorded, never sent
 ALWAYS_ANSWERED = frozenset({"/health"})  # liveness: the process is still up while it drains
 EXCHANGE = "tiankong.exchange"  # the scope key of a request's Exchange
 
