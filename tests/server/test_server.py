@@ -509,6 +509,10 @@ def check_heap_frozen(settings: Settings, tiny_masker: FillMasker) -> None:
 
 def test_info(client: TestClient, tiny_masker: FillMasker) -> None:
     client.post("/predict", json={"text": POEM})
+    served = client.get("/info").json()["requests_served"]
+    # a refusal is no request served: counted, an overloaded server showed its 503s as served
+    assert client.post("/predict", json={"text": "no mask"}).status_code == 400
+    assert client.get("/info").json()["requests_served"] == served
     info = client.get("/info").json()
     assert info["model"]["name"] == tiny_masker.model.name
     assert {"name", "kind", "summary"} <= set(info["model"])

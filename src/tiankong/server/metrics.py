@@ -157,7 +157,7 @@ class ServerMetrics:
         self.window = RollingWindow(window_seconds)
         # (route template, method, status) -> its request counter and latency histogram
         self.request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
-        self.served = 0  # inference requests folded so far
+        self.served = 0  # inference requests answered with a result (2xx) so far
         self.requests_in_flight = 0  # the guard counts; the gauge reads it
         self.in_flight.set_function(lambda: self.requests_in_flight)
         self.depth = 0
@@ -221,7 +221,10 @@ class ServerMetrics:
             self.request_children[key] = children
         children[0].inc()
         children[1].observe(seconds)
-        if routed and (method, route) in INFERENCE_ROUTES:
+        # served: answered with a result. A refusal (400, 429, a full queue's 503) or a
+        # timeout counted too, and an overloaded server showed more requests served and its
+        # quick refusals' latency on /info
+        if routed and (method, route) in INFERENCE_ROUTES and status < 300:
             self.served += 1
             self.window.add(finished, seconds)
 
