@@ -183,3 +183,21 @@ def test_a_mixed_texts_options_keep_the_typed_text_around_them() -> None:
         ("山", "欲穷千里目，更上一層山。"),
     ]
     assert back.sequence == "欲穷千里目，更上一層樓。"
+
+
+def test_a_mixed_texts_run_of_masks_is_one_blank_written_alike() -> None:
+    """Each [MASK] of a word read the other's marker letters as its neighbours, which say
+    nothing, so the word's two characters came back in two scripts (更上一[MASK][MASK]樓: 层層)."""
+    found = script_of("欲穷千里目，更上一[MASK][MASK]樓。")
+    assert found.mixed
+    filled = found.simplified.replace("[MASK][MASK]", "层层")
+    result = FillResult(
+        text=found.simplified,
+        masks=[[TokenScore("层", 1, 0.9)], [TokenScore("层", 1, 0.9)]],
+        sequence=filled,
+        sequences=[SequenceFill("层层", filled, ("层", "层"), 0.8, 0.9)],
+    )
+    back = written_in(result, found)
+    assert [mask[0].token for mask in back.masks] == ["層", "層"]
+    assert back.sequences[0].fills == ("層", "層")
+    assert back.sequence == back.sequences[0].text == "欲穷千里目，更上一層層樓。"

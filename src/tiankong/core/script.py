@@ -263,11 +263,18 @@ def same(text: str) -> str:
 
 
 def blank_places(text: str, marker: str) -> list[tuple[int, int]]:
-    """The (start, end) of each ``marker`` in ``text``, left to right."""
-    places, at = [], text.find(marker)
+    """For each ``marker`` in ``text``, left to right, the (start, end) of the run of markers it
+    stands in: the characters around a word's [MASK][MASK] are the run's, so both of its
+    characters are written alike (each read the other's marker letters, which say nothing, and
+    更上一[MASK][MASK]樓 came back 层層)."""
+    places: list[tuple[int, int]] = []
+    at = text.find(marker)
     while at >= 0:
-        places.append((at, at + len(marker)))
-        at = text.find(marker, at + len(marker))
+        end = at
+        while text.startswith(marker, end):
+            end += len(marker)
+        places += [(at, end)] * ((end - at) // len(marker))
+        at = text.find(marker, end)
     return places
 
 
