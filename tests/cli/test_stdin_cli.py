@@ -106,3 +106,31 @@ def test_a_ctrl_c_a_callback_swallowed_still_ends_the_run_as_interrupted(
         signal.signal(signal.SIGINT, previous)
     assert stop.value.code == 130
     assert capsys.readouterr().err.splitlines() == [INTERRUPTED]
+
+
+def test_a_ctrl_c_the_parent_ignores_stays_ignored(tiny_model_dir: Path) -> None:
+    """A job started with SIGINT ignored (`cmd &` in a script, `trap '' INT`) ended on a Ctrl-C
+    meant for its parent once main installed its own handler unasked."""
+    import os
+    import signal
+
+    from cli_helpers import CLI
+
+    flags = ["--json", "--model", str(tiny_model_dir), "--engine", "onnx", "--threads", "1"]
+    process = subprocess.Popen(
+        [*CLI, "predict", *flags],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write("守株待[MASK]\n".encode())
+    process.stdin.flush()
+    assert json.loads(process.stdout.readline())
+    process.send_signal(signal.SIGINT)  # ignored: the run goes on
+    process.stdin.write("画龙点[MASK]\n".encode())
+    process.stdin.close()
+    assert json.loads(process.stdout.readline())["sequence"].startswith("画龙点")
+    assert process.wait(timeout=60) == 0

@@ -38,7 +38,10 @@ def register_commands() -> None:
 def main() -> None:
     """Console-script entry: typed errors become one sentence and the table's exit code."""
     register_commands()
-    signal.signal(signal.SIGINT, on_interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        # Python's own Ctrl-C only: one the parent set to be ignored (a `cmd &` job, `trap ''
+        # INT`) stays ignored
+        signal.signal(signal.SIGINT, on_interrupt)
     sys.unraisablehook = quiet_interrupts
     try:
         app()  # standalone: usage errors print click's message and exit 2
@@ -55,7 +58,7 @@ def main() -> None:
         raise
 
 
-INTERRUPTED = "interrupted: stopped before the end (a file run resumes where it stopped)"
+INTERRUPTED = "interrupted (Ctrl-C or SIGTERM)"
 INTERRUPTS: list[int] = []  # Ctrl-Cs seen, so one that a callback swallowed still counts
 
 
