@@ -331,6 +331,16 @@ def test_a_server_that_never_answers_is_reported(page: Page, base_url: str) -> N
     assert len(held) == 1
 
 
+def answering(body: str) -> Any:
+    """A route handler (Playwright passes the route alone to a one-argument one) answering
+    200 with ``body`` as JSON."""
+
+    def answer(route: Any) -> None:
+        route.fulfill(status=200, body=body, content_type="application/json")
+
+    return answer
+
+
 def test_answers_that_are_no_api_json_and_500s_are_reported_as_they_are(
     page: Page, base_url: str
 ) -> None:
@@ -348,6 +358,15 @@ def test_answers_that_are_no_api_json_and_500s_are_reported_as_they_are(
     expect(error).to_contain_text("服务器的回答读不懂")
     expect(error).not_to_contain_text("无法连接")
     page.unroute("**/predict")
+    for body in ('{"ok": true}', "[1, 2]"):  # JSON, but not the API's answer
+        page.get_by_test_id("input").press("Enter")  # a real answer first: the error goes
+        expect(page.get_by_test_id("output")).to_be_visible()
+        expect(error).to_be_hidden()
+        page.route("**/predict", answering(body))
+        page.get_by_test_id("input").press("Enter")
+        expect(error).to_be_visible()
+        expect(error).to_contain_text("服务器的回答读不懂")
+        page.unroute("**/predict")
     body = '{"error": {"code": "internal_error", "message": "Internal error.", "error_id": "ab12"}}'
     page.route(
         "**/predict",

@@ -227,8 +227,9 @@ async function predict() {
       if (response.status === 401) $("api-key").focus();
       return;
     }
-    if (data === null || typeof data !== "object") {
-      // a 200 that isn't the API's JSON (a proxy's or a portal's page): not "can't reach"
+    if (!isAnswer(data, checking)) {
+      // a 200 that isn't the API's answer (a proxy's or a portal's page, its JSON): not
+      // "can't reach the server", which a TypeError in drawing it said
       showError({ code: "bad_answer", message: `HTTP ${response.status}` });
       return;
     }
@@ -246,6 +247,14 @@ async function predict() {
     refreshInfo();
     if (state.again) predict(); // the text or mode changed meanwhile: answer what is shown now
   }
+}
+
+// The API's answer, by the lists the page draws: a check's edits, a prediction's masks,
+// sequences and candidates.
+function isAnswer(data, checking) {
+  if (data === null || typeof data !== "object" || Array.isArray(data)) return false;
+  if (checking) return typeof data.text === "string" && Array.isArray(data.edits);
+  return ["masks", "sequences", "candidates"].every((key) => Array.isArray(data[key]));
 }
 
 function showError(error) {
@@ -469,8 +478,7 @@ function init() {
       predict();
     });
   }
-  refreshInfo();
-  setInterval(refreshInfo, 15000);
+  setInterval(refreshInfo, 15000); // the first: applyLanguage's, above
 }
 
 // Modules run after the document is parsed, like a deferred script.
