@@ -26,9 +26,9 @@ def test_a_csv_quote_that_is_never_closed_is_refused_with_its_line(tmp_path: Pat
     ("rows", "message"),
     [
         # a record one value short has no text: it was skipped without a word
-        ("1,画龙点睛的故事。\n2\n", r"Line 3 of .*in.csv has no value in column 'text'"),
+        ("1,画龙点睛的故事。\n2\n", r"Line 3 of .*in.csv: no value in column 'text'"),
         # one with more values than the header was indexed without a word
-        ("1,画龙点睛的故事。\n3,守株待兔的人。,extra\n", r"Line 3 of .*in.csv has more values"),
+        ("1,画龙点睛的故事。\n3,守株待兔的人。,extra\n", r"Line 3 of .*in.csv: more values"),
     ],
 )
 def test_a_csv_record_that_does_not_fit_its_header_is_refused_with_its_line(

@@ -130,7 +130,7 @@ def test_eval_fields_of_the_wrong_type_name_the_line(
     ("record", "message"),
     [
         # proofreading refuses these: the run stopped mid-way, after the model had loaded
-        ({"text": "守" * 2_001, "correct": "守" * 2_001}, '"text" has 2,001 characters'),
+        ({"text": "守" * 2_001, "correct": "守" * 2_001}, "The text has 2,001 characters"),
         ({"text": "守株待\ud800", "correct": "守株待兔"}, "is not valid Unicode"),
         ({"text": "守株待免", "correct": "守株待\udc00"}, "is not valid Unicode"),
         # a category that isn't a string was shown as None or 5

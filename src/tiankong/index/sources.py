@@ -119,19 +119,12 @@ def csv_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:
     if reader.fieldnames is None or field not in reader.fieldnames:
         raise IndexInputError(f"{path} has no column '{field}'.")
     for row in reader:
-        # a record's fields must be the header's: one short of the column, or with more values
-        # than the header has, was skipped or indexed without a word (``fill`` reports both)
-        if None in row:  # DictReader puts a long row's extra values under None
-            raise IndexInputError(
-                f"Line {reader.record_line} of {path} has more values than the header's "
-                f"{len(reader.fieldnames)} columns."
-            )
-        value = row.get(field)
-        if value is None:
-            raise IndexInputError(
-                f"Line {reader.record_line} of {path} has no value in column '{field}'."
-            )
-        yield value
+        # one short of the column, or with more values than the header has, was skipped or
+        # indexed without a word
+        problem = reader.problem(row, field)
+        if problem:
+            raise IndexInputError(f"Line {reader.record_line} of {path}: {problem}.")
+        yield row[field]
 
 
 class CsvRecords(csv.DictReader):
@@ -174,6 +167,15 @@ class CsvRecords(csv.DictReader):
     def __next__(self) -> dict[Any, Any]:
         with self.refused():
             return super().__next__()
+
+    def problem(self, row: dict[Any, Any], field: str) -> str:
+        """What keeps a record's ``field`` from being its text ("" for nothing): the one rule
+        of ``index build`` (which refuses the file) and ``fill`` (a bad record)."""
+        if None in row:  # DictReader puts a long row's extra values under None
+            return f"more values than the header's {len(self.fieldnames or [])} columns"
+        if row.get(field) is None:  # a short row: DictReader's restval
+            return f"no value in column '{field}'"
+        return ""
 
     def first_line(self) -> int:
         """The line the record being read starts on: after the blank lines the reader skipped

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from tiankong.config import Settings
-from tiankong.core.text import LONE_SURROGATE
-from tiankong.errors import BadDataFileError
+from tiankong.core.text import check_unicode
+from tiankong.errors import BadDataFileError, BadInputError
 from tiankong.offline.files import open_text, require_input
 from tiankong.tasks.check import CheckResult, Proofreader
+from tiankong.tasks.check.request import check_text
 
 BATCH = 16  # sentences per run of the proofreader (its two passes for all of them)
 
@@ -142,13 +143,11 @@ def check_item(line: str, number: int, name: str, max_chars: int) -> CheckItem:
             f'{where}: "correct" must have as many characters as "text" (one character fixed '
             "for one)."
         )
-    if LONE_SURROGATE.search(text + correct):
-        raise BadDataFileError(f"{where} is not valid Unicode (a lone surrogate).")
-    if len(text) > max_chars:
-        raise BadDataFileError(
-            f'{where}: "text" has {len(text):,} characters; proofreading takes at most '
-            f"{max_chars:,} per text (max_check_chars)."
-        )
+    try:  # what proofreading refuses, refused here with the line, before the model loads
+        check_text(text, max_chars)
+        check_unicode(correct)
+    except BadInputError as error:
+        raise BadDataFileError(f"{where}: {error.message}") from None
     category = record.get("category", "all")
     if not isinstance(category, str):
         raise BadDataFileError(f'{where}: "category" must be a string.')

@@ -172,13 +172,11 @@ def read_records(path: Path, kind: str, field: str) -> Iterator[Row]:
             if field not in header:
                 raise BadDataFileError(f"CSV file '{path.name}' has no column '{field}'.")
             for row in reader:  # a record is named by its first line, as CSV errors are
-                if None in row:  # DictReader puts a long row's extra values under None
-                    problem = f"more values than the header's {len(header)} columns"
+                problem = reader.problem(row, field)
+                if None in row:  # its fields can't be kept: they don't match the header
                     yield reader.record_line, None, problem, {}
                     continue
-                text = row.get(field)
-                problem = "" if text is not None else f"no value in column '{field}'"
-                yield reader.record_line, text, problem, row
+                yield reader.record_line, row.get(field), problem, row
             return
         for number, line in enumerate(handle, start=1):
             line = line.rstrip("\r\n")

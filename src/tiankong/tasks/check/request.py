@@ -93,18 +93,8 @@ class CheckRequest:
 
 
 def prepare_check(text: object, encoder: TextEncoder, max_chars: int) -> CheckRequest:
-    """Validate and tokenize ``text``; typed ``BadInputError``s (400 / exit 2) for bad input:
-    not a string, empty, over ``max_chars`` (``Settings.max_check_chars``), not Unicode."""
-    if not isinstance(text, str):
-        raise EmptyTextError(f"The text must be a string, not {type(text).__name__}.")
-    if not text.strip():
-        raise EmptyTextError("The text is empty; send a sentence to check.")
-    if len(text) > max_chars:
-        raise TextTooLongError(
-            f"The text has {len(text):,} characters; proofreading takes at most {max_chars:,} "
-            "per text (max_check_chars): split it into parts."
-        )
-    check_unicode(text)  # before OpenCC reads it
+    """Validate (``check_text``) and tokenize ``text``."""
+    text = check_text(text, max_chars)
     script = checked_form(text)
     checked = script.simplified if script is not None else text
     windows: list[Window] = []
@@ -116,6 +106,23 @@ def prepare_check(text: object, encoder: TextEncoder, max_chars: int) -> CheckRe
         if encoding.ids:
             windows += windows_of(checked, encoding.ids, offsets, encoder)
     return CheckRequest(text, windows, script)
+
+
+def check_text(text: object, max_chars: int) -> str:
+    """``text`` if proofreading takes it, else a typed ``BadInputError`` (400 / exit 2): not a
+    string, empty, over ``max_chars`` (``Settings.max_check_chars``), not Unicode. The one
+    check of every surface's text, ``eval --task check``'s items too."""
+    if not isinstance(text, str):
+        raise EmptyTextError(f"The text must be a string, not {type(text).__name__}.")
+    if not text.strip():
+        raise EmptyTextError("The text is empty; send a sentence to check.")
+    if len(text) > max_chars:
+        raise TextTooLongError(
+            f"The text has {len(text):,} characters; proofreading takes at most {max_chars:,} "
+            "per text (max_check_chars): split it into parts."
+        )
+    check_unicode(text)  # before OpenCC reads it
+    return text
 
 
 def checked_form(text: str) -> Script | None:
