@@ -654,10 +654,13 @@ def test_the_proofreading_figures_are_a_run_of_the_test_split(bundled_masker: An
     items = read_check_items(README.parent / "data" / "eval" / "check_test.jsonl")
     figures = evaluate_check(Proofreader(bundled_masker), items).overall.figures()
     # within a rounding step and one sentence: INT8 kernels differ between CPU kinds (AVX2,
-    # VNNI, AMX), and a borderline sentence may fall either way on another one
+    # VNNI, AMX), `--precision auto` may serve bf16 or FP32 by what it measures on the machine
+    # (the test split's FP32 has one false alarm more here), and a borderline sentence may fall
+    # either way; one clean sentence is 100/247 points, the claim's last digit 0.05 more
+    clean = sum(item.text == item.correct for item in items)
     assert abs(figures["correction_f1"] - float(claim[1])) <= 0.011
     assert abs(figures["correction_precision"] - float(claim[2])) <= 0.011
-    assert abs(100 * figures["false_alarm_rate"] - float(claim[3])) <= 0.45
+    assert abs(100 * figures["false_alarm_rate"] - float(claim[3])) <= 100 / clean + 0.05
 
 
 EVAL_ROW = re.compile(
