@@ -326,6 +326,24 @@ async def test_a_request_over_the_timeout_is_504_and_never_runs(
 # --- clients that go away ----------------------------------------------------------------
 
 
+def post_scope(path: str, declared: int) -> dict[str, Any]:
+    """An ASGI scope for a JSON ``POST path`` whose Content-Length is ``declared``."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % declared)],
+        "client": ("127.0.0.1", 5000),
+        "server": ("test", 80),
+    }
+
+
 @pytest.mark.parametrize("path", ["/predict", "/batch_predict", "/check"])
 async def test_a_client_that_goes_mid_body_is_recorded_as_gone(
     tiny_model_dir: Path, tiny_masker: FillMasker, path: str
@@ -345,20 +363,7 @@ async def test_a_client_that_goes_mid_body_is_recorded_as_gone(
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")],
-        "client": ("127.0.0.1", 5000),
-        "server": ("test", 80),
-    }
+    scope = post_scope(path, declared=100)  # 100 bytes declared, 11 sent
     async with app.router.lifespan_context(app):
         await asyncio.wait_for(app(scope, receive, send), 10)
         transport = httpx.ASGITransport(app=app)
@@ -389,20 +394,7 @@ async def test_a_disconnected_client_is_dropped_before_it_runs(
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/predict",
-        "raw_path": b"/predict",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))],
-        "client": ("127.0.0.1", 5000),
-        "server": ("test", 80),
-    }
+    scope = post_scope("/predict", declared=len(body))
     async with app.router.lifespan_context(app):
         state = app.state.tiankong
         transport = httpx.ASGITransport(app=app)
