@@ -104,6 +104,11 @@ def test_a_request_longer_than_the_drain_timeout_cannot_hold_the_exit(
         process.wait(timeout=drain_timeout + HARD_EXIT_MARGIN_S + 10)
         elapsed = time.monotonic() - signalled
         in_flight.join(timeout=10)
+        assert process.stdout is not None
+        logged = process.stdout.read()
+    # the request answered 503 is an ordinary end in the log, not uvicorn's "Exception in ASGI
+    # application" with the CancelledError's traceback
+    assert "Traceback" not in logged and "Exception in ASGI application" not in logged, logged
     # the request cut off gets the one JSON shape (uvicorn's plain-text 500 before)
     assert len(answers) == 1 and isinstance(answers[0], httpx.Response), answers
     assert_error(answers[0], 503, "shutting_down")

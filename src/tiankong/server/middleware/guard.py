@@ -197,9 +197,12 @@ class RequestGuard:
             if not exchange.client_gone or handler is None or handler.uncancel() > 0:
                 if self.drain.draining and not exchange.response_started:
                     # the drain's time is up and uvicorn cancels what is left: the client gets
-                    # the one JSON shape (503 shutting_down), not uvicorn's plain-text 500
+                    # the one JSON shape (503 shutting_down), not uvicorn's plain-text 500,
+                    # and the request ends there, answered (re-raised, uvicorn logged it as
+                    # "Exception in ASGI application" with the cancellation's traceback)
                     with contextlib.suppress(Exception):  # a gone client: the cancel goes on
                         await self.refusal(scope, receive, send)
+                        return
                 raise
         finally:
             exchange.response_done = True  # the app is done: a disconnect now cancels nothing
