@@ -81,7 +81,9 @@ def create_app(
             with heap_frozen():
                 yield
         finally:
-            await predictor.close()  # new requests get 503 shutting_down; queued ones finish
+            # new requests get 503 shutting_down; queued ones finish; after a drain, the wait
+            # for a running engine call ends before the watchdog would (Drain.close_wait)
+            await predictor.close(state.drain.close_wait(settings.drain_timeout_s))
             checking.close()
             state.predictor = state.checking = None
 

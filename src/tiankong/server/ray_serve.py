@@ -93,8 +93,8 @@ class RayBatchScheduler:
     async def start(self) -> None:
         await self.batcher.start()
 
-    async def close(self) -> None:
-        await self.batcher.close()
+    async def close(self, timeout_s: float | None = None) -> None:
+        await self.batcher.close(timeout_s)
 
     @property
     def in_flight(self) -> int:

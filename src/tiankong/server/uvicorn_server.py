@@ -3,10 +3,12 @@
 On the first SIGTERM (or SIGINT) the app starts draining (``middleware/drain.py``): requests in
 flight finish, new ones get 503 ``shutting_down``, ``/ready`` turns 503. Once none is in
 flight, or after ``drain_timeout_s``, uvicorn closes the listener and the connections, whatever
-is still running gets ``CLOSE_GRACE_S`` more before it is cancelled, and the batcher stops. A
-second signal skips the drain (uvicorn's own shutdown). If the process is somehow still alive
-``drain_timeout_s + HARD_EXIT_MARGIN_S`` after the signal (an engine call that never returns),
-a watchdog ends it with exit code 1, so a SIGTERM always ends the process in bounded time.
+is still running gets ``CLOSE_GRACE_S`` more before it is cancelled, and the batcher stops,
+waiting for the engine's running call until ``drain_timeout_s + CLOSE_BY_S`` after the signal at
+most (``Drain.close_wait``); the signal is then re-raised. A second signal skips the drain
+(uvicorn's own shutdown). If the process is somehow still alive ``drain_timeout_s +
+HARD_EXIT_MARGIN_S`` after the signal, a watchdog ends it with exit code 1, so a SIGTERM always
+ends the process in bounded time.
 """
 
 from __future__ import annotations
@@ -24,11 +26,9 @@ from tiankong.config import Settings
 from tiankong.errors import EXIT_INTERNAL
 from tiankong.server.middleware.slow_clients import head_timeout_protocol
 from tiankong.server.state import ServerState
-from tiankong.serving.drain import Drain
+from tiankong.serving.drain import CLOSE_GRACE_S, HARD_EXIT_MARGIN_S, Drain
 
 logger = logging.getLogger("tiankong.server")
-CLOSE_GRACE_S = 2
-HARD_EXIT_MARGIN_S = 5.0
 KEEP_ALIVE_S = 5  # an idle keep-alive connection is closed after this long
 
 

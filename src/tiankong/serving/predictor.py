@@ -77,7 +77,10 @@ class EngineScheduler(Protocol):
 
     async def start(self) -> None: ...
 
-    async def close(self) -> None: ...
+    async def close(self, timeout_s: float | None = None) -> None:
+        """Refuse new work and finish what is queued within ``timeout_s`` (default: the
+        drain's time)."""
+        ...
 
     async def submit_many(
         self, items: Sequence[EngineJob], search: bool = False, deadline: float | None = None
@@ -152,8 +155,10 @@ class Predictor:
     async def start(self) -> None:
         await self.batcher.start()
 
-    async def close(self) -> None:
-        await self.batcher.close()
+    async def close(self, timeout_s: float | None = None) -> None:
+        """Stop the batcher (queued work finishes within ``timeout_s``, default its drain
+        time)."""
+        await self.batcher.close(timeout_s)
         self.searches.close()
 
     def options(self, top_k: int | None, **changes: Any) -> PredictOptions:
