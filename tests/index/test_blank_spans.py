@@ -100,7 +100,7 @@ def test_a_fixed_blank_of_one_character_is_judged_as_the_others_are(
     """One [MASK] says the fill is one character, and the corpus's 尽 before ，黄河入海流。 was
     evidence for it although the corpus has 山 where the user typed 依 (白日依山尽): a passage
     that goes on with another character than the user's next to the blank is no evidence
-    (``BlankMatch.reads_on``), as the [BLANK] fill 尽 and the option 尽 were not already. The
+    (``BlankMatch.contradicted``), as the [BLANK] fill 尽 and the option 尽 were not already. The
     whole line still grounds the two characters the blank stands for."""
     single = grounded.predict("白日依[MASK]，黄河入海流。", top_k=50).masks[0]
     assert all(candidate.memory is None for candidate in single)

@@ -77,7 +77,7 @@ def test_weight_grows_with_match_length_and_count() -> None:
         def __init__(self, length: int, total: int) -> None:
             self.context_length, self.total = length, total
             self.context_han, self.whole = length, False  # the evidence rule holds from 3
-            self.reads_on = False  # no passage says something else next to the fill
+            self.contradicted = (False, False)  # no passage reads differently from the text
 
     short, long = weight.of(Match(3, 5)), weight.of(Match(6, 5))  # type: ignore[arg-type]
     rare, frequent = weight.of(Match(3, 1)), weight.of(Match(3, 100))  # type: ignore[arg-type]

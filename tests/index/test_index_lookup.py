@@ -10,7 +10,7 @@ import pytest
 from index_corpus import LINES, ids
 from tokenizers import Tokenizer
 
-from tiankong.index import BlankLookup, open_index
+from tiankong.index import BlankLookup, build_index, open_index
 from tiankong.index.combine import holds_evidence
 from tiankong.index.lookup import EXAMPLE_CHARS, blanks_of, trim
 from tiankong.index.tokens import CorpusEncoder
@@ -180,18 +180,75 @@ def test_passages_that_go_on_with_another_character_are_no_evidence(
     lookup = BlankLookup(open_index(small_index), tokenizer)
     left = ids(tokenizer, "我们去公园")  # 散步 and 跑步: 步 follows both fills
     other = lookup.lookup(left, ids(tokenizer, "马。"), 1)
-    assert other is not None and other.reads_on and not holds_evidence(other)
+    assert other is not None and other.contradicted[1] and not holds_evidence(other)
     own = lookup.lookup(left, ids(tokenizer, "步。"), 1)
-    assert own is not None and not own.reads_on and holds_evidence(own)
+    assert own is not None and not any(own.contradicted) and holds_evidence(own)
     alone = lookup.lookup(left, [], 1)  # nothing typed after the blank: nothing to go against
     assert alone is not None and holds_evidence(alone)
     # one of the passages ends after the fill (画龙点睛 is a line of its own): evidence
     ends = lookup.lookup(ids(tokenizer, "画龙点"), ids(tokenizer, "气"), 1)
-    assert ends is not None and not ends.reads_on and holds_evidence(ends)
+    assert ends is not None and not any(ends.contradicted) and holds_evidence(ends)
     # the same on the left: 手机没电了 and 电脑没电了 hold 机 and 脑 where the user wrote 马
     before = lookup.lookup(ids(tokenizer, "马"), ids(tokenizer, "电了，赶紧去充电"), 1)
     assert before is not None and before.context_han >= 3
-    assert before.reads_on and not holds_evidence(before)
+    assert before.contradicted[0] and not holds_evidence(before)
+
+
+CLAUSES = [
+    "可怜见子母每天翻地覆。",
+    "欲到仙都有底难。",
+    "更剡荐牍辨玖琼，匹夫有获万口称。",
+    "百般的参不透这个道理。",
+    "女无悦己，谁适为容。不龟手药，或一朝兮取封。",
+    "你要见本来真面目。",
+]
+
+
+@pytest.fixture(scope="module")
+def clause_lookup(tmp_path_factory: pytest.TempPathFactory, tokenizer: Tokenizer) -> BlankLookup:
+    corpus = tmp_path_factory.mktemp("clauses") / "clauses.txt"
+    corpus.write_text("\n".join(CLAUSES) + "\n", encoding="utf-8")
+    out = corpus.parent / "index"
+    build_index([corpus], out, progress=False)
+    return BlankLookup(open_index(out), tokenizer)
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "contradicted", "evidence"),
+    [
+        # three characters shared inside two different clauses: the passage reads 子母 and 覆
+        # where the text has 他 and 铁 (翻 was answered at 0.27 with this 出处)
+        ("他每天", "地铁去公司上班。", (True, True), False),
+        # a mark before 到 in the text, 欲 in the passage; 底 against 地: both sides
+        ("这个城市的交通很方便，到", "都有地铁站。", (True, True), False),
+        # the text's clause ends after the blank, the passage's goes on (获万口称): nothing
+        # matched on that side, so the side alone decides
+        ("天下兴亡，匹夫有", "。", (False, True), False),
+        # one side differs (是 against 透) and the match holds three Han characters
+        ("说的就是这个道", "。", (True, False), False),
+        # one side differs (我 against 你) and the match holds six: evidence
+        ("我要见本来真面", "。", (True, False), True),
+        # the clause is shared whole (不龟手药，): what follows the mark is another clause
+        ("", "龟手药，说的就是这个道理。", (False, False), True),
+    ],
+)
+def test_passages_that_read_differently_from_the_text_are_no_evidence(
+    clause_lookup: BlankLookup,
+    tokenizer: Tokenizer,
+    left: str,
+    right: str,
+    contradicted: tuple[bool, bool],
+    evidence: bool,
+) -> None:
+    """A reviewer's modern sentences were answered from chance matches of three characters in
+    classical lines (他每天[MASK]地铁 → 翻, 出处 可怜见子母每天翻地覆; 到[MASK]都有地铁站 → 仙, 出处
+    欲到仙都有底难), 34 of the 38 sourced first answers over 745 blanks were wrong, and 8 right
+    answers were turned wrong. A passage that reads differently from the text past the match,
+    within the clause, is no evidence on both sides, or on one side of a short match."""
+    match = clause_lookup.lookup(ids(tokenizer, left), ids(tokenizer, right), 1)
+    assert match is not None
+    assert match.contradicted == contradicted
+    assert holds_evidence(match) is evidence
 
 
 def test_example_is_trimmed_around_the_match() -> None:

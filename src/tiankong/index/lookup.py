@@ -66,11 +66,14 @@ class BlankMatch:
     # there, or all of it, or the query has no Han character there; whole fills need both
     # (tiankong.index.combine.spans_blank)
     sides: tuple[bool, bool] = (True, True)
-    # the match holds none of the query's context on a side where the query has a Han character
-    # next to the blank, and every occurrence's passage goes on there with a Han character of
-    # its own: the passages say something else next to the fill (书名之行，始于东夷 for
-    # 千里之行，始于[MASK]下。), so they are no evidence for it (``combine.holds_evidence``)
-    reads_on: bool = False
+    # per side (left, right): past the match, within the clause the match is in (no
+    # punctuation matched on that side yet), the query goes on, with a Han character or a
+    # punctuation mark, and every occurrence's passage goes on there with a Han character of
+    # its own (not the query's, or the side would match): the passages read differently from
+    # the text there (书名之行，始于东夷 for 千里之行，始于[MASK]下。; 可怜见子母每天翻地覆 for
+    # 他每天[MASK]地铁去公司; 匹夫有获万口称 for 天下兴亡，匹夫有[MASK]。). What it costs the match
+    # is the evidence rule's (``combine.holds_evidence``).
+    contradicted: tuple[bool, bool] = (False, False)
 
     @cached_property
     def backoff_total(self) -> int:
@@ -127,6 +130,8 @@ class BlankLookup:
         # a passage's end or punctuation: where the corpus ends a fill (``boundary``)
         self.is_boundary = self.is_stop.copy()
         self.is_boundary[list(self.punctuation_ids)] = True
+        self.is_han = np.zeros_like(self.is_stop)  # ``han_ids`` as a table, as ``is_stop``
+        self.is_han[list(self.han_ids)] = True
 
     def boundary(self, position: int) -> bool:
         """Whether the corpus has a passage's end or punctuation at ``position`` (outside the
@@ -260,7 +265,7 @@ class BlankLookup:
             context_han=self.han_in(matched_left, right[:b]),
             whole=not cut and a == len(left) and b == len(right),
             sides=self.sides(left, right, a, b, self.bounded(starts[chosen], fill_length, a, b)),
-            reads_on=self.reads_on(left, right, a, b, starts[chosen], fill_length),
+            contradicted=self.contradicted(left, right, a, b, starts[chosen], fill_length),
         )
 
     def contexts(
@@ -293,7 +298,7 @@ class BlankLookup:
             any(self.boundary(int(start) + fill_length + b) for start in starts),
         )
 
-    def reads_on(
+    def contradicted(
         self,
         left: Sequence[int],
         right: Sequence[int],
@@ -301,20 +306,29 @@ class BlankLookup:
         b: int,
         starts: np.ndarray,
         fill_length: int,
-    ) -> bool:
-        """``BlankMatch.reads_on``: on a side the match holds none of (``a`` or ``b`` 0) whose
-        query context starts with a Han character, every occurrence (its fill at ``starts``)
-        has a Han character there too, which can't be the query's (else the side would match)."""
+    ) -> tuple[bool, bool]:
+        """``BlankMatch.contradicted``: per side, the occurrences (their fills at ``starts``)
+        all go on with a Han character just past the match where the query goes on with a
+        character or a mark of its own, and the match has not yet crossed a mark on that side
+        (past a shared mark, the next clause may differ: 不龟手药，或 holds the user's
+        不龟手药，说 whole)."""
 
-        def other(context: Sequence[int], matched: int, next_to: np.ndarray) -> bool:
-            return (
-                matched == 0
-                and self.han_in(context[:1]) > 0
-                and not any(self.boundary(int(at)) for at in next_to)
-                and self.han_in(self.tokens[next_to].tolist()) == len(next_to)
-            )
+        def differs(context: Sequence[int], matched: int, next_to: np.ndarray) -> bool:
+            if matched >= len(context):
+                return False
+            if any(self.is_boundary[int(token)] for token in context[:matched]):
+                return False
+            following = int(context[matched])
+            if following not in self.han_ids and following not in self.punctuation_ids:
+                return False
+            inside = (next_to >= 0) & (next_to < len(self.tokens))
+            tokens = self.tokens.take(next_to, mode="clip").astype(np.int64)
+            return bool((inside & self.is_han[tokens]).all())
 
-        return other(left[::-1], a, starts - 1) or other(right, b, starts + fill_length)
+        return (
+            differs(list(left)[::-1], a, starts - a - 1),
+            differs(list(right), b, starts + fill_length + b),
+        )
 
     def sides(
         self,
