@@ -5,8 +5,9 @@
 Every Han character of each *clean* sentence of a proofreading split (``modern_clean``,
 ``classical_clean``, ``idiom_clean``, ``poem_clean``: sentences without errors) is masked in
 turn and filled with the default install (the bundled model and index), with and without the
-index. The masked character is the answer. Prints, per category, top-1 both ways and the items
-the index turns from right to wrong and from wrong to right; ``--show N`` lists the first N
+index. The masked character is the answer. Prints, per category, top-1 both ways, the items
+the index turns from right to wrong and from wrong to right, and how many of the first answers
+shown with an 出处 (the index's evidence) are the masked character; ``--show N`` lists the first N
 right-to-wrong items with the evidence the index showed for its answer. The modern sentences
 are dialogue the index does not hold (docs/INDEX.md, "Running text"); the dev split is where a
 rule may be chosen, the test split only reported.
@@ -61,17 +62,23 @@ def main() -> None:
             counts[category, "off"] += right_off
             counts[category, "right_to_wrong"] += right_off and not right_on
             counts[category, "wrong_to_right"] += right_on and not right_off
+            counts[category, "sourced"] += best.memory is not None
+            counts[category, "sourced_right"] += best.memory is not None and right_on
             if right_off and not right_on:
                 flips.append((text, answer, best.token, best.memory))
-    print("| category | masked characters | top-1 | +index top-1 | right→wrong | wrong→right |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(
+        "| category | masked characters | top-1 | +index top-1 | right→wrong | wrong→right "
+        "| first answers with an 出处: right |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for category in CLEAN:
         n = counts[category, "items"]
         if n:
             print(
                 f"| {category} | {n:,} | {counts[category, 'off'] / n:.1%} | "
                 f"{counts[category, 'on'] / n:.1%} | {counts[category, 'right_to_wrong']} | "
-                f"{counts[category, 'wrong_to_right']} |"
+                f"{counts[category, 'wrong_to_right']} | "
+                f"{counts[category, 'sourced_right']} of {counts[category, 'sourced']} |"
             )
     for text, answer, token, memory in flips[: args.show]:
         shown = json.dumps(memory, ensure_ascii=False) if memory else "no evidence shown"
