@@ -251,6 +251,26 @@ def test_passages_that_read_differently_from_the_text_are_no_evidence(
     assert holds_evidence(match) is evidence
 
 
+def test_a_context_cut_at_an_unknown_character_is_not_the_whole_text(
+    small_index: Path, tokenizer: Tokenizer
+) -> None:
+    """“, —, … and emoji are [UNK] in bert-base-chinese's vocabulary, where a context stops.
+    Counted as the text's whole context, two characters were evidence: 老师[MASK]“春眠不觉晓…
+    showed 老师一句扑不破 as the 出处 of 一, 我爱😀[MASK]国。 中国。 for 中. The text's own start
+    or end still makes a short context whole; a sentence end before the [UNK] does too."""
+    lookup = BlankLookup(open_index(small_index), tokenizer)
+    start = lookup.lookup(ids(tokenizer, "画"), [], 1)  # 画[MASK]: the text's start and end
+    assert start is not None and start.whole and holds_evidence(start)
+    unknown = ids(tokenizer, "😀")
+    assert unknown == [lookup.unknown_id]
+    cut = lookup.lookup(unknown + ids(tokenizer, "画"), [], 1)
+    assert cut is not None and not cut.whole and not holds_evidence(cut)
+    cut_right = lookup.lookup([], ids(tokenizer, "龙") + unknown, 1)
+    assert cut_right is not None and not cut_right.whole
+    ended = lookup.lookup(ids(tokenizer, "花落知多"), ids(tokenizer, "。") + unknown, 1)
+    assert ended is not None and ended.whole
+
+
 def test_example_is_trimmed_around_the_match() -> None:
     line = "甲" * 100 + "画龙点睛" + "乙" * 100
     example = trim(line, 100, 104)

@@ -114,6 +114,7 @@ class BlankLookup:
             [SEPARATOR, *(i for t, i in vocab.items() if t.startswith("[") and t.endswith("]"))]
         )
         self.han_ids = frozenset(i for t, i in vocab.items() if len(t) == 1 and is_han(t))
+        self.unknown_id = vocab.get("[UNK]", -1)
         # A context also ends at a sentence's end mark, which it keeps (a fill before 。 is
         # told from one that goes on): the next sentence is not this blank's context
         # (他很开[MASK]。欲穷千里目… matched 黄河入海流。欲穷千里目… and gave 流).
@@ -273,11 +274,26 @@ class BlankLookup:
     ) -> tuple[list[int], list[int], bool]:
         """The blank's left and right contexts as a lookup reads them (``clean_context``, each
         ending at a sentence's end mark), and whether either was cut there with more of the
-        text beyond it: the match can then never hold the query's whole context."""
+        text beyond it, or at a character the vocabulary doesn't know ([UNK]: “, —, an emoji):
+        the match can then never hold the query's whole context (老师[MASK]“春眠不觉晓 held two
+        characters, 老师, and 老师一句扑不破 was shown as the 出处 of 一)."""
         kept_left = clean_context(left, self.stop_ids, from_end=True, ends=self.sentence_ends)
         kept_right = clean_context(right, self.stop_ids, from_end=False, ends=self.sentence_ends)
-        cut = self.goes_on(list(left)[::-1], kept_left) or self.goes_on(list(right), kept_right)
+        outward_left, outward_right = list(left)[::-1], list(right)
+        cut = (
+            self.goes_on(outward_left, kept_left)
+            or self.goes_on(outward_right, kept_right)
+            or self.unknown_next(outward_left, kept_left)
+            or self.unknown_next(outward_right, kept_right)
+        )
         return kept_left, kept_right, cut
+
+    def unknown_next(self, context: list[int], kept: list[int]) -> bool:
+        """Whether ``context`` (read outwards) stops at an [UNK] right past ``kept`` (not past
+        a sentence end that ``kept`` ends with: 好。” holds its sentence whole)."""
+        if kept and kept[-1] in self.sentence_ends:
+            return False
+        return len(kept) < len(context) and int(context[len(kept)]) == self.unknown_id
 
     def goes_on(self, context: list[int], kept: list[int]) -> bool:
         """Whether ``context`` (read outwards from the blank) goes on past a sentence end that
