@@ -28,7 +28,12 @@ from tiankong.core.decoding import (
     softmax,
 )
 from tiankong.core.memory import FillMemory, MixedRows
-from tiankong.core.models import ResolvedModel, read_model_config, usable_positions
+from tiankong.core.models import (
+    ResolvedModel,
+    model_outputs,
+    read_model_config,
+    usable_positions,
+)
 from tiankong.core.modes import ScheduledScorer, SearchModes
 from tiankong.core.options import PredictOptions
 from tiankong.core.request import (
@@ -49,7 +54,7 @@ from tiankong.core.text import (
     fill_text,
 )
 from tiankong.engines import Engine, create_engine, engine_calls, pad_batch
-from tiankong.errors import BadOptionError, TopKOutOfRangeError
+from tiankong.errors import BadOptionError, ModelUnavailableError, TopKOutOfRangeError
 from tiankong.index.grounding import MemoryChoice, choose_memory
 from tiankong.model_sources import resolve_model
 
@@ -86,6 +91,30 @@ def check_window(model: ResolvedModel, max_length: int) -> None:
         )
 
 
+def check_vocabulary(model: ResolvedModel, vocab: dict[str, int]) -> int | None:
+    """Refuse a tokenizer that doesn't belong to the model, before its engine starts, and
+    return the model's scores a row (``core.models.model_outputs``). A token id past the
+    model's scores can't be scored; a tokenizer with nothing but special tokens (transformers
+    5 ignores ``BertTokenizerFast(vocab_file=...)`` and saves five) read every character as
+    [UNK], and the answers were ids it has no token for: empty strings, exit 0."""
+    outputs = model_outputs(model.path)
+    if outputs is None:
+        return None
+    largest = max(vocab.values(), default=-1)
+    if largest >= outputs:
+        raise ModelUnavailableError(
+            f"The tokenizer of model '{model.name}' has token ids up to {largest:,}, but the "
+            f"model scores {outputs:,} (vocab_size in config.json): they don't belong together."
+        )
+    if len(banned_token_ids(vocab, outputs)) >= outputs:
+        raise ModelUnavailableError(
+            f"The tokenizer of model '{model.name}' has only special tokens ({len(vocab)} of "
+            f"the model's {outputs:,} ids), so no character can be read or answered: it is "
+            "not this model's tokenizer."
+        )
+    return outputs
+
+
 def find_onnx_export(model: ResolvedModel, precision: str, settings: Settings) -> Any:
     """The ONNX engine's file from the export cache (built there on first use). Imported here,
     lazily, so the export machinery loads only when an ONNX engine is asked for."""
@@ -109,7 +138,7 @@ class FillMasker:
         self.encoder = encoder
         self.engine = engine
         self.settings = settings
-        self.banned = banned_token_ids(encoder.vocab)
+        self.banned = banned_token_ids(encoder.vocab, model_outputs(model.path))
         self.unpadded = reads_padding(model)  # each engine call's rows of one length
         self.index = index or MemoryChoice("none", None, "no index was given")
         # the corpus index, mixed in at the decode stage (None: the model's own numbers)
@@ -135,6 +164,7 @@ class FillMasker:
         check_window(model, settings.max_length)
         limits = TextLimits(settings.max_masks, settings.max_length, settings.max_text_chars)
         encoder = TextEncoder.from_folder(model.path, limits)
+        check_vocabulary(model, encoder.vocab)
         choice = choose_memory(settings.index, model, encoder.tokenizer)
         engine = create_engine(model, settings, len(encoder.vocab), find_onnx_export)
         return cls(model, encoder, engine, settings, choice)

@@ -172,3 +172,57 @@ def test_bundled_registry_is_data() -> None:
     assert DEFAULT_MODEL == BUNDLED_MODELS[0].name == "tiankong-mini-zh"
     with pytest.raises(ModelUnavailableError, match="bundled models are: tiankong-mini-zh"):
         resolve_model("bundled:nope")
+
+
+def test_a_tokenizer_that_is_not_the_models_is_refused(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """transformers 5 ignores ``BertTokenizerFast(vocab_file=...)`` and saves a tokenizer of the
+    five special tokens: every character read as [UNK], every answer an id it has no token for
+    (empty strings), exit 0. Such a tokenizer, or one with ids past the model's scores, is one
+    sentence before the engine starts."""
+    import shutil
+
+    from tiankong import FillMasker, Settings
+
+    folder = tmp_path / "specials"
+    shutil.copytree(tiny_model_dir, folder)
+    tokenizer_json = folder / "tokenizer.json"
+    data = json.loads(tokenizer_json.read_text(encoding="utf-8"))
+    data["model"]["vocab"] = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]"])}
+    data["model"]["vocab"]["[MASK]"] = 4
+    data["added_tokens"] = [
+        t for t in data["added_tokens"] if t["content"] in data["model"]["vocab"]
+    ]
+    for token in data["added_tokens"]:
+        token["id"] = data["model"]["vocab"][token["content"]]
+    tokenizer_json.write_text(json.dumps(data), encoding="utf-8")
+    settings = Settings(engine="torch", threads=1, index="none")
+    with pytest.raises(ModelUnavailableError, match="has only special tokens \\(5 of the model's"):
+        FillMasker.load(str(folder), settings)
+    config_file = folder / "config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config["vocab_size"] = 4  # ids past the model's scores
+    config_file.write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(ModelUnavailableError, match="token ids up to 4, but the model scores 4"):
+        FillMasker.load(str(folder), settings)
+
+
+def test_ids_a_padded_vocabulary_has_no_token_for_are_never_answers(tmp_path: Path) -> None:
+    """A model may score more ids than its tokenizer spells (a vocabulary padded to a round
+    size). Those ids decode to nothing; given the best scores here, they must not be answers."""
+    import torch
+    from tiny_bert import build_tiny_bert
+    from transformers import BertForMaskedLM
+
+    from tiankong import FillMasker, Settings
+
+    folder = build_tiny_bert(tmp_path / "padded")
+    model = BertForMaskedLM.from_pretrained(folder)
+    model.resize_token_embeddings(model.config.vocab_size + 64)
+    with torch.no_grad():
+        model.cls.predictions.bias[-64:] = 100.0  # the padding would win every blank
+    model.save_pretrained(folder)
+    masker = FillMasker.load(str(folder), Settings(engine="torch", threads=1, index="none"))
+    answers = masker.predict("画龙点[MASK]", top_k=5).masks[0]
+    assert all(answer.token and answer.token_id < 21128 for answer in answers)

@@ -34,15 +34,19 @@ def softmax(logits: np.ndarray, overwrite: bool = False) -> np.ndarray:
     return exp
 
 
-def banned_token_ids(vocab: dict[str, int]) -> np.ndarray:
+def banned_token_ids(vocab: dict[str, int], outputs: int | None = None) -> np.ndarray:
     """Ids that never appear in results: bracketed specials such as [CLS] [SEP] [PAD] [UNK]
-    [MASK] [unusedN] (and bert-base-chinese's [SUB] [OBJ]), or <s>-style ones."""
-    banned = [
+    [MASK] [unusedN] (and bert-base-chinese's [SUB] [OBJ]), or <s>-style ones, and, where the
+    model has ``outputs`` scores a row (its config's vocab_size), the ids below that which its
+    tokenizer has no token for (a vocabulary padded past the tokenizer: they spell nothing)."""
+    banned = {
         index
         for token, index in vocab.items()
         if len(token) > 2
         and ((token[0], token[-1]) == ("[", "]") or (token[0], token[-1]) == ("<", ">"))
-    ]
+    }
+    if outputs is not None:
+        banned |= set(range(outputs)) - set(vocab.values())
     return np.asarray(sorted(banned), dtype=np.int64)
 
 

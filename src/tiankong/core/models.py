@@ -104,6 +104,13 @@ def read_model_config(folder: Path) -> dict[str, Any]:
     return config if isinstance(config, dict) else {}
 
 
+def model_outputs(folder: Path) -> int | None:
+    """The scores a row of the model in ``folder`` has (its config's ``vocab_size``), or None
+    where the config doesn't say."""
+    outputs = read_model_config(folder).get("vocab_size")
+    return outputs if isinstance(outputs, int) and not isinstance(outputs, bool) else None
+
+
 @dataclass(frozen=True)
 class Positions:
     """How long a row the model reads: ``usable`` tokens, [CLS] and [SEP] included; ``source``

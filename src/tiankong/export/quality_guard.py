@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from tiankong.core.decoding import banned_token_ids, softmax, top_k
-from tiankong.core.models import usable_positions
+from tiankong.core.models import model_outputs, usable_positions
 from tiankong.core.text import PreparedText, TextEncoder, TextLimits
 from tiankong.engines.base import Engine, pad_prepared
 from tiankong.errors import MasksDoNotFitError, ModelUnavailableError
@@ -82,7 +82,7 @@ class GuardReference:
         encoder = model_encoder(model_folder)
         self.prepared = prepare_to_fit(encoder, sentences or guard_sentences())
         self.pad_id = encoder.pad_id
-        self.banned = banned_token_ids(encoder.vocab)
+        self.banned = banned_token_ids(encoder.vocab, model_outputs(model_folder))
         self.reference_top = top_tokens(reference, self.prepared, self.pad_id, self.banned)
 
     def compare(self, candidate: Engine) -> dict[str, float | int]:
