@@ -144,6 +144,30 @@ def test_an_init_model_it_cannot_train_is_one_sentence(
         train(options(tmp_path / "x", data, config=None, init=str(gpt2), seq_len=16))
 
 
+def test_an_init_model_whose_weights_do_not_load_is_one_sentence(
+    files: Path, tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """A weights file cut short (a SafetensorError) and weights of another shape than
+    config.json says (a RuntimeError) were tracebacks, exit 1; `tiankong predict` already
+    said them in one sentence, now the same one."""
+    data = (str(files / "t.txt"),)
+    cut = tmp_path / "cut"
+    shutil.copytree(tiny_model_dir, cut)
+    weights = cut / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    wider = tmp_path / "wider"
+    shutil.copytree(tiny_model_dir, wider)
+    fields = json.loads((wider / "config.json").read_text())
+    (wider / "config.json").write_text(json.dumps({**fields, "hidden_size": 64}))
+    for folder in (cut, wider):
+        with pytest.raises(ModelUnavailableError) as refused:
+            train(options(tmp_path / "x", data, config=None, init=str(folder), seq_len=16))
+        assert refused.value.message.startswith(
+            f"The model weights in '{folder}' could not be loaded for training ("
+        )
+        assert "truncated or corrupt, or not match its config.json" in refused.value.message
+
+
 @pytest.mark.parametrize(
     ("changes", "flag"),
     [

@@ -54,6 +54,19 @@ def require_trained(model: Any, loading: Mapping[str, Any], folder: str) -> None
         )
 
 
+def unloadable_weights(folder: str, error: BaseException, purpose: str = "") -> Exception:
+    """transformers' failure to load a model's weights (``from_pretrained``: a truncated
+    safetensors file, weights of another shape than config.json says) as one sentence, the
+    same from every load path (the torch engine, the export, training's ``--init``)."""
+    from tiankong.errors import ModelUnavailableError
+
+    return ModelUnavailableError(
+        f"The model weights in '{folder}' could not be loaded{purpose} "
+        f"({type(error).__name__}); the files may be missing, truncated or corrupt, or not "
+        "match its config.json."
+    )
+
+
 @dataclass(frozen=True)
 class BundledModel:
     """One entry of the bundled-model registry."""

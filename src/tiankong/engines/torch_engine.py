@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from tiankong.core.models import require_trained
+from tiankong.core.models import require_trained, unloadable_weights
 from tiankong.engines.base import EncodedBatch, spinning_pays
-from tiankong.errors import BadOptionError, ModelUnavailableError
+from tiankong.errors import BadOptionError
 
 TORCH_PRECISIONS = ("auto", "fp32", "fp16", "int8")
 
@@ -102,10 +102,7 @@ class TorchEngine:
                 folder, dtype=torch.float32, output_loading_info=True
             )
         except Exception as error:
-            raise ModelUnavailableError(
-                f"The model weights in '{folder.name}' could not be loaded "
-                f"({type(error).__name__}); the files may be missing, truncated or corrupt."
-            ) from None
+            raise unloadable_weights(folder.name, error) from None
         require_trained(model, loading, folder.name)
         # In FP16 the encoder runs in half precision and the MLM head stays FP32, in a copy
         # of its own (its decoder is tied to the embeddings, which become FP16). It costs

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tiankong.core.models import require_trained
+from tiankong.core.models import require_trained, unloadable_weights
 from tiankong.errors import EngineUnavailableError, ModelUnavailableError
 
 if TYPE_CHECKING:
@@ -223,10 +223,7 @@ def load_masked_lm(folder: Path) -> Any:
             folder, attn_implementation="eager", output_loading_info=True
         )
     except Exception as error:
-        raise ModelUnavailableError(
-            f"The model weights in '{folder.name}' could not be loaded for export "
-            f"({type(error).__name__}); the files may be missing, truncated or corrupt."
-        ) from None
+        raise unloadable_weights(folder.name, error, " for export") from None
     require_trained(model, loading, folder.name)
     return model.float().eval()
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tiankong.core.models import unloadable_weights
 from tiankong.errors import ModelUnavailableError
 from tiankong.training.train_options import (
     CHECKPOINT_DIR,
@@ -88,6 +89,8 @@ def load_model(start: StartingPoint, options: TrainOptions, vocab_size: int) -> 
             return AutoModelForMaskedLM.from_pretrained(start.folder, dtype=torch.float32)
         except (OSError, ValueError, KeyError) as error:
             raise unloadable(start, error) from None
+        except Exception as error:  # a truncated safetensors file, a shape config.json denies
+            raise unloadable_weights(start.name, error, " for training") from None
     config = BertConfig(
         vocab_size=vocab_size,
         max_position_embeddings=NEW_MODEL_POSITIONS,
