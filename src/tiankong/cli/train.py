@@ -119,6 +119,7 @@ def train_command(
     """Train or fine-tune a BERT-family masked LM: pretraining on text, cloze tuning on CSV."""
     from tiankong.training.train import TrainOptions, train
     from tiankong.training.train_data import is_csv
+    from tiankong.training.train_options import schedule_warning
 
     options = TrainOptions(
         out=out,
@@ -153,6 +154,9 @@ def train_command(
     console = Console(stderr=True)
     if not console.is_terminal:  # logs: wide plain lines instead of a cut-off live display
         console = Console(stderr=True, width=200)
+    warning = schedule_warning(options)
+    if warning:
+        console.print(f"warning: {warning}", markup=False, highlight=False)
     progress = Progress(
         TextColumn("[bold]train"),
         BarColumn(),

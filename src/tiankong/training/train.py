@@ -60,6 +60,8 @@ class TrainState:
     tokens_seen: int = 0
     elapsed_s: float = 0.0
     history: list[dict[str, float]] = field(default_factory=list)
+    # the run's seconds when its warm-up ended: a --max-time run's decay counts from there
+    warm_elapsed_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -271,16 +273,23 @@ def train(
     clock = {"started": time.monotonic()}
 
     def lr_factor(step: int) -> float:
-        """Linear warmup, then linear decay to zero at whichever budget runs out first.
+        """Linear warmup to --lr, then linear decay from --lr to zero at whichever budget runs
+        out first (both counted from the warm-up's end: the decay counted from step 0 dropped
+        the rate by warmup / max_steps in one step, a third at --max-steps 12 --warmup-steps 8).
 
         With --max-time the decay follows the clock, so a time-boxed run still ends its schedule
         (decay is worth a lot on a short budget); for a bit-exact rerun use --max-steps alone.
         """
-        if step < options.warmup_steps:
-            return (step + 1) / options.warmup_steps
-        progress = step / options.max_steps
+        warmup = options.warmup_steps
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, options.max_steps - warmup)
         if options.max_time_s:
-            progress = max(progress, (time.monotonic() - clock["started"]) / options.max_time_s)
+            elapsed = time.monotonic() - clock["started"]
+            if state.warm_elapsed_s is None:
+                state.warm_elapsed_s = elapsed
+            warm = state.warm_elapsed_s
+            progress = max(progress, (elapsed - warm) / max(1e-9, options.max_time_s - warm))
         return max(0.0, 1.0 - progress)
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
