@@ -188,8 +188,10 @@ def test_csv_fine_tuning(tiny_model_dir: Path, tmp_path: Path) -> None:
             init=str(tiny_model_dir),
             max_steps=60,
             batch_size=4,
-            lr=1e-2,  # 3e-2 was at the edge: with the decay from the warm-up's end (3% more
-            warmup_steps=2,  # rate for a while) it stalled at a held-out loss of 0.46
+            # 3e-2 was at the edge: with the decay from the warm-up's end (3% more rate for
+            # a while) it stalled at a held-out loss of 0.46
+            lr=1e-2,
+            warmup_steps=2,
             eval_every=10,
             threads=1,
         )
