@@ -35,7 +35,7 @@ from tiankong.core.models import (
     usable_positions,
 )
 from tiankong.core.modes import ScheduledScorer, SearchModes
-from tiankong.core.options import PredictOptions
+from tiankong.core.options import PredictOptions, keyword_options
 from tiankong.core.request import (
     EngineJob,
     PlainJob,
@@ -177,8 +177,10 @@ class FillMasker:
         return k
 
     def options(self, top_k: int = DEFAULT_TOP_K, **changes: Any) -> PredictOptions:
-        """Validated PredictOptions (raises a typed BadInputError for bad values)."""
-        return self._checked(PredictOptions(top_k=top_k, **changes))
+        """Validated PredictOptions from keywords (``core.options.keyword_options``: any
+        PredictOptions field, and allowed, exclude, preset); raises a typed BadInputError for
+        bad values."""
+        return self._checked(keyword_options(top_k, changes))
 
     def _checked(self, options: PredictOptions) -> PredictOptions:
         """The one check of a request's options, where they enter: top_k against this model's
@@ -246,11 +248,11 @@ class FillMasker:
     ) -> FillResult:
         """Top-k candidates for every [MASK] in ``text`` (``top_k``: default the settings'
         ``default_top_k``); whole words, candidates and constraints through ``options`` or
-        keyword arguments of PredictOptions, not both.
+        keywords (any PredictOptions field, and allowed, exclude, preset), not both.
 
-        >>> fm.predict("手机没电了，赶紧去[MASK][MASK]。", mode="whole_word").sequences[0].fill
+        >>> fm.predict("春眠不觉晓，处处闻啼[MASK]。", preset="chinese_only").masks[0][0].token
         ... # doctest: +SKIP
-        '不错'
+        '鸟'
         """
         options = self._asked(top_k, options, changes)
         return self.run_requests([self._prepared(text, options)])[0]
@@ -263,6 +265,10 @@ class FillMasker:
         **changes: Any,
     ) -> list[FillResult]:
         """Like ``predict`` for many texts; the plain ones share engine calls."""
+        if isinstance(texts, str):  # it was read a character at a time: no_mask, or worse
+            raise BadOptionError(
+                "predict_batch takes a list of texts, not one string; use predict for one text."
+            )
         options = self._asked(top_k, options, changes)
         return self.run_requests([self._prepared(text, options) for text in texts])
 

@@ -14,6 +14,7 @@ content types, lone surrogates and the 413s also have cases in tests/server/test
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -251,6 +252,62 @@ def test_options_and_keyword_options_together_are_bad_option(fake: FillMasker) -
     assert len(fake.predict(text, top_k=2).masks[0]) == 2
     assert len(fake.predict_batch([text], options=PredictOptions(top_k=3))[0].masks[0]) == 3
     assert fake.predict_batch([text], candidates=["鸟", "花"])[0].candidates
+
+
+def test_constraints_are_keyword_options_too(fake: FillMasker) -> None:
+    """The README says predict takes the options as keywords, but preset= and exclude= were a
+    bare TypeError from PredictOptions: constraints needed a Constraints object that neither
+    tiankong's exports nor the docs named."""
+    from tiankong.core.decoding import Constraints
+
+    text = "春眠不觉晓，处处闻啼[MASK]。"
+    by_keyword = fake.predict(text, top_k=10, preset="chinese_only", exclude=["鸟"])
+    by_object = fake.predict(
+        text, top_k=10, constraints=Constraints(exclude=("鸟",), preset="chinese_only")
+    )
+    assert by_keyword.to_dict() == by_object.to_dict()
+    assert all(c.token != "鸟" for c in by_keyword.masks[0])
+    allowed = fake.predict(text, allowed=["鸟", "花"]).masks[0]
+    assert {c.token for c in allowed} <= {"鸟", "花"}
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"topk": 3}, "Unknown option 'topk'; the options are top_k, mode,"),
+        ({"candidates": []}, "candidates is an empty list"),  # answered in single mode
+        ({"allowed": []}, "allowed is an empty list"),  # dropped: no limit
+        ({"allowed": "很好"}, "allowed must be a list of strings, not str"),
+        (
+            {"preset": "chinese_only", "constraints": None, "exclude": ("鸟",), "mode": "single"},
+            None,
+        ),
+    ],
+)
+def test_keyword_options_refuse_what_http_refuses(
+    fake: FillMasker, options: dict, words: str | None
+) -> None:
+    text = "春眠不觉晓，处处闻啼[MASK]。"
+    if words is None:  # None stands for "not given", as a JSON null does
+        assert fake.predict(text, **options).masks[0]
+        return
+    with pytest.raises(TiankongError, match=re.escape(words)) as caught:
+        fake.predict(text, **options)
+    assert caught.value.code == "bad_option"
+
+
+def test_predict_batch_refuses_one_string(fake: FillMasker) -> None:
+    """A string is a Sequence[str]: it was read a character at a time (no_mask)."""
+    with pytest.raises(TiankongError, match="takes a list of texts, not one string") as caught:
+        fake.predict_batch("画龙点[MASK]")
+    assert caught.value.code == "bad_option"
+
+
+def test_constraints_given_both_ways_are_refused(fake: FillMasker) -> None:
+    from tiankong.core.decoding import Constraints
+
+    with pytest.raises(TiankongError, match="as keywords or in constraints=, not both"):
+        fake.predict("处处闻啼[MASK]。", preset="chinese_only", constraints=Constraints())
 
 
 def test_a_candidate_with_an_unknown_character_is_still_ranked(fake: FillMasker) -> None:

@@ -95,7 +95,7 @@ def decoding_options(
         mode="whole_word" if whole_word else "single",
         beam_width=beam_width,
         order=order,
-        candidates=split_list(candidates),
+        candidates=None if candidates is None else split_list(candidates),
         constraints=constraints,
         max_blank_length=max_blank_length,
     )

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from tiankong.config import Settings
 from tiankong.core.beam_search import ORDERS
@@ -100,6 +101,55 @@ class PredictOptions:
         if isinstance(self.candidates, tuple):
             return self
         return replace(self, candidates=tuple(self.candidates))
+
+
+# keywords of a call that stand for a Constraints (``keyword_options``), and the lists whose
+# emptiness would read as "no limit" or "no candidates" where the caller asked for some
+CONSTRAINT_KEYWORDS = ("allowed", "exclude", "preset")
+EMPTY_LISTS = {
+    "candidates": "candidates is an empty list; give at least one option to rank, or leave it out.",
+    "allowed": "allowed is an empty list; give at least one, or leave it out.",
+}
+UNSET_WHEN_NONE = ("candidates", "constraints", *CONSTRAINT_KEYWORDS)
+
+
+def keyword_options(top_k: int, changes: dict[str, Any]) -> PredictOptions:
+    """PredictOptions from a call's keywords, the one door for the library's ``predict(...,
+    **changes)`` and the servers' fields: any PredictOptions field, and ``allowed``,
+    ``exclude`` and ``preset`` for a ``Constraints`` (None: not given). An unknown keyword
+    (``topk=3``, ``preset=`` once), an empty ``candidates`` or ``allowed`` list (the library
+    answered as if none was given, where HTTP refused), or constraints given both ways is a
+    ``BadOptionError``."""
+    given = {k: v for k, v in changes.items() if not (k in UNSET_WHEN_NONE and v is None)}
+    known = [item.name for item in fields(PredictOptions) if item.name != "top_k"]
+    known += CONSTRAINT_KEYWORDS
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise BadOptionError(
+            f"Unknown option {', '.join(repr(name) for name in unknown)}; the options are "
+            f"top_k, {', '.join(known)}."
+        )
+    for name, message in EMPTY_LISTS.items():
+        if isinstance(given.get(name), list | tuple) and not given[name]:
+            raise BadOptionError(message)
+    parts = {name: given.pop(name) for name in CONSTRAINT_KEYWORDS if name in given}
+    if parts:
+        if "constraints" in given:
+            raise BadOptionError(
+                "Give allowed, exclude and preset as keywords or in constraints=, not both."
+            )
+        for name in ("allowed", "exclude"):
+            if name in parts and not isinstance(parts[name], list | tuple):
+                raise BadOptionError(
+                    f"{name} must be a list of strings, not {type(parts[name]).__name__} "
+                    f"({parts[name]!r})."
+                )
+        given["constraints"] = Constraints(
+            allowed=tuple(parts.get("allowed", ())),
+            exclude=tuple(parts.get("exclude", ())),
+            preset=parts.get("preset"),
+        )
+    return PredictOptions(top_k=top_k, **given)
 
 
 def check_candidates(candidates: tuple[str, ...]) -> None:

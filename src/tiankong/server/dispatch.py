@@ -15,11 +15,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from tiankong.config import Settings
-from tiankong.core.decoding import Constraints
 from tiankong.core.options import PredictOptions
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
-from tiankong.errors import BadOptionError, BatchTooLargeError, TiankongError
+from tiankong.errors import BatchTooLargeError, TiankongError
 from tiankong.server.middleware.security import Allowance
 from tiankong.server.schemas import OptionFields
 from tiankong.serving.predictor import Predictor
@@ -29,23 +28,15 @@ def options_from_fields(
     predictor: Predictor, top_k: int | None, fields: OptionFields
 ) -> PredictOptions:
     """Validated options from a request's fields; a bad value is a ``BadOptionError`` (400)."""
-    if fields.candidates is not None and not fields.candidates:
-        raise BadOptionError(
-            "candidates is an empty list; give at least one option to rank, or leave it out."
-        )
-    if fields.allowed is not None and not fields.allowed:  # not a silent "no constraint"
-        raise BadOptionError("allowed is an empty list; give at least one, or leave it out.")
-    return predictor.options(
+    return predictor.options(  # an empty list is refused there (core.options.EMPTY_LISTS)
         top_k,
         mode=fields.mode,
         beam_width=fields.beam_width,
         order=fields.order,
-        candidates=tuple(fields.candidates or ()),
-        constraints=Constraints(
-            allowed=tuple(fields.allowed or ()),
-            exclude=tuple(fields.exclude or ()),
-            preset=fields.preset,
-        ),
+        candidates=fields.candidates,
+        allowed=fields.allowed,
+        exclude=fields.exclude,
+        preset=fields.preset,
         max_blank_length=fields.max_blank_length,
         length_alpha=fields.length_alpha,
         index=fields.index,
