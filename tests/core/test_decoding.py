@@ -45,6 +45,21 @@ def test_top_k_skips_banned_tokens_and_keeps_the_probabilities() -> None:
     assert not set(banned) & {c.token_id for c in candidates}
 
 
+@pytest.mark.parametrize("k", [97, 100, 25000])
+def test_a_top_k_past_the_allowed_tokens_gives_every_allowed_token_and_no_banned_one(
+    k: int,
+) -> None:
+    """Settings(max_top_k=30000) let top_k=25000 through, and the answer held [PAD], [CLS] and
+    [unused3]: the banned ids came back once the others ran out."""
+    rng = np.random.default_rng(3)
+    row = softmax(rng.normal(0.0, 3.0, 100).astype(np.float32))
+    banned = np.array([0, 1, 50])
+    best = allowed_top(row, k, banned)
+    assert len(best) == min(k, 97) and len(set(best)) == len(best)
+    assert not set(best) & set(banned.tolist())
+    assert best == [i for i in reference(row, 100) if i not in {0, 1, 50}][: len(best)]
+
+
 @pytest.mark.parametrize("where", ["top", "tie", "elsewhere", "none"])
 def test_top_k_without_a_copy_of_the_row_equals_the_banned_row_sorted(where: str) -> None:
     rng = np.random.default_rng(11)
@@ -66,7 +81,8 @@ def test_top_k_without_a_copy_of_the_row_equals_the_banned_row_sorted(where: str
 @pytest.mark.parametrize("k", [1, 5, 50])
 def test_allowed_top_passes_over_banned_ids_on_every_kind_of_row(size: int, k: int) -> None:
     """The lowest ids banned (as bert-base-chinese's [PAD] [unusedN] [UNK]...), or the row's
-    best, or both: the same indices as sorting the row with them below every entry."""
+    best, or both: the same indices as sorting the row with them below every entry, and
+    leaving them out."""
     rng = np.random.default_rng(size + k)
     peaked = np.zeros(size)  # the fake engine's rows: the ties at the floor start at id 0
     peaked[rng.integers(0, size, 3)] = [8.0, 6.0, 4.0]
@@ -82,7 +98,9 @@ def test_allowed_top_passes_over_banned_ids_on_every_kind_of_row(size: int, k: i
         for banned in (np.arange(min(105, size - 1)), best, np.arange(size // 2), tail):
             banned = np.unique(np.concatenate([banned, best[:1]]))
             masked = np.where(np.isin(np.arange(size), banned), -1.0, row)
-            assert allowed_top(row, k, banned) == reference(masked, k), (row[:8], banned[:8])
+            # past the allowed ids nothing: a banned id never comes back
+            expected = [i for i in reference(masked, k) if i not in set(banned.tolist())]
+            assert allowed_top(row, k, banned) == expected, (row[:8], banned[:8])
     if size > 2 * 105:  # the fake engine's row is ranked once: its banned floor passed over
         assert len(top_indices(peaked, k, np.arange(105))) == k
 

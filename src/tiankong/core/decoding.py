@@ -76,7 +76,9 @@ def allowed_top(probabilities: np.ndarray, k: int, banned: np.ndarray) -> list[i
     tokens held enough of its group maxima that fewer than ``k`` others came back, again over a
     copy with the banned entries below every probability. The same answer as that copy sorted
     for any row of probabilities or mixed scores (entries from 0 to 1, no NaN); on a row with
-    NaN or with entries at or below -1 it may differ."""
+    NaN or with entries at or below -1 it may differ. At most every token outside ``banned``
+    comes back (a top_k past them, where a server allows it, returned [PAD] and [unused3])."""
+    k = min(k, probabilities.shape[0] - int(np.searchsorted(banned, probabilities.shape[0])))
     best = top_indices(probabilities, k, banned)
     if len(best) == min(k, probabilities.shape[0]):
         return best
