@@ -206,6 +206,31 @@ def write_csv(path: Path, body: str) -> Path:
     return path
 
 
+def test_a_malformed_csv_record_is_told_as_such(tmp_path: Path) -> None:
+    """A quote never closed was "line 2: the label is empty" (the rest of the file one
+    value), and a row with a value past the header's columns trained on its first two: the
+    CSV is read as index build and fill read theirs (index.sources.CsvRecords)."""
+    vocab = {t: i for i, t in enumerate(VOCAB_FILE.read_text(encoding="utf-8").splitlines())}
+    unclosed = write_csv(
+        tmp_path / "q.csv", 'text,label\n"春眠不觉晓，处处闻啼[MASK]。,鸟\n好[MASK],的\n'
+    )
+    with pytest.raises(BadDataFileError) as caught:
+        read_cloze_csv(unclosed, vocab, skip_bad_rows=False)
+    assert str(caught.value) == (
+        f"Line 2 of {unclosed} is not well-formed CSV (a quote opened there is never closed)."
+    )
+    extra = write_csv(tmp_path / "e.csv", "text,label\n好[MASK],的\n春眠[MASK],鸟,extra\n")
+    with pytest.raises(BadDataFileError, match="line 3: more values than the header's 2 columns"):
+        read_cloze_csv(extra, vocab, skip_bad_rows=False)
+    rows, problems = read_cloze_csv(extra, vocab, skip_bad_rows=True)
+    assert [row.line for row in rows] == [2] and problems == [
+        "line 3: more values than the header's 2 columns"
+    ]
+    short = write_csv(tmp_path / "s.csv", "text,label\n\n好[MASK]\n")  # a blank line first
+    with pytest.raises(BadDataFileError, match="line 3: no value in column 'label'"):
+        read_cloze_csv(short, vocab, skip_bad_rows=False)
+
+
 def test_csv_errors_name_their_lines(tmp_path: Path) -> None:
     vocab = {t: i for i, t in enumerate(VOCAB_FILE.read_text(encoding="utf-8").splitlines())}
     missing = write_csv(tmp_path / "m.csv", "sentence,answer\n好[MASK],的\n")

@@ -7,7 +7,6 @@ depends on the buffer size and never on the corpus size.
 
 from __future__ import annotations
 
-import csv
 import lzma
 import math
 import os
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tiankong.errors import BadDataFileError, BadOptionError
+from tiankong.index.sources import CsvRecords
 
 MASK = "[MASK]"
 XZ_HEADER = b"\xfd7zXZ\x00"
@@ -246,7 +246,9 @@ def read_cloze_csv(
             f"{file_noun(flag)} '{path}' is not UTF-8 text; convert it (e.g. iconv -f GBK)."
         ) from None
     with path.open("r", encoding="utf-8-sig", newline="") as handle:
-        reader = csv.DictReader(handle)
+        # the one strict reading of CSV input (index build, fill): a quote never closed was
+        # "line 2: the label is empty", a row with a value past the header trained silently
+        reader = CsvRecords(handle, path, BadDataFileError)
         fields = reader.fieldnames or []
         missing = [name for name in ("text", "label") if name not in fields]
         if missing:
@@ -255,9 +257,10 @@ def read_cloze_csv(
                 "it needs a header line with 'text,label'."
             )
         for record in reader:
-            line = reader.line_num
+            line = reader.record_line
             text, label = (record.get("text") or "").strip(), (record.get("label") or "").strip()
-            problem = row_problem(text, label, vocab)
+            shape = reader.problem(record, "text") or reader.problem(record, "label")
+            problem = shape or row_problem(text, label, vocab)
             if problem is None and count_tokens is not None:
                 tokens = count_tokens(text)
                 if tokens > positions:
