@@ -200,6 +200,51 @@ def test_cli_index_build_predict_and_errors(
         assert broken.returncode == 3 and "truncated or damaged" in broken.stderr
 
 
+def test_an_index_for_a_model_that_reads_text_differently(
+    tiny_model_dir: Path, corpus_file: Path, tmp_path: Path
+) -> None:
+    """A model whose tokenizer lower-cases (BertTokenizerFast's default) could use neither the
+    bundled index nor one `tiankong index build` made (always bert-base-chinese's tokenizer),
+    and the message said to rebuild with "the model's tokenizer", which the CLI couldn't do.
+    `index build --model` reads the text as the model does, and the refusal names it."""
+    import shutil
+
+    from tiankong import FillMasker, Settings
+    from tiankong.errors import IndexTokenizerMismatchError
+
+    lower = tmp_path / "lower"
+    shutil.copytree(tiny_model_dir, lower)
+    tokenizer_json = lower / "tokenizer.json"
+    data = json.loads(tokenizer_json.read_text(encoding="utf-8"))
+    data["normalizer"]["lowercase"] = True
+    tokenizer_json.write_text(json.dumps(data), encoding="utf-8")
+    settings = Settings(engine="torch", threads=1)
+    with pytest.raises(IndexTokenizerMismatchError) as refused:
+        FillMasker.load(str(lower), settings, index="bundled")
+    assert refused.value.message.startswith("The bundled index reads its text with")
+    assert f"tiankong index build FILES -o DIR --model {lower.name}" in refused.value.message
+    plain = tmp_path / "plain"
+    assert run_cli("index", "build", str(corpus_file), "-o", str(plain)).returncode == 0
+    with pytest.raises(IndexTokenizerMismatchError, match="was built with another tokenizer"):
+        FillMasker.load(str(lower), settings, index=str(plain))
+    own = tmp_path / "own"
+    built = run_cli("index", "build", str(corpus_file), "-o", str(own), "--model", str(lower))
+    assert built.returncode == 0, built.stderr
+    masker = FillMasker.load(str(lower), settings, index=str(own))
+    first = masker.predict(WEATHER).masks[0][0]
+    assert first.token == "好" and first.memory is not None
+    missing = run_cli(
+        "index",
+        "build",
+        str(corpus_file),
+        "-o",
+        str(tmp_path / "x"),
+        "--model",
+        str(tmp_path / "nowhere"),
+    )
+    assert missing.returncode == 3 and missing.stderr.count("error:") == 1
+
+
 @pytest.mark.usefixtures("onnx_exports")  # --engine onnx starts without torch
 def test_cli_fill_and_eval_compare_index(
     tiny_model_dir: Path, small_index: Path, tmp_path: Path

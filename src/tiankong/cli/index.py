@@ -32,6 +32,15 @@ def build_command(
     field: Annotated[
         str | None, typer.Option("--field", help="The text field of JSONL or CSV inputs.")
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="Read the text with this model's tokenizer (a bundled name, folder or hub "
+            "id), for --index DIR beside --model; default: bert-base-chinese's, the bundled "
+            "model's.",
+        ),
+    ] = None,
 ) -> None:
     """Build a corpus index of INPUT files into a folder, for --index DIR.
 
@@ -45,7 +54,22 @@ def build_command(
             f"--field '{field}' names the text field of JSONL or CSV inputs, and every input "
             "here is text, one passage a line; leave it out."
         )
-    manifest = build_index(inputs, output, field=field, progress=True)
+    tokenizer, tokenizer_name = None, "bert-base-chinese"
+    if model is not None:  # the model is checked before any input is read
+        from tiankong.core.text import TextEncoder, TextLimits
+        from tiankong.model_sources import resolve_model
+
+        resolved = resolve_model(model)
+        tokenizer = TextEncoder.from_folder(resolved.path, TextLimits()).tokenizer
+        tokenizer_name = resolved.name
+    manifest = build_index(
+        inputs,
+        output,
+        field=field,
+        progress=True,
+        tokenizer=tokenizer,
+        tokenizer_name=tokenizer_name,
+    )
     counts = manifest.get("counts", {})
     Console(stderr=True).print(
         f"indexed {counts.get('passages', 0):,} passages ({counts.get('tokens', 0):,} tokens) "

@@ -26,7 +26,7 @@ from tokenizers import Tokenizer
 from tiankong.core.memory import Grounding, MixedRows
 from tiankong.core.models import ResolvedModel
 from tiankong.core.results import Memory
-from tiankong.errors import BadOptionError
+from tiankong.errors import BadOptionError, IndexTokenizerMismatchError
 from tiankong.index.combine import (
     FITTED_WEIGHT,
     combine_distribution,
@@ -256,9 +256,26 @@ def choose_memory(
             "use --index bundled or --index DIR to ground it",
         )
     fingerprint = tokenizer_fingerprint(tokenizer)
+    rebuild = (
+        f"build one for it with `tiankong index build FILES -o DIR --model {model.name}` and "
+        "pass --index DIR"
+    )
     if setting in ("auto", "bundled"):
-        index = CorpusIndex.open(ensure_bundled_index(progress=progress), fingerprint)
+        try:
+            index = CorpusIndex.open(ensure_bundled_index(progress=progress), fingerprint)
+        except IndexTokenizerMismatchError:
+            raise IndexTokenizerMismatchError(
+                f"The bundled index reads its text with bert-base-chinese's tokenizer, and "
+                f"model '{model.name}' reads text differently (another vocabulary, or letters "
+                f"lower-cased); {rebuild}."
+            ) from None
         why = "a bundled model uses the bundled index" if setting == "auto" else "asked for"
         return MemoryChoice(setting, CorpusMemory(index, "bundled", tokenizer), why)
-    index = CorpusIndex.open(Path(setting).expanduser(), fingerprint)
+    try:
+        index = CorpusIndex.open(Path(setting).expanduser(), fingerprint)
+    except IndexTokenizerMismatchError:
+        raise IndexTokenizerMismatchError(
+            f"The index {setting} was built with another tokenizer than model '{model.name}' "
+            f"reads text with (another vocabulary, or letters lower-cased); {rebuild}."
+        ) from None
     return MemoryChoice(setting, CorpusMemory(index, setting, tokenizer), "asked for")
