@@ -172,3 +172,26 @@ def test_settings_rows_are_checked_and_every_twin_is_distinct() -> None:
     # onnx engine runs auto, fp32 or int8, not 'foo'") for a user who named no engine
     with pytest.raises(BadOptionError, match="--precision: unknown value 'foo'; use one of auto"):
         check_settings(Settings(precision="foo"))
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"max_length": "128"}, "--max-length must be a whole number, not str ('128')."),
+        ({"threads": "2"}, "--threads must be a whole number, not str ('2')."),
+        ({"port": 1.5}, "--port must be a whole number, not float (1.5)."),
+        ({"warmup": "yes"}, "--warmup must be true or false, not str ('yes')."),
+        ({"model": 123}, "--model must be a string, not int (123)."),
+        ({"api_keys": "secret"}, "--api-key must be a list of strings, not str ('secret')."),
+        ({"request_timeout_s": True}, "--request-timeout must be a number, not bool (True)."),
+    ],
+)
+def test_a_setting_of_the_wrong_type_is_one_sentence(changes: dict[str, Any], words: str) -> None:
+    """The library takes any Python value: max_length="128" was a TypeError from the limit's
+    comparison, and FillMasker.load(123) an AttributeError."""
+    from tiankong.config import Settings, check_settings
+
+    with pytest.raises(BadOptionError) as refused:
+        check_settings(Settings(**changes))
+    assert refused.value.message == words
+    check_settings(Settings(request_timeout_s=5, model=None))  # an int is a number; None unset

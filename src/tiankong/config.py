@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, get_origin, get_type_hints
+from types import UnionType
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
 from platformdirs import user_cache_dir
@@ -395,11 +396,39 @@ def check_settings(values: Any) -> None:
         CHECKED.add(values)
 
 
+def type_problem(value: Any, kind: Any) -> str | None:
+    """What a setting's value should be where it is not of the row's type (``kind``, from the
+    table's annotations), or None. The library takes any Python value: max_length="128" was a
+    TypeError from the limit's comparison, FillMasker.load(123) an AttributeError."""
+    if get_origin(kind) in (UnionType, Union):
+        kinds = [k for k in get_args(kind) if k is not type(None)]
+        kind = kinds[0] if len(kinds) == 1 else Any
+    if kind is bool:
+        return None if isinstance(value, bool) else "true or false"
+    if kind is int:
+        return None if isinstance(value, int) and not isinstance(value, bool) else "a whole number"
+    if kind is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if ok else "a number"
+    if kind is str:
+        return None if isinstance(value, str) else "a string"
+    if get_origin(kind) is tuple:
+        ok = isinstance(value, tuple | list) and all(isinstance(v, str) for v in value)
+        return None if ok else "a list of strings"
+    return None
+
+
 def check_rows(values: Any) -> None:
+    kinds = get_type_hints(type(values))
     for row, flag in rows(type(values)):
         value = getattr(values, row.name)
         if value is None:
             continue
+        wanted = type_problem(value, kinds[row.name])
+        if wanted is not None:
+            raise BadOptionError(
+                f"{label(row, flag)} must be {wanted}, not {type(value).__name__} ({value!r})."
+            )
         if isinstance(value, str) and not value.strip():  # '' fell back to the default, or
             # read as a path: --model "" served the bundled model, " " the working folder
             raise BadOptionError(f"{label(row, flag)} is empty; give a value or leave it out.")

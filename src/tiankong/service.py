@@ -157,6 +157,11 @@ class FillMasker:
         >>> FillMasker.load(index="none").index.used  # doctest: +SKIP
         'none'
         """
+        if settings is not None and not isinstance(settings, Settings):
+            raise BadOptionError(  # it was an AttributeError (with_overrides)
+                f"settings must be a tiankong.Settings, not {type(settings).__name__}; "
+                "Settings(threads=2, ...) makes one."
+            )
         settings = settings or Settings()
         settings = settings.with_overrides(model=source, index=index)
         check_settings(settings)  # the CLI and the servers checked theirs: this returns at once
@@ -278,6 +283,11 @@ class FillMasker:
         """The options of a library call, checked: ``options``, or ``top_k`` and keyword
         arguments; both at once is a ``BadOptionError`` (options= with top_k=2 answered 3, and
         mode= beside options= was dropped without a word)."""
+        if options is not None and not isinstance(options, PredictOptions):
+            raise BadOptionError(  # it was an AttributeError from deep in the run
+                f"options must be a PredictOptions (tiankong.core.options), not "
+                f"{type(options).__name__}; or pass the options as keywords."
+            )
         if options is not None:
             if top_k is not None or changes:
                 given = ", ".join(["top_k"] * (top_k is not None) + sorted(changes))

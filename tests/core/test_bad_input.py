@@ -303,6 +303,17 @@ def test_predict_batch_refuses_one_string(fake: FillMasker) -> None:
     assert caught.value.code == "bad_option"
 
 
+def test_settings_and_options_of_the_wrong_kind_are_bad_option(fake: FillMasker) -> None:
+    """A dict for settings= or options= was an AttributeError."""
+    with pytest.raises(
+        TiankongError, match=re.escape("settings must be a tiankong.Settings, not dict")
+    ):
+        FillMasker.load(settings={"threads": 1})  # type: ignore[arg-type]
+    with pytest.raises(TiankongError, match="options must be a PredictOptions") as caught:
+        fake.predict("处处闻啼[MASK]。", options={"top_k": 3})  # type: ignore[arg-type]
+    assert caught.value.code == "bad_option"
+
+
 def test_constraints_given_both_ways_are_refused(fake: FillMasker) -> None:
     from tiankong.core.decoding import Constraints
 
