@@ -80,6 +80,20 @@ class BadDataFileError(BadInputError):
     code = "bad_data_file"
 
 
+def not_utf8(what: str, error: UnicodeDecodeError) -> str:
+    """The one sentence for an input file that isn't UTF-8 (``fill``, ``check``, ``eval``,
+    ``index build``, ``train``), with the way out: a UTF-16 file (Windows' "Unicode", with NUL
+    bytes or its byte-order mark) was told to convert from GBK."""
+    start = bytes(error.object[:256])
+    utf16 = start.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in start
+    hint = (
+        "it looks like UTF-16: convert it (iconv -f UTF-16 -t UTF-8)"
+        if utf16
+        else "save it as UTF-8 (from GBK: iconv -f GBK -t UTF-8)"
+    )
+    return f"{what} can't be read as UTF-8 text ({error.reason}); {hint}."
+
+
 class IndexInputError(BadInputError):
     """An input file for ``index build`` is empty, unreadable or lacks the named field."""
 

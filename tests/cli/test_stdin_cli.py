@@ -35,6 +35,7 @@ def test_predict_answers_the_good_lines_around_a_bad_one(tiny_model_dir: Path) -
     first, bad, last = (json.loads(line) for line in done.stdout.decode().splitlines())
     assert first["sequence"].startswith("守株待") and "\r" not in first["sequence"]
     assert bad["error"]["code"] == "bad_input" and bad["text"] == "画[MASK]\ufffd"
+    assert "bytes that aren't UTF-8" in bad["error"]["message"]  # was "a lone surrogate" alone
     assert bad["line"] == 2  # which of the lines it was
     assert last["sequence"].startswith("画龙点")
 

@@ -126,7 +126,7 @@ def test_onnx_device_cuda_does_not_fall_back(
 
 @pytest.mark.parametrize(
     ("precision", "message"),
-    [("bf16", "Unknown precision 'bf16'"), ("int8", "int8 runs on the CPU only")],
+    [("bf16", "The torch engine doesn't run 'bf16'"), ("int8", "int8 runs on the CPU only")],
 )
 def test_torch_precision_checks(
     monkeypatch: pytest.MonkeyPatch, tiny_model_dir: Path, precision: str, message: str

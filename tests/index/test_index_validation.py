@@ -148,10 +148,16 @@ def test_bad_inputs(tmp_path: Path) -> None:
     (tmp_path / "s.jsonl").write_text('{"text": "\\ud800画"}\n', encoding="utf-8")
     with pytest.raises(IndexInputError, match="surrogate"):
         build_index([tmp_path / "s.jsonl"], tmp_path / "out", field="text", progress=False)
-    (tmp_path / "bad.txt").write_bytes(b"\xff\xfe\xfa")
+    (tmp_path / "bad.txt").write_bytes(b"\xff\xfe\xfa")  # UTF-16's byte-order mark first
     # the decoder's own text ('utf-8' codec can't decode byte ...) was the message
-    with pytest.raises(IndexInputError, match=r"\(invalid start byte\); save it as UTF-8\.$"):
+    with pytest.raises(
+        IndexInputError,
+        match=r"\(invalid start byte\); it looks like UTF-16: convert it \(iconv -f UTF-16 ",
+    ):
         build_index([tmp_path / "bad.txt"], tmp_path / "out", progress=False)
+    (tmp_path / "gbk.txt").write_bytes("画龙点睛\n".encode("gbk"))
+    with pytest.raises(IndexInputError, match=r"save it as UTF-8 \(from GBK: iconv -f GBK "):
+        build_index([tmp_path / "gbk.txt"], tmp_path / "out", progress=False)
     (tmp_path / "fake.txt.xz").write_text("画龙点睛\n", encoding="utf-8")  # not xz at all
     with pytest.raises(IndexInputError, match="can't be read as xz-compressed text"):
         build_index([tmp_path / "fake.txt.xz"], tmp_path / "out", progress=False)

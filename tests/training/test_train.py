@@ -275,6 +275,8 @@ def test_bad_options(corpus: Path, tmp_path: Path) -> None:
         ({"eval_lines": 0}, "--eval-lines must be 1 or more; got 0."),  # IndexError
         ({"warmup_steps": -5}, "--warmup-steps must be 0 or more; got -5."),  # was accepted
         ({"position_init": "foo"}, "--position-init 'foo' is not one of random, sinusoidal."),
+        # "between 0 and 1" for 0, which reads as allowed
+        ({"mask_rate": 0.0}, "--mask-rate must be more than 0 and less than 1; got 0."),
     ],
 )
 def test_bad_numbers_are_one_sentence_before_training(
@@ -295,12 +297,20 @@ def test_a_zero_data_weight_and_a_file_not_in_utf8_are_one_sentence(
         train(tiny_options(corpus, tmp_path / "x", data=(f"{corpus / 'tiny.txt.xz'}:0",)))
     gbk = tmp_path / "gbk.txt"
     gbk.write_bytes("春眠不觉晓，处处闻啼鸟。\n".encode("gbk") * 50)
-    with pytest.raises(BadDataFileError, match="is not UTF-8 text"):
+    with pytest.raises(BadDataFileError, match=r"can't be read as UTF-8 text .*from GBK"):
         train(tiny_options(corpus, tmp_path / "y", data=(str(gbk),), heldout=(str(gbk),)))
     cloze = tmp_path / "cloze.csv"
     cloze.write_bytes("text,label\n画龙点[MASK],睛\n".encode("gbk"))
-    with pytest.raises(BadDataFileError, match="is not UTF-8 text"):
+    with pytest.raises(BadDataFileError, match="can't be read as UTF-8 text"):
         read_cloze_csv(cloze, {}, skip_bad_rows=False)
+    # UTF-16 (Windows' "Unicode") was told to convert from GBK
+    utf16 = tmp_path / "utf16.csv"
+    utf16.write_bytes("text,label\n画龙点[MASK],睛\n".encode("utf-16"))
+    with pytest.raises(BadDataFileError) as refused:
+        read_cloze_csv(utf16, {}, skip_bad_rows=False)
+    assert refused.value.message.endswith(
+        "it looks like UTF-16: convert it (iconv -f UTF-16 -t UTF-8)."
+    )
 
 
 DATA_WORKERS_RUN = """

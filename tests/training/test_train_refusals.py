@@ -114,7 +114,7 @@ def test_heldout_files_are_checked_before_the_model(files: Path, tmp_path: Path)
         assert refused.value.message == words
     gbk = files / "gbk.txt"
     gbk.write_bytes("春眠不觉晓，处处闻啼鸟。\n".encode("gbk"))
-    with pytest.raises(BadDataFileError, match=r"^Held-out file .* is not UTF-8 text"):
+    with pytest.raises(BadDataFileError, match=r"^Held-out file .* can't be read as UTF-8 text"):
         train(options(tmp_path / "x", data, heldout=(str(gbk),)))
 
 

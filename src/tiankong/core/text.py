@@ -202,7 +202,10 @@ def check_unicode(text: str) -> None:
     has no UTF-8 form: the tokenizer and OpenCC raise on it. Checked before either sees the
     text, on every path that takes one."""
     if LONE_SURROGATE.search(text):
-        raise BadInputError("The text is not valid Unicode (a lone surrogate); send UTF-8.")
+        raise BadInputError(  # GBK bytes on stdin were told "a lone surrogate" alone
+            "The text is not valid Unicode (bytes that aren't UTF-8, or a lone surrogate); "
+            "send UTF-8."
+        )
 
 
 def fill_text(text: str, fills: list[str], marker: str = MASK) -> str:

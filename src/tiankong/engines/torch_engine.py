@@ -81,8 +81,9 @@ class TorchEngine:
         if threads:
             torch.set_num_threads(threads)
         if precision not in TORCH_PRECISIONS:
-            raise BadOptionError(
-                f"Unknown precision '{precision}'; use {', '.join(TORCH_PRECISIONS)}."
+            raise BadOptionError(  # bf16 is a precision, but not this engine's ("Unknown")
+                f"The torch engine doesn't run '{precision}'; use {', '.join(TORCH_PRECISIONS)}, "
+                "or --engine openvino (or auto) for bf16."
             )
         self.device = pick_device(device)
         self.device_reason = (

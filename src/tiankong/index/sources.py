@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tiankong.errors import BadInputError, IndexInputError
+from tiankong.errors import BadInputError, IndexInputError, not_utf8
 
 TEXT_SUFFIXES = (".txt", ".txt.xz")
 FIELD_SUFFIXES = (".jsonl", ".jsonl.xz", ".csv", ".csv.xz")
@@ -75,9 +75,7 @@ def read_passages(path: Path, field: str | None = None) -> list[str]:
                 raw = csv_field(handle, field or "", path)
             passages = [" ".join(text.split()) for text in raw]
     except UnicodeDecodeError as error:  # Python's decoder text said which byte, not what to do
-        raise IndexInputError(
-            f"{path} can't be read as UTF-8 text ({error.reason}); save it as UTF-8."
-        ) from None
+        raise IndexInputError(not_utf8(str(path), error)) from None
     except (lzma.LZMAError, EOFError):
         raise IndexInputError(
             f"{path} can't be read as xz-compressed text (it is not xz, or it is cut short); "

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tiankong.core.text import LONE_SURROGATE
-from tiankong.errors import BadDataFileError, BadOptionError
+from tiankong.errors import BadDataFileError, BadOptionError, not_utf8
 from tiankong.index.sources import CsvRecords
 
 
@@ -50,9 +50,7 @@ def open_text(path: Path, what: str, newline: str | None = None) -> Iterator[Tex
                 f"{what} '{path}' is {packed}-compressed; this command reads plain files: "
                 "decompress it first."
             ) from None
-        raise BadDataFileError(
-            f"{what} '{path}' can't be read as UTF-8 text ({error.reason}); save it as UTF-8."
-        ) from None
+        raise BadDataFileError(not_utf8(f"{what} '{path}'", error)) from None
     except OSError as error:
         raise BadDataFileError(f"{what} '{path}' can't be read ({error.strerror}).") from None
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from tiankong.errors import BadDataFileError, BadOptionError
+from tiankong.errors import BadDataFileError, BadOptionError, not_utf8
 from tiankong.index.sources import CsvRecords
 
 MASK = "[MASK]"
@@ -116,10 +116,8 @@ def read_lines(path: Path, flag: str = "--data") -> Iterator[str]:
                 line = line.strip()
                 if line:
                     yield line
-    except UnicodeDecodeError:
-        raise BadDataFileError(
-            f"{file_noun(flag)} '{path}' is not UTF-8 text; convert it (e.g. iconv -f GBK)."
-        ) from None
+    except UnicodeDecodeError as error:
+        raise BadDataFileError(not_utf8(f"{file_noun(flag)} '{path}'", error)) from None
     except (EOFError, lzma.LZMAError):
         raise BadDataFileError(damaged_xz(path, flag)) from None
 
@@ -241,10 +239,8 @@ def read_cloze_csv(
     problems: list[str] = []
     try:
         path.read_bytes().decode("utf-8")  # a fine-tuning CSV is small: checked whole, first
-    except UnicodeDecodeError:
-        raise BadDataFileError(
-            f"{file_noun(flag)} '{path}' is not UTF-8 text; convert it (e.g. iconv -f GBK)."
-        ) from None
+    except UnicodeDecodeError as error:
+        raise BadDataFileError(not_utf8(f"{file_noun(flag)} '{path}'", error)) from None
     with path.open("r", encoding="utf-8-sig", newline="") as handle:
         # the one strict reading of CSV input (index build, fill): a quote never closed was
         # "line 2: the label is empty", a row with a value past the header trained silently

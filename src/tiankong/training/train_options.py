@@ -224,7 +224,9 @@ def validate_options(options: TrainOptions) -> None:
     check_files(options.heldout, "--heldout")
     csv_data = all(is_csv(spec) for spec in options.data)
     if not 0.0 < options.mask_rate < 1.0:
-        raise BadOptionError("--mask-rate must be between 0 and 1.")
+        raise BadOptionError(  # "between 0 and 1" read as if 0 were allowed
+            f"--mask-rate must be more than 0 and less than 1; got {options.mask_rate:g}."
+        )
     if options.seq_len < 8 or options.seq_len > 512:
         raise BadOptionError("--seq-len must be between 8 and 512.")
     if options.max_steps < 1 or options.batch_size < 1:
