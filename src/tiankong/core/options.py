@@ -111,6 +111,12 @@ EMPTY_LISTS = {
     "allowed": "allowed is an empty list; give at least one, or leave it out.",
 }
 UNSET_WHEN_NONE = ("candidates", "constraints", *CONSTRAINT_KEYWORDS)
+# the keywords a call may give besides top_k, in the dataclass's order (made once: this runs on
+# every request)
+KEYWORDS = (
+    *(item.name for item in fields(PredictOptions) if item.name != "top_k"),
+    *CONSTRAINT_KEYWORDS,
+)
 
 
 def keyword_options(top_k: int, changes: dict[str, Any]) -> PredictOptions:
@@ -121,13 +127,11 @@ def keyword_options(top_k: int, changes: dict[str, Any]) -> PredictOptions:
     answered as if none was given, where HTTP refused), or constraints given both ways is a
     ``BadOptionError``."""
     given = {k: v for k, v in changes.items() if not (k in UNSET_WHEN_NONE and v is None)}
-    known = [item.name for item in fields(PredictOptions) if item.name != "top_k"]
-    known += CONSTRAINT_KEYWORDS
-    unknown = sorted(set(given) - set(known))
+    unknown = sorted(set(given).difference(KEYWORDS))
     if unknown:
         raise BadOptionError(
             f"Unknown option {', '.join(repr(name) for name in unknown)}; the options are "
-            f"top_k, {', '.join(known)}."
+            f"top_k, {', '.join(KEYWORDS)}."
         )
     for name, message in EMPTY_LISTS.items():
         if isinstance(given.get(name), list | tuple) and not given[name]:
