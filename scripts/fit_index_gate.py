@@ -1,5 +1,5 @@
-"""Measure the index's rules (tiankong.index.combine: MIN_CONTEXT_HAN, MIN_MODEL_RATIO) on items
-cut from text, through the product's own predict, index on and off.
+"""Measure the index's rules (index.lookup.MIN_CONTEXT_HAN, index.combine.MIN_MODEL_RATIO) on
+items cut from text, through the product's own predict, index on and off.
 
     nice -n 10 python scripts/fit_index_gate.py --new CORPUS/modern.heldout.txt.xz \
         CORPUS/classical.heldout.txt.xz [--items 40] [--out docs/index_gate.json]
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 import tiankong.index.combine as combine
+import tiankong.index.lookup as lookup
 from tiankong import FillMasker
 from tiankong.core.decoding import is_han
 from tiankong.core.text import BLANK, MASK
@@ -107,7 +108,7 @@ def main() -> None:
     report: dict[str, Any] = {"items_per_kind": args.items, "settings": []}
     for han in args.han:
         for ratio in args.ratios:
-            combine.MIN_CONTEXT_HAN, combine.MIN_MODEL_RATIO = han, ratio
+            lookup.MIN_CONTEXT_HAN, combine.MIN_MODEL_RATIO = han, ratio
             setting: dict[str, Any] = {"min_context_han": han, "min_model_ratio": ratio}
             for name, items in groups.items():
                 for kind in ("char", "word", "blank"):

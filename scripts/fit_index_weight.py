@@ -6,7 +6,7 @@
 Items: one Han character masked in a random line, half from lines IN the index (memorised
 text: by default the bundled index and its shipped text) and half from --new files (text the
 index has not seen). Never an evaluation set. The model is the bundled one (FillMasker.load()).
-Matches that fail the evidence rule (tiankong.index.combine.holds_evidence) count as no match,
+Matches that fail the evidence rule (tiankong.index.lookup.holds_evidence) count as no match,
 as in the product. Method: maximise the mean log-probability of the masked character under
 (1 - w) p_model + w p_index over w = sigmoid(bias + per_token * tokens + per_log_count * ln n),
 by gradient ascent, on even-numbered items; the odd-numbered items report the held-out figures.

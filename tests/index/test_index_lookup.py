@@ -201,6 +201,9 @@ CLAUSES = [
     "百般的参不透这个道理。",
     "女无悦己，谁适为容。不龟手药，或一朝兮取封。",
     "你要见本来真面目。",
+    "两脚踏实地，风雨无漂摇。",
+    "脚踏实地",
+    "三人行，必有我师焉。",
 ]
 
 
@@ -219,8 +222,9 @@ def clause_lookup(tmp_path_factory: pytest.TempPathFactory, tokenizer: Tokenizer
         # three characters shared inside two different clauses: the passage reads 子母 and 覆
         # where the text has 他 and 铁 (翻 was answered at 0.27 with this 出处)
         ("他每天", "地铁去公司上班。", (True, True), False),
-        # a mark before 到 in the text, 欲 in the passage; 底 against 地: both sides
-        ("这个城市的交通很方便，到", "都有地铁站。", (True, True), False),
+        # 底 against 地, and three Han characters (a mark before 到 in the text, where the
+        # passage has 欲, counts only right next to the blank)
+        ("这个城市的交通很方便，到", "都有地铁站。", (False, True), False),
         # the text's clause ends after the blank, the passage's goes on (获万口称): nothing
         # matched on that side, so the side alone decides
         ("天下兴亡，匹夫有", "。", (False, True), False),
@@ -249,6 +253,52 @@ def test_passages_that_read_differently_from_the_text_are_no_evidence(
     assert match is not None
     assert match.contradicted == contradicted
     assert holds_evidence(match) is evidence
+
+
+def test_a_clause_the_text_holds_whole_is_evidence_where_a_longer_match_is_not(
+    clause_lookup: BlankLookup, tokenizer: Tokenizer
+) -> None:
+    """做事要脚踏[MASK]地，不要好高骛远。 matched 两脚踏实地，风雨 longest (脚踏 + 地，), which
+    reads 两 where the text has 要: no evidence, and the idiom line 脚踏实地, a shorter match, was
+    never looked at, so 实 lost its 出处 and its place. The lookup now falls back to the
+    occurrences whose passage ends right past their match on both sides."""
+    match = clause_lookup.lookup(
+        ids(tokenizer, "做事要脚踏"), ids(tokenizer, "地，不要好高骛远。"), 1
+    )
+    assert match is not None and holds_evidence(match)
+    assert match.left == tuple(ids(tokenizer, "脚踏")) and match.right == tuple(
+        ids(tokenizer, "地")
+    )
+    assert match.fills == {tuple(ids(tokenizer, "实")): 1}
+    example = clause_lookup.evidence(match, ids(tokenizer, "实"))
+    assert example is not None and example["example"] == "脚踏实地"
+
+
+def test_a_sentence_final_particle_where_the_text_ends_its_clause_is_no_contradiction(
+    clause_lookup: BlankLookup, tokenizer: Tokenizer
+) -> None:
+    """三人行，必有我师焉 goes on with 焉 where 三人行，必有我[MASK]。 has its 。: the classical
+    line ends there too (师 lost its 出处 and fell out of the top three)."""
+    match = clause_lookup.lookup(ids(tokenizer, "三人行，必有我"), ids(tokenizer, "。"), 1)
+    assert match is not None and match.contradicted == (False, False) and holds_evidence(match)
+
+
+def test_whole_fills_and_candidates_read_passages_as_one_mask_does(
+    clause_lookup: BlankLookup, tokenizer: Tokenizer
+) -> None:
+    """option_match (whole words, [BLANK]s, candidates) built its match without
+    ``contradicted``, so 翻 from 可怜见子母每天翻地覆 stayed the first answer with its 出处
+    there."""
+    from tiankong.index.options import option_match
+
+    left, right = ids(tokenizer, "他每天"), ids(tokenizer, "地铁去公司上班。")
+    match = option_match(clause_lookup, left, right, ids(tokenizer, "翻"))
+    assert match is not None and match.contradicted == (True, True)
+    assert not holds_evidence(match)
+    whole = option_match(
+        clause_lookup, [], ids(tokenizer, "龟手药，说的就是这个道理。"), ids(tokenizer, "不")
+    )
+    assert whole is not None and holds_evidence(whole)
 
 
 def test_a_context_cut_at_an_unknown_character_is_not_the_whole_text(

@@ -3,7 +3,8 @@
 Two rules decide whether the index may touch a fill at all (docs/INDEX.md, "Evidence" and
 "Plausibility", with the measurements behind the numbers):
 
-* **evidence** (``holds_evidence``): the match holds at least MIN_CONTEXT_HAN Han characters of
+* **evidence** (``holds_evidence``, which lives beside the lookup that uses it too:
+  ``index.lookup``): the match holds at least MIN_CONTEXT_HAN Han characters of
   the query's own context beside the fill (left and right together), or the query's whole
   context, and its passages don't read differently from the text past it
   (``BlankMatch.contradicted``). A match of one or two characters (``紧去，慢``), or three
@@ -34,35 +35,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tiankong.index.lookup import BlankMatch
+from tiankong.index.lookup import BlankMatch, holds_evidence
 
 CONTEXT_CAP = 16  # matches longer than this count as this long: they are all near-certain
-# The evidence rule: Han characters of the query's context that the match must hold.
-MIN_CONTEXT_HAN = 3
-# ... and where the passages read differently from the text on one side (chosen on running
-# text of the dev split, docs/INDEX.md "Passages that read differently")
-MIN_CONTRADICTED_HAN = 4
 # The plausibility rule: the least p_model(fill) / p_model(best fill of the blank).
 MIN_MODEL_RATIO = 1e-4
-
-
-def holds_evidence(match: BlankMatch | None) -> bool:
-    """THE evidence rule: at least MIN_CONTEXT_HAN Han characters of the query's own context
-    beside the fill, or the query's whole context, and the passages do not read differently
-    from the text (``BlankMatch.contradicted``) on a side where the match holds none of the
-    text (书名之行，始于东夷 is no evidence for 东 in 千里之行，始于[MASK]下。), on both sides
-    (可怜见子母每天翻地覆 for 他每天[MASK]地铁), or on one side of a match of fewer than
-    MIN_CONTRADICTED_HAN Han characters (欲到仙都有底难 for …方便，到[MASK]都有地铁站). Nothing
-    else shows ``memory``."""
-    if match is None or not (match.context_han >= MIN_CONTEXT_HAN or match.whole):
-        return False
-    left, right = match.contradicted
-    return not (
-        (left and not match.left)
-        or (right and not match.right)
-        or (left and right)
-        or ((left or right) and match.context_han < MIN_CONTRADICTED_HAN)
-    )
 
 
 def plausible(model_score: float, best_model_score: float | None, length: int = 1) -> bool:

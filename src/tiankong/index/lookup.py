@@ -59,7 +59,7 @@ class BlankMatch:
     backoff: dict[tuple[int, ...], int] | None = None
     # Han characters among the matched context tokens (left + right), and whether the match
     # holds the query's whole context (both sides up to the text's ends or another blank):
-    # what the evidence rule (tiankong.index.combine.holds_evidence) reads.
+    # what the evidence rule (``holds_evidence``) reads.
     context_han: int = 0
     whole: bool = False
     # per side (left, right): whether the match holds a Han character of the query's context
@@ -72,7 +72,7 @@ class BlankMatch:
     # its own (not the query's, or the side would match): the passages read differently from
     # the text there (书名之行，始于东夷 for 千里之行，始于[MASK]下。; 可怜见子母每天翻地覆 for
     # 他每天[MASK]地铁去公司; 匹夫有获万口称 for 天下兴亡，匹夫有[MASK]。). What it costs the match
-    # is the evidence rule's (``combine.holds_evidence``).
+    # is the evidence rule's (``holds_evidence``).
     contradicted: tuple[bool, bool] = (False, False)
 
     @cached_property
@@ -99,6 +99,38 @@ class BlankMatch:
             return count / self.total
         lent = BACKOFF_PRIOR * self.backoff.get(key, 0) / self.backoff_total
         return (count + lent) / (self.total + BACKOFF_PRIOR)
+
+
+# The evidence rule (``holds_evidence``; docs/INDEX.md, "When the index may move an answer at
+# all"): Han characters of the query's context that the match must hold...
+MIN_CONTEXT_HAN = 3
+# ... and where its passages read differently from the text on one side (chosen on running
+# text of the dev split, docs/INDEX.md "Passages that read differently")
+MIN_CONTRADICTED_HAN = 4
+# classical Chinese's sentence-final particles: a passage that goes on with one where the text
+# ends its clause with a mark ends there too (三人行，必有我师焉 for 三人行，必有我[MASK]。)
+FINAL_PARTICLES = "也矣焉哉乎耳兮欤邪耶"
+
+
+def holds_evidence(match: BlankMatch | None) -> bool:
+    """THE evidence rule (``combine`` mixes only where it holds; ``BlankLookup.lookup`` falls
+    back to a passage's whole clause where the longest match fails it): at least
+    MIN_CONTEXT_HAN Han characters of the query's own context beside the fill, or the query's
+    whole context, and the passages do not read differently
+    from the text (``BlankMatch.contradicted``) on a side where the match holds none of the
+    text (书名之行，始于东夷 is no evidence for 东 in 千里之行，始于[MASK]下。), on both sides
+    (可怜见子母每天翻地覆 for 他每天[MASK]地铁), or on one side of a match of fewer than
+    MIN_CONTRADICTED_HAN Han characters (欲到仙都有底难 for …方便，到[MASK]都有地铁站). Nothing
+    else shows ``memory``."""
+    if match is None or not (match.context_han >= MIN_CONTEXT_HAN or match.whole):
+        return False
+    left, right = match.contradicted
+    return not (
+        (left and not match.left)
+        or (right and not match.right)
+        or (left and right)
+        or ((left or right) and match.context_han < MIN_CONTRADICTED_HAN)
+    )
 
 
 class BlankLookup:
@@ -133,6 +165,8 @@ class BlankLookup:
         self.is_boundary[list(self.punctuation_ids)] = True
         self.is_han = np.zeros_like(self.is_stop)  # ``han_ids`` as a table, as ``is_stop``
         self.is_han[list(self.han_ids)] = True
+        self.is_particle = np.zeros_like(self.is_stop)
+        self.is_particle[[vocab[c] for c in FINAL_PARTICLES if c in vocab]] = True
 
     def boundary(self, position: int) -> bool:
         """Whether the corpus has a passage's end or punctuation at ``position`` (outside the
@@ -222,52 +256,76 @@ class BlankLookup:
             return None
         left_match = self.edge_lengths(starts - 1, left[::-1], -1, edge_marks, loose_left)
         right_match = self.edge_lengths(starts + fill_length, right, 1, edge_marks, loose_right)
-        total = left_match + right_match
-        best = int(total.max())
-        if best == 0:
-            return None
-        # The contexts (a, b) of the best total length; ties go to the one with more Han
-        # characters (what the evidence rule counts: a punctuation mark is weak context), then
-        # to more occurrences.
-        at_best = total == best
-        candidates = set(
-            zip(left_match[at_best].tolist(), right_match[at_best].tolist(), strict=True)
+
+        def choose(
+            left_match: np.ndarray, right_match: np.ndarray, starts: np.ndarray, fills: np.ndarray
+        ) -> BlankMatch | None:
+            total = left_match + right_match
+            best = int(total.max())
+            if best == 0:
+                return None
+            # The contexts (a, b) of the best total length; ties go to the one with more Han
+            # characters (what the evidence rule counts: a punctuation mark is weak context), then
+            # to more occurrences.
+            at_best = total == best
+            candidates = set(
+                zip(left_match[at_best].tolist(), right_match[at_best].tolist(), strict=True)
+            )
+            a, b = max(
+                candidates,
+                key=lambda pair: (
+                    self.han_in(left[len(left) - pair[0] :] if pair[0] else (), right[: pair[1]]),
+                    covering(left_match, right_match, pair),
+                    pair,
+                ),
+            )
+            chosen = (left_match >= a) & (right_match >= b)
+            counts: Counter[tuple[int, ...]] = Counter()
+            positions: dict[tuple[int, ...], int] = {}
+            for fill, start in zip(map(tuple, fills[chosen].tolist()), starts[chosen], strict=True):
+                counts[fill] += 1
+                positions.setdefault(fill, int(start))
+            exact = (left_exact and not loose_left and a >= left_length > 0) or (
+                right_exact and not loose_right and b >= right_length > 0
+            )
+            # The next shorter context: drop the outer token of the longer side (left on a tie).
+            shorter_a, shorter_b = (a - 1, b) if a >= b else (a, b - 1)
+            wider = (left_match >= shorter_a) & (right_match >= shorter_b)
+            seen = Counter(map(tuple, fills[wider].tolist()))
+            backoff = {fill: n for fill, n in seen.items() if fill in counts}
+            matched_left = tuple(left[len(left) - a :]) if a else ()
+            return BlankMatch(
+                left=matched_left,
+                right=tuple(right[:b]),
+                fills=dict(counts),
+                positions=positions,
+                exact=bool(exact),
+                backoff=backoff,
+                context_han=self.han_in(matched_left, right[:b]),
+                whole=not cut and a == len(left) and b == len(right),
+                sides=self.sides(
+                    left, right, a, b, self.bounded(starts[chosen], fill_length, a, b)
+                ),
+                contradicted=self.contradicted(left, right, a, b, starts[chosen], fill_length),
+            )
+
+        match = choose(left_match, right_match, starts, fills)
+        if match is None or holds_evidence(match):
+            return match
+        # The longest match is no evidence (its passages read differently from the text, say:
+        # 两脚踏实地，风雨 for 做事要脚踏[MASK]地，不要): the occurrences whose passage has a
+        # boundary right past their own match on both sides (a clause the text holds whole:
+        # the idiom line 脚踏实地) may be, and were shadowed by it.
+        bounded = self.ends_at(starts - left_match - 1) & self.ends_at(
+            starts + fill_length + right_match
         )
-        a, b = max(
-            candidates,
-            key=lambda pair: (
-                self.han_in(left[len(left) - pair[0] :] if pair[0] else (), right[: pair[1]]),
-                covering(left_match, right_match, pair),
-                pair,
-            ),
-        )
-        chosen = (left_match >= a) & (right_match >= b)
-        counts: Counter[tuple[int, ...]] = Counter()
-        positions: dict[tuple[int, ...], int] = {}
-        for fill, start in zip(map(tuple, fills[chosen].tolist()), starts[chosen], strict=True):
-            counts[fill] += 1
-            positions.setdefault(fill, int(start))
-        exact = (left_exact and not loose_left and a >= left_length > 0) or (
-            right_exact and not loose_right and b >= right_length > 0
-        )
-        # The next shorter context: drop the outer token of the longer side (left on a tie).
-        shorter_a, shorter_b = (a - 1, b) if a >= b else (a, b - 1)
-        wider = (left_match >= shorter_a) & (right_match >= shorter_b)
-        seen = Counter(map(tuple, fills[wider].tolist()))
-        backoff = {fill: n for fill, n in seen.items() if fill in counts}
-        matched_left = tuple(left[len(left) - a :]) if a else ()
-        return BlankMatch(
-            left=matched_left,
-            right=tuple(right[:b]),
-            fills=dict(counts),
-            positions=positions,
-            exact=bool(exact),
-            backoff=backoff,
-            context_han=self.han_in(matched_left, right[:b]),
-            whole=not cut and a == len(left) and b == len(right),
-            sides=self.sides(left, right, a, b, self.bounded(starts[chosen], fill_length, a, b)),
-            contradicted=self.contradicted(left, right, a, b, starts[chosen], fill_length),
-        )
+        if bounded.any() and not bounded.all():
+            clause = choose(
+                left_match[bounded], right_match[bounded], starts[bounded], fills[bounded]
+            )
+            if clause is not None and holds_evidence(clause):
+                return clause
+        return match
 
     def contexts(
         self, left: Sequence[int], right: Sequence[int]
@@ -335,11 +393,18 @@ class BlankLookup:
             if any(self.is_boundary[int(token)] for token in context[:matched]):
                 return False
             following = int(context[matched])
-            if following not in self.han_ids and following not in self.punctuation_ids:
+            ends_clause = following in self.punctuation_ids
+            # a mark where the passage goes on counts right next to the blank only (匹夫有[MASK]。
+            # against 匹夫有获万口称), and not against a sentence-final particle: 三人行，必有我
+            # 师焉 ends where 三人行，必有我[MASK]。 does
+            if not (following in self.han_ids or (ends_clause and matched == 0)):
                 return False
             inside = (next_to >= 0) & (next_to < len(self.tokens))
             tokens = self.tokens.take(next_to, mode="clip").astype(np.int64)
-            return bool((inside & self.is_han[tokens]).all())
+            reads_on = inside & self.is_han[tokens]
+            if ends_clause:
+                reads_on &= ~self.is_particle[tokens]
+            return bool(reads_on.all())
 
         return (
             differs(list(left)[::-1], a, starts - a - 1),

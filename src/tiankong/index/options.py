@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from tiankong.index.lookup import OCCURRENCE_LIMIT, BlankLookup, BlankMatch
+from tiankong.index.lookup import OCCURRENCE_LIMIT, BlankLookup, BlankMatch, holds_evidence
 from tiankong.index.store import SearchRange
 
 
@@ -39,6 +39,33 @@ def option_match(
     option = [int(token) for token in option]
     if not option or lookup.stop_ids.intersection(option):
         return None
+    match = longest_option_match(lookup, left, right, option, open_ended)
+    if match is None or holds_evidence(match):
+        return match
+    # Its longest context is no evidence (逍遥自在， in a poem line that reads on differently
+    # for 他说这叫逍遥自[BLANK]，没错。): the blank's own lookup, which falls back to a clause the
+    # text holds whole (the idiom line 逍遥自在), may hold the option as evidence.
+    blank = lookup.lookup(left, right, len(option))
+    key = tuple(option)
+    if blank is None or key not in blank.fills or not holds_evidence(blank):
+        return match
+    return replace(
+        blank,
+        fills={key: blank.fills[key]},
+        positions={key: blank.positions[key]},
+        context_count=blank.total,
+        backoff=None,
+    )
+
+
+def longest_option_match(
+    lookup: BlankLookup,
+    left: Sequence[int],
+    right: Sequence[int],
+    option: list[int],
+    open_ended: bool,
+) -> BlankMatch | None:
+    """``option_match``'s first try: the longest context around ``option`` that occurs."""
     left, right, cut = lookup.contexts(left, right)
     index = lookup.index
 
@@ -67,6 +94,10 @@ def option_match(
         return None
     matched_left, matched_right = left[len(left) - a :], right[:b]
     total, exact = context_count(lookup, matched_left, matched_right, len(option))
+    # the passages of this option's context, read past it as the lookup reads its own (the
+    # evidence rule's ``contradicted``): whole fills, [BLANK]s and candidates showed 翻 from
+    # 可怜见子母每天翻地覆 for 他每天[MASK]地铁 after one [MASK] stopped doing so
+    starts = lookup.index.positions(found, OCCURRENCE_LIMIT).astype(np.int64) + a
     return BlankMatch(
         left=tuple(matched_left),
         right=tuple(matched_right),
@@ -77,6 +108,7 @@ def option_match(
         context_han=lookup.han_in(matched_left, matched_right),
         whole=not cut and a == len(left) and b == len(right),
         sides=lookup.sides(left, right, a, b, passage_ends(lookup, position, len(option), a, b)),
+        contradicted=lookup.contradicted(left, right, a, b, starts, len(option)),
     )
 
 
