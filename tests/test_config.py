@@ -184,6 +184,11 @@ def test_settings_rows_are_checked_and_every_twin_is_distinct() -> None:
         ({"model": 123}, "--model must be a string, not int (123)."),
         ({"api_keys": "secret"}, "--api-key must be a list of strings, not str ('secret')."),
         ({"request_timeout_s": True}, "--request-timeout must be a number, not bool (True)."),
+        # a row that can't be unset: a TypeError from the limit's comparison in predict
+        (
+            {"max_top_k": None},
+            "max_top_k can't be None; give a value or leave it out (the default is used then).",
+        ),
     ],
 )
 def test_a_setting_of_the_wrong_type_is_one_sentence(changes: dict[str, Any], words: str) -> None:
@@ -195,3 +200,25 @@ def test_a_setting_of_the_wrong_type_is_one_sentence(changes: dict[str, Any], wo
         check_settings(Settings(**changes))
     assert refused.value.message == words
     check_settings(Settings(request_timeout_s=5, model=None))  # an int is a number; None unset
+
+
+def test_the_type_check_is_not_skipped_for_an_equal_table_of_other_types() -> None:
+    """Settings(threads=1.0) == Settings(threads=1): once one was checked, the other passed
+    (and torch's set_num_threads refused the float)."""
+    from tiankong.config import Settings, check_settings
+
+    check_settings(Settings(threads=1))
+    with pytest.raises(BadOptionError, match="--threads must be a whole number, not float"):
+        check_settings(Settings(threads=1.0))
+
+
+def test_paths_are_kept_as_strings() -> None:
+    """Settings(onnx_cache_dir=Path(...)) worked before the type check, and model= or index=
+    as a Path were an AttributeError: a path is its string."""
+    from pathlib import Path
+
+    from tiankong.config import Settings, check_settings
+
+    settings = Settings(onnx_cache_dir=Path("/tmp/exports"), model=Path("my-model"))
+    check_settings(settings)
+    assert (settings.onnx_cache_dir, settings.model) == ("/tmp/exports", "my-model")

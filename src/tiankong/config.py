@@ -302,6 +302,14 @@ class Settings:
         """A copy with the non-None values of ``changes`` applied."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
+    def __post_init__(self) -> None:
+        """A path given as a ``pathlib.Path`` (the library's ``model=``, ``index=``,
+        ``onnx_cache_dir=``) is kept as its string, as the CLI gives it."""
+        for row in fields(self):
+            value = getattr(self, row.name)
+            if isinstance(value, os.PathLike):
+                object.__setattr__(self, row.name, os.fspath(value))
+
 
 @dataclass(frozen=True)
 class ScaleOptions:
@@ -388,21 +396,29 @@ CHECKED: set[Any] = set()
 def check_settings(values: Any) -> None:
     """Every row's rule, on a settings table instance; the first broken one is a BadOptionError.
     An instance is checked once: later calls with an equal one return at once."""
+    # the values' types are part of the key: Settings(threads=1.0) == Settings(threads=1), and
+    # one checked let the other through
+    key = (values, tuple(type(getattr(values, row.name)) for row, _ in rows(type(values))))
     with suppress(TypeError):  # an unhashable table is checked every time
-        if values in CHECKED:
+        if key in CHECKED:
             return
     check_rows(values)
     with suppress(TypeError):
-        CHECKED.add(values)
+        CHECKED.add(key)
 
 
 def type_problem(value: Any, kind: Any) -> str | None:
     """What a setting's value should be where it is not of the row's type (``kind``, from the
     table's annotations), or None. The library takes any Python value: max_length="128" was a
-    TypeError from the limit's comparison, FillMasker.load(123) an AttributeError."""
+    TypeError from the limit's comparison, FillMasker.load(123) an AttributeError. None is a
+    value only where the row may be unset (``int | None``): max_top_k=None was a TypeError."""
+    optional = False
     if get_origin(kind) in (UnionType, Union):
         kinds = [k for k in get_args(kind) if k is not type(None)]
+        optional = len(kinds) < len(get_args(kind))
         kind = kinds[0] if len(kinds) == 1 else Any
+    if value is None:
+        return None if optional or kind is Any else "given"
     if kind is bool:
         return None if isinstance(value, bool) else "true or false"
     if kind is int:
@@ -422,13 +438,18 @@ def check_rows(values: Any) -> None:
     kinds = get_type_hints(type(values))
     for row, flag in rows(type(values)):
         value = getattr(values, row.name)
-        if value is None:
-            continue
         wanted = type_problem(value, kinds[row.name])
+        if wanted == "given":
+            raise BadOptionError(
+                f"{label(row, flag)} can't be None; give a value or leave it out (the "
+                "default is used then)."
+            )
         if wanted is not None:
             raise BadOptionError(
                 f"{label(row, flag)} must be {wanted}, not {type(value).__name__} ({value!r})."
             )
+        if value is None:
+            continue
         if isinstance(value, str) and not value.strip():  # '' fell back to the default, or
             # read as a path: --model "" served the bundled model, " " the working folder
             raise BadOptionError(f"{label(row, flag)} is empty; give a value or leave it out.")
