@@ -35,7 +35,7 @@ from tiankong.core.models import (
     usable_positions,
 )
 from tiankong.core.modes import ScheduledScorer, SearchModes
-from tiankong.core.options import PredictOptions, keyword_options
+from tiankong.core.options import UNSET_WHEN_NONE, PredictOptions, keyword_options
 from tiankong.core.request import (
     EngineJob,
     PlainJob,
@@ -289,6 +289,8 @@ class FillMasker:
                 f"{type(options).__name__}; or pass the options as keywords."
             )
         if options is not None:
+            # a keyword given as None is not given (candidates=None, as a JSON null)
+            changes = {k: v for k, v in changes.items() if not (k in UNSET_WHEN_NONE and v is None)}
             if top_k is not None or changes:
                 given = ", ".join(["top_k"] * (top_k is not None) + sorted(changes))
                 raise BadOptionError(

@@ -222,7 +222,7 @@ def test_an_index_for_a_model_that_reads_text_differently(
     with pytest.raises(IndexTokenizerMismatchError) as refused:
         FillMasker.load(str(lower), settings, index="bundled")
     assert refused.value.message.startswith("The bundled index reads its text with")
-    assert f"tiankong index build FILES -o DIR --model {lower.name}" in refused.value.message
+    assert f"tiankong index build FILES -o DIR --model {lower.resolve()}" in refused.value.message
     plain = tmp_path / "plain"
     assert run_cli("index", "build", str(corpus_file), "-o", str(plain)).returncode == 0
     with pytest.raises(IndexTokenizerMismatchError, match="was built with another tokenizer"):

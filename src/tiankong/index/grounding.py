@@ -256,8 +256,10 @@ def choose_memory(
             "use --index bundled or --index DIR to ground it",
         )
     fingerprint = tokenizer_fingerprint(tokenizer)
+    # a folder by its path: its name alone was read as a hub id (offline: exit 3)
+    given = model.name if model.kind in ("bundled", "hub") else str(model.path)
     rebuild = (
-        f"build one for it with `tiankong index build FILES -o DIR --model {model.name}` and "
+        f"build one for it with `tiankong index build FILES -o DIR --model {given}` and "
         "pass --index DIR"
     )
     if setting in ("auto", "bundled"):
