@@ -138,7 +138,11 @@ class FillMasker:
         self.encoder = encoder
         self.engine = engine
         self.settings = settings
-        self.banned = banned_token_ids(encoder.vocab, model_outputs(model.path))
+        outputs = model_outputs(model.path)
+        self.banned = banned_token_ids(encoder.vocab, outputs)
+        # the ids a row of the model's scores holds: its vocab_size, which a vocabulary padded
+        # past its tokenizer makes more than the tokenizer's tokens (the constraint masks)
+        self.width = max(len(encoder.vocab), outputs or 0)
         self.unpadded = reads_padding(model)  # each engine call's rows of one length
         self.index = index or MemoryChoice("none", None, "no index was given")
         # the corpus index, mixed in at the decode stage (None: the model's own numbers)
@@ -454,7 +458,7 @@ class FillMasker:
         return SearchModes(self)
 
     def allowed_tokens(self, constraints: Constraints) -> np.ndarray:
-        return allowed_token_mask(constraints, self.encoder.vocab, self.banned)
+        return allowed_token_mask(constraints, self.encoder.vocab, self.banned, self.width)
 
     def banned_in(self, token_ids: Sequence[int]) -> bool:
         """Whether any of ``token_ids`` is one that never appears in results."""

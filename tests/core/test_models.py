@@ -226,3 +226,14 @@ def test_ids_a_padded_vocabulary_has_no_token_for_are_never_answers(tmp_path: Pa
     masker = FillMasker.load(str(folder), Settings(engine="torch", threads=1, index="none"))
     answers = masker.predict("画龙点[MASK]", top_k=5).masks[0]
     assert all(answer.token and answer.token_id < 21128 for answer in answers)
+    # the constraint and whole-word masks are a row's width, not the tokenizer's (IndexError)
+    for options in (
+        {"preset": "chinese_only"},
+        {"exclude": ["睛"]},
+        {"allowed": ["睛", "笔"]},
+        {"mode": "whole_word"},
+    ):
+        result = masker.predict("画龙点[MASK]", top_k=3, **options)
+        assert all(answer.token and answer.token_id < 21128 for answer in result.masks[0])
+    blank = masker.predict("画龙点[BLANK]", top_k=3).sequences
+    assert blank and all(sequence.fill for sequence in blank)

@@ -207,21 +207,23 @@ class Constraints:
 
 
 def allowed_token_mask(
-    constraints: Constraints, vocab: dict[str, int], banned: np.ndarray
+    constraints: Constraints, vocab: dict[str, int], banned: np.ndarray, width: int | None = None
 ) -> np.ndarray:
-    """Boolean ``[vocab]`` array: True where a token may be a candidate."""
+    """Boolean array over a row's ``width`` ids (default the vocabulary's; a model's rows may be
+    wider, a vocabulary padded past its tokenizer): True where a token may be a candidate."""
+    width = len(vocab) if width is None else width
     if constraints.preset is not None and constraints.preset not in PRESETS:
         raise BadOptionError(
             f"Unknown constraints preset '{constraints.preset}'; use one of {', '.join(PRESETS)}."
         )
-    allowed = np.ones(len(vocab), dtype=bool)
+    allowed = np.ones(width, dtype=bool)
     allowed[banned] = False
     if constraints.preset == "chinese_only":
-        allowed &= preset_array(vocab, lambda token: token != "" and all(map(is_han, token)))
+        allowed &= preset_array(vocab, lambda t: t != "" and all(map(is_han, t)), width)
     elif constraints.preset == "no_punctuation":
-        allowed &= preset_array(vocab, lambda token: any(char.isalnum() for char in token))
+        allowed &= preset_array(vocab, lambda t: any(char.isalnum() for char in t), width)
     if constraints.allowed:
-        listed = np.zeros(len(vocab), dtype=bool)
+        listed = np.zeros(width, dtype=bool)
         for token_id in ids_of(constraints.allowed, vocab):
             listed[token_id] = True
         allowed &= listed
@@ -232,8 +234,10 @@ def allowed_token_mask(
     return allowed
 
 
-def preset_array(vocab: dict[str, int], keep: Callable[[str], bool]) -> np.ndarray:
-    array = np.zeros(len(vocab), dtype=bool)
+def preset_array(
+    vocab: dict[str, int], keep: Callable[[str], bool], width: int | None = None
+) -> np.ndarray:
+    array = np.zeros(len(vocab) if width is None else width, dtype=bool)
     for token, index in vocab.items():
         array[index] = not token.startswith("##") and keep(token)
     return array

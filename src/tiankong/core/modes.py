@@ -80,6 +80,7 @@ class Scorer(Protocol):
 
     encoder: TextEncoder
     banned: np.ndarray
+    width: int  # the ids a row of scores holds (the model's vocab_size, at least the tokenizer's)
     memory: FillMemory | None  # the corpus index, if the model has one
 
     def prepare(self, text: str) -> PreparedText: ...
@@ -181,7 +182,7 @@ class SearchModes:
         per tokenizer (a server makes a SearchModes per request)."""
         allowed = WORD_TOKENS.get(self.encoder)
         if allowed is None:
-            allowed = np.zeros(len(self.encoder.vocab), dtype=bool)
+            allowed = np.zeros(self.masker.width, dtype=bool)
             for token, token_id in self.encoder.vocab.items():
                 allowed[token_id] = any(char.isalnum() for char in token)
             allowed[self.masker.banned] = False
@@ -382,6 +383,7 @@ class ScheduledScorer:
         self.score_rows = score_rows
         self.encoder: TextEncoder = scorer.encoder
         self.banned: np.ndarray = scorer.banned
+        self.width: int = scorer.width
         self.memory: FillMemory | None = scorer.memory
 
     def prepare(self, text: str) -> PreparedText:

@@ -167,7 +167,7 @@ def target_tokens(predictor: Predictor, targets: Sequence[str]) -> dict[str, lis
 
 def allowed_targets(predictor: Predictor, target_ids: dict[str, list[int]]) -> np.ndarray:
     """A vocabulary mask of single-token targets: each mask ranks them as the pipeline does."""
-    allowed = np.zeros(len(predictor.masker.encoder.vocab), dtype=bool)
+    allowed = np.zeros(predictor.masker.width, dtype=bool)
     for ids in target_ids.values():
         allowed[ids[0]] = True
     return allowed
