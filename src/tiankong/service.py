@@ -173,9 +173,11 @@ class FillMasker:
         check_window(model, settings.max_length)
         limits = TextLimits(settings.max_masks, settings.max_length, settings.max_text_chars)
         encoder = TextEncoder.from_folder(model.path, limits)
-        check_vocabulary(model, encoder.vocab)
+        outputs = check_vocabulary(model, encoder.vocab)
         choice = choose_memory(settings.index, model, encoder.tokenizer)
-        engine = create_engine(model, settings, len(encoder.vocab), find_onnx_export)
+        # the fake engine's rows as wide as the model's (a vocabulary padded past its tokenizer)
+        width = max(len(encoder.vocab), outputs or 0)
+        engine = create_engine(model, settings, width, find_onnx_export)
         return cls(model, encoder, engine, settings, choice)
 
     def check_top_k(self, k: int) -> int:

@@ -301,6 +301,40 @@ def test_whole_fills_and_candidates_read_passages_as_one_mask_does(
     assert whole is not None and holds_evidence(whole)
 
 
+def small_lookup(folder: Path, tokenizer: Tokenizer, lines: list[str]) -> BlankLookup:
+    folder.mkdir(parents=True)
+    (folder / "c.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    build_index([folder / "c.txt"], folder / "index", progress=False)
+    return BlankLookup(open_index(folder / "index"), tokenizer)
+
+
+def test_the_fallbacks_keep_the_open_ended_rules(tmp_path: Path, tokenizer: Tokenizer) -> None:
+    """A review of the fallbacks: an open-ended fill (a [BLANK]'s, a candidate's) took the
+    blank's fallback match without the spanning rule (四 for 张三李[BLANK]王五赵六。 from
+    四王五赵六。, where the text has 李 before the blank), and the one-character row of a [BLANK]
+    showed the passage the fallback had passed over as its 出处."""
+    from tiankong.index.grounding import CorpusMemory
+    from tiankong.index.options import option_match, spanning_fills
+
+    lookup = small_lookup(tmp_path / "a", tokenizer, ["甲李四王乙。", "四王五赵六。"])
+    left, right, four = ids(tokenizer, "张三李"), ids(tokenizer, "王五赵六。"), ids(tokenizer, "四")
+    opened = option_match(lookup, left, right, four, open_ended=True)
+    assert opened is None or not opened.right or opened.left  # never the one-sided 四王五赵六。
+    memory = CorpusMemory(lookup.index, "t", tokenizer)
+    text = [tokenizer.token_to_id("[CLS]"), *left, *four, *right, tokenizer.token_to_id("[SEP]")]
+    grounded = memory.ground(text, 1 + len(left), four, 0.01, 0.5, open_ended=True)
+    assert grounded.memory is None and grounded.score == pytest.approx(0.01)
+
+    lookup = small_lookup(tmp_path / "b", tokenizer, ["两脚踏实地，风雨无漂摇。", "脚踏实地；"])
+    left, right = ids(tokenizer, "做事要脚踏"), ids(tokenizer, "地，不要好高骛远。")
+    match = lookup.lookup(left, right, 1)
+    assert match is not None and holds_evidence(match)
+    row = spanning_fills(lookup, match, left, right)
+    assert row is not None
+    example = lookup.evidence(row, ids(tokenizer, "实"))
+    assert example is not None and example["example"] == "脚踏实地；"
+
+
 def test_a_context_cut_at_an_unknown_character_is_not_the_whole_text(
     small_index: Path, tokenizer: Tokenizer
 ) -> None:

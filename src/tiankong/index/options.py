@@ -49,6 +49,12 @@ def option_match(
     key = tuple(option)
     if blank is None or key not in blank.fills or not holds_evidence(blank):
         return match
+    if open_ended:  # the spanning rule holds for it too (a [BLANK]'s or a candidate's fill)
+        cleaned_left, cleaned_right, _ = lookup.contexts(left, right)
+        found = lookup.index.search([*blank.left, *option, *blank.right])
+        at = (len(blank.left), len(blank.right))
+        if spanning(lookup, found, option, *at, cleaned_left, cleaned_right) is None:
+            return match
     return replace(
         blank,
         fills={key: blank.fills[key]},
@@ -163,6 +169,8 @@ def spanning_fills(
     for fill, count in match.fills.items():
         found = lookup.index.search([*match.left, *fill, *match.right])
         position = spanning(lookup, found, fill, a, b, left, right)
+        if position is not None and a and b:  # no side to end: the match's own occurrence
+            position = match.positions.get(fill, position)  # (not one it passed over)
         if position is not None:
             fills[fill], positions[fill] = count, position
     if not fills:
