@@ -35,7 +35,7 @@ from tiankong.core.models import (
     usable_positions,
 )
 from tiankong.core.modes import ScheduledScorer, SearchModes
-from tiankong.core.options import UNSET_WHEN_NONE, PredictOptions, keyword_options
+from tiankong.core.options import PredictOptions, given_keywords, keyword_options
 from tiankong.core.request import (
     EngineJob,
     PlainJob,
@@ -91,6 +91,12 @@ def check_window(model: ResolvedModel, max_length: int) -> None:
         )
 
 
+def row_width(vocab: dict[str, int], outputs: int | None) -> int:
+    """The ids a row of the model's scores holds: its vocab_size (``outputs``), which a
+    vocabulary padded past its tokenizer makes more than the tokenizer's tokens."""
+    return max(len(vocab), outputs or 0)
+
+
 def check_vocabulary(model: ResolvedModel, vocab: dict[str, int]) -> int | None:
     """Refuse a tokenizer that doesn't belong to the model, before its engine starts, and
     return the model's scores a row (``core.models.model_outputs``). A token id past the
@@ -140,9 +146,7 @@ class FillMasker:
         self.settings = settings
         outputs = model_outputs(model.path)
         self.banned = banned_token_ids(encoder.vocab, outputs)
-        # the ids a row of the model's scores holds: its vocab_size, which a vocabulary padded
-        # past its tokenizer makes more than the tokenizer's tokens (the constraint masks)
-        self.width = max(len(encoder.vocab), outputs or 0)
+        self.width = row_width(encoder.vocab, outputs)  # the constraint masks' length
         self.unpadded = reads_padding(model)  # each engine call's rows of one length
         self.index = index or MemoryChoice("none", None, "no index was given")
         # the corpus index, mixed in at the decode stage (None: the model's own numbers)
@@ -176,8 +180,7 @@ class FillMasker:
         outputs = check_vocabulary(model, encoder.vocab)
         choice = choose_memory(settings.index, model, encoder.tokenizer)
         # the fake engine's rows as wide as the model's (a vocabulary padded past its tokenizer)
-        width = max(len(encoder.vocab), outputs or 0)
-        engine = create_engine(model, settings, width, find_onnx_export)
+        engine = create_engine(model, settings, row_width(encoder.vocab, outputs), find_onnx_export)
         return cls(model, encoder, engine, settings, choice)
 
     def check_top_k(self, k: int) -> int:
@@ -295,8 +298,7 @@ class FillMasker:
                 f"{type(options).__name__}; or pass the options as keywords."
             )
         if options is not None:
-            # a keyword given as None is not given (candidates=None, as a JSON null)
-            changes = {k: v for k, v in changes.items() if not (k in UNSET_WHEN_NONE and v is None)}
+            changes = given_keywords(changes)  # candidates=None is not given
             if top_k is not None or changes:
                 given = ", ".join(["top_k"] * (top_k is not None) + sorted(changes))
                 raise BadOptionError(

@@ -207,13 +207,16 @@ CLAUSES = [
 ]
 
 
+def small_lookup(folder: Path, tokenizer: Tokenizer, lines: list[str]) -> BlankLookup:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "c.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    build_index([folder / "c.txt"], folder / "index", progress=False)
+    return BlankLookup(open_index(folder / "index"), tokenizer)
+
+
 @pytest.fixture(scope="module")
 def clause_lookup(tmp_path_factory: pytest.TempPathFactory, tokenizer: Tokenizer) -> BlankLookup:
-    corpus = tmp_path_factory.mktemp("clauses") / "clauses.txt"
-    corpus.write_text("\n".join(CLAUSES) + "\n", encoding="utf-8")
-    out = corpus.parent / "index"
-    build_index([corpus], out, progress=False)
-    return BlankLookup(open_index(out), tokenizer)
+    return small_lookup(tmp_path_factory.mktemp("clauses"), tokenizer, CLAUSES)
 
 
 @pytest.mark.parametrize(
@@ -299,13 +302,6 @@ def test_whole_fills_and_candidates_read_passages_as_one_mask_does(
         clause_lookup, [], ids(tokenizer, "龟手药，说的就是这个道理。"), ids(tokenizer, "不")
     )
     assert whole is not None and holds_evidence(whole)
-
-
-def small_lookup(folder: Path, tokenizer: Tokenizer, lines: list[str]) -> BlankLookup:
-    folder.mkdir(parents=True)
-    (folder / "c.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    build_index([folder / "c.txt"], folder / "index", progress=False)
-    return BlankLookup(open_index(folder / "index"), tokenizer)
 
 
 def test_the_fallbacks_keep_the_open_ended_rules(tmp_path: Path, tokenizer: Tokenizer) -> None:

@@ -119,6 +119,12 @@ KEYWORDS = (
 )
 
 
+def given_keywords(changes: dict[str, Any]) -> dict[str, Any]:
+    """A call's keywords less the ones given as None where None means "not given" (a JSON
+    null: candidates, constraints, allowed, exclude, preset)."""
+    return {k: v for k, v in changes.items() if not (k in UNSET_WHEN_NONE and v is None)}
+
+
 def keyword_options(top_k: int, changes: dict[str, Any]) -> PredictOptions:
     """PredictOptions from a call's keywords, the one door for the library's ``predict(...,
     **changes)`` and the servers' fields: any PredictOptions field, and ``allowed``,
@@ -126,7 +132,7 @@ def keyword_options(top_k: int, changes: dict[str, Any]) -> PredictOptions:
     (``topk=3``, ``preset=`` once), an empty ``candidates`` or ``allowed`` list (the library
     answered as if none was given, where HTTP refused), or constraints given both ways is a
     ``BadOptionError``."""
-    given = {k: v for k, v in changes.items() if not (k in UNSET_WHEN_NONE and v is None)}
+    given = given_keywords(changes)
     unknown = sorted(set(given).difference(KEYWORDS))
     if unknown:
         raise BadOptionError(
