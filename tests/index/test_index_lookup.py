@@ -258,6 +258,30 @@ def test_passages_that_read_differently_from_the_text_are_no_evidence(
     assert holds_evidence(match) is evidence
 
 
+def test_a_fill_whose_own_passages_read_differently_is_no_evidence(
+    tmp_path: Path, tokenizer: Tokenizer
+) -> None:
+    """The evidence rule was judged per match: with 每天扫地 in the corpus beside 可怜见子母每天
+    翻地覆, the passage that ends its clause after 地 made the match evidence, and 翻, whose only
+    passage reads 子母 and 覆 where the text has 他 and 铁, kept its count and showed that
+    passage as its 出处. Each fill is now judged by its own passages."""
+    lookup = small_lookup(tmp_path, tokenizer, ["可怜见子母每天翻地覆。", "每天扫地"])
+    left, right = ids(tokenizer, "他每天"), ids(tokenizer, "地铁去公司上班。")
+    match = lookup.lookup(left, right, 1)
+    assert match is not None and holds_evidence(match)
+    assert match.fills == {tuple(ids(tokenizer, "扫")): 1}
+    assert lookup.evidence(match, ids(tokenizer, "翻")) is None
+    example = lookup.evidence(match, ids(tokenizer, "扫"))
+    assert example is not None and example["example"] == "每天扫地"
+
+    # each fill's passages read differently on one side, a different side for each: neither
+    # is evidence, so the match is none either
+    split = small_lookup(tmp_path / "split", tokenizer, ["我每天翻地", "每天扫地板"])
+    match = split.lookup(left, right, 1)
+    assert match is not None and match.context_han == 3
+    assert not holds_evidence(match)
+
+
 def test_a_clause_the_text_holds_whole_is_evidence_where_a_longer_match_is_not(
     clause_lookup: BlankLookup, tokenizer: Tokenizer
 ) -> None:

@@ -15,7 +15,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -48,11 +48,14 @@ class BlankMatch:
 
     left: tuple[int, ...]  # the matched left context L[-a:]
     right: tuple[int, ...]  # the matched right context R[:b]
-    fills: dict[tuple[int, ...], int]  # n(f) for every fill seen in that context
+    # n(f) for every fill seen in that context, but those whose own passages read differently
+    # from the text (``grounded_fills``)
+    fills: dict[tuple[int, ...], int]
     positions: dict[tuple[int, ...], int]  # one token position of each fill (for its example)
     exact: bool  # False when both sides were too common to enumerate (a sample was counted)
     # Occurrences of the context with any fill, when ``fills`` holds only some of them (the
-    # match of one option, tiankong.index.options); None: ``fills`` holds them all.
+    # match of one option, tiankong.index.options; fills dropped by ``grounded_fills``);
+    # None: ``fills`` holds them all.
     context_count: int | None = None
     # n'(f) in the context one token shorter (its outer token on the longer side dropped), for
     # the fills of ``fills``: breaks ties between fills that the best context counts equally.
@@ -280,11 +283,18 @@ class BlankLookup:
                 ),
             )
             chosen = (left_match >= a) & (right_match >= b)
+            reads = self.reads_differently(left, right, a, b, starts[chosen], fill_length)
             counts: Counter[tuple[int, ...]] = Counter()
             positions: dict[tuple[int, ...], int] = {}
-            for fill, start in zip(map(tuple, fills[chosen].tolist()), starts[chosen], strict=True):
+            # per fill, per side: every occurrence of it reads differently from the text there
+            misread: dict[tuple[int, ...], list[bool]] = {}
+            found = zip(map(tuple, fills[chosen].tolist()), starts[chosen], *reads, strict=True)
+            for fill, start, reads_left, reads_right in found:
                 counts[fill] += 1
                 positions.setdefault(fill, int(start))
+                sides = misread.setdefault(fill, [True, True])
+                sides[0] &= bool(reads_left)
+                sides[1] &= bool(reads_right)
             exact = (left_exact and not loose_left and a >= left_length > 0) or (
                 right_exact and not loose_right and b >= right_length > 0
             )
@@ -294,7 +304,7 @@ class BlankLookup:
             seen = Counter(map(tuple, fills[wider].tolist()))
             backoff = {fill: n for fill, n in seen.items() if fill in counts}
             matched_left = tuple(left[len(left) - a :]) if a else ()
-            return BlankMatch(
+            match = BlankMatch(
                 left=matched_left,
                 right=tuple(right[:b]),
                 fills=dict(counts),
@@ -306,8 +316,9 @@ class BlankLookup:
                 sides=self.sides(
                     left, right, a, b, self.bounded(starts[chosen], fill_length, a, b)
                 ),
-                contradicted=self.contradicted(left, right, a, b, starts[chosen], fill_length),
+                contradicted=(bool(reads[0].all()), bool(reads[1].all())),
             )
+            return grounded_fills(match, misread)
 
         match = choose(left_match, right_match, starts, fills)
         if match is None or holds_evidence(match):
@@ -382,29 +393,43 @@ class BlankLookup:
         fill_length: int,
     ) -> tuple[bool, bool]:
         """``BlankMatch.contradicted``: per side, the occurrences (their fills at ``starts``)
-        all go on with a Han character just past the match where the query goes on with a
-        character or a mark of its own, and the match has not yet crossed a mark on that side
-        (past a shared mark, the next clause may differ: 不龟手药，或 holds the user's
-        不龟手药，说 whole)."""
+        all read differently from the text there (``reads_differently``)."""
+        reads = self.reads_differently(left, right, a, b, starts, fill_length)
+        return bool(reads[0].size and reads[0].all()), bool(reads[1].size and reads[1].all())
 
-        def differs(context: Sequence[int], matched: int, next_to: np.ndarray) -> bool:
+    def reads_differently(
+        self,
+        left: Sequence[int],
+        right: Sequence[int],
+        a: int,
+        b: int,
+        starts: np.ndarray,
+        fill_length: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per side, per occurrence (its fill at ``starts``): it goes on with a Han character
+        just past the match where the query goes on with a character or a mark of its own, and
+        the match has not yet crossed a mark on that side (past a shared mark, the next clause
+        may differ: 不龟手药，或 holds the user's 不龟手药，说 whole)."""
+        none = np.zeros(len(starts), dtype=bool)
+
+        def differs(context: Sequence[int], matched: int, next_to: np.ndarray) -> np.ndarray:
             if matched >= len(context):
-                return False
+                return none
             if any(self.is_boundary[int(token)] for token in context[:matched]):
-                return False
+                return none
             following = int(context[matched])
             ends_clause = following in self.punctuation_ids
             # a mark where the passage goes on counts right next to the blank only (匹夫有[MASK]。
             # against 匹夫有获万口称), and not against a sentence-final particle: 三人行，必有我
             # 师焉 ends where 三人行，必有我[MASK]。 does
             if not (following in self.han_ids or (ends_clause and matched == 0)):
-                return False
+                return none
             inside = (next_to >= 0) & (next_to < len(self.tokens))
             tokens = self.tokens.take(next_to, mode="clip").astype(np.int64)
             reads_on = inside & self.is_han[tokens]
             if ends_clause:
                 reads_on &= ~self.is_particle[tokens]
-            return bool(reads_on.all())
+            return np.asarray(reads_on, dtype=bool)
 
         return (
             differs(list(left)[::-1], a, starts - a - 1),
@@ -524,6 +549,35 @@ class BlankLookup:
             if len(settled) >= needed or len(line) > VERBATIM_PREFIX:
                 return settled  # never the whole of a long passage (too few: no evidence)
         return list(self.tokenizer.encode(line, add_special_tokens=False).offsets)
+
+
+def grounded_fills(match: BlankMatch, misread: dict[tuple[int, ...], list[bool]]) -> BlankMatch:
+    """``match`` without the fills whose own passages read differently from the text
+    (``misread``: per fill and side, every occurrence of it does): the evidence rule judged
+    per fill, where the match as a whole holds it because another fill's passage ends its
+    clause (每天翻地覆 beside 每天扫地 for 他每天[MASK]地铁: 翻's every passage reads on). Where
+    every fill is dropped, the match is kept and marked so (``contradicted`` on both sides), so
+    that it is no evidence and the lookup may fall back to a clause the text holds whole."""
+    if not holds_evidence(match):
+        return match
+    kept = {
+        fill
+        for fill, (left, right) in misread.items()
+        if holds_evidence(replace(match, contradicted=(left, right)))
+    }
+    if len(kept) == len(match.fills):
+        return match
+    if not kept:
+        return replace(match, contradicted=(True, True))
+    return replace(
+        match,
+        context_count=match.total,
+        fills={fill: n for fill, n in match.fills.items() if fill in kept},
+        positions={fill: at for fill, at in match.positions.items() if fill in kept},
+        backoff=None
+        if match.backoff is None
+        else {fill: n for fill, n in match.backoff.items() if fill in kept},
+    )
 
 
 def trim(line: str, start: int, end: int, width: int = EXAMPLE_CHARS) -> str:
