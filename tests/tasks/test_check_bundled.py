@@ -89,6 +89,12 @@ def test_fixes_with_their_source(
         # model preferred 3-7 times: 令人切齿 turned the sense round
         "他的所作所为令人不齿。",
         "他们令人不齿。",
+        # a right 地 the model did not suspect, made 的 at 1.00 by a four- or five-character
+        # match in older vernacular (着他悄悄的走了罢, 不觉的睡着了也)
+        "她悄悄地走了出去。",
+        "他不知不觉地睡着了。",
+        "他慢慢地想着。",
+        "他悄悄地走了。",
     ],
 )
 def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:

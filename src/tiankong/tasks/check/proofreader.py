@@ -117,6 +117,11 @@ class CheckMethod:
     # also prefers the index's character over the written one by this factor (0: never)
     index_short_context: int = 3
     index_model_ratio: float = 1.0
+    # where the model did not suspect the character (no masked row), the index needs a match
+    # of this many context tokens, or of the text's whole sentence (天涯若比林), 0: no more
+    # than any index edit: a passage of older vernacular, 着他悄悄的走了罢, made 的 of a right
+    # 地 at score 1.00 in 她悄悄地走了出去 (docs/PROOFREADING.md)
+    index_unsuspected_context: int = 8
     # a four-character window one character off an idiom (tasks/check/idioms.py) is fixed
     # when the masked model prefers the idiom's character by this factor (0: no lexicon).
     # At 1.0 a character outside the confusion sets turned sense around (一丝不拘 was made
@@ -153,7 +158,7 @@ class CheckMethod:
             raise BadOptionError("suspect_ratio must be positive, min_probability from 0 to 1.")
         unsigned = (
             "index_any_context", "index_ratio", "index_short_context", "index_model_ratio",
-            "idiom_model_ratio", "idiom_confusable_ratio",
+            "index_unsuspected_context", "idiom_model_ratio", "idiom_confusable_ratio",
         )  # fmt: skip
         for name in unsigned:
             if getattr(self, name) < 0:
@@ -556,6 +561,12 @@ class Proofreader:
         self, window: Window, slot: int, match: Any, row: np.ndarray | None
     ) -> Edit | None:
         if self.method.index_both_sides and not all(match.sides):
+            return None
+        if (
+            row is None
+            and match.context_length < self.method.index_unsuspected_context
+            and not match.whole
+        ):
             return None
         token = window.input_ids[window.positions[slot]]
         short = match.context_length < self.method.index_context
