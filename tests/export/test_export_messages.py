@@ -135,3 +135,51 @@ def test_a_stale_shipped_graph_is_said_once(
         assert shipped_manifest(model, "abc") is None
     notes = [r for r in caplog.records if "is not for these model files" in r.getMessage()]
     assert len(notes) == 1
+
+
+def test_a_cache_folder_that_cant_be_written_is_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only or full cache mount (TIANKONG_ONNX_CACHE_DIR on a volume) was a 118-line
+    traceback and exit 1, where a cache folder that can't be created was one sentence."""
+    import errno
+    import os
+
+    from tiankong.core.models import DEFAULT_MODEL
+    from tiankong.export import export_cache
+
+    def read_only(*_: object, **__: object) -> str:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(export_cache.tempfile, "mkdtemp", read_only)
+    settings = Settings(threads=1, onnx_cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(ModelUnavailableError) as caught:
+        ensure_export(resolve_model(DEFAULT_MODEL), "fp32", settings)
+    message = str(caught.value)
+    assert f"can't be written in '{tmp_path / 'cache'}' (Read-only file system)" in message
+    assert "TIANKONG_ONNX_CACHE_DIR" in message
+
+
+def test_the_export_worker_names_a_full_disk_as_the_machines_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An OSError in the worker (a full disk) was reported as an engine failure to look up in a
+    log file; it is the cache folder's, with what to change."""
+    import errno
+    import os
+
+    def full(*_: object, **__: object) -> str:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(export_worker.tempfile, "mkdtemp", full)
+    request = export_worker.BuildRequest(
+        model_name="m", model_path=str(tmp_path), fp32_file=None, threads=1,
+        entry=str(tmp_path / "cache" / "m-fp32-0"), key="k", fingerprint="f", versions={},
+        cpu="avx2", min_agreement=0.98,
+    )  # fmt: skip
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(export_worker.asdict(request))))
+    assert export_worker.main() == 1
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["error"] == "ModelUnavailableError"
+    assert "(No space left on device)" in report["message"]
+    assert "TIANKONG_ONNX_CACHE_DIR" in report["message"]

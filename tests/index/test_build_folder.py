@@ -78,3 +78,35 @@ def test_output_dot_on_the_command_line(corpus_file: Path, tmp_path: Path) -> No
     assert done.returncode == 2, done.stderr
     assert "working folder" in done.stderr and "Traceback" not in done.stderr
     assert sorted(os.listdir(tmp_path)) == ["keep.txt", "manifest.json"]
+
+
+def test_an_output_folder_that_fills_up_is_one_sentence(
+    corpus_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk while the arrays were written was a traceback after the progress bars."""
+    import errno
+
+    from tiankong.errors import BadOptionError
+    from tiankong.index import build
+
+    def full(*_: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(build.os, "replace", full)
+    with pytest.raises(BadOptionError, match=r"--output '.*' can't be written \(No space left"):
+        build_index([corpus_file], tmp_path / "idx", progress=False)
+    assert [path.name for path in tmp_path.iterdir()] == []  # the half-built folder is gone
+
+
+def test_a_user_cache_that_cant_hold_the_bundled_index_is_one_sentence(tmp_path: Path) -> None:
+    """A read-only cache (XDG_CACHE_HOME on a read-only mount) was a traceback from the lock
+    file's folder; here the folder can't be made, which fails the same way as root too."""
+    from tiankong.errors import IndexUnavailableError
+    from tiankong.index.bundled import ensure_bundled_index
+
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(IndexUnavailableError) as caught:
+        ensure_bundled_index(progress=False, cache_dir=tmp_path / "file" / "index")
+    message = str(caught.value)
+    assert "The bundled corpus index can't be written in" in message
+    assert "XDG_CACHE_HOME" in message and "--index none" in message

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tiankong.errors import BadOptionError
+from tiankong.errors import BadOptionError, TiankongError
 
 
 def check_output_folder(path: Path, flag: str, replaced: bool) -> None:
@@ -46,8 +46,30 @@ def made_here(path: Path, flag: str) -> Iterator[None]:
     try:
         yield
     except OSError as error:
-        reason = error.strerror or type(error).__name__
-        raise BadOptionError(f"{flag} '{path}' can't be written ({reason}).") from None
+        raise BadOptionError(f"{flag} '{path}' can't be written ({os_reason(error)}).") from None
+
+
+@contextmanager
+def cache_written(
+    folder: Path, what: str, remedy: str, error: type[TiankongError]
+) -> Iterator[None]:
+    """Around writing one of tiankong's own caches (the ONNX exports, the bundled index) into
+    ``folder``: an OSError (a read-only or full file system) is one sentence naming the folder,
+    the reason and ``remedy``, raised as ``error`` (a read-only cache mount was a 118-line
+    traceback and exit 1)."""
+    try:
+        yield
+    except TimeoutError:  # a lock's wait (filelock's Timeout is an OSError too): not a write
+        raise
+    except OSError as problem:
+        raise error(
+            f"{what} can't be written in '{folder}' ({os_reason(problem)}); {remedy}."
+        ) from None
+
+
+def os_reason(error: OSError) -> str:
+    """The system's reason (numpy's full-disk OSError has no ``strerror``, only its text)."""
+    return error.strerror or str(error) or type(error).__name__
 
 
 def folder_mode() -> int:

@@ -10,6 +10,8 @@ from pathlib import Path
 CACHE_FORMAT = 1  # bump when the graph or the recipe changes in a way the key can't see
 ONNX_FILE = "model.onnx"
 MANIFEST_FILE = "tiankong-export.json"
+# what to do where the cache folder can't be written (read-only, full)
+CACHE_REMEDY = "set TIANKONG_ONNX_CACHE_DIR to a writable folder with room for it"
 
 
 def file_sha256(path: Path) -> str:

@@ -41,10 +41,16 @@ from typing import Any
 
 from tiankong.config import Settings, cache_folder
 from tiankong.core.models import MODEL_FILE_PATTERNS, ResolvedModel
-from tiankong.core.output_folder import check_output_folder, folder_mode, made_here
+from tiankong.core.output_folder import cache_written, check_output_folder, folder_mode, made_here
 from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
 from tiankong.export import export
-from tiankong.export.cache_format import CACHE_FORMAT, MANIFEST_FILE, ONNX_FILE, file_sha256
+from tiankong.export.cache_format import (
+    CACHE_FORMAT,
+    CACHE_REMEDY,
+    MANIFEST_FILE,
+    ONNX_FILE,
+    file_sha256,
+)
 from tiankong.export.int8_recipe import cpu_kind
 
 log = logging.getLogger(__name__)
@@ -160,44 +166,42 @@ def ensure_export(model: ResolvedModel, precision: str, settings: Settings) -> O
     # INT8 is quantized from, and checked against, the FP32 export; auto measures both.
     fp32 = ensure_export(model, "fp32", settings) if precision != "fp32" else None
     int8 = ensure_export(model, "int8", settings) if precision == AUTO else None
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ModelUnavailableError(
-            f"The ONNX cache folder '{root}' can't be created ({error.strerror})."
-        ) from None
     from filelock import FileLock, Timeout
 
     from tiankong.export.export_worker import BuildRequest, build_in_worker
 
     try:
-        with FileLock(str(root / f"{entry.name}.lock"), timeout=LOCK_TIMEOUT_S):
-            found = open_export(entry, key)  # another process may have built it meanwhile
-            if found is not None:
-                return found
-            discard_leftovers(entry)
-            if precision == "fp32" and shipped is not None:
-                unpack_shipped(model, shipped, entry, key)
-                return checked(entry, key, model)
-            if precision == AUTO:
-                log.info("Measuring the engines for %s on this CPU; this happens once.", model.name)
-            else:
-                log.info("Exporting %s to ONNX (%s); this happens once.", model.name, precision)
-            build_in_worker(
-                BuildRequest(
-                    model_name=model.name,
-                    model_path=str(model.path),
-                    fp32_file=None if fp32 is None else str(fp32.onnx_file),
-                    threads=settings.threads,
-                    entry=str(entry),
-                    key=key,
-                    fingerprint=fingerprint,
-                    versions=versions,
-                    cpu=cpu,
-                    min_agreement=settings.int8_min_agreement,
-                    int8_file=None if int8 is None else str(int8.onnx_file),
+        with cache_written(root, "The ONNX export", CACHE_REMEDY, ModelUnavailableError):
+            root.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(root / f"{entry.name}.lock"), timeout=LOCK_TIMEOUT_S):
+                found = open_export(entry, key)  # another process may have built it meanwhile
+                if found is not None:
+                    return found
+                discard_leftovers(entry)
+                if precision == "fp32" and shipped is not None:
+                    unpack_shipped(model, shipped, entry, key)
+                    return checked(entry, key, model)
+                if precision == AUTO:
+                    log.info(
+                        "Measuring the engines for %s on this CPU; this happens once.", model.name
+                    )
+                else:
+                    log.info("Exporting %s to ONNX (%s); this happens once.", model.name, precision)
+                build_in_worker(
+                    BuildRequest(
+                        model_name=model.name,
+                        model_path=str(model.path),
+                        fp32_file=None if fp32 is None else str(fp32.onnx_file),
+                        threads=settings.threads,
+                        entry=str(entry),
+                        key=key,
+                        fingerprint=fingerprint,
+                        versions=versions,
+                        cpu=cpu,
+                        min_agreement=settings.int8_min_agreement,
+                        int8_file=None if int8 is None else str(int8.onnx_file),
+                    )
                 )
-            )
     except Timeout:
         raise EngineError(
             f"Waited {LOCK_TIMEOUT_S:.0f} s for another process exporting '{model.name}'."

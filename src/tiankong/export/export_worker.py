@@ -21,9 +21,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tiankong import errors
+from tiankong.core.output_folder import os_reason
 from tiankong.errors import EngineError, TiankongError
 from tiankong.export import export, quantize
-from tiankong.export.cache_format import CACHE_FORMAT, MANIFEST_FILE, ONNX_FILE, file_sha256
+from tiankong.export.cache_format import (
+    CACHE_FORMAT,
+    CACHE_REMEDY,
+    MANIFEST_FILE,
+    ONNX_FILE,
+    file_sha256,
+)
 
 
 @dataclass(frozen=True)
@@ -162,10 +169,13 @@ def main() -> int:
             message += f"; the details are in {log_file}"
         except OSError:
             traceback.print_exc()
-        if isinstance(
-            error, OSError
-        ):  # the machine's fault (disk full, permissions), not the model's
-            print(json.dumps({"error": "EngineError", "message": message + "."}))
+        if isinstance(error, OSError):  # the machine's fault (a full disk), not the model's
+            folder = Path(request.entry).parent
+            message = (
+                f"The ONNX export can't be written in '{folder}' ({os_reason(error)}); "
+                f"{CACHE_REMEDY}."
+            )
+            print(json.dumps({"error": "ModelUnavailableError", "message": message}))
             return 1
         if request.fp32_file is None:  # the ONNX graph itself failed; torch runs the model
             message += "; the torch engine (--engine torch) can run it."

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -54,18 +55,23 @@ def build_index(
     progress: bool = True,
     tokenizer: Tokenizer | None = None,
     tokenizer_name: str = "bert-base-chinese",
+    output_flag: str | None = "--output",
 ) -> dict[str, Any]:
     """Build an index of ``inputs`` into ``out_dir`` (replaced atomically); returns the manifest.
 
     ``field`` names the text field of JSONL/CSV inputs. ``tokenizer`` defaults to the
-    bert-base-chinese tokenizer that the bundled model uses.
+    bert-base-chinese tokenizer that the bundled model uses. ``output_flag``: what the user
+    named the output folder with, in the sentence a folder that can't be written (a read-only
+    or full file system) gives; None: that OSError is the caller's to explain (the bundled
+    index's cache).
     """
     started = time.perf_counter()
     if not inputs:
         raise IndexInputError("Give at least one input file to index.")
     tokenizer = tokenizer or default_tokenizer()
     out = Path(out_dir)
-    check_output_folder(out, "--output", replaced=True)
+    if output_flag is not None:
+        check_output_folder(out, output_flag, replaced=True)
     check_not_working_folder(out)
     paths = [Path(path) for path in inputs]
     seen: set[Path] = set()
@@ -109,67 +115,67 @@ def build_index(
         task = bar.add_task("spelling", total=1)
         spelling = spelling_arrays(passages, ids, starts, tokenizer)
         bar.advance(task)
-    with made_here(out, "--output"):
+    with made_here(out, output_flag) if output_flag is not None else nullcontext():
         out.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=".building-", dir=out.parent))
-    try:
-        position = position_dtype(len(ids))
-        arrays = {
-            "tokens.bin": ids,
-            "suffix_array.bin": packed,
-            "buckets.bin": first_token_rows(ids, tokenizer.get_vocab_size()),
-            "passage_tokens.bin": starts.astype(position),
-            **spelling.arrays(position),
-        }
-        files: dict[str, Any] = {}
-        for name in ARRAY_FILES:
-            arrays[name].tofile(work / name)
-            files[name] = {"dtype": arrays[name].dtype.str, "bytes": arrays[name].nbytes}
-        files["suffix_array.bin"] = {"dtype": "packed", "bits": bits, "bytes": packed.nbytes}
-        (work / TEXT_FILE).write_bytes(spelling.text)
-        files[TEXT_FILE] = {"dtype": "utf-8", "bytes": len(spelling.text)}
-        lengths = np.diff(np.append(starts, len(ids))) - 1  # tokens per passage
-        first = 0
-        for source in sources:
-            source["tokens"] = int(lengths[first : first + source["passages"]].sum())
-            first += source["passages"]
-        manifest = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "sources": sources,
-            "counts": {
-                "passages": len(passages),
-                "characters": sum(source["characters"] for source in sources),
-                "tokens": int(np.count_nonzero(ids != SEPARATOR)),
-            },
-            "bytes": sum(spec["bytes"] for spec in files.values()),
-            "files": files,
-            "tokenizer": {
-                "name": tokenizer_name,
-                "fingerprint": tokenizer_fingerprint(tokenizer),
-                "vocab_size": tokenizer.get_vocab_size(),
-            },
-            "recipe": {
-                "field": field,
-                "passage": "one per line (txt) or per record (JSONL/CSV); whitespace folded",
-                "separator_token": SEPARATOR,
-                "token_dtype": TOKEN_DTYPE.str,
-                "suffix_array": "pydivsufsort.divsufsort over the big-endian token bytes",
-                "normaliser": normaliser_key(),
-                "text": "spelled from the tokens; passages not one token a character verbatim",
-            },
-            "versions": versions(),
-            "build_seconds": round(time.perf_counter() - started, 2),
-        }
-        (work / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=1) + "\n")
-        # mkdtemp's 0700 would keep the index from a server that runs as another user (the
-        # image's uid 10001 reading a mounted /data); a folder asked for gets the usual mode
-        os.chmod(work, folder_mode())
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(work, out)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        try:
+            position = position_dtype(len(ids))
+            arrays = {
+                "tokens.bin": ids,
+                "suffix_array.bin": packed,
+                "buckets.bin": first_token_rows(ids, tokenizer.get_vocab_size()),
+                "passage_tokens.bin": starts.astype(position),
+                **spelling.arrays(position),
+            }
+            files: dict[str, Any] = {}
+            for name in ARRAY_FILES:
+                arrays[name].tofile(work / name)
+                files[name] = {"dtype": arrays[name].dtype.str, "bytes": arrays[name].nbytes}
+            files["suffix_array.bin"] = {"dtype": "packed", "bits": bits, "bytes": packed.nbytes}
+            (work / TEXT_FILE).write_bytes(spelling.text)
+            files[TEXT_FILE] = {"dtype": "utf-8", "bytes": len(spelling.text)}
+            lengths = np.diff(np.append(starts, len(ids))) - 1  # tokens per passage
+            first = 0
+            for source in sources:
+                source["tokens"] = int(lengths[first : first + source["passages"]].sum())
+                first += source["passages"]
+            manifest = {
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "sources": sources,
+                "counts": {
+                    "passages": len(passages),
+                    "characters": sum(source["characters"] for source in sources),
+                    "tokens": int(np.count_nonzero(ids != SEPARATOR)),
+                },
+                "bytes": sum(spec["bytes"] for spec in files.values()),
+                "files": files,
+                "tokenizer": {
+                    "name": tokenizer_name,
+                    "fingerprint": tokenizer_fingerprint(tokenizer),
+                    "vocab_size": tokenizer.get_vocab_size(),
+                },
+                "recipe": {
+                    "field": field,
+                    "passage": "one per line (txt) or per record (JSONL/CSV); whitespace folded",
+                    "separator_token": SEPARATOR,
+                    "token_dtype": TOKEN_DTYPE.str,
+                    "suffix_array": "pydivsufsort.divsufsort over the big-endian token bytes",
+                    "normaliser": normaliser_key(),
+                    "text": "spelled from the tokens; passages not one token a character verbatim",
+                },
+                "versions": versions(),
+                "build_seconds": round(time.perf_counter() - started, 2),
+            }
+            (work / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=1) + "\n")
+            # mkdtemp's 0700 would keep the index from a server that runs as another user (the
+            # image's uid 10001 reading a mounted /data); a folder asked for gets the usual mode
+            os.chmod(work, folder_mode())
+            if out.exists():
+                shutil.rmtree(out)
+            os.replace(work, out)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     return manifest
 
 

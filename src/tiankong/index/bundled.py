@@ -22,13 +22,17 @@ from pathlib import Path
 
 from tiankong.config import cache_folder
 from tiankong.core.models import BUNDLED_CORPUS
+from tiankong.core.output_folder import cache_written
 from tiankong.core.script import normaliser_key
+from tiankong.errors import IndexUnavailableError
 from tiankong.index.build import build_index
 from tiankong.index.sources import file_sha256
 from tiankong.index.store import FORMAT_VERSION, MANIFEST, CorpusIndex
 from tiankong.index.tokens import default_tokenizer, tokenizer_fingerprint
 
 BUNDLED_FILES = ("classical.txt.xz", "xiehouyu.txt.xz", "idioms.txt.xz")
+# where the user's cache can't hold the index (read-only, full)
+REMEDY = "set XDG_CACHE_HOME to a writable folder with room for it (115 MB), or use --index none"
 
 
 def bundled_sources() -> list[Path]:
@@ -53,8 +57,10 @@ def ensure_bundled_index(progress: bool = True, cache_dir: Path | None = None) -
     folder = bundled_index_dir(cache_dir)
     if (folder / MANIFEST).is_file():
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with one_build_at_a_time(folder.parent / f".{folder.name}.lock"):
+    with (
+        cache_written(folder.parent, "The bundled corpus index", REMEDY, IndexUnavailableError),
+        one_build_at_a_time(folder.parent / f".{folder.name}.lock"),
+    ):
         if (folder / MANIFEST).is_file():  # built by another process meanwhile
             return folder
         if progress:  # the first use: say why this one run takes longer
@@ -64,14 +70,20 @@ def ensure_bundled_index(progress: bool = True, cache_dir: Path | None = None) -
                 file=sys.stderr,
             )
         build_index(
-            bundled_sources(), folder, progress=progress, tokenizer_name="bert-base-chinese"
+            bundled_sources(),
+            folder,
+            progress=progress,
+            tokenizer_name="bert-base-chinese",
+            output_flag=None,
         )
     return folder
 
 
 @contextmanager
 def one_build_at_a_time(lock_file: Path) -> Iterator[None]:
-    """An exclusive lock on ``lock_file`` (flock: released if the holder dies)."""
+    """An exclusive lock on ``lock_file`` (flock: released if the holder dies), its folder
+    made first."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
     with lock_file.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
