@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,6 +136,38 @@ def resident_mb() -> float | None:
         except (OSError, ValueError, IndexError):
             return None
     return float(psutil.Process().memory_info().rss) / MB
+
+
+@dataclass(frozen=True)
+class CpuSnapshot:
+    """The machine's busy CPU seconds and this process's, at one moment (``others_share``)."""
+
+    wall: float
+    busy: float
+    mine: float
+
+
+def cpu_snapshot() -> CpuSnapshot | None:
+    """Now's ``CpuSnapshot``; None without psutil (the library without the serve extra)."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    times = psutil.cpu_times()
+    busy = sum(getattr(times, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq"))
+    return CpuSnapshot(time.perf_counter(), busy, sum(os.times()[:2]))
+
+
+def others_share(before: CpuSnapshot | None) -> float | None:
+    """The share of the machine's CPUs (0-1) that other programs used since ``before``: a
+    measurement taken beside them is not the quiet machine's (``--precision auto``'s)."""
+    after = None if before is None else cpu_snapshot()
+    if before is None or after is None or after.wall <= before.wall:
+        return None
+    import psutil
+
+    other = max(0.0, (after.busy - before.busy) - (after.mine - before.mine))
+    return min(1.0, other / ((after.wall - before.wall) * (psutil.cpu_count() or 1)))
 
 
 def memory_limit(root: Path = CGROUP_ROOT, membership: Path = MEMBERSHIP) -> MemoryLimit | None:

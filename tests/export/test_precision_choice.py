@@ -133,3 +133,39 @@ def test_a_pair_whose_lead_does_not_cross_once_keeps_one_engine() -> None:
     short = timings([1.69, 2.00, 2.45, 3.35, 6.53], [3.01, 3.11, 3.14, 3.62, 6.22])
     for ms in (flips, never, always, short):
         assert with_split(choice, INT8, BF16, ms) == choice
+
+
+def test_a_choice_measured_beside_other_programs_says_so() -> None:
+    """A review's first start, beside a process using one of two cores, chose ONNX FP32, whose
+    lone requests then ran 1.5x slower than OpenVINO bf16's, the quiet machine's choice; the
+    choice was kept with the export and nothing said the machine was busy."""
+    from dataclasses import replace
+
+    choice = choose([FP32, INT8, OV_FP32, BF16], 0.98, "amx")
+    assert "other programs" not in choice.line()
+    busy = replace(choice, other_load=0.45)
+    assert "measured while other programs used 45% of the CPUs" in busy.line()
+    assert "-auto- entry" in busy.line() and busy.describe()["other_load"] == 0.45
+    assert "other programs" not in replace(choice, other_load=0.05).line()
+
+
+def test_other_programs_share_of_the_cpus_is_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``others_share``: the machine's busy CPU time less this process's, over every CPU's
+    wall time (made-up clocks: 2 s on 2 CPUs, 3 CPU-seconds busy, 1.2 of them ours)."""
+    from collections import namedtuple
+
+    import psutil
+
+    from tiankong import host
+
+    Times = namedtuple("Times", "user nice system idle irq softirq")
+    clock = iter([10.0, 12.0])
+    busy = iter([Times(100.0, 0.0, 20.0, 50.0, 0.0, 0.0), Times(102.0, 0.5, 20.5, 51.0, 0.0, 0.0)])
+    mine = iter([(5.0, 1.0, 0.0, 0.0, 0.0), (6.0, 1.2, 0.0, 0.0, 0.0)])
+    monkeypatch.setattr(host.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(psutil, "cpu_times", lambda: next(busy))
+    monkeypatch.setattr(host.os, "times", lambda: next(mine))
+    monkeypatch.setattr(psutil, "cpu_count", lambda: 2)
+    before = host.cpu_snapshot()
+    assert host.others_share(before) == pytest.approx((3.0 - 1.2) / 4.0)
+    assert host.others_share(None) is None

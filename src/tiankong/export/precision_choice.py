@@ -58,6 +58,10 @@ SPLIT_GAIN = 1.2  # two engines serve only where each is this much faster at its
 SPLIT_RULE = 5  # in the cache key: bump it when split_pair, with_split or what is measured change
 # (5: ONNX Runtime's sessions keep no CPU arena, so their speed and memory are measured again)
 SPLIT_SIZES = {1: 20, 2: 12, 4: 8, 8: 6, FULL_BATCH: 5}  # a pair's sizes, calls at each
+# other programs' share of the CPUs while the engines were timed past which the choice's line
+# says so (a review's run beside a process using one of two cores chose ONNX FP32, whose lone
+# requests then ran 1.5x OpenVINO bf16's, the choice on the quiet machine)
+BUSY_SHARE = 0.2
 # The timed ONNX Runtime engines stop spinning after each run: a pool left spinning (ORT's
 # default, as served) takes a core from the engine timed next and made it 1.7-2.2x slower on
 # amx (docs/PERFORMANCE.md, "Spinning"). In the cache key: a change measures again.
@@ -119,6 +123,9 @@ class PrecisionChoice:
     cpu: str
     rejected: dict[str, str] = field(default_factory=dict)  # key -> why it can't serve
     split: Split | None = None
+    # the share of the machine's CPUs other programs used while the engines were timed (None:
+    # not known): a choice measured beside them may not be the quiet machine's
+    other_load: float | None = None
 
     def speedup(self, candidate: Candidate) -> float:
         """The geometric mean of ``candidate``'s speed-ups at batch 1 and a full batch."""
@@ -153,6 +160,12 @@ class PrecisionChoice:
             said += f", agreement {100 * chosen.top1_agreement:.1f}%"
         if self.rejected:
             said += "; not served: " + "; ".join(f"{k}: {why}" for k, why in self.rejected.items())
+        if self.other_load is not None and self.other_load >= BUSY_SHARE:
+            said += (
+                f"; measured while other programs used {100 * self.other_load:.0f}% of the CPUs, "
+                "so it may not hold on a quiet machine (delete the model's -auto- entry in the "
+                "ONNX cache to measure again)"
+            )
         return said
 
     def describe(self, files: dict[str, str] | None = None) -> dict[str, Any]:
@@ -184,6 +197,7 @@ class PrecisionChoice:
             "full_batch": FULL_BATCH,
             "candidates": [asdict(candidate) for candidate in self.candidates],
             "rejected": dict(self.rejected),
+            "other_load": None if self.other_load is None else round(self.other_load, 3),
             "line": self.line(),
         }
 
@@ -273,7 +287,7 @@ def measure(
         model_encoder,
         prepare_to_fit,
     )
-    from tiankong.host import resident_mb
+    from tiankong.host import cpu_snapshot, others_share, resident_mb
 
     encoder = model_encoder(folder)  # rows as long as the model reads, as the guard's
     prepared = prepare_to_fit(encoder, guard_sentences())[:FULL_BATCH]
@@ -326,10 +340,12 @@ def measure(
     for key, openvino in engines.items():
         if key.startswith("openvino"):
             agreed[key] = float(guard.compare(openvino)["top1_agreement"])
+    started = cpu_snapshot()
     speed = {
         size: time_in_turns(engines, pad_prepared(prepared[:size], encoder.pad_id), rounds)
         for size, rounds in ROUNDS.items()
     }
+    other_load = others_share(started)
     candidates = []
     for key in KEYS:
         engine, precision = key.split()
@@ -346,7 +362,7 @@ def measure(
                 memory_mb=memory.get(key),
             )
         )
-    choice = choose(candidates, min_agreement, cpu)
+    choice = replace(choose(candidates, min_agreement, cpu), other_load=other_load)
     pair = split_pair(choice)
     if pair is not None:
         two = {candidate.key: engines[candidate.key] for candidate in pair}
