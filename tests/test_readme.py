@@ -635,8 +635,27 @@ def test_error_shape_example(bundled_client: Any) -> None:
     assert response.json() == shown
 
 
+def test_check_python_example() -> None:
+    """The proofreading block: each line's claim is what the line gives."""
+    names: dict[str, Any] = {}
+    for claim, value, _statement in run_python(checked_blocks()["check-python"], names):
+        if claim == "守株待兔":
+            assert value == "守株待兔"
+        elif claim is not None and claim.startswith("[("):
+            assert value == ast.literal_eval(claim)
+        elif claim is not None and claim.startswith("in order"):
+            first, second = names["results"]
+            assert first.corrected == "画龙点睛" and second.edits == []
+        else:
+            assert claim is None, claim
+
+
 # Python blocks, each run by its own test.
-PYTHON_BLOCKS = {"python-api": test_python_api_example, "hf-client": test_hf_client_example}
+PYTHON_BLOCKS = {
+    "python-api": test_python_api_example,
+    "hf-client": test_hf_client_example,
+    "check-python": test_check_python_example,
+}
 
 
 def test_the_proofreading_figures_are_a_run_of_the_test_split(bundled_masker: Any) -> None:

@@ -67,7 +67,9 @@ def test_a_checkpoint_keyed_the_earlier_way_resumes_and_moves_to_the_new_key(
     from tiankong.tasks.check import CheckMethod
 
     # a method that answers as the code of the earlier key did (no earlier key for another)
-    as_then = CheckMethod(idiom_confusable_ratio=1.0, idiom_model_ratio=1.0)  # then's default
+    as_then = CheckMethod(  # then's default
+        idiom_confusable_ratio=1.0, idiom_model_ratio=1.0, index_unsuspected_context=0
+    )
     checker = Proofreader(tiny_masker, as_then)
     job = interrupted_run(checker, tmp_path)
     source = job.input
@@ -95,11 +97,17 @@ def test_the_earlier_key_is_the_one_the_earlier_code_wrote() -> None:
     from tiankong.tasks.check import CheckMethod
 
     settings = Settings(engine="onnx", precision="int8", threads=1)
-    as_then = CheckMethod(idiom_confusable_ratio=1.0, idiom_model_ratio=1.0)  # then's default
+    as_then = CheckMethod(  # then's default
+        idiom_confusable_ratio=1.0, idiom_model_ratio=1.0, index_unsuspected_context=0
+    )
     assert earlier_check_key(settings, as_then) == "f42bdbb89c71d0c1"
     assert earlier_check_key(
-        settings, CheckMethod(idiom_confusable_ratio=2.0, idiom_model_ratio=1.0)
+        settings,
+        CheckMethod(idiom_confusable_ratio=2.0, idiom_model_ratio=1.0, index_unsuspected_context=0),
     ) == ("f42bdbb89c71d0c1")
+    # the unsuspected character's rule answers otherwise than that code
+    unsuspected = CheckMethod(idiom_confusable_ratio=1.0, idiom_model_ratio=1.0)
+    assert earlier_check_key(settings, unsuspected) == ""
     assert earlier_check_key(settings, CheckMethod()) == ""  # 0.1: fixes that code didn't make
     assert earlier_check_key(settings, CheckMethod(index_edge_marks=False)) == ""
 

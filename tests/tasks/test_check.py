@@ -127,6 +127,15 @@ def test_a_method_knob_out_of_range_is_refused_by_name(
         Proofreader(tiny_masker, CheckMethod(**changes))
 
 
+def test_library_misuse_is_one_sentence(checker: Proofreader) -> None:
+    """check_batch("画龙点晴") checked four one-character texts; Proofreader(None) was a bare
+    AttributeError."""
+    with pytest.raises(BadOptionError, match="check_batch takes a list of texts"):
+        checker.check_batch("画龙点晴")
+    with pytest.raises(BadOptionError, match=r"takes a loaded FillMasker .* not NoneType"):
+        Proofreader(None)  # type: ignore[arg-type]
+
+
 def test_the_idiom_lexicon() -> None:
     lexicon = IdiomLexicon.bundled()
     assert lexicon.near("守株待免") == [(3, "兔", "守株待兔")]

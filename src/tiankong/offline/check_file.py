@@ -80,13 +80,16 @@ def run_check_file(
 def earlier_check_key(settings: Settings, method: CheckMethod) -> str:
     """How a check run was keyed before the key held the text's field and the input's format:
     its method had no ``index_edge_marks`` then (added on, the nineteenth session) and no
-    ``idiom_confusable_ratio`` (added in the twentieth, its rule then the other idioms'), so
-    only a method with the one on and the other no lower than ``idiom_model_ratio`` can be that
-    run's; another would append different answers to its rows."""
+    ``idiom_confusable_ratio`` (added in the twentieth, its rule then the other idioms'), nor
+    ``index_unsuspected_context`` (the twenty-seventh), so only a method with the first on, the
+    second no lower than ``idiom_model_ratio`` and the third off can be that run's; another
+    would append different answers to its rows."""
     fields = asdict(method)
     if fields.pop("index_edge_marks") is not True:
         return ""
     if fields.pop("idiom_confusable_ratio") < fields["idiom_model_ratio"]:
+        return ""
+    if fields.pop("index_unsuspected_context") != 0:  # the twenty-seventh session's rule
         return ""
     return run_key(settings, fields)
 

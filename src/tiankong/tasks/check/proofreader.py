@@ -208,6 +208,11 @@ class Proofreader:
         confusion: ConfusionSets | None = None,
         idioms: IdiomLexicon | None = None,
     ) -> None:
+        if not isinstance(masker, FillMasker):  # None was a bare AttributeError
+            raise BadOptionError(
+                f"Proofreader takes a loaded FillMasker (FillMasker.load()), not "
+                f"{type(masker).__name__}."
+            )
         self.masker = masker
         self.method = (method or CheckMethod()).validated()
         self.confusion = confusion or ConfusionSets.shipped()
@@ -237,6 +242,10 @@ class Proofreader:
         return self.run([self.prepare(text)])[0]
 
     def check_batch(self, texts: Sequence[str]) -> list[CheckResult]:
+        if isinstance(texts, str):  # it was checked a character at a time, as one text each
+            raise BadOptionError(
+                "check_batch takes a list of texts, not one string; use check for one text."
+            )
         return self.run([self.prepare(text) for text in texts])
 
     def run(

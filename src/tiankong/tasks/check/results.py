@@ -28,9 +28,9 @@ class Edit:
     score: float  # how sure the checker is, 0..1 (the fix's share against the original)
     alternatives: list[Alternative] = field(default_factory=list)
     memory: Memory = None  # the corpus index's evidence (出处) for a fixed expression
-    source: str = (
-        "model"  # what found it: "model" (the masked LM with the confusion sets) or "index"
-    )
+    # what found it: "model" (the masked LM with the confusion sets), "index" (the corpus
+    # index) or "idioms" (the idiom list)
+    source: str = "model"
 
 
 @dataclass(frozen=True)
