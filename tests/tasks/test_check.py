@@ -136,6 +136,16 @@ def test_library_misuse_is_one_sentence(checker: Proofreader) -> None:
         Proofreader(None)  # type: ignore[arg-type]
 
 
+def test_the_extra_groups_are_read_both_ways() -> None:
+    """confusion_extra.txt's groups are symmetric and of their kind; without them the sets are
+    pycorrector's alone."""
+    sets, alone = ConfusionSets.shipped(), ConfusionSets.shipped(extra=False)
+    assert {"已", "巳"} <= sets.shape["己"] and "己" in sets.shape["巳"]
+    assert "得" in sets.sound["地"] and "地" in sets.sound["得"]
+    assert "已" not in alone.of("己") and "得" not in alone.of("地")
+    assert alone.of("门") <= sets.of("门")  # nothing of pycorrector's is lost
+
+
 def test_the_idiom_lexicon() -> None:
     lexicon = IdiomLexicon.bundled()
     assert lexicon.near("守株待免") == [(3, "兔", "守株待兔")]

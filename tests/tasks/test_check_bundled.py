@@ -42,6 +42,9 @@ def checker() -> Proofreader:
         # one off two idioms at the same place (再接再厉, 再接再砺): the model picks, where the
         # rule against two idioms had made it no fix at all
         ("我们要再接再励。", "我们要再接再厉。", "再接再厉"),
+        # 己/已 were in no confusion set, so the index's line could not fix them
+        ("海内存知已，天涯若比邻。", "海内存知己，天涯若比邻。", "海内存知己"),
+        ("知已知彼，百战不殆。", "知己知彼，百战不殆。", "知己知彼"),
     ],
 )
 def test_fixes_with_their_source(
@@ -213,3 +216,18 @@ def test_a_typo_off_two_idioms_by_no_confusable_gets_no_wrong_idiom(checker: Pro
     拘: an idiom's fix by a character outside the confusion sets now needs 300 times."""
     for text in ("他对工作一丝不拘。", "一丝不拘"):
         assert "挂" not in checker.check(text).corrected
+
+
+@pytest.mark.parametrize(
+    ("text", "corrected"),
+    [
+        ("他己经回家了。", "他已经回家了。"),
+        ("这是我自已的书。", "这是我自己的书。"),
+        ("时问过得真快。", "时间过得真快。"),
+    ],
+)
+def test_confusables_the_shipped_sets_miss_are_fixed(
+    checker: Proofreader, text: str, corrected: str
+) -> None:
+    """己/已 and 问/间 are in none of pycorrector's sets (confusion_extra.txt adds them)."""
+    assert checker.check(text).corrected == corrected

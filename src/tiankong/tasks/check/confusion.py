@@ -29,11 +29,14 @@ class ConfusionSets:
 
     @classmethod
     @cache
-    def shipped(cls) -> ConfusionSets:
-        return cls.read(DATA / "same_pinyin.txt", DATA / "same_stroke.txt")
+    def shipped(cls, extra: bool = True) -> ConfusionSets:
+        """pycorrector's two files, and (``extra``) the groups they miss that tiankong adds
+        (``confusion_extra.txt``: 己已巳, 问间, 的地得…; docs/PROOFREADING.md)."""
+        pinyin, stroke = DATA / "same_pinyin.txt", DATA / "same_stroke.txt"
+        return cls.read(pinyin, stroke, DATA / "confusion_extra.txt" if extra else None)
 
     @classmethod
-    def read(cls, pinyin: Path, stroke: Path) -> ConfusionSets:
+    def read(cls, pinyin: Path, stroke: Path, extra: Path | None = None) -> ConfusionSets:
         sound: dict[str, set[str]] = {}
         for line in pinyin.read_text(encoding="utf-8").splitlines():
             if not line.strip() or line.startswith("#"):
@@ -45,6 +48,13 @@ class ConfusionSets:
             group = [char for char in line.split("\t") if char]
             for char in group:
                 shape.setdefault(char, set()).update(group)
+        lines = extra.read_text(encoding="utf-8").splitlines() if extra else []
+        for line in lines:  # "shape" or "sound", then a group, every member for every other
+            if not line.strip() or line.startswith("#"):
+                continue
+            kind, *group = [field for field in line.split("\t") if field]
+            for char in group:
+                (shape if kind == "shape" else sound).setdefault(char, set()).update(group)
         return cls(
             {head: frozenset(chars - {head}) for head, chars in sound.items()},
             {head: frozenset(chars - {head}) for head, chars in shape.items()},

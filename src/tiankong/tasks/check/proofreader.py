@@ -28,7 +28,7 @@ The task's three steps, over the masker's shared parts (tokenizer, engine, corpu
      (``index_both_sides``). The index's evidence is the edit's ``memory`` (出处);
    * *idioms*: a known misspelling of an idiom (画龙点晴), or a window one character off an
      idiom when the masked model prefers the idiom's character by ``idiom_model_ratio`` (300:
-     守株待免 alone, 525x), or gives a confusable of the written one a share of its probability
+     死新搭地 -> 心, 666x), or gives a confusable of the written one a share of its probability
      (``idiom_confusable_ratio``);
    * *model*: the masked model gives a confusion-set character at least ``min_ratio`` times
      the written one's probability, and at least ``min_probability``.
