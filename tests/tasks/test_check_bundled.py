@@ -231,3 +231,20 @@ def test_confusables_the_shipped_sets_miss_are_fixed(
 ) -> None:
     """己/已 and 问/间 are in none of pycorrector's sets (confusion_extra.txt adds them)."""
     assert checker.check(text).corrected == corrected
+
+
+def test_a_paragraph_on_one_line_is_checked_as_its_sentences_are(checker: Proofreader) -> None:
+    """A paragraph was one window: at most four model-found fixes, and one sentence's typos
+    misled the model on the next (会仪 missed even with 16 suspects); each sentence is checked
+    on its own now, as a line of its own is."""
+    sentences = [
+        "他以经走了。",
+        "这个时侯大家都在睡觉。",
+        "他的身体非常建康。",
+        "我门一起去看电影吧。",
+        "这本书的内容很丰付。",
+        "请大家安静，会仪马上开始。",
+    ]
+    alone = [checker.check(sentence).corrected for sentence in sentences]
+    assert checker.check("".join(sentences)).corrected == "".join(alone)
+    assert len(checker.check("".join(sentences)).edits) == 6
