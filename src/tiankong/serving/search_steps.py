@@ -29,6 +29,7 @@ from tiankong.core.results import FillResult
 from tiankong.errors import RequestTimeoutError
 from tiankong.service import FillMasker
 from tiankong.serving.batch_policy import BatchObserver
+from tiankong.serving.timing import request_timing
 
 # Searches running at once (more wait for a thread; each still stops at its deadline). A search
 # thread mostly waits for its steps, so a few keep the engine busy without crowding the CPU.
@@ -127,9 +128,13 @@ class StepRunner:
         ``deadline``. Cancelling the caller (a client that left) stops it before its next
         step."""
         loop = asyncio.get_running_loop()
+        timing = request_timing.get()
 
-        def submit(jobs: list[RowJob]) -> Coroutine[Any, Any, list[np.ndarray]]:
-            return self.submit_rows(jobs, deadline)
+        async def submit(jobs: list[RowJob]) -> list[np.ndarray]:
+            # a step's task runs in the loop's context, not the request's: its Server-Timing
+            # showed no queue and no engine time for a search
+            request_timing.set(timing)
+            return await self.submit_rows(jobs, deadline)
 
         scorer = StepScorer(submit, loop, deadline, self.timeout_s, self.less_work)
         running = loop.run_in_executor(self.pool, work, scorer)
