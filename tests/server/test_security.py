@@ -544,3 +544,16 @@ def test_flags_and_env_twins_reach_the_settings(
     assert seen[1].api_keys == ("a-1", "a-2") and seen[1].cors_origins == ("https://c.example",)
     refused = CliRunner().invoke(app, [*base, "--drain-timeout", "0"])
     assert isinstance(refused.exception, BadOptionError) and len(seen) == 2  # before loading
+
+
+def test_a_request_refused_for_its_key_is_counted_under_its_route(keyed: TestClient) -> None:
+    """A 401 on /info or /metrics (a scraper with the wrong key) was counted under
+    route="unmatched", as a probe of unknown paths is."""
+    assert keyed.get("/info").status_code == 401
+    assert (
+        keyed.get("/no/such/path", headers={"Authorization": f"Bearer {KEYS[0]}"}).status_code
+        == 404
+    )
+    metrics = keyed.get("/metrics", headers={"Authorization": f"Bearer {KEYS[0]}"}).text
+    assert 'method="GET",route="/info",status="401"' in metrics
+    assert 'route="unmatched",status="404"' in metrics

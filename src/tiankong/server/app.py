@@ -26,6 +26,7 @@ import anyio
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from tiankong import __version__
@@ -105,6 +106,12 @@ def create_app(
         client_timeout_s=settings.client_timeout_s,
         cors=cors_layer(settings),
         security=security_layer(settings),  # API keys and rate limit, before any body is read
+        known_paths=frozenset(
+            route.path
+            for router in (routes.router, hf.router, check_routes.router)
+            for route in router.routes
+            if isinstance(route, APIRoute) and "{" not in route.path
+        ),
     )
     app.include_router(routes.router)
     app.include_router(hf.router)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Set as AbstractSet
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -108,16 +109,20 @@ class Exchange:
 STATIC_PATH = "/static"  # where server/app.py mounts the page's files
 
 
-def route_label(scope: Scope) -> str:
+def route_label(scope: Scope, known_paths: AbstractSet[str] = frozenset()) -> str:
     """The metrics label of a request: its route's path template. An inference request
     answered before routing (a 413 by its Content-Length, a 401, a 429, the drain's 503) is
     labelled by its route too, as one whose body ran over mid-stream is: the same 413 was
-    counted under ``unmatched`` or ``/predict`` by how the body was sent."""
+    counted under ``unmatched`` or ``/predict`` by how the body was sent. So is a request to
+    one of ``known_paths`` (the app's routes without parameters: /info, /metrics) answered
+    before routing, a missing API key's 401 (counted as a probe of unknown paths before)."""
     route = getattr(scope.get("route"), "path", None)
     if route is None and (scope["method"], scope["path"]) in INFERENCE_ROUTES:
         route = scope["path"]  # these routes' templates are their paths
     if route is None and scope["path"].startswith(f"{STATIC_PATH}/"):
         route = STATIC_PATH  # the page's files (a mount sets no route): one label
+    if route is None and scope["path"] in known_paths:
+        route = scope["path"]  # /info or /metrics answered 401 before routing
     return route or "unmatched"
 
 
@@ -137,8 +142,10 @@ class RequestGuard:
         client_timeout_s: float,
         cors: Layer | None = None,
         security: Layer | None = None,
+        known_paths: AbstractSet[str] = frozenset(),
     ) -> None:
         self.app = app
+        self.known_paths = known_paths  # route_label's
         self.metrics = metrics
         self.drain = drain
         self.limit = max_body_bytes
@@ -164,7 +171,7 @@ class RequestGuard:
             request_timing.reset(token)
             self.metrics.requests_in_flight -= 1
             self.metrics.observe_request(
-                route_label(scope),
+                route_label(scope, self.known_paths),
                 scope["method"],
                 exchange.status,
                 time.perf_counter() - started,
