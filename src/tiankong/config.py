@@ -154,7 +154,7 @@ class Settings:
         MISSING,
         "--threads",
         factory=lambda: min(usable_cores(), MAX_THREADS),  # a default within its own rule
-        help="Intra-op threads (default: cores).",
+        help="Intra-op threads (default: cores; 0: the engine's own choice).",
         at_least=0,
         at_most=MAX_THREADS,
     )

@@ -57,8 +57,8 @@ def serve_command(
     masker = FillMasker.load(settings=settings)
     app = create_app(settings, masker)
     typer.echo(
-        f"tiankong: model {masker.model.name} on {masker.engine.name}/{masker.engine.device}; "
-        f"page and API at http://{settings.host}:{listener.getsockname()[1]}/"
+        f"tiankong: model {masker.model.name} on {masker.engine.name}/{masker.engine.device} "
+        f"({masker.engine.precision}, {threads_said(settings.threads)}); page and API at http://{settings.host}:{listener.getsockname()[1]}/"
         + ("; API keys required" if settings.api_keys or settings.api_keys_file else ""),
         err=True,
     )
@@ -129,3 +129,10 @@ def bind(host: str, port: int) -> socket.socket:
             f"Cannot listen on {host}:{port} ({error.strerror}); check --host and --port."
         ) from None
     return listener
+
+
+def threads_said(threads: int) -> str:
+    """The startup line's threads (0: the engine's own choice, ``--threads 0``)."""
+    if threads == 0:
+        return "the engine's own thread count"
+    return f"{threads} thread" + ("s" if threads != 1 else "")

@@ -247,7 +247,7 @@ def choose_memory(
 
     setting = check_index_setting(setting)
     if setting == "none":
-        return MemoryChoice(setting, None, "no index was asked for (--index none)")
+        return MemoryChoice(setting, None, "no index was asked for")
     if setting == "auto" and model.kind != "bundled":
         return MemoryChoice(
             setting,
