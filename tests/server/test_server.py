@@ -345,6 +345,21 @@ def test_hf_an_unknown_parameter_is_refused(client: TestClient) -> None:
     assert "topk" in error["message"]
 
 
+def test_hf_tokenizer_kwargs_is_refused_by_name(client: TestClient) -> None:
+    """One of the pipeline's own parameters was an "Extra inputs are not permitted" 422."""
+    body = {"inputs": IDIOM, "parameters": {"tokenizer_kwargs": {"truncation": True}}}
+    error = assert_error(client.post("/", json=body), 400, "bad_option")
+    assert error["message"].startswith("tokenizer_kwargs is not taken here")
+
+
+def test_hf_a_bad_input_of_a_list_is_named(client: TestClient) -> None:
+    """A list with one input that can't be filled was a 400 that did not say which."""
+    error = assert_error(client.post("/", json={"inputs": [POEM, "没有空格"]}), 400, "no_mask")
+    assert error["message"].startswith("inputs[1]: ")
+    alone = assert_error(client.post("/", json={"inputs": "没有空格"}), 400, "no_mask")
+    assert not alone["message"].startswith("inputs")
+
+
 def test_hf_several_masks_is_a_list_per_mask(client: TestClient) -> None:
     per_mask = client.post("/", json={"inputs": TWO_MASKS, "parameters": {"top_k": 3}}).json()
     assert len(per_mask) == 2 and all(len(rows) == 3 for rows in per_mask)

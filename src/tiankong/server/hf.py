@@ -67,8 +67,20 @@ async def hf_fill_mask(
     if not texts:
         raise EmptyTextError("inputs is an empty list; send a text or a list of texts.")
     check_batch_size(predictor.settings, len(texts), "inputs")
+    if parameters.tokenizer_kwargs is not None:
+        raise BadOptionError(
+            "tokenizer_kwargs is not taken here: the server reads every text with the model's "
+            "own tokenizer, whole, within its token window (--max-length)."
+        )
     options = predictor.options(parameters.top_k, index=HF_USES_INDEX)
-    prepared = [plain_request(predictor, text, options) for text in texts]
+    prepared = []
+    for number, text in enumerate(texts):
+        try:
+            prepared.append(plain_request(predictor, text, options))
+        except BadInputError as error:  # which of a list's inputs (the pipeline refuses all)
+            if isinstance(body.inputs, str):
+                raise
+            raise type(error)(f"inputs[{number}]: {error.message}") from None
     if parameters.targets is None:
         outputs = await plain_outputs(predictor, prepared, None, allowance)
     else:

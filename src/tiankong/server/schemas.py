@@ -335,6 +335,11 @@ class HFParameters(BaseModel):
         description="Rank only these candidates. Characters are ranked per mask as in the "
         "pipeline; words of several characters are scored by their exact chain probability.",
     )
+    tokenizer_kwargs: dict[str, Any] | None = Field(
+        default=None,
+        description="The pipeline's parameter, refused here (400 bad_option): every text is read "
+        "with the model's own tokenizer, whole, within the server's token window.",
+    )
 
 
 class HFRequest(BaseModel):
