@@ -330,6 +330,17 @@ def test_bad_options(
         FillMasker.load(str(tiny_model_dir), onnx_settings(tiny_onnx_cache, **changes))
 
 
+def test_fp16_with_the_engine_left_to_choose_names_no_engine_the_user_did_not_ask_for(
+    tiny_model_dir: Path,
+) -> None:
+    """``--precision fp16`` alone said "The onnx engine runs auto, fp32 or int8", an engine the
+    user never chose; fp16 goes to the engine that runs it, which names what it needs."""
+    from tiankong import Settings
+
+    with pytest.raises(BadOptionError, match="fp16 needs a CUDA GPU"):
+        FillMasker.load(str(tiny_model_dir), Settings(precision="fp16", device="cpu", threads=1))
+
+
 def test_cuda_without_the_provider_is_refused(
     monkeypatch: pytest.MonkeyPatch, tiny_model_dir: Path, tiny_onnx_cache: Path
 ) -> None:

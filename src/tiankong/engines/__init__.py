@@ -45,6 +45,8 @@ def create_engine(
         return FakeEngine(vocab_size)
     if name == "auto" and settings.precision == "bf16":
         name = "openvino"  # the one engine here that runs bf16
+    elif name == "auto" and settings.precision == "fp16":
+        name = "torch"  # the one that runs fp16 (on a GPU: it says so on the CPU), not onnx's
     elif name == "auto":
         onnx_ok = has_module("onnxruntime") and has_onnx_engine()
         name = "onnx" if onnx_ok and not gpu_needs_torch(settings.device) else "torch"
