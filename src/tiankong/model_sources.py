@@ -23,6 +23,13 @@ from tiankong.core.models import (
 )
 from tiankong.errors import ModelUnavailableError
 
+# Masked LMs whose inputs are more than token ids, which tiankong does not make: their answers
+# would be wrong without a word (a review's RoCBert answered 并 where the pipeline gives 悼).
+UNSUPPORTED_TYPES = {
+    "roc_bert": "which reads each character's shape and pronunciation ids beside its token id; "
+    "tiankong makes token ids only, so its answers would be wrong",
+}
+
 
 def resolve_model(source: str | None, flag: str = "--model") -> ResolvedModel:
     """Resolve ``source`` (given with ``flag``) to a local HF-layout folder, or raise
@@ -101,6 +108,16 @@ def check_model_folder(path: Path, source: str) -> None:
         raise ModelUnavailableError(
             f"Model '{source}' has an unreadable or corrupt config.json."
         ) from None
+    if "auto_map" in config:  # transformers would ask on a terminal, then run the folder's code
+        raise ModelUnavailableError(
+            f"Model '{source}' needs Python code of its own (auto_map in its config.json), "
+            "which tiankong does not run; use a masked LM that transformers knows without it."
+        )
+    model_type = config.get("model_type")
+    if model_type in UNSUPPORTED_TYPES:
+        raise ModelUnavailableError(
+            f"Model '{source}' is of type '{model_type}', {UNSUPPORTED_TYPES[model_type]}."
+        )
     architectures = config.get("architectures") or []
     if architectures and not any(a.endswith(MASKED_LM_SUFFIXES) for a in architectures):
         raise ModelUnavailableError(
@@ -113,19 +130,30 @@ def check_model_folder(path: Path, source: str) -> None:
             f"Model '{source}' has no weights (*.safetensors or pytorch_model*.bin)."
         )
     if not has_mask_token(path):
+        other = (
+            " (its mask token is <mask>, a SentencePiece vocabulary's)"
+            if has_token(path, "<mask>")
+            else ""
+        )
         raise ModelUnavailableError(
-            f"The tokenizer of model '{source}' has no [MASK] token, so it can't fill blanks."
+            f"The tokenizer of model '{source}' has no [MASK] token{other}; tiankong reads "
+            "Chinese BERT-family vocabularies, whose blanks are [MASK]."
         )
 
 
 def has_mask_token(path: Path) -> bool:
     """True when the folder's tokenizer (tokenizer.json, else vocab.txt) knows [MASK]."""
+    return has_token(path, "[MASK]")
+
+
+def has_token(path: Path, token: str) -> bool:
+    """True when the folder's tokenizer (tokenizer.json, else vocab.txt) knows ``token``."""
     tokenizer_json = path / "tokenizer.json"
     if tokenizer_json.is_file():
         from tokenizers import Tokenizer
 
         try:
-            return Tokenizer.from_file(str(tokenizer_json)).token_to_id("[MASK]") is not None
+            return Tokenizer.from_file(str(tokenizer_json)).token_to_id(token) is not None
         except Exception:  # a corrupt tokenizer.json
             raise ModelUnavailableError(
                 f"The tokenizer.json of model '{path.name}' is corrupt or unreadable."
@@ -133,7 +161,7 @@ def has_mask_token(path: Path) -> bool:
     vocab = path / "vocab.txt"
     if not vocab.is_file():
         raise ModelUnavailableError(f"Model '{path.name}' has no tokenizer (vocab.txt).")
-    return "[MASK]" in vocab.read_text(encoding="utf-8").splitlines()
+    return token in vocab.read_text(encoding="utf-8").splitlines()
 
 
 def read_summary(path: Path) -> str:

@@ -66,6 +66,62 @@ def test_tokenizer_without_mask_token(tmp_path: Path, tiny_model_dir: Path) -> N
         resolve_model(str(folder))
 
 
+def test_a_sentencepiece_mask_token_is_named(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """An XLM-R-style vocabulary was said to have no mask token at all; it has <mask>."""
+    import shutil
+
+    folder = tmp_path / "spm"
+    shutil.copytree(tiny_model_dir, folder)
+    tokenizer_json = folder / "tokenizer.json"
+    tokenizer_json.write_text(
+        tokenizer_json.read_text(encoding="utf-8").replace("[MASK]", "<mask>"), encoding="utf-8"
+    )
+    with pytest.raises(ModelUnavailableError, match="its mask token is <mask>"):
+        resolve_model(str(folder))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        # custom code: transformers asked on a terminal, then ran the folder's Python (with
+        # "y"), or the load failed as if the weights were corrupt
+        ({"auto_map": {"AutoModelForMaskedLM": "modeling.Glyce"}}, "Python code of its own"),
+        # RoCBert's inputs are more than token ids: its answers were wrong, exit 0
+        ({"model_type": "roc_bert"}, "shape and pronunciation ids"),
+    ],
+)
+def test_a_model_tiankong_would_answer_wrongly_or_not_safely_is_refused(
+    tmp_path: Path, tiny_model_dir: Path, changes: dict[str, object], message: str
+) -> None:
+    import shutil
+
+    folder = tmp_path / "odd"
+    shutil.copytree(tiny_model_dir, folder)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    (folder / "config.json").write_text(json.dumps({**config, **changes}), encoding="utf-8")
+    with pytest.raises(ModelUnavailableError, match=message):
+        resolve_model(str(folder))
+
+
+def test_a_type_without_a_masked_lm_head_is_named_by_the_torch_engine(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """GPT-2's config without architectures: the torch engine blamed missing, truncated or
+    corrupt weights (the export named the type)."""
+    import shutil
+
+    from tiankong import FillMasker, Settings
+
+    folder = tmp_path / "gpt2ish"
+    shutil.copytree(tiny_model_dir, folder)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config.pop("architectures", None)
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
+    with pytest.raises(ModelUnavailableError, match="of type 'gpt2', which has no masked") as got:
+        FillMasker.load(str(folder), Settings(engine="torch", threads=1, index="none"))
+    assert "corrupt" not in str(got.value)
+
+
 def test_vocab_only_folder_loads(tmp_path: Path, tiny_model_dir: Path) -> None:
     """Older HF folders have vocab.txt and no tokenizer.json; the encoder builds it."""
     import shutil

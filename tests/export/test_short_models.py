@@ -109,3 +109,26 @@ def test_eval_on_auto_precision_exports_a_16_position_model(
         for path in (tmp_path / "onnx").glob("*-int8-*/tiankong-export.json")
     ]
     assert manifests and manifests[0]["quality"]["sentences"] == len(guard_sentences())
+
+
+@pytest.mark.parametrize(
+    ("model_type", "pad", "usable"),
+    [
+        ("longformer", 1, 512),
+        ("roberta-prelayernorm", 1, 512),
+        ("ibert", 1, 512),
+        ("mpnet", 0, 513),
+    ],
+)
+def test_every_family_that_numbers_positions_after_padding_is_offset(
+    tmp_path: Path, model_type: str, pad: int, usable: int
+) -> None:
+    """These families' windows were checked as BERT's: --max-length 514 passed, and the row
+    failed in the engine (a traceback in the CLI, a 500 for every request batched with it)."""
+    from tiankong.core.models import usable_positions
+
+    folder = model_folder(
+        tmp_path / model_type, model_type=model_type, max_position_embeddings=514, pad_token_id=pad
+    )
+    positions = usable_positions(folder)
+    assert positions is not None and positions.usable == usable

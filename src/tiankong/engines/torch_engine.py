@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tiankong.core.models import require_trained, unloadable_weights
+from tiankong.core.models import require_masked_lm_type, require_trained, unloadable_weights
 from tiankong.engines.base import EncodedBatch, spinning_pays
 from tiankong.errors import BadOptionError
 
@@ -98,9 +98,10 @@ class TorchEngine:
         self.precision = precision
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
+        require_masked_lm_type(folder)  # GPT-2's type, not its weights, is the fault
         try:
             model, loading = AutoModelForMaskedLM.from_pretrained(
-                folder, dtype=torch.float32, output_loading_info=True
+                folder, dtype=torch.float32, output_loading_info=True, trust_remote_code=False
             )
         except Exception as error:
             raise unloadable_weights(folder.name, error) from None

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tiankong.core.models import require_trained, unloadable_weights
-from tiankong.errors import EngineUnavailableError, ModelUnavailableError
+from tiankong.core.models import require_masked_lm_type, require_trained, unloadable_weights
+from tiankong.errors import EngineUnavailableError
 
 if TYPE_CHECKING:
     pass
@@ -220,30 +220,12 @@ def load_masked_lm(folder: Path) -> Any:
     try:
         # Eager attention exports as the MatMul/Softmax pattern ORT fuses into one Attention op.
         model, loading = AutoModelForMaskedLM.from_pretrained(
-            folder, attn_implementation="eager", output_loading_info=True
+            folder, attn_implementation="eager", output_loading_info=True, trust_remote_code=False
         )
     except Exception as error:
         raise unloadable_weights(folder.name, error, " for export") from None
     require_trained(model, loading, folder.name)
     return model.float().eval()
-
-
-def require_masked_lm_type(folder: Path) -> None:
-    """Refuse a config whose ``model_type`` transformers has no masked-LM class for (GPT-2, a
-    decoder): loading it fails as if the weights were bad, and the weights are not the fault."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
-
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        model_type = config.get("model_type")
-    except (OSError, ValueError, AttributeError):
-        return  # the load below says what is wrong with the folder
-    if isinstance(model_type, str) and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
-        raise ModelUnavailableError(
-            f"Model '{folder.name}' is of type '{model_type}', which has no masked language "
-            "model head to fill [MASK] with; tiankong needs a *ForMaskedLM model such as "
-            "bert-base-chinese."
-        )
 
 
 def vocab_of(model: Any) -> int:

@@ -73,7 +73,7 @@ def load_tokenizer(start: StartingPoint) -> Any:
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(start.folder)
+        return AutoTokenizer.from_pretrained(start.folder, trust_remote_code=False)
     except (OSError, ValueError, KeyError) as error:
         raise unloadable(start, error) from None
 
@@ -86,7 +86,9 @@ def load_model(start: StartingPoint, options: TrainOptions, vocab_size: int) -> 
 
     if start.folder is not None:
         try:
-            return AutoModelForMaskedLM.from_pretrained(start.folder, dtype=torch.float32)
+            return AutoModelForMaskedLM.from_pretrained(
+                start.folder, dtype=torch.float32, trust_remote_code=False
+            )
         except (OSError, ValueError, KeyError) as error:
             raise unloadable(start, error) from None
         except Exception as error:  # a truncated safetensors file, a shape config.json denies
