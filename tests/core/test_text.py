@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tiankong.core.models import VOCAB_FILE
@@ -123,3 +125,37 @@ def test_vocab_file_is_the_real_one() -> None:
 def test_token_strings_drop_wordpiece_prefix(encoder: TextEncoder) -> None:
     assert encoder.token_string(encoder.vocab["##gio"]) == "gio"
     assert encoder.token_string(encoder.vocab["鸟"]) == "鸟"
+
+
+@pytest.mark.parametrize(
+    ("cased_file", "config"),
+    [
+        (True, None),  # no tokenizer_config.json: transformers' defaults lower-case
+        (True, {"model_max_length": 512}),
+        (False, {"do_lower_case": False}),  # the config says cased over a lower-casing file
+        (True, {"do_lower_case": False}),
+        (False, {"tokenize_chinese_chars": False}),
+    ],
+)
+def test_a_tokenizer_json_reads_text_as_transformers_does(
+    tmp_path: Path, cased_file: bool, config: dict[str, object] | None
+) -> None:
+    """transformers 5's BertTokenizer builds its normalizer from tokenizer_config.json (with
+    its defaults), not from tokenizer.json's: a cased tokenizer.json beside a config that
+    doesn't say so was lower-cased by the pipeline and read as [UNK] here."""
+    import json
+
+    from tokenizers.implementations import BertWordPieceTokenizer
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    made = BertWordPieceTokenizer(str(VOCAB_FILE), lowercase=not cased_file)._tokenizer
+    made.save(str(folder / "tokenizer.json"))
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert"}), encoding="utf-8")
+    if config is not None:
+        (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    text = "我在Café用iPhone写代码，效率很高。"
+    ours = TextEncoder.from_folder(folder, TextLimits(5, 128, 1000)).tokenizer
+    theirs = AutoTokenizer.from_pretrained(str(folder))
+    assert ours.encode(text, add_special_tokens=False).tokens == theirs.tokenize(text)

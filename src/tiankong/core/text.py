@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenizers import Tokenizer
+from tokenizers import Tokenizer, normalizers
 from tokenizers.implementations import BertWordPieceTokenizer
 
 from tiankong.errors import (
@@ -89,16 +89,30 @@ class TextEncoder:
     @classmethod
     def from_folder(cls, folder: Path, limits: TextLimits) -> TextEncoder:
         """Load ``tokenizer.json`` if present, else build the BERT tokenizer from ``vocab.txt``."""
+        config = read_json(folder / "tokenizer_config.json")
+        strip_accents = config.get("strip_accents")
+        # transformers' BertTokenizer reads these from tokenizer_config.json, with these
+        # defaults, and builds its normalizer from them (transformers 5 over tokenizer.json's)
+        lowercase = bool(config.get("do_lower_case", True))
+        strip = strip_accents if isinstance(strip_accents, bool) else None
+        chinese = bool(config.get("tokenize_chinese_chars", True))
         if (folder / "tokenizer.json").is_file():
             tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+            if isinstance(tokenizer.normalizer, normalizers.BertNormalizer):
+                # a cased tokenizer.json beside a config that doesn't say so: the pipeline
+                # lower-cased Café and iPhone, tiankong read them as [UNK]
+                tokenizer.normalizer = normalizers.BertNormalizer(
+                    clean_text=True,
+                    handle_chinese_chars=chinese,
+                    strip_accents=strip,
+                    lowercase=lowercase,
+                )
         else:
-            config = read_json(folder / "tokenizer_config.json")
-            strip_accents = config.get("strip_accents")
             tokenizer = BertWordPieceTokenizer(
                 str(folder / "vocab.txt"),
-                lowercase=bool(config.get("do_lower_case", True)),
-                strip_accents=strip_accents if isinstance(strip_accents, bool) else None,
-                handle_chinese_chars=bool(config.get("tokenize_chinese_chars", True)),
+                lowercase=lowercase,
+                strip_accents=strip,
+                handle_chinese_chars=chinese,
             )._tokenizer
             add_folder_tokens(tokenizer, folder, config)
         tokenizer.no_truncation()
