@@ -218,6 +218,9 @@ def test_an_index_for_a_model_that_reads_text_differently(
     data = json.loads(tokenizer_json.read_text(encoding="utf-8"))
     data["normalizer"]["lowercase"] = True
     tokenizer_json.write_text(json.dumps(data), encoding="utf-8")
+    config_file = lower / "tokenizer_config.json"  # where transformers reads it from
+    config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+    config_file.write_text(json.dumps({**config, "do_lower_case": True}), encoding="utf-8")
     settings = Settings(engine="torch", threads=1)
     with pytest.raises(IndexTokenizerMismatchError) as refused:
         FillMasker.load(str(lower), settings, index="bundled")
