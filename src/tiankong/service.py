@@ -83,12 +83,19 @@ def check_window(model: ResolvedModel, max_length: int) -> None:
     server every request batched with it fails too. Refused rather than cut to fit, so the
     window in force is the one asked for; the default (128) is within every BERT's 512."""
     positions = usable_positions(model.path)
-    if positions is not None and max_length > positions.usable:
+    if positions is None or max_length <= positions.usable:
+        return
+    if max_length == Settings.max_length:  # the default: the user asked for no window
         raise BadOptionError(
-            f"--max-length {max_length} is more than model '{model.name}' can read: it has "
-            f"{positions.usable} positions ({positions.source}); use --max-length "
-            f"{positions.usable} or less."
+            f"Model '{model.name}' reads at most {positions.usable} tokens "
+            f"({positions.source}), fewer than the default window of {max_length}; pass "
+            f"--max-length {positions.usable} (or less)."
         )
+    raise BadOptionError(
+        f"--max-length {max_length} is more than model '{model.name}' can read: it has "
+        f"{positions.usable} positions ({positions.source}); use --max-length "
+        f"{positions.usable} or less."
+    )
 
 
 def row_width(vocab: dict[str, int], outputs: int | None) -> int:
