@@ -183,3 +183,36 @@ def test_a_double_click_accepts_one_fix(page: Page, base_url: str) -> None:
     page.get_by_test_id("accept-fix").first.dblclick()
     expect(page.get_by_test_id("input")).to_have_value(TEXT.replace("晴", "睛"))
     expect(page.get_by_test_id("accept-fix")).to_have_count(1)  # the other fix still offered
+
+
+def test_accepting_a_fix_moves_to_the_next_and_the_fill_options_stay_out(
+    page: Page, base_url: str
+) -> None:
+    """A review: accepting a fix put the focus on the first remaining fix, so a second Enter
+    accepted one the user had passed over; the fill mode's label, hint and options stayed in
+    校对, where nothing of them was sent; a text changed after a check lost its fixes without
+    a word."""
+    text = "她说画龙点晴，走头无路，乱七八遭。"  # known misspellings: fixed with any model
+    expected = httpx.post(f"{base_url}/check", json={"text": text}, timeout=30).json()
+    assert len(expected["edits"]) >= 3
+    page.goto(base_url)
+    page.locator("label.mode", has=page.get_by_test_id("mode-check")).click()
+    expect(page.get_by_test_id("advanced")).to_be_hidden()
+    expect(page.locator("#text-label")).to_have_text("要校对的文字（可以粘贴一段）")
+    page.get_by_test_id("input").fill(text)
+    page.get_by_test_id("predict").click()
+    buttons = page.get_by_test_id("accept-fix")
+    expect(buttons).to_have_count(len(expected["edits"]))
+    second, third = (buttons.nth(k).locator(".token").text_content() for k in (1, 2))
+    buttons.nth(1).focus()
+    page.keyboard.press("Enter")  # accepts the second fix
+    expect(buttons).to_have_count(len(expected["edits"]) - 1)
+    focused = page.evaluate("document.activeElement.querySelector('.token')?.textContent")
+    assert focused == third != second  # the one after it, not the first
+    page.get_by_test_id("input").press("End")
+    page.get_by_test_id("input").press_sequentially("好")
+    expect(page.get_by_test_id("check-output")).to_be_hidden()
+    expect(page.get_by_test_id("text-note")).to_have_text("文字已改动，请重新校对。")
+    page.locator("label.mode", has=page.get_by_test_id("mode-single")).click()
+    expect(page.get_by_test_id("advanced")).to_be_visible()
+    expect(page.locator("#text-label")).to_have_text("句子（用 [MASK] 标出要填的空）")

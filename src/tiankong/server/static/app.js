@@ -122,10 +122,16 @@ function onModeChange() {
   $("candidates-box").hidden = mode !== "candidates";
   // the candidates are the blank's only fills: constraints don't apply there (a 400 if sent)
   for (const id of ["preset", "allowed", "exclude"]) $(id).disabled = mode === "candidates";
-  // 校对 reads the text as typed: no blanks to insert, no candidate count, a button that says so
+  // 校对 reads the text as typed: no blanks to insert, no candidate count, no fill options
+  // (they were shown and never sent), a label and a button that say so
   const checking = mode === "check";
   for (const id of ["insert-mask", "insert-blank"]) $(id).hidden = checking;
   $("top-k").closest("label").hidden = checking;
+  document.querySelector('[data-testid="advanced"]').hidden = checking;
+  for (const [id, key] of [["text-label", "inputLabel"], ["input-hint", "inputHint"]]) {
+    $(id).dataset.i18n = checking ? `${key}Check` : key;
+    $(id).textContent = t($(id).dataset.i18n);
+  }
   $("predict").dataset.i18n = checking ? "checkRun" : "predict";
   $("predict").textContent = t($("predict").dataset.i18n);
   $("loading").dataset.i18n = checking ? "checkLoading" : "loading"; // it said 预测中… here
@@ -206,6 +212,7 @@ async function predict() {
     return;
   }
   hideError();
+  $("text-note").hidden = true;
   setBusy(true);
   const mode = currentMode();
   const checking = mode === "check";
@@ -272,6 +279,15 @@ function showError(error) {
   $("check-output").hidden = true;
 }
 
+// A note under the text box (a check's fixes gone because the text changed), in the page's
+// language, until the next request.
+function showNote(key) {
+  const note = $("text-note");
+  note.dataset.i18n = key;
+  note.textContent = t(key);
+  note.hidden = false;
+}
+
 function hideError() {
   state.lastError = null;
   $("error").hidden = true;
@@ -290,10 +306,14 @@ function renderChecked(data) {
       return;
     }
     const [start, end] = utf16Span(state.checked.text, edit);
+    const place = state.checked.edits.indexOf(edit);
     renderChecked(acceptEdit(state.checked, edit));
     replaceUndoably($("text"), start, end, edit.suggestion, state.checked.text);
-    // the list was drawn anew: focus goes to the next fix, or back to the text
-    (document.querySelector('[data-testid="accept-fix"]') ?? $("text")).focus();
+    // the list was drawn anew: focus goes to the fix after the one accepted (the first
+    // remaining one took it, and a second Enter accepted a fix the user had passed over),
+    // or back to the text after the last
+    const fixes = document.querySelectorAll('[data-testid="accept-fix"]');
+    (fixes[place] ?? $("text")).focus({ preventScroll: Boolean(fixes[place]) });
   });
   $("output").hidden = true;
   $("check-output").hidden = false;
@@ -452,7 +472,10 @@ function init() {
   // a check answers the text as it was sent: once the text changes, its fixes would overwrite
   // what was typed since, so the answer goes
   $("text").addEventListener("input", () => {
-    if (state.checked && $("text").value !== state.checked.text) $("check-output").hidden = true;
+    if (state.checked && $("text").value !== state.checked.text && !$("check-output").hidden) {
+      $("check-output").hidden = true;
+      showNote("checkTextChanged"); // the fixes went: say why, and what to do
+    }
   });
   // the list length follows the selector: answered again when an answer is shown
   $("top-k").addEventListener("change", () => {
