@@ -744,9 +744,14 @@ def test_every_warning_the_server_words_alike_is_in_the_pages_chinese() -> None:
     from tiankong.core.request import NO_WHOLE_FILL_WARNING
     from tiankong.core.script import NO_HAN_WARNING
     from tiankong.server.routes import STATIC_DIR
-    from tiankong.tasks.check.proofreader import BLANK_IN_CHECK, NO_HAN_TO_CHECK, NOTHING_CHECKED
+    from tiankong.tasks.check.proofreader import (
+        BLANK_IN_CHECK,
+        MORE_MAY_REMAIN,
+        NO_HAN_TO_CHECK,
+        NOTHING_CHECKED,
+    )
 
     words = (STATIC_DIR / "i18n.js").read_text(encoding="utf-8")
     fixed = [NO_HAN_WARNING, NO_WHOLE_FILL_WARNING, NO_HAN_TO_CHECK, BLANK_IN_CHECK]
-    for warning in [*fixed, NOTHING_CHECKED]:
+    for warning in [*fixed, NOTHING_CHECKED, MORE_MAY_REMAIN]:
         assert f'"{warning}":' in words, warning

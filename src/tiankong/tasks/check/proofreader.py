@@ -72,19 +72,30 @@ NOTHING_CHECKED = (
     "None of the text's Chinese characters is one the model reads (each is outside its "
     "vocabulary), so nothing was checked."
 )
+# model-found fixes in a sentence whose other suspects were passed over (``suspects``) past
+# which its answer says more may remain (MORE_MAY_REMAIN): most of the suspects were typos
+CROWDED_EDITS = 3
+MORE_MAY_REMAIN = (
+    "A sentence got as many of the model's fixes as are looked for in one sentence at once; "
+    "check it again once they are accepted, as more may remain."
+)
 
 
-def check_warnings(text: str, checked: int) -> list[str]:
+def check_warnings(text: str, checked: int, crowded: bool = False) -> list[str]:
     """What a check's answer says besides its edits: no Chinese character to check, none the
     model reads (𠮷𠮷 came back clean with no word: ``checked``, the characters checked, was
-    0), or a fill blank typed where the text is proofread (守株待[MASK] came back "no errors
-    found")."""
+    0), a fill blank typed where the text is proofread (守株待[MASK] came back "no errors
+    found"), or (``crowded``) a sentence with ``CROWDED_EDITS`` model-found fixes whose other
+    suspects were passed over, where more may remain (a review's sentence of seven typos:
+    three fixed, then "every fix accepted")."""
     warnings = [] if has_han(text) else [NO_HAN_TO_CHECK]
     if not warnings and not checked:
         warnings.append(NOTHING_CHECKED)
     marked = normalize_masks(text)
     if MASK in marked or BLANK in marked:
         warnings.append(BLANK_IN_CHECK)
+    if crowded:
+        warnings.append(MORE_MAY_REMAIN)
     return warnings
 
 
@@ -261,7 +272,7 @@ class Proofreader:
         # a server's step scorer can say its request has gone (``StepScorer.check`` raises)
         looked_up = self.start_lookups(windows, getattr(score, "check", None))
         near = [self.near_idioms(window) for window in windows]
-        suspects = self.find_suspects(windows, near, score)
+        suspects, passed_over = self.find_suspects(windows, near, score)
         masked = self.score_masked(windows, suspects, score)
         found = looked_up()
         edits = [
@@ -271,12 +282,18 @@ class Proofreader:
         latency = (time.perf_counter() - started) * 1000 / max(1, len(requests))
         results, number = [], 0
         for request in requests:
+            its = edits[number : number + len(request.windows)]
             mine = [
                 typed
-                for window_edits in edits[number : number + len(request.windows)]
+                for window_edits in its
                 for edit in window_edits
                 if (typed := in_typed_script(edit, request)) is not None
             ]
+            crowded = any(
+                number + k in passed_over
+                and sum(edit.source == "model" for edit in window_edits) >= CROWDED_EDITS
+                for k, window_edits in enumerate(its)
+            )
             number += len(request.windows)
             results.append(
                 CheckResult(
@@ -285,7 +302,7 @@ class Proofreader:
                     mine,
                     self.masker.model.name,
                     round(latency, 2),
-                    check_warnings(request.text, request.checked),
+                    check_warnings(request.text, request.checked, crowded),
                     request.checked,
                 )
             )
@@ -331,7 +348,9 @@ class Proofreader:
         windows: Sequence[Window],
         near: Sequence[Near],
         score: RowScorer,
-    ) -> list[Suspect]:
+    ) -> tuple[list[Suspect], set[int]]:
+        """The suspects of every window, and the windows whose suspects beyond ``suspects``
+        were passed over (``ranked_suspects``)."""
         if self.method.detect == "masked":
             return [
                 Suspect(number, slot)
@@ -342,23 +361,30 @@ class Proofreader:
                     window.input_ids[window.positions[slot]] in self.candidates
                     or slot in near[number]
                 )
-            ]
+            ], set()
         read = [(n, w) for n, w in enumerate(windows) if w.positions]
         rows, asked = [w.input_ids for _, w in read], [w.positions for _, w in read]
         suspects: list[Suspect] = []
+        passed_over: set[int] = set()
         # one engine call's windows at a time: each window asks for every checkable character's
         # distribution, and only a few of each row's probabilities are read
         for start, end in self.masker.call_slices(rows, asked):
             scored = score(rows[start:end], asked[start:end])
             for (number, window), row in zip(read[start:end], scored, strict=True):
-                chosen = self.likeliest_suspects(window, row) | set(near[number])
+                ranked = self.ranked_suspects(window, row)
+                if len(ranked) > self.method.suspects:
+                    passed_over.add(number)
+                chosen = set(ranked[: self.method.suspects]) | set(near[number])
                 suspects += [Suspect(number, slot) for slot in sorted(chosen) if owns(window, slot)]
-        return suspects
+        return suspects, passed_over
 
     def likeliest_suspects(self, window: Window, row: np.ndarray) -> set[int]:
-        """The ``suspects`` slots of ``window`` where the unmasked ``row`` gives a confusion-set
-        character the highest ratio to the written one, of those at ``suspect_ratio`` or
-        more."""
+        """The ``suspects`` slots of ``window`` that ``ranked_suspects`` ranks first."""
+        return set(self.ranked_suspects(window, row)[: self.method.suspects])
+
+    def ranked_suspects(self, window: Window, row: np.ndarray) -> list[int]:
+        """The slots of ``window`` where the unmasked ``row`` gives a confusion-set character
+        at least ``suspect_ratio`` times the written one, the highest ratio first."""
         ranked: list[tuple[float, int]] = []
         for slot, position in enumerate(window.positions):
             token = window.input_ids[position]
@@ -369,7 +395,7 @@ class Proofreader:
             if ratio >= self.method.suspect_ratio:
                 ranked.append((ratio, slot))
         ranked.sort(reverse=True)
-        return {slot for _, slot in ranked[: self.method.suspects]}
+        return [slot for _, slot in ranked]
 
     def score_masked(
         self, windows: Sequence[Window], suspects: Sequence[Suspect], score: RowScorer
