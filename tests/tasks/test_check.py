@@ -223,6 +223,21 @@ def test_an_edition_variant_is_not_a_fix(
     ]
 
 
+def test_a_written_character_whose_passage_reads_on_still_counts_as_written(
+    tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The index's fills are judged per fill (``grounded_fills``): 地, whose one passage goes
+    on differently from the text, left the match's fills, so the proofreader saw it "never
+    written there" and one passage of 的 made a right 地 wrong (a code review's corpus)."""
+    folder = tmp_path_factory.mktemp("misread-index")
+    (folder / "c.txt").write_text("昨天今天大家都很高兴地跑了回去\n今天大家都很高兴的跑了\n")
+    build_index([folder / "c.txt"], folder / "index", progress=False)
+    settings = Settings(engine="torch", threads=1)
+    masker = FillMasker.load(str(tiny_model_dir), settings, index=str(folder / "index"))
+    text = "我说今天大家都很高兴地跑了过去看。"
+    assert [e for e in Proofreader(masker).check(text).edits if e.source == "index"] == []
+
+
 def test_a_mark_next_to_the_character_may_be_another_mark(indexed: Proofreader) -> None:
     """The corpus's 黄河入海流。欲穷千里目 holds 黄河入海留，欲穷千里目's 留 with context on both
     sides once the ， after it may match the corpus's 。 (``index_edge_marks``)."""

@@ -15,7 +15,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -77,6 +77,10 @@ class BlankMatch:
     # 他每天[MASK]地铁去公司; 匹夫有获万口称 for 天下兴亡，匹夫有[MASK]。). What it costs the match
     # is the evidence rule's (``holds_evidence``).
     contradicted: tuple[bool, bool] = (False, False)
+    # n(f) of the fills ``grounded_fills`` took out of ``fills`` (their own passages read
+    # differently from the text): no evidence for themselves, but the proofreader's count of
+    # the character as written (a right 地 dropped so was "fixed" to 的 from one passage)
+    misread: dict[tuple[int, ...], int] = field(default_factory=dict)
 
     @cached_property
     def backoff_total(self) -> int:
@@ -316,7 +320,7 @@ class BlankLookup:
                 sides=self.sides(
                     left, right, a, b, self.bounded(starts[chosen], fill_length, a, b)
                 ),
-                contradicted=(bool(reads[0].all()), bool(reads[1].all())),
+                contradicted=every_side(reads),
             )
             return grounded_fills(match, misread)
 
@@ -394,8 +398,7 @@ class BlankLookup:
     ) -> tuple[bool, bool]:
         """``BlankMatch.contradicted``: per side, the occurrences (their fills at ``starts``)
         all read differently from the text there (``reads_differently``)."""
-        reads = self.reads_differently(left, right, a, b, starts, fill_length)
-        return bool(reads[0].size and reads[0].all()), bool(reads[1].size and reads[1].all())
+        return every_side(self.reads_differently(left, right, a, b, starts, fill_length))
 
     def reads_differently(
         self,
@@ -551,6 +554,11 @@ class BlankLookup:
         return list(self.tokenizer.encode(line, add_special_tokens=False).offsets)
 
 
+def every_side(reads: tuple[np.ndarray, np.ndarray]) -> tuple[bool, bool]:
+    """``BlankMatch.contradicted`` from ``reads_differently``: per side, every occurrence."""
+    return bool(reads[0].size and reads[0].all()), bool(reads[1].size and reads[1].all())
+
+
 def grounded_fills(match: BlankMatch, misread: dict[tuple[int, ...], list[bool]]) -> BlankMatch:
     """``match`` without the fills whose own passages read differently from the text
     (``misread``: per fill and side, every occurrence of it does): the evidence rule judged
@@ -572,6 +580,7 @@ def grounded_fills(match: BlankMatch, misread: dict[tuple[int, ...], list[bool]]
     return replace(
         match,
         context_count=match.total,
+        misread={fill: n for fill, n in match.fills.items() if fill not in kept},
         fills={fill: n for fill, n in match.fills.items() if fill in kept},
         positions={fill: at for fill, at in match.positions.items() if fill in kept},
         backoff=None

@@ -588,8 +588,7 @@ class Proofreader:
         霜满天, was fixed to 雨 by the model while the index matched ten characters around 霜)."""
         if match.context_length < self.method.index_context or not all(match.sides):
             return False
-        token = window.input_ids[window.positions[slot]]
-        written = match.fills.get((token,), 0)
+        written = written_count(match, window.input_ids[window.positions[slot]])
         return written > 0 and written >= max(match.fills.values())
 
     def index_edit(
@@ -605,7 +604,7 @@ class Proofreader:
             return None
         token = window.input_ids[window.positions[slot]]
         short = match.context_length < self.method.index_context
-        written = match.fills.get((token,), 0)
+        written = written_count(match, token)
         if written and not self.method.index_ratio:
             return None
         others = self.candidates.get(token, ())
@@ -766,6 +765,13 @@ def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
         # the 出处 in the script the fix is written in (畫龍點睛 for 画龙点晴 in a text with 頭髮)
         memory=memory_in(edit.memory, script.back) if as_typed else edit.memory,
     )
+
+
+def written_count(match: Any, token: int) -> int:
+    """How often the index holds the written character in ``match``'s context, its passages
+    that read differently from the text included (``BlankMatch.misread``): no evidence for a
+    fill, but a right character they hold is not "never written there"."""
+    return int(match.fills.get((token,), 0) or match.misread.get((token,), 0))
 
 
 def glued(window: Window, slot: int, run: range) -> bool:
