@@ -110,7 +110,9 @@ def test_a_failed_int8_build_points_to_fp32_not_to_an_engine_flag(
     )
     monkeypatch.setattr(export_worker.sys, "stdin", io.StringIO(json.dumps(request.__dict__)))
     assert export_worker.main() == 1
-    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    printed = capsys.readouterr()
+    assert "Traceback" not in printed.err  # passed through to the user's terminal
+    report = json.loads(printed.out.strip().splitlines()[-1])
     assert report["error"] == "EngineUnavailableError"
     assert report["message"].startswith("Exporting 'm1' to ONNX failed (RuntimeError)")
     assert report["message"].endswith("; --precision fp32 runs this model without INT8.")

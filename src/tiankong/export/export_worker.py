@@ -8,6 +8,7 @@ stdout, ``{"error": <TiankongError class name>, "message": <one sentence>}``, an
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -153,6 +154,10 @@ def sync_file(path: Path) -> None:
         os.fsync(stream.fileno())
 
 
+# errno of a cache folder that can't take the export: full, over quota, read-only, not ours
+UNWRITABLE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
 def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     request = BuildRequest(**json.loads(sys.stdin.read()))
@@ -162,14 +167,9 @@ def main() -> int:
         print(json.dumps({"error": type(error).__name__, "message": error.message}))
         return 1
     except Exception as error:  # a bug or a library failure: details to a file, one line out
-        message = f"Exporting '{request.model_name}' to ONNX failed ({type(error).__name__})"
-        log_file = Path(request.entry).with_name(Path(request.entry).name + ".failed.log")
-        try:  # the traceback (28-68 lines on the user's screen before) kept for a report
-            log_file.write_text(traceback.format_exc(), encoding="utf-8")
-            message += f"; the details are in {log_file}"
-        except OSError:
-            traceback.print_exc()
-        if isinstance(error, OSError):  # the machine's fault (a full disk), not the model's
+        if isinstance(error, OSError) and error.errno in UNWRITABLE:
+            # the cache's fault (a full disk, a read-only mount), not the model's: no log to
+            # write either (it failed too, with a traceback on the user's screen)
             folder = Path(request.entry).parent
             message = (
                 f"The ONNX export can't be written in '{folder}' ({os_reason(error)}); "
@@ -177,6 +177,13 @@ def main() -> int:
             )
             print(json.dumps({"error": "ModelUnavailableError", "message": message}))
             return 1
+        message = f"Exporting '{request.model_name}' to ONNX failed ({type(error).__name__})"
+        log_file = Path(request.entry).with_name(Path(request.entry).name + ".failed.log")
+        try:  # the traceback (28-68 lines on the user's screen before) kept for a report
+            log_file.write_text(traceback.format_exc(), encoding="utf-8")
+            message += f"; the details are in {log_file}"
+        except OSError:
+            traceback.print_exc()
         if request.fp32_file is None:  # the ONNX graph itself failed; torch runs the model
             message += "; the torch engine (--engine torch) can run it."
         else:  # quantizing (or --precision auto's measurement) failed; the FP32 graph is made
