@@ -135,6 +135,9 @@ def test_token_strings_drop_wordpiece_prefix(encoder: TextEncoder) -> None:
         (False, {"do_lower_case": False}),  # the config says cased over a lower-casing file
         (True, {"do_lower_case": False}),
         (False, {"tokenize_chinese_chars": False}),
+        # another class reads tokenizer.json as it is (a code review: it was lower-cased here)
+        (True, {"tokenizer_class": "PreTrainedTokenizerFast"}),
+        (True, {"tokenizer_class": "BertTokenizerFast"}),
     ],
 )
 def test_a_tokenizer_json_reads_text_as_transformers_does(

@@ -98,7 +98,9 @@ class TextEncoder:
         chinese = bool(config.get("tokenize_chinese_chars", True))
         if (folder / "tokenizer.json").is_file():
             tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-            if isinstance(tokenizer.normalizer, normalizers.BertNormalizer):
+            if isinstance(tokenizer.normalizer, normalizers.BertNormalizer) and bert_class(
+                folder, config
+            ):
                 # a cased tokenizer.json beside a config that doesn't say so: the pipeline
                 # lower-cased Café and iPhone, tiankong read them as [UNK]
                 tokenizer.normalizer = normalizers.BertNormalizer(
@@ -238,3 +240,28 @@ def read_json(path: Path) -> dict[str, object]:
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+# transformers' WordPiece tokenizer classes that build their normalizer from
+# tokenizer_config.json's keys (BertTokenizer and those made like it), and the model types whose
+# tokenizer is one of them when the config names no class
+BERT_TOKENIZERS = frozenset({"BertTokenizer", "DistilBertTokenizer", "ElectraTokenizer"})
+# (transformers 5.24's TOKENIZER_MAPPING_NAMES, the text models that map to BertTokenizer)
+BERT_TOKENIZER_TYPES = frozenset(
+    {
+        "bert", "convbert", "distilbert", "electra", "ernie", "layoutlm", "megatron-bert",
+        "nezha", "nomic_bert", "qdqbert", "realm", "retribert", "squeezebert",
+    }
+)  # fmt: skip
+
+
+def bert_class(folder: Path, config: dict[str, object]) -> bool:
+    """Whether transformers reads ``folder``'s tokenizer as a BertTokenizer, which takes its
+    normalizer from ``config`` (tokenizer_config.json) and not from tokenizer.json; another
+    class (PreTrainedTokenizerFast, a tokenizer trained with the tokenizers library) reads
+    tokenizer.json as it is."""
+    named = config.get("tokenizer_class")
+    if isinstance(named, str):
+        return named.removesuffix("Fast") in BERT_TOKENIZERS
+    model_type = read_json(folder / "config.json").get("model_type")
+    return model_type in BERT_TOKENIZER_TYPES
