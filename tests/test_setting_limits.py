@@ -115,7 +115,8 @@ def test_the_default_window_is_refused_for_a_model_with_fewer_positions(
         FillMasker.load(str(short_model_dir), Settings(engine="torch", threads=1))
     assert refused.value.message == (
         f"Model '{short_model_dir.name}' reads at most 64 tokens (max_position_embeddings), "
-        "fewer than the default window of 128; pass --max-length 64 (or less)."
+        "fewer than the window of 128 (--max-length, 128 by default); pass --max-length 64 "
+        "(or less)."
     )
 
 

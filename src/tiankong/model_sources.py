@@ -108,12 +108,14 @@ def check_model_folder(path: Path, source: str) -> None:
         raise ModelUnavailableError(
             f"Model '{source}' has an unreadable or corrupt config.json."
         ) from None
-    if "auto_map" in config:  # transformers would ask on a terminal, then run the folder's code
+    model_type = config.get("model_type")
+    if "auto_map" in config and not native_masked_lm(model_type):
+        # transformers asked on a terminal, then ran the folder's code; a type it knows loads
+        # without it (trust_remote_code is off everywhere)
         raise ModelUnavailableError(
             f"Model '{source}' needs Python code of its own (auto_map in its config.json), "
             "which tiankong does not run; use a masked LM that transformers knows without it."
         )
-    model_type = config.get("model_type")
     if model_type in UNSUPPORTED_TYPES:
         raise ModelUnavailableError(
             f"Model '{source}' is of type '{model_type}', {UNSUPPORTED_TYPES[model_type]}."
@@ -139,6 +141,16 @@ def check_model_folder(path: Path, source: str) -> None:
             f"The tokenizer of model '{source}' has no [MASK] token{other}; tiankong reads "
             "Chinese BERT-family vocabularies, whose blanks are [MASK]."
         )
+
+
+def native_masked_lm(model_type: object) -> bool:
+    """Whether transformers has a masked-LM class of its own for ``model_type``; True where
+    transformers isn't installed (a serving install, which runs only cached exports)."""
+    try:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    except ImportError:
+        return True
+    return isinstance(model_type, str) and model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 
 def has_mask_token(path: Path) -> bool:

@@ -85,11 +85,11 @@ def check_window(model: ResolvedModel, max_length: int) -> None:
     positions = usable_positions(model.path)
     if positions is None or max_length <= positions.usable:
         return
-    if max_length == Settings.max_length:  # the default: the user asked for no window
+    if max_length == Settings.max_length:  # the default: maybe no window was asked for
         raise BadOptionError(
             f"Model '{model.name}' reads at most {positions.usable} tokens "
-            f"({positions.source}), fewer than the default window of {max_length}; pass "
-            f"--max-length {positions.usable} (or less)."
+            f"({positions.source}), fewer than the window of {max_length} (--max-length, "
+            f"{max_length} by default); pass --max-length {positions.usable} (or less)."
         )
     raise BadOptionError(
         f"--max-length {max_length} is more than model '{model.name}' can read: it has "

@@ -85,7 +85,10 @@ def test_a_sentencepiece_mask_token_is_named(tmp_path: Path, tiny_model_dir: Pat
     [
         # custom code: transformers asked on a terminal, then ran the folder's Python (with
         # "y"), or the load failed as if the weights were corrupt
-        ({"auto_map": {"AutoModelForMaskedLM": "modeling.Glyce"}}, "Python code of its own"),
+        (
+            {"auto_map": {"AutoModelForMaskedLM": "modeling.Glyce"}, "model_type": "glycebert"},
+            "Python code of its own",
+        ),
         # RoCBert's inputs are more than token ids: its answers were wrong, exit 0
         ({"model_type": "roc_bert"}, "shape and pronunciation ids"),
     ],
@@ -101,6 +104,19 @@ def test_a_model_tiankong_would_answer_wrongly_or_not_safely_is_refused(
     (folder / "config.json").write_text(json.dumps({**config, **changes}), encoding="utf-8")
     with pytest.raises(ModelUnavailableError, match=message):
         resolve_model(str(folder))
+
+
+def test_a_known_type_with_an_auto_map_still_loads(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """transformers loads a BERT whose config carries an auto_map natively (trust_remote_code
+    off): only a type it doesn't know needs the folder's code (a code review)."""
+    import shutil
+
+    folder = tmp_path / "bert-automap"
+    shutil.copytree(tiny_model_dir, folder)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config["auto_map"] = {"AutoModelForMaskedLM": "modeling.Custom"}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert resolve_model(str(folder)).path == folder
 
 
 def test_a_type_without_a_masked_lm_head_is_named_by_the_torch_engine(

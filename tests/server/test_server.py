@@ -350,6 +350,8 @@ def test_hf_tokenizer_kwargs_is_refused_by_name(client: TestClient) -> None:
     body = {"inputs": IDIOM, "parameters": {"tokenizer_kwargs": {"truncation": True}}}
     error = assert_error(client.post("/", json=body), 400, "bad_option")
     assert error["message"].startswith("tokenizer_kwargs is not taken here")
+    empty = {"inputs": IDIOM, "parameters": {"tokenizer_kwargs": {}}}  # asks for nothing
+    assert client.post("/", json=empty).status_code == 200
 
 
 def test_hf_a_bad_input_of_a_list_is_named(client: TestClient) -> None:

@@ -67,7 +67,7 @@ async def hf_fill_mask(
     if not texts:
         raise EmptyTextError("inputs is an empty list; send a text or a list of texts.")
     check_batch_size(predictor.settings, len(texts), "inputs")
-    if parameters.tokenizer_kwargs is not None:
+    if parameters.tokenizer_kwargs:  # {} asks for nothing, as in the pipeline
         raise BadOptionError(
             "tokenizer_kwargs is not taken here: the server reads every text with the model's "
             "own tokenizer, whole, within its token window (--max-length)."
