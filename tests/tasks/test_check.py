@@ -491,3 +491,11 @@ def test_checks_take_turns_on_the_lookup_thread(
     small_queued.set()
     assert len(found_small()) == 1 and len(found_large()) == len(large)
     assert order.index("small") == proofreader.LOOKUP_WINDOWS  # right after the first turn
+
+
+def test_a_sentence_of_marks_alone_is_no_window(checker: Proofreader) -> None:
+    """Each sentence is a window; one of marks alone (！！！) was one too, charged a row of the
+    cost cap and never scored (a code review)."""
+    request = checker.prepare("太好了！！！真的吗？！")
+    assert [window.chars for window in request.windows] == ["太好了", "真的吗"]
+    assert checker.forward_rows(request) == 2 + 2 * 3

@@ -104,7 +104,9 @@ def prepare_check(text: object, encoder: TextEncoder, max_chars: int) -> CheckRe
         encoding = encoder.tokenizer.encode(line.group(), add_special_tokens=False)
         offsets = [(first + line.start(), last + line.start()) for first, last in encoding.offsets]
         for first, last in sentences(checked, offsets):
-            windows += windows_of(checked, encoding.ids[first:last], offsets[first:last], encoder)
+            made = windows_of(checked, encoding.ids[first:last], offsets[first:last], encoder)
+            # a sentence of marks alone (！！！) has nothing to check: no row, and no cost
+            windows += [window for window in made if window.positions]
     return CheckRequest(text, windows, script)
 
 
