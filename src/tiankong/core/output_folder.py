@@ -42,7 +42,8 @@ def check_output_folder(path: Path, flag: str, replaced: bool) -> None:
 
 @contextmanager
 def made_here(path: Path, flag: str) -> Iterator[None]:
-    """Around making ``path``'s folders: an OSError is one sentence naming ``flag``."""
+    """Around making and writing ``path``'s folders: an OSError is one sentence naming
+    ``flag``."""
     try:
         yield
     except OSError as error:

@@ -97,7 +97,9 @@ class BlankMatch:
     def probability(self, fill: Sequence[int]) -> float:
         """The index's estimate n(f) / n(context), with BACKOFF_PRIOR pseudo-occurrences shared
         among the seen fills by their counts in the next shorter context:
-        (n(f) + β n'(f) / Σ n') / (n(context) + β). Sums to 1 over ``fills``."""
+        (n(f) + β n'(f) / Σ n') / (n(context) + β). Sums to 1 over ``fills`` when they hold
+        every occurrence (not past ``grounded_fills``, whose dropped fills keep their share of
+        ``context_count``)."""
         key = tuple(fill)
         count = self.fills.get(key, 0)
         if count == 0:

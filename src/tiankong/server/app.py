@@ -43,6 +43,7 @@ from tiankong.serving.checking import CheckServing
 from tiankong.serving.predictor import Predictor, SchedulerFactory
 
 logger = logging.getLogger("tiankong.server")
+ROUTERS = (routes.router, hf.router, check_routes.router)  # the API's routes, in this order
 DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked language models.
 
 * `POST /predict`, `GET /predict`, `POST /batch_predict`: tiankong's own API.
@@ -108,14 +109,13 @@ def create_app(
         security=security_layer(settings),  # API keys and rate limit, before any body is read
         known_paths=frozenset(
             route.path
-            for router in (routes.router, hf.router, check_routes.router)
+            for router in ROUTERS
             for route in router.routes
             if isinstance(route, APIRoute) and "{" not in route.path
         ),
     )
-    app.include_router(routes.router)
-    app.include_router(hf.router)
-    app.include_router(check_routes.router)
+    for router in ROUTERS:
+        app.include_router(router)
     app.mount(STATIC_PATH, StaticFiles(directory=routes.STATIC_DIR), name="static")
     add_docs(app)
     if settings.api_keys or settings.api_keys_file:

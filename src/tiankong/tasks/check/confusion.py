@@ -53,6 +53,8 @@ class ConfusionSets:
             if not line.strip() or line.startswith("#"):
                 continue
             kind, *group = [field for field in line.split("\t") if field]
+            if kind not in ("shape", "sound"):  # a typo in the file would change what is read
+                raise ValueError(f"{extra}: a group's kind is shape or sound, not {kind!r}")
             for char in group:
                 (shape if kind == "shape" else sound).setdefault(char, set()).update(group)
         return cls(
