@@ -140,11 +140,13 @@ def resident_mb() -> float | None:
 
 @dataclass(frozen=True)
 class CpuSnapshot:
-    """The machine's busy CPU seconds and this process's, at one moment (``others_share``)."""
+    """The busy CPU seconds of the CPUs this process may use, and this process's, at one
+    moment (``others_share``)."""
 
     wall: float
     busy: float
     mine: float
+    cpus: int = 1  # the CPUs ``busy`` counts
 
 
 def cpu_snapshot() -> CpuSnapshot | None:
@@ -153,21 +155,25 @@ def cpu_snapshot() -> CpuSnapshot | None:
         import psutil
     except ImportError:
         return None
-    times = psutil.cpu_times()
-    busy = sum(getattr(times, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq"))
-    return CpuSnapshot(time.perf_counter(), busy, sum(os.times()[:2]))
+    every = psutil.cpu_times(percpu=True)
+    mine = [every[cpu] for cpu in sorted(allowed_cpus()) if cpu < len(every)] or every
+    busy = sum(
+        getattr(times, name, 0.0)
+        for times in mine
+        for name in ("user", "nice", "system", "irq", "softirq")
+    )
+    return CpuSnapshot(time.perf_counter(), busy, sum(os.times()[:2]), len(mine))
 
 
 def others_share(before: CpuSnapshot | None) -> float | None:
-    """The share of the machine's CPUs (0-1) that other programs used since ``before``: a
-    measurement taken beside them is not the quiet machine's (``--precision auto``'s)."""
+    """The share (0-1) of the CPUs this process may use (its affinity) that other programs
+    used since ``before``: a measurement taken beside them is not the quiet machine's
+    (``--precision auto``'s); a program busy on a CPU the process can't use doesn't count."""
     after = None if before is None else cpu_snapshot()
     if before is None or after is None or after.wall <= before.wall:
         return None
-    import psutil
-
     other = max(0.0, (after.busy - before.busy) - (after.mine - before.mine))
-    return min(1.0, other / ((after.wall - before.wall) * (psutil.cpu_count() or 1)))
+    return min(1.0, other / ((after.wall - before.wall) * after.cpus))
 
 
 def memory_limit(root: Path = CGROUP_ROOT, membership: Path = MEMBERSHIP) -> MemoryLimit | None:

@@ -150,8 +150,9 @@ def test_a_choice_measured_beside_other_programs_says_so() -> None:
 
 
 def test_other_programs_share_of_the_cpus_is_measured(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``others_share``: the machine's busy CPU time less this process's, over every CPU's
-    wall time (made-up clocks: 2 s on 2 CPUs, 3 CPU-seconds busy, 1.2 of them ours)."""
+    """``others_share``: the busy time of the CPUs this process may use less its own, over
+    their wall time (made-up clocks: 2 s on 2 allowed CPUs of 3, 3 CPU-seconds busy on them,
+    1.2 of them ours; a code review found a program on a CPU the process can't use counted)."""
     from collections import namedtuple
 
     import psutil
@@ -160,12 +161,17 @@ def test_other_programs_share_of_the_cpus_is_measured(monkeypatch: pytest.Monkey
 
     Times = namedtuple("Times", "user nice system idle irq softirq")
     clock = iter([10.0, 12.0])
-    busy = iter([Times(100.0, 0.0, 20.0, 50.0, 0.0, 0.0), Times(102.0, 0.5, 20.5, 51.0, 0.0, 0.0)])
+    idle = Times(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    busy_cpu = Times(50.0, 0.0, 50.0, 0.0, 0.0, 0.0)  # a CPU this process may not use
+    start = Times(50.0, 0.0, 10.0, 25.0, 0.0, 0.0)
+    after = [Times(51.0, 0.5, 10.0, 25.5, 0.0, 0.0), Times(51.0, 0.0, 10.5, 25.5, 0.0, 0.0)]
+    busy = iter([[start, start, idle], [*after, busy_cpu]])
     mine = iter([(5.0, 1.0, 0.0, 0.0, 0.0), (6.0, 1.2, 0.0, 0.0, 0.0)])
     monkeypatch.setattr(host.time, "perf_counter", lambda: next(clock))
-    monkeypatch.setattr(psutil, "cpu_times", lambda: next(busy))
+    monkeypatch.setattr(psutil, "cpu_times", lambda percpu=False: next(busy))
     monkeypatch.setattr(host.os, "times", lambda: next(mine))
-    monkeypatch.setattr(psutil, "cpu_count", lambda: 2)
+    monkeypatch.setattr(host, "allowed_cpus", lambda: {0, 1})
     before = host.cpu_snapshot()
+    # CPUs 0 and 1 did 3 CPU-seconds in 2 s, 1.2 of them ours; CPU 2's program doesn't count
     assert host.others_share(before) == pytest.approx((3.0 - 1.2) / 4.0)
     assert host.others_share(None) is None
