@@ -90,7 +90,7 @@ def test_eval_takes_max_length_for_a_model_with_few_positions(tmp_path: Path) ->
     # fp32: the INT8 export's guard sentences are longer than 16 positions (reported apart)
     flags = [*model_flags(model), "--precision", "fp32", "--onnx-cache-dir", str(tmp_path / "c")]
     refused = run_cli("eval", str(items), *flags)
-    assert refused.returncode == 2 and "use --max-length 16 or less" in refused.stderr
+    assert refused.returncode == 2 and "pass --max-length 16 (or less)" in refused.stderr
     from_env = run_cli("eval", str(items), *flags, env={"TIANKONG_MAX_LENGTH": "20"})
     assert from_env.returncode == 2 and "--max-length 20 is more than" in from_env.stderr
     done = run_cli("eval", str(items), *flags, "--max-length", "16")
