@@ -195,8 +195,11 @@ def test_constraints_are_off_in_candidates_mode(page: Page, base_url: str) -> No
     expect(page.get_by_test_id("error")).to_be_hidden()
     for field in ("preset", "allowed", "exclude"):
         expect(page.get_by_test_id(field)).to_be_disabled()
+    # every candidate given is ranked: the count was shown there and changed nothing
+    expect(page.get_by_test_id("top-k")).to_be_hidden()
     choose_mode(page, "single")
     expect(page.get_by_test_id("preset")).to_be_enabled()
+    expect(page.get_by_test_id("top-k")).to_be_visible()
 
 
 def test_the_single_mode_hint_names_the_blank_lengths_tried(page: Page, base_url: str) -> None:

@@ -126,7 +126,8 @@ function onModeChange() {
   // (they were shown and never sent), a label and a button that say so
   const checking = mode === "check";
   for (const id of ["insert-mask", "insert-blank"]) $(id).hidden = checking;
-  $("top-k").closest("label").hidden = checking;
+  // every candidate given is ranked (the count asked for changed nothing there, a review)
+  $("top-k").closest("label").hidden = checking || mode === "candidates";
   document.querySelector('[data-testid="advanced"]').hidden = checking;
   for (const [id, key] of [["text-label", "inputLabel"], ["input-hint", "inputHint"]]) {
     $(id).dataset.i18n = checking ? `${key}Check` : key;
