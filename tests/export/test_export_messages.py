@@ -185,3 +185,26 @@ def test_the_export_worker_names_a_full_disk_as_the_machines_fault(
     assert report["error"] == "ModelUnavailableError"
     assert "(No space left on device)" in report["message"]
     assert "TIANKONG_ONNX_CACHE_DIR" in report["message"]
+
+
+def test_a_worker_that_cannot_start_is_not_blamed_on_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed fork (ENOMEM) was reported as a cache folder that can't be written (a code
+    review), whose remedy changes nothing."""
+    import errno
+    import os
+
+    from tiankong.errors import EngineError
+
+    def no_memory(*_: object, **__: object) -> None:
+        raise OSError(errno.ENOMEM, os.strerror(errno.ENOMEM))
+
+    monkeypatch.setattr(export_worker.subprocess, "run", no_memory)
+    request = export_worker.BuildRequest(
+        model_name="m", model_path=str(tmp_path), fp32_file=None, threads=1,
+        entry=str(tmp_path / "m-fp32-0"), key="k", fingerprint="f", versions={},
+        cpu="avx2", min_agreement=0.98,
+    )  # fmt: skip
+    with pytest.raises(EngineError, match="could not be started \\(Cannot allocate memory\\)"):
+        export_worker.build_in_worker(request)

@@ -55,14 +55,20 @@ def build_in_worker(request: BuildRequest) -> None:
     """Run ``build_export(request)`` in a fresh interpreter; re-raise its typed error here."""
     # The child must import this same tiankong, wherever it was imported from here.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
-    done = subprocess.run(
-        [sys.executable, "-m", "tiankong.export.export_worker"],
-        input=json.dumps(asdict(request)),
-        stdout=subprocess.PIPE,  # stderr passes through: the child's warnings stay visible
-        text=True,
-        env=env,
-        check=False,
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tiankong.export.export_worker"],
+            input=json.dumps(asdict(request)),
+            stdout=subprocess.PIPE,  # stderr passes through: the child's warnings stay visible
+            text=True,
+            env=env,
+            check=False,
+        )
+    except OSError as error:  # no process to start (memory, process limits): not the cache's
+        raise EngineError(
+            f"The export worker for '{request.model_name}' could not be started "
+            f"({os_reason(error)})."
+        ) from None
     if done.returncode == 0:
         return
     try:
