@@ -47,15 +47,33 @@ def test_not_a_masked_lm(tmp_path: Path, tiny_model_dir: Path) -> None:
         resolve_model(str(folder))
 
 
-def test_tokenizer_without_mask_token(tmp_path: Path, tiny_model_dir: Path) -> None:
+def copy_with_mask_token(tiny_model_dir: Path, folder: Path, token: str) -> Path:
+    """A copy of the tiny model whose tokenizer.json calls [MASK] ``token``."""
     import shutil
 
-    folder = tmp_path / "nomask"
     shutil.copytree(tiny_model_dir, folder)
     tokenizer_json = folder / "tokenizer.json"
     tokenizer_json.write_text(
-        tokenizer_json.read_text(encoding="utf-8").replace("[MASK]", "[MAKS]"), encoding="utf-8"
+        tokenizer_json.read_text(encoding="utf-8").replace("[MASK]", token), encoding="utf-8"
     )
+    return folder
+
+
+def copy_with_config(tiny_model_dir: Path, folder: Path, **changes: object) -> Path:
+    """A copy of the tiny model with ``changes`` in its config.json (None: the key removed)."""
+    import shutil
+
+    shutil.copytree(tiny_model_dir, folder)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config.update(changes)
+    config = {key: value for key, value in config.items() if value is not None}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
+def test_tokenizer_without_mask_token(tmp_path: Path, tiny_model_dir: Path) -> None:
+    folder = copy_with_mask_token(tiny_model_dir, tmp_path / "nomask", "[MAKS]")
+    tokenizer_json = folder / "tokenizer.json"
     with pytest.raises(ModelUnavailableError, match="has no \\[MASK\\] token"):
         resolve_model(str(folder))
     # the same check for a folder that only has vocab.txt
@@ -68,14 +86,7 @@ def test_tokenizer_without_mask_token(tmp_path: Path, tiny_model_dir: Path) -> N
 
 def test_a_sentencepiece_mask_token_is_named(tmp_path: Path, tiny_model_dir: Path) -> None:
     """An XLM-R-style vocabulary was said to have no mask token at all; it has <mask>."""
-    import shutil
-
-    folder = tmp_path / "spm"
-    shutil.copytree(tiny_model_dir, folder)
-    tokenizer_json = folder / "tokenizer.json"
-    tokenizer_json.write_text(
-        tokenizer_json.read_text(encoding="utf-8").replace("[MASK]", "<mask>"), encoding="utf-8"
-    )
+    folder = copy_with_mask_token(tiny_model_dir, tmp_path / "spm", "<mask>")
     with pytest.raises(ModelUnavailableError, match="its mask token is <mask>"):
         resolve_model(str(folder))
 
@@ -96,12 +107,7 @@ def test_a_sentencepiece_mask_token_is_named(tmp_path: Path, tiny_model_dir: Pat
 def test_a_model_tiankong_would_answer_wrongly_or_not_safely_is_refused(
     tmp_path: Path, tiny_model_dir: Path, changes: dict[str, object], message: str
 ) -> None:
-    import shutil
-
-    folder = tmp_path / "odd"
-    shutil.copytree(tiny_model_dir, folder)
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    (folder / "config.json").write_text(json.dumps({**config, **changes}), encoding="utf-8")
+    folder = copy_with_config(tiny_model_dir, tmp_path / "odd", **changes)
     with pytest.raises(ModelUnavailableError, match=message):
         resolve_model(str(folder))
 
@@ -109,13 +115,8 @@ def test_a_model_tiankong_would_answer_wrongly_or_not_safely_is_refused(
 def test_a_known_type_with_an_auto_map_still_loads(tmp_path: Path, tiny_model_dir: Path) -> None:
     """transformers loads a BERT whose config carries an auto_map natively (trust_remote_code
     off): only a type it doesn't know needs the folder's code (a code review)."""
-    import shutil
-
-    folder = tmp_path / "bert-automap"
-    shutil.copytree(tiny_model_dir, folder)
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    config["auto_map"] = {"AutoModelForMaskedLM": "modeling.Custom"}
-    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    auto_map = {"AutoModelForMaskedLM": "modeling.Custom"}
+    folder = copy_with_config(tiny_model_dir, tmp_path / "bert-automap", auto_map=auto_map)
     assert resolve_model(str(folder)).path == folder
 
 
@@ -124,15 +125,11 @@ def test_a_type_without_a_masked_lm_head_is_named_by_the_torch_engine(
 ) -> None:
     """GPT-2's config without architectures: the torch engine blamed missing, truncated or
     corrupt weights (the export named the type)."""
-    import shutil
-
     from tiankong import FillMasker, Settings
 
-    folder = tmp_path / "gpt2ish"
-    shutil.copytree(tiny_model_dir, folder)
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    config.pop("architectures", None)
-    (folder / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
+    folder = copy_with_config(
+        tiny_model_dir, tmp_path / "gpt2ish", architectures=None, model_type="gpt2"
+    )
     with pytest.raises(ModelUnavailableError, match="of type 'gpt2', which has no masked") as got:
         FillMasker.load(str(folder), Settings(engine="torch", threads=1, index="none"))
     assert "corrupt" not in str(got.value)

@@ -389,19 +389,6 @@ class BlankLookup:
             any(self.boundary(int(start) + fill_length + b) for start in starts),
         )
 
-    def contradicted(
-        self,
-        left: Sequence[int],
-        right: Sequence[int],
-        a: int,
-        b: int,
-        starts: np.ndarray,
-        fill_length: int,
-    ) -> tuple[bool, bool]:
-        """``BlankMatch.contradicted``: per side, the occurrences (their fills at ``starts``)
-        all read differently from the text there (``reads_differently``)."""
-        return every_side(self.reads_differently(left, right, a, b, starts, fill_length))
-
     def reads_differently(
         self,
         left: Sequence[int],

@@ -22,7 +22,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from tiankong.index.lookup import OCCURRENCE_LIMIT, BlankLookup, BlankMatch, holds_evidence
+from tiankong.index.lookup import (
+    OCCURRENCE_LIMIT,
+    BlankLookup,
+    BlankMatch,
+    every_side,
+    holds_evidence,
+)
 from tiankong.index.store import SearchRange
 
 
@@ -114,7 +120,7 @@ def longest_option_match(
         context_han=lookup.han_in(matched_left, matched_right),
         whole=not cut and a == len(left) and b == len(right),
         sides=lookup.sides(left, right, a, b, passage_ends(lookup, position, len(option), a, b)),
-        contradicted=lookup.contradicted(left, right, a, b, starts, len(option)),
+        contradicted=every_side(lookup.reads_differently(left, right, a, b, starts, len(option))),
     )
 
 
