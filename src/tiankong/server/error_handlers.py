@@ -28,6 +28,7 @@ from tiankong.errors import (
     mapping_for,
     new_error_id,
 )
+from tiankong.server.request_ids import request_id_of
 from tiankong.server.state import server_state
 
 CLIENT_CLOSED_REQUEST = 499  # nginx's "client closed request": recorded, never sent
@@ -163,11 +164,19 @@ def allowed_methods(request: Request, headers: Mapping[str, str]) -> str:
 async def handle_unexpected_error(request: Request, error: Exception) -> JSONResponse:
     """A bug, never the user's fault: log it here, answer without internals."""
     error_id = new_error_id()
+    request_id = request_id_of(request.scope)
     logger.error(
-        "unhandled error %s on %s %s", error_id, request.method, request.url.path, exc_info=error
+        "unhandled error %s on %s %s (request id %s)",
+        error_id,
+        request.method,
+        request.url.path,
+        request_id,
+        exc_info=error,
     )
     message = f"An internal error occurred; error id {error_id} in the server log."
-    return JSONResponse(error_body("internal_error", message, error_id), 500)
+    # Starlette answers this outside the app's middleware, so the id header is set here
+    headers = {"X-Request-ID": request_id} if request_id else None
+    return JSONResponse(error_body("internal_error", message, error_id), 500, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

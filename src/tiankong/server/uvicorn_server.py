@@ -13,11 +13,13 @@ ends the process in bounded time.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import socket
 import threading
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -29,6 +31,8 @@ from tiankong.server.state import ServerState
 from tiankong.serving.drain import CLOSE_GRACE_S, HARD_EXIT_MARGIN_S, Drain
 
 logger = logging.getLogger("tiankong.server")
+LOG_FORMAT = "%(asctime)s %(levelprefix)s %(message)s"
+LOG_DATE_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # ISO 8601, the machine's zone named
 KEEP_ALIVE_S = 5  # an idle keep-alive connection is closed after this long
 
 
@@ -64,9 +68,10 @@ def hard_exit() -> None:
 
 
 def show_logs(level: str) -> None:
-    """tiankong's own log lines (an export at a first start, the corpus index chosen, a drain)
-    on stderr at ``--log-level``, in uvicorn's format. Without a handler of its own Python
-    printed only their warnings and errors, bare, and none of the rest."""
+    """tiankong's own log lines (an export at a first start, the corpus index chosen, a drain,
+    each request's access line) on stderr at ``--log-level``, in uvicorn's format with the
+    time. Without a handler of its own Python printed only their warnings and errors, bare,
+    and none of the rest."""
     from uvicorn.config import LOG_LEVELS
     from uvicorn.logging import DefaultFormatter
 
@@ -74,9 +79,17 @@ def show_logs(level: str) -> None:
     logs.setLevel(LOG_LEVELS[level])
     if not any(getattr(handler, "tiankong_terminal", False) for handler in logs.handlers):
         handler = logging.StreamHandler()  # stderr, as uvicorn's own lines
-        handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s"))
+        handler.setFormatter(DefaultFormatter(LOG_FORMAT, LOG_DATE_FORMAT))
         handler.tiankong_terminal = True  # type: ignore[attr-defined]
         logs.addHandler(handler)
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging setup with the time at the start of each line, as tiankong's own."""
+    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    for formatter in config["formatters"].values():
+        formatter.update(fmt=LOG_FORMAT, datefmt=LOG_DATE_FORMAT)
+    return config
 
 
 def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
@@ -85,6 +98,8 @@ def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        log_config=log_config(),
+        access_log=False,  # RequestGuard writes each request's line, with its time and id
         http=head_timeout_protocol(settings.client_timeout_s),
         ws="none",  # no WebSocket routes: an upgrade request is answered as plain HTTP
         timeout_keep_alive=KEEP_ALIVE_S,

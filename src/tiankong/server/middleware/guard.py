@@ -5,7 +5,8 @@ Each HTTP request passes these stages, outermost first; the optional CORS and AP
 
 1. **metrics**: times the request and records its route template and status
    (``ServerMetrics``), 499 included; on the inference routes adds ``Server-Timing``
-   (queue, engine, total).
+   (queue, engine, total); names the request (``X-Request-ID``: ``request_ids.py``) on its
+   answer and writes its access line (``tiankong.access``, at info).
 2. *CORS* (only with ``cors_origins``): preflights are answered before the drain and the keys.
 3. **drain**: counts the request in flight; once the drain has begun (after SIGTERM), every
    path but ``/health`` gets 503 ``shutting_down`` with ``Connection: close``.
@@ -31,19 +32,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import string
 import time
 from collections.abc import Set as AbstractSet
+from urllib.parse import quote
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tiankong.errors import ShuttingDownError
+from tiankong.server import request_ids
 from tiankong.server.error_handlers import CLIENT_CLOSED_REQUEST, body_too_large, error_response
 from tiankong.server.metrics import INFERENCE_ROUTES, ServerMetrics
 from tiankong.server.middleware.security import Layer
 from tiankong.serving.drain import Drain
 from tiankong.serving.timing import RequestTiming, request_timing
 
+access_log = logging.getLogger("tiankong.access")  # one line a request, at info
+URL_PUNCTUATION = "".join(sorted(set(string.punctuation) - set('"\\')))  # a logged query's, as sent
 ALWAYS_ANSWERED = frozenset({"/health"})  # liveness: the process is still up while it drains
 EXCHANGE = "tiankong.exchange"  # the scope key of a request's Exchange
 
@@ -58,11 +65,15 @@ class Exchange:
         self.timing = RequestTiming(started)
         self.declared = -1  # the Content-Length, if one was given
         chunked = False
+        given_id: bytes | None = None
         for name, value in scope["headers"]:
             if name == b"content-length":
                 self.declared = int(value) if value.isdigit() else -1
             elif name == b"transfer-encoding":
                 chunked = True
+            elif name == request_ids.HEADER:
+                given_id = value
+        self.request_id = scope[request_ids.SCOPE_KEY] = request_ids.request_id(given_id)
         has_body = chunked or self.declared > 0
         self.status = 500  # what the client gets if the app raises before responding
         self.response_started = False
@@ -81,9 +92,10 @@ class Exchange:
             self.status = message["status"]
             self.response_started = True
             route = getattr(self.scope.get("route"), "path", None)  # set once routed
+            headers = [*message.get("headers", ()), (request_ids.HEADER, self.request_id.encode())]
             if (self.scope["method"], route) in INFERENCE_ROUTES:
-                header = self.timing.header(time.perf_counter())
-                message = {**message, "headers": [*message.get("headers", ()), header]}
+                headers.append(self.timing.header(time.perf_counter()))
+            message = {**message, "headers": headers}
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
             self.response_done = True
         await self.raw_send(message)
@@ -104,6 +116,26 @@ class Exchange:
         if not self.response_done and self.handler is not None:
             self.client_gone = True
             self.handler.cancel()
+
+
+def log_access(scope: Scope, exchange: Exchange, elapsed_s: float) -> None:
+    """The request's access line: uvicorn's (client, request line, status) with the time it
+    took and its id; 499 where the client hung up first. Its own lines are off (one a request)."""
+    client = scope.get("client")
+    address = f"{client[0]}:{client[1]}" if client else "-"
+    target = quote(scope["path"])  # percent-encoded, as uvicorn's: one line, whatever was sent
+    if query := scope.get("query_string", b""):
+        target += "?" + quote(query, safe=URL_PUNCTUATION)
+    access_log.info(
+        '%s "%s %s HTTP/%s" %d %.1f ms id=%s',
+        address,
+        scope["method"],
+        target,
+        scope.get("http_version", "1.1"),
+        exchange.status,
+        elapsed_s * 1000.0,
+        exchange.request_id,
+    )
 
 
 STATIC_PATH = "/static"  # where server/app.py mounts the page's files
@@ -170,13 +202,16 @@ class RequestGuard:
         finally:
             request_timing.reset(token)
             self.metrics.requests_in_flight -= 1
+            elapsed = time.perf_counter() - started
             self.metrics.observe_request(
                 route_label(scope, self.known_paths),
                 scope["method"],
                 exchange.status,
-                time.perf_counter() - started,
+                elapsed,
                 routed=scope.get("route") is not None,
             )
+            if access_log.isEnabledFor(logging.INFO):
+                log_access(scope, exchange, elapsed)
 
     async def drain_stage(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.drain.draining and scope["path"] not in ALWAYS_ANSWERED:

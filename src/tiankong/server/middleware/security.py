@@ -218,6 +218,7 @@ def cors_layer(settings: Settings) -> Layer | None:
         JsonCORSMiddleware,
         allow_origins=list(settings.cors_origins),
         allow_methods=["GET", "POST", "HEAD"],
-        allow_headers=["Authorization", "Content-Type", "X-API-Key"],
+        allow_headers=["Authorization", "Content-Type", "X-API-Key", "X-Request-ID"],
+        expose_headers=["X-Request-ID", "Retry-After"],  # readable by an allowed origin's script
         max_age=600,
     )
