@@ -282,6 +282,21 @@ def test_unknown_route_and_wrong_method_use_the_error_shape(client: TestClient) 
 
 
 @pytest.mark.parametrize(
+    ("method", "path"), [("POST", "/predict/"), ("GET", "/predict/?text=x"), ("GET", "/static")]
+)
+def test_another_spelling_of_a_path_is_not_found(
+    client: TestClient, method: str, path: str
+) -> None:
+    """Not Starlette's empty 307 to the other spelling, whose Location took the client's Host
+    header and http:// whatever the scheme."""
+    response = client.request(
+        method, path, json={"text": POEM}, headers={"Host": "evil.example"}, follow_redirects=False
+    )
+    assert_error(response, 404, "not_found")
+    assert "location" not in response.headers
+
+
+@pytest.mark.parametrize(
     ("method", "path", "allowed"),
     [
         ("PUT", "/predict", "GET, HEAD, POST"),  # Starlette's Allow said POST

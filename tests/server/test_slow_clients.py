@@ -202,3 +202,39 @@ def test_websocket_upgrades_are_not_spoken(base_url: str) -> None:
         sock.settimeout(10)
         answer = sock.recv(4096)
     assert answer.startswith(b"HTTP/1.1 422 "), answer[:200]  # /predict without a text, as HTTP
+
+
+def read_until_closed(sock: socket.socket, within_s: float) -> bytes:
+    """What the server sends until it closes the connection (or ``within_s`` passes)."""
+    received = b""
+    sock.settimeout(0.5)
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        received += chunk
+    return received
+
+
+def test_a_refusal_before_the_body_closes_the_connection(base_url: str) -> None:
+    """A 413 by Content-Length comes before the body is read: the connection then closes, so
+    the body is never parsed as the next request's head (it was, and answered 431 unasked)."""
+    body = b"a" * (MAX_HEAD_BYTES + 300_000)  # over --max-body-bytes (1,000,000) by its length
+    head = "POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head += f"Content-Length: {len(body)}\r\n\r\n"
+    with connect(base_url) as sock:
+        sock.sendall(head.encode())
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 413") and b"connection: close" in answer.lower()
+        with contextlib.suppress(OSError):  # the server may have closed already
+            sock.sendall(body)
+        answer += read_until_closed(sock, 10)
+    assert answer.count(b"HTTP/1.1 ") == 1, answer[-300:]

@@ -96,6 +96,9 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,  # served below from local assets, so /docs works offline
         redoc_url=None,  # FastAPI's ReDoc page loads its script and fonts from CDNs
+        # /predict/ is a 404 in the JSON shape: Starlette's 307 to the other spelling had no
+        # body and put the client's Host header, over http://, in its Location
+        redirect_slashes=False,
     )
     app.state.tiankong = state
     install_error_handlers(app)

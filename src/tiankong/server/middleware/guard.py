@@ -95,6 +95,10 @@ class Exchange:
             headers = [*message.get("headers", ()), (request_ids.HEADER, self.request_id.encode())]
             if (self.scope["method"], route) in INFERENCE_ROUTES:
                 headers.append(self.timing.header(time.perf_counter()))
+            if not self.body_read and not any(name == b"connection" for name, _ in headers):
+                # answered before its body arrived (a 413 by its length, a 401, a 429): the
+                # rest of the body must not be read as the next request's head
+                headers.append((b"connection", b"close"))
             message = {**message, "headers": headers}
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
             self.response_done = True
