@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tiankong.server.schemas import ErrorResponse, MemoryOut, Text
+from tiankong.server.schemas import ErrorResponse, MemoryOut
 
 CHECK_TEXT_DESCRIPTION = (
     "Chinese text to proofread: one sentence or many (a long text is checked in windows of "
@@ -36,7 +36,7 @@ BATCH_CHECK_EXAMPLES: dict[str, Any] = {
 
 class CheckBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    text: Text = Field(description=CHECK_TEXT_DESCRIPTION, examples=["画龙点晴"])
+    text: str = Field(description=CHECK_TEXT_DESCRIPTION, examples=["画龙点晴"])
 
 
 class BatchCheckBody(BaseModel):

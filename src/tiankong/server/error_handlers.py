@@ -87,16 +87,22 @@ def describe_validation(errors: list[Any], content_type: str) -> str:
         if error is not first and location[: len(error_location(error))] != error_location(error)
     ]
     more = f" ({len(others)} more problem(s))" if others else ""
-    return f"{field}: {first.get('msg', 'invalid value')}{more}."
+    # a validator's own sentence, without pydantic's "Value error, " before it
+    said = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+    return f"{field}: {said}{more}."
 
 
 def error_location(error: Mapping[str, Any]) -> list[str]:
-    """Field names and list indices; not "body", nor pydantic's union-member tags."""
+    """Field names and list indices; not "body", nor pydantic's union-member tags
+    (``list[str]``, or a plain type's name: ``str`` in ``inputs: str | list[str]``)."""
     return [
         str(part)
         for part in error.get("loc", ())
-        if part not in ("body", "query") and re.fullmatch(r"\w+", str(part))
+        if part not in NOT_LOCATIONS and re.fullmatch(r"\w+", str(part))
     ]
+
+
+NOT_LOCATIONS = frozenset({"body", "query", "str", "int", "float", "bool"})
 
 
 async def handle_tiankong_error(request: Request, error: Exception) -> JSONResponse:

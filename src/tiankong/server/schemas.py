@@ -104,7 +104,9 @@ CANDIDATES_DESCRIPTION = (
 
 
 def encodable(text: str) -> str:
-    """JSON can carry lone surrogates (\\ud800), which no tokenizer can read."""
+    """JSON can carry lone surrogates (\\ud800), which no tokenizer can read. For an option's
+    words (a malformed request, 422); a text to fill or check is refused by the core's
+    ``check_unicode`` instead (400 ``bad_input``), as one text of a batch is."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -159,7 +161,7 @@ class OptionFields(BaseModel):
 
 
 class OneText(BaseModel):
-    text: Text = Field(description=TEXT_DESCRIPTION, examples=[POEM])
+    text: str = Field(description=TEXT_DESCRIPTION, examples=[POEM])
     top_k: TopK = None
 
 
@@ -174,7 +176,7 @@ class PredictRequest(OptionFields, OneText):
 
 
 class QueryText(BaseModel):
-    text: Text = Field(description=TEXT_DESCRIPTION, examples=[POEM])
+    text: str = Field(description=TEXT_DESCRIPTION, examples=[POEM])
     top_k: int | None = Field(default=None, description=TOP_K_DESCRIPTION)
 
 
@@ -345,7 +347,7 @@ class HFParameters(BaseModel):
 class HFRequest(BaseModel):
     """The Hugging Face Inference API's fill-mask request (other keys, e.g. options, ignored)."""
 
-    inputs: Text | list[Text] = Field(
+    inputs: str | list[str] = Field(
         description="Chinese text with one or more [MASK] (【MASK】, ［MASK］, ［ＭＡＳＫ］ and "
         "[mask] are accepted too), or a list of such texts. A [BLANK] is not taken here (400): "
         "the Hugging Face API has no blank of unknown length; POST /predict has."
