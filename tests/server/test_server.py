@@ -253,6 +253,46 @@ def test_predict_get_bad_query(client: TestClient, url: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("top_k=3_0", "top_k"),  # Python's int() read 30
+        ("top_k=3.0", "top_k"),  # a JSON body's 3.0 is refused too
+        ("top_k=%203", "top_k"),
+        ("beam_width=2.0", "beam_width"),
+        ("length_alpha=nan", "length_alpha"),
+        ("length_alpha=1_0", "length_alpha"),
+        ("length_alpha=1e999", "length_alpha"),  # infinity
+    ],
+)
+def test_predict_get_numbers_are_written_plainly(
+    client: TestClient, query: str, field: str
+) -> None:
+    error = assert_error(
+        client.get(f"/predict?text={quote(IDIOM)}&{query}"), 422, "invalid_request"
+    )
+    assert error["message"].startswith(f"{field}: Input should be")
+
+
+@pytest.mark.parametrize(
+    "query", ["top_k=3", "length_alpha=1.5", "length_alpha=.5", "beam_width=4"]
+)
+def test_predict_get_plain_numbers_are_taken(client: TestClient, query: str) -> None:
+    assert client.get(f"/predict?text={quote(IDIOM)}&{query}").status_code == 200
+
+
+@pytest.mark.parametrize("value", [b"NaN", b"Infinity", b"-Infinity"])
+@pytest.mark.parametrize("path", ["/predict", "/batch_predict"])
+def test_json_nan_and_infinity_are_malformed(client: TestClient, path: str, value: bytes) -> None:
+    """Python's JSON reader takes them (JSON has neither): they were read as numbers and
+    answered 400 bad_option, as if length_alpha had been out of its range."""
+    texts = b'"text": "a[MASK]"' if path == "/predict" else b'"texts": ["a[MASK]"]'
+    content = b"{" + texts + b', "length_alpha": ' + value + b"}"
+    answer = client.post(path, content=content, headers={"content-type": "application/json"})
+    error = assert_error(answer, 422, "invalid_request")
+    assert error["message"] == "length_alpha: Input should be a finite number."
+
+
+@pytest.mark.parametrize(
     "query", ["text=%FF%E7%94%BB%5BMASK%5D", "text=%ED%A0%80%5BMASK%5D", "text=a%5BMASK%5D&x=%C3"]
 )
 def test_predict_get_bytes_that_are_not_utf8_are_refused(client: TestClient, query: str) -> None:

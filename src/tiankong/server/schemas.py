@@ -6,9 +6,10 @@ the top_k range or the batch cap, are checked by the predictor so the messages n
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
 
 from tiankong.config import Settings
 from tiankong.core.beam_search import ORDERS
@@ -118,16 +119,39 @@ Text = Annotated[str, AfterValidator(encodable)]
 TopK = Annotated[StrictInt | None, Field(description=TOP_K_DESCRIPTION)]
 
 
+def written_as(pattern: str, what: str) -> BeforeValidator:
+    """A number in a query string written plainly: Python's own parsing took ``3_0`` for 30,
+    and ``3.0``, `` 3`` and ``nan`` as well, where a JSON body takes none of them."""
+    form = re.compile(pattern)
+
+    def check(value: object) -> object:
+        if isinstance(value, str) and not form.fullmatch(value):
+            raise ValueError(f"Input should be {what}")
+        return value
+
+    return BeforeValidator(check)
+
+
+WholeNumber = Annotated[int, written_as(r"-?[0-9]+", "a whole number written in digits, e.g. 5")]
+Decimal = Annotated[
+    float,
+    written_as(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", "a number, e.g. 1.5"),
+]
+
+
 class OptionFields(BaseModel):
     """The prediction options, shared by /predict (body or query) and /batch_predict.
 
     Types are checked here (a wrong type is a 422; JSON bodies are strict, so "8" or true is
-    not a number, while a query string is parsed); values are checked by
-    ``FillMasker.options`` (a bad value is a 400 ``bad_option`` naming the allowed values).
+    not a number, while a query string is parsed, from numbers written plainly); values are
+    checked by ``FillMasker.options`` (a bad value is a 400 ``bad_option`` naming the allowed
+    values). NaN and infinity (which Python's JSON reader takes) are a 422 as well.
     """
 
+    model_config = ConfigDict(allow_inf_nan=False)
+
     mode: str = Field(default=DEFAULTS.mode, description=MODE_DESCRIPTION)
-    beam_width: int = Field(
+    beam_width: WholeNumber = Field(
         default=DEFAULTS.beam_width, description="Beam width for joint fills, 1 to 64."
     )
     order: str = Field(default=DEFAULTS.order, description=ORDER_DESCRIPTION)
@@ -145,11 +169,11 @@ class OptionFields(BaseModel):
         default=None,
         description="Constraint preset: chinese_only (Han characters only) or no_punctuation.",
     )
-    max_blank_length: int = Field(
+    max_blank_length: WholeNumber = Field(
         default=DEFAULTS.max_blank_length,
         description="A [BLANK] is tried with fills of 1 to this many characters (1 to 4).",
     )
-    length_alpha: float = Field(
+    length_alpha: Decimal = Field(
         default=DEFAULTS.length_alpha,
         description="[BLANK] fills of different lengths rank by log P / length ** alpha (0 to 2).",
     )
@@ -177,7 +201,7 @@ class PredictRequest(OptionFields, OneText):
 
 class QueryText(BaseModel):
     text: str = Field(description=TEXT_DESCRIPTION, examples=[POEM])
-    top_k: int | None = Field(default=None, description=TOP_K_DESCRIPTION)
+    top_k: WholeNumber | None = Field(default=None, description=TOP_K_DESCRIPTION)
 
 
 class PredictQuery(OptionFields, QueryText):
