@@ -363,8 +363,9 @@ class HFParameters(BaseModel):
     )
     tokenizer_kwargs: dict[str, Any] | None = Field(
         default=None,
-        description="The pipeline's parameter, refused here (400 bad_option): every text is read "
-        "with the model's own tokenizer, whole, within the server's token window.",
+        description="The pipeline's parameter, refused here with any setting in it (400 "
+        "bad_option; {} asks for nothing): every text is read with the model's own tokenizer, "
+        "whole, within the server's token window.",
     )
 
 
