@@ -288,9 +288,14 @@ class CandidateOut(BaseModel):
     option: str
     text: str = Field(description="The sentence with this option in the blank.")
     score: float = Field(
-        description="exp(mean log-probability per token): the ranking score, length-normalised."
+        description="exp(mean log-probability per token): the ranking score, length-normalised, "
+        "with the corpus index's evidence mixed in when the index is on (model_score: the "
+        "model's own)."
     )
-    joint: float = Field(description="The exact chain probability of all the option's tokens.")
+    joint: float = Field(
+        description="The model's exact chain probability of all the option's tokens (the "
+        "corpus index never enters it)."
+    )
     in_vocabulary: bool = Field(description="False when a character is unknown to the model.")
     model_score: float | None = Field(
         default=None, description=MODEL_SCORE_DESCRIPTION.format(what="ranking score")
