@@ -76,6 +76,12 @@ class HeadersTooLargeError(BadInputError):
     code = "headers_too_large"
 
 
+class UnsupportedMediaTypeError(BadInputError):
+    """A body this server can't read as sent: compressed (``Content-Encoding``)."""
+
+    code = "unsupported_media_type"
+
+
 class BadDataFileError(BadInputError):
     code = "bad_data_file"
 
@@ -196,6 +202,7 @@ EXIT_INTERNAL = 1
 ERROR_TABLE: dict[type[TiankongError], ErrorMapping] = {
     BodyTooLargeError: ErrorMapping(413, EXIT_BAD_INPUT),
     HeadersTooLargeError: ErrorMapping(431, EXIT_BAD_INPUT),
+    UnsupportedMediaTypeError: ErrorMapping(415, EXIT_BAD_INPUT),
     InvalidRequestError: ErrorMapping(422, EXIT_BAD_INPUT),
     BadInputError: ErrorMapping(400, EXIT_BAD_INPUT),
     ModelUnavailableError: ErrorMapping(503, EXIT_MODEL_UNAVAILABLE),

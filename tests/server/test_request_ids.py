@@ -149,3 +149,20 @@ def test_a_script_on_an_allowed_origin_can_send_and_read_the_id(
         )
     exposed = answer.headers["access-control-expose-headers"].lower()
     assert answer.headers["x-request-id"] == "page-1" and "x-request-id" in exposed
+
+
+def test_the_openapi_document_names_the_headers_and_statuses(client: TestClient) -> None:
+    """A client generated from the document learns what every answer may carry."""
+    paths = client.get("/openapi.json").json()["paths"]
+    for path, operations in paths.items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            assert {"415", "431", "500"} <= set(responses), (method, path)
+            assert ("503" in responses) == (path != "/health"), (method, path)  # the drain's
+            for status, response in responses.items():
+                headers = response["headers"]
+                assert "X-Request-ID" in headers, (method, path, status)
+                assert ("Retry-After" in headers) == (status in ("429", "503"))
+    predict = paths["/predict"]["post"]["responses"]
+    assert "Server-Timing" in predict["200"]["headers"]
+    assert "Server-Timing" not in paths["/info"]["get"]["responses"]["200"]["headers"]

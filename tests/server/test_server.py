@@ -280,6 +280,25 @@ def test_predict_get_plain_numbers_are_taken(client: TestClient, query: str) -> 
     assert client.get(f"/predict?text={quote(IDIOM)}&{query}").status_code == 200
 
 
+@pytest.mark.parametrize("path", ["/predict", "/batch_predict", "/check", "/"])
+@pytest.mark.parametrize("compressed", [True, False])
+def test_a_compressed_body_is_415(client: TestClient, path: str, compressed: bool) -> None:
+    """Content-Encoding was ignored: gzip bytes were told "send UTF-8" (422) and a plain body
+    labelled gzip was answered as if it were plain."""
+    import gzip
+
+    field = {"/predict": "text", "/check": "text", "/": "inputs"}.get(path, "texts")
+    value = [IDIOM] if field == "texts" else IDIOM
+    body = json.dumps({field: value}).encode()
+    headers = {"content-type": "application/json", "content-encoding": "gzip"}
+    answer = client.post(path, content=gzip.compress(body) if compressed else body, headers=headers)
+    error = assert_error(answer, 415, "unsupported_media_type")
+    assert "Content-Encoding gzip" in error["message"]
+    assert answer.headers["connection"] == "close"  # the body was not read
+    headers["content-encoding"] = "identity"  # says "not encoded"
+    assert client.post(path, content=body, headers=headers).status_code == 200
+
+
 @pytest.mark.parametrize("value", [b"NaN", b"Infinity", b"-Infinity"])
 @pytest.mark.parametrize("path", ["/predict", "/batch_predict"])
 def test_json_nan_and_infinity_are_malformed(client: TestClient, path: str, value: bytes) -> None:

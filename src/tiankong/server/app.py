@@ -33,7 +33,7 @@ from tiankong import __version__
 from tiankong.config import Settings, check_settings
 from tiankong.server import check_routes, hf, routes
 from tiankong.server.error_handlers import install_error_handlers
-from tiankong.server.metrics import ServerMetrics
+from tiankong.server.metrics import INFERENCE_ROUTES, ServerMetrics
 from tiankong.server.middleware.guard import STATIC_PATH, RequestGuard
 from tiankong.server.middleware.security import cors_layer, is_public, security_layer
 from tiankong.server.schemas import ERROR_RESPONSES
@@ -121,14 +121,72 @@ def create_app(
         app.include_router(router)
     app.mount(STATIC_PATH, StaticFiles(directory=routes.STATIC_DIR), name="static")
     add_docs(app)
+    declare_headers(app)
     if settings.api_keys or settings.api_keys_file:
         declare_api_keys(app)
     return app
 
 
+ERROR_SCHEMA = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+HEADERS: dict[str, dict[str, Any]] = {
+    "X-Request-ID": {
+        "description": "The request's id: the client's X-Request-ID when it is 1 to 128 visible "
+        "ASCII characters, else one made by the server; the access log names it.",
+        "schema": {"type": "string"},
+    },
+    "Retry-After": {
+        "description": "Seconds to wait before trying again.",
+        "schema": {"type": "integer"},
+    },
+    "Server-Timing": {
+        "description": "queue, engine and total milliseconds of this request.",
+        "schema": {"type": "string"},
+    },
+}
+ANY_ROUTE_ERRORS = {  # what any route may answer, whatever its own list says
+    "415": "The body is compressed (a Content-Encoding); send it uncompressed.",
+    "431": "The request head is larger than 1 MiB.",
+    "500": "A fault of the server itself (engine_error, internal_error); error_id finds the "
+    "traceback in the server log.",
+    "503": "The server is shutting down (every route but /health), or busy or loading where "
+    "the route says so; Retry-After says when to come back.",
+}
+
+
+def declare_headers(app: FastAPI) -> None:
+    """The OpenAPI document names the headers the guard adds (``X-Request-ID`` on every answer,
+    ``Server-Timing`` on a filled one, ``Retry-After`` on a 429 or 503) and the statuses any
+    route may answer, so a client generated from it knows them."""
+    plain = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = plain()
+            for path, operations in schema["paths"].items():
+                for method, operation in operations.items():
+                    responses = operation["responses"]
+                    for status, description in ANY_ROUTE_ERRORS.items():
+                        if status != "503" or path != "/health":
+                            responses.setdefault(
+                                status, {"description": description, "content": ERROR_SCHEMA}
+                            )
+                    for status, response in responses.items():
+                        named = response.setdefault("headers", {})
+                        named["X-Request-ID"] = HEADERS["X-Request-ID"]
+                        if status in ("429", "503"):
+                            named["Retry-After"] = HEADERS["Retry-After"]
+                        if status == "200" and (method.upper(), path) in INFERENCE_ROUTES:
+                            named["Server-Timing"] = HEADERS["Server-Timing"]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 UNAUTHORISED = {
     "description": ERROR_RESPONSES[401]["description"],
-    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
+    "content": ERROR_SCHEMA,
+    "headers": {"X-Request-ID": HEADERS["X-Request-ID"]},
 }
 
 

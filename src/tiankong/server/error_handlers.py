@@ -25,6 +25,7 @@ from tiankong.errors import (
     InvalidRequestError,
     OverloadedError,
     TiankongError,
+    UnsupportedMediaTypeError,
     mapping_for,
     new_error_id,
 )
@@ -55,6 +56,14 @@ def error_response(error: TiankongError, headers: dict[str, str] | None = None) 
 
 def body_too_large(limit: int) -> BodyTooLargeError:
     return BodyTooLargeError(f"The request body is larger than the {limit:,}-byte limit.")
+
+
+def body_encoded(encoding: str) -> UnsupportedMediaTypeError:
+    shown = encoding if encoding.isprintable() and len(encoding) <= 40 else "an encoding"
+    return UnsupportedMediaTypeError(
+        f"The body is sent with Content-Encoding {shown}, which this server does not decode; "
+        "send it uncompressed."
+    )
 
 
 def body_too_slow(timeout_s: float) -> ClientTimeoutError:

@@ -43,7 +43,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tiankong.errors import ShuttingDownError
 from tiankong.server import request_ids
-from tiankong.server.error_handlers import CLIENT_CLOSED_REQUEST, body_too_large, error_response
+from tiankong.server.error_handlers import (
+    CLIENT_CLOSED_REQUEST,
+    body_encoded,
+    body_too_large,
+    error_response,
+)
 from tiankong.server.metrics import INFERENCE_ROUTES, ServerMetrics
 from tiankong.server.middleware.security import Layer
 from tiankong.serving.drain import Drain
@@ -64,6 +69,7 @@ class Exchange:
         self.raw_send = send
         self.timing = RequestTiming(started)
         self.declared = -1  # the Content-Length, if one was given
+        self.encoded: str | None = None  # a Content-Encoding other than identity
         chunked = False
         given_id: bytes | None = None
         for name, value in scope["headers"]:
@@ -73,6 +79,8 @@ class Exchange:
                 chunked = True
             elif name == request_ids.HEADER:
                 given_id = value
+            elif name == b"content-encoding" and value.strip().lower() != b"identity":
+                self.encoded = value.decode("latin-1")
         self.request_id = scope[request_ids.SCOPE_KEY] = request_ids.request_id(given_id)
         has_body = chunked or self.declared > 0
         self.status = 500  # what the client gets if the app raises before responding
@@ -231,6 +239,11 @@ class RequestGuard:
         exchange: Exchange = scope[EXCHANGE]
         if exchange.declared > self.limit:
             await error_response(body_too_large(self.limit))(scope, receive, send)
+            return
+        if exchange.encoded is not None and exchange.has_body:
+            # it was read as it came: gzip bytes were "not UTF-8" (422), a body labelled gzip
+            # but sent plain was answered
+            await error_response(body_encoded(exchange.encoded))(scope, receive, send)
             return
         handler = asyncio.current_task()
         exchange.handler = handler
