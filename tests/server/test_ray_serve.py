@@ -157,6 +157,8 @@ async def test_two_replicas_batch_concurrent_requests(
                     [candidate.token_id for candidate in mask] for mask in direct.masks
                 ]
             replicas |= {response.headers[REPLICA_HEADER] for response in responses}
+            # Ray's proxy names the request; the app's own header was a second copy
+            assert all(len(r.headers.get_list("x-request-id")) == 1 for r in responses)
             batch_sizes += [int(response.headers[BATCH_HEADER]) for response in responses]
             if len(replicas) == 2 and max(batch_sizes) > 1:
                 break

@@ -147,6 +147,9 @@ class ReplicaHeaders:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
+                # Ray Serve's proxy sends its own X-Request-ID, the id the guard was given
+                # (``request_ids``): the client got the header twice
+                del headers["x-request-id"]
                 headers.append(REPLICA_HEADER, self.replica)
                 if sizes:
                     headers.append(BATCH_HEADER, str(max(sizes)))
