@@ -270,3 +270,89 @@ def test_an_output_shorter_than_its_checkpoint_is_refused_not_padded(
     assert b"\0" not in job.output.read_bytes()
     lines = job.output.read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["line"] for line in lines[:2]] == [1, 3]  # nothing lost
+
+
+def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Two runs writing one output both appended from their own checkpoints (10,000 lines came
+    out as 19,000, out of order, and a third run called it done): the output is locked."""
+    from filelock import FileLock
+
+    source = tmp_path / "in.txt"
+    source.write_text("画龙点[MASK]\n" * 4, encoding="utf-8")
+    job = FillJob(source, tmp_path / "out.jsonl")
+    with FileLock(str(job.lock)):  # the first run, still running
+        with pytest.raises(BadDataFileError, match="'out.jsonl' is being written by another run"):
+            run_fill(job, settings, PredictOptions())
+        assert not job.output.exists() and not job.checkpoint.exists()
+    assert run_fill(job, settings, PredictOptions()).filled == 4  # once it has ended
+
+
+def test_a_resume_naming_another_errors_file_is_refused(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A resume skipped the check a fresh run makes and cut the named file to the first run's
+    error length: 3,893 bytes of someone's file became 0."""
+    job = interrupted(settings, tmp_path)
+    precious = tmp_path / "precious.txt"
+    precious.write_text("\n".join(map(str, range(1000))), encoding="utf-8")
+    before = precious.read_bytes()
+    with pytest.raises(BadDataFileError, match=r"started with its errors in '.*out\.jsonl\.errors"):
+        run_fill(replace(job, errors=precious), settings, PredictOptions())
+    assert precious.read_bytes() == before
+    state = run_fill(job, settings, PredictOptions())  # the same command resumes
+    assert (state.filled, state.failed) == (8, 8)
+
+
+def test_an_edit_that_keeps_the_size_is_noticed_past_the_first_64_kib(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Only the first 64 KiB were hashed: a same-length edit past them kept the stale answer."""
+    source = tmp_path / "in.txt"
+    lines = [f"第{i:05d}句，画龙点[MASK]。" for i in range(4000)]  # about 120 KB
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    job = FillJob(source, tmp_path / "out.jsonl")
+    run_fill(job, settings, PredictOptions())
+    lines[3500] = lines[3500].replace("画龙点", "守株待")  # the same number of bytes
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(BadDataFileError, match="was started from a different input"):
+        run_fill(job, settings, PredictOptions())
+
+
+def test_a_checkpoint_that_hashed_the_first_64_kib_still_resumes(
+    settings: Settings, tmp_path: Path
+) -> None:
+    from tiankong.offline.resume import head_identity
+
+    job = interrupted(settings, tmp_path)
+    saved = json.loads(job.checkpoint.read_text(encoding="utf-8"))
+    saved["input_id"] = head_identity(job.input)  # as the tiankong before wrote it
+    del saved["errors"]
+    job.checkpoint.write_text(json.dumps(saved), encoding="utf-8")
+    state = run_fill(job, settings, PredictOptions())
+    assert (state.filled, state.failed, state.lines_done) == (8, 8, 16)
+
+
+def test_a_write_that_fails_mid_run_is_one_sentence(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk ended the run with two chained tracebacks and left the checkpoint's .tmp."""
+    import errno
+
+    from tiankong.offline import resume
+
+    job = interrupted(settings, tmp_path)
+    kept = job.checkpoint.read_bytes()
+
+    def no_room(*_: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(resume.os, "replace", no_room)
+    with pytest.raises(BadOptionError, match=r"Writing the output failed \(No space left on d"):
+        run_fill(job, settings, PredictOptions())
+    assert job.checkpoint.read_bytes() == kept  # the lines it covers are kept
+    assert not resume.checkpoint_temp(job.checkpoint).exists()
+    monkeypatch.undo()
+    state = run_fill(job, settings, PredictOptions())  # the same command resumes
+    assert (state.filled, state.failed) == (8, 8)

@@ -133,15 +133,19 @@ def fill_command(
         max_blank_length,
     )
     del masker
+    if ray:  # started before the handler below: Ray's own SIGTERM handler dumped a stack, exit 15
+        from tiankong.offline.ray_cluster import init_ray
+
+        init_ray(ray_address)
+    # SIGTERM to this process alone (kill PID, a job scheduler) ends the run as Ctrl-C does:
+    # the worker pool is shut down on the way out, where its processes were left running
+    signal.signal(signal.SIGTERM, stop_as_interrupted)
     if ray:
         from tiankong.offline.ray_fill import run_ray_fill
 
         rows = run_ray_fill(job, settings, options, address=ray_address)
         Console(stderr=True).print(f"wrote {rows:,} rows to the folder {output} (Ray Data)")
         return
-    # SIGTERM to this process alone (kill PID, a job scheduler) ends the run as Ctrl-C does:
-    # the worker pool is shut down on the way out, where its processes were left running
-    signal.signal(signal.SIGTERM, stop_as_interrupted)
     console = Console(stderr=True)
     progress = Progress(
         TextColumn("[bold]fill"),

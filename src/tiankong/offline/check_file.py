@@ -10,23 +10,32 @@ method, ``--field`` or input format is refused (``run_key``), as fill's is.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 from typing import Any
 
 from tiankong.config import Settings
 from tiankong.errors import TiankongError
 from tiankong.offline.files import json_line
-from tiankong.offline.fill import check_files, checked_records, fields_problem, format_of, take
+from tiankong.offline.fill import (
+    Row,
+    check_files,
+    checked_records,
+    fields_problem,
+    format_of,
+    take,
+)
 from tiankong.offline.resume import (
     Checkpoint,
     FillJob,
     check_weights,
+    claimed,
     commit_chunk,
     model_weights,
     open_append,
     run_key,
     start_state,
+    writes_told,
 )
 from tiankong.tasks.check import CheckMethod, CheckRequest, CheckResult, Proofreader
 
@@ -50,6 +59,20 @@ def run_check_file(
     # the text's field and the input's format in the key, as fill's: a rerun with another
     # --field resumed and appended its answers to the first field's
     key = run_key(settings, method, (job.text_field, kind, "jsonl"))
+    with claimed(job):
+        return check_rows(job, checker, rows, key, on_progress, on_start)
+
+
+def check_rows(
+    job: FillJob,
+    checker: Proofreader,
+    rows: Iterator[Row],
+    key: str,
+    on_progress: Callable[[int, int, int], None] | None,
+    on_start: Callable[[Checkpoint], None] | None,
+) -> Checkpoint:
+    """The records after the checkpoint's finished lines, checked and appended to its files."""
+    settings, method = checker.masker.settings, checker.method
     state = start_state(job, key, earlier_key=earlier_check_key(settings, method))
     model = checker.masker.model
     check_weights(job, state, model, model_weights(model))
@@ -58,6 +81,7 @@ def run_check_file(
     for _ in range(state.lines_done):
         next(rows, None)
     with (
+        writes_told(job.checkpoint),
         open_append(job.output, state.output_bytes) as output,
         open_append(job.error_file, state.error_bytes) as errors,
     ):

@@ -46,11 +46,13 @@ from tiankong.offline.resume import (
     check_served,
     check_weights,
     checkpoint_temp,
+    claimed,
     commit_chunk,
     model_weights,
     open_append,
     run_key,
     start_state,
+    writes_told,
 )
 
 T = TypeVar("T")
@@ -310,7 +312,7 @@ def run_fill(
     columns = input_columns(job.input, in_kind, job.text_field) if out_kind == "csv" else None
     rows = checked_records(job.input, in_kind, job.text_field)  # before any file is touched
     key = run_key(settings, options, (job.text_field, in_kind, out_kind), FILL_ANSWER_SETTINGS)
-    with started_workers(job, settings) as pool:
+    with started_workers(job, settings) as pool, claimed(job):
         state = start_state(job, key, earlier_key=run_key(settings, options))
         check_served(job, state, *on_a_worker(pool, served_here))
         check_weights(job, state, *on_a_worker(pool, weights_here))
@@ -341,6 +343,7 @@ def fill_rows(
             yield line, None if problem else text, problem
 
     with (
+        writes_told(job.checkpoint),
         open_append(job.output, state.output_bytes) as output,
         open_append(job.error_file, state.error_bytes) as errors,
     ):

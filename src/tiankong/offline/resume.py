@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -51,6 +52,10 @@ class FillJob:
     def error_file(self) -> Path:
         return self.errors or self.output.with_name(self.output.name + ".errors.jsonl")
 
+    @property
+    def lock(self) -> Path:
+        return self.output.with_name(self.output.name + ".lock")
+
 
 @dataclass
 class Checkpoint:
@@ -69,13 +74,50 @@ class Checkpoint:
     # recorded: the name alone let a run resume on other weights under the same name (the
     # bundled model, replaced in an upgrade, or a folder retrained in place)
     weights: str = ""
+    # where the errors were written (absolute); "" in a checkpoint from before it was recorded:
+    # a resume naming another --errors file cut that file to the first one's length
+    errors: str = ""
 
 
 def input_identity(path: Path) -> str:
-    """Size plus a hash of the first 64 KiB: a resumed run must read the same input."""
+    """Size plus a hash of the whole file: a resumed run must read the same input (a hash of
+    the first 64 KiB alone missed an edit past it that kept the size, and the stale answers
+    stayed). BLAKE2b reads about 1 GB a second, next to hours of filling for such a file."""
+    with path.open("rb") as handle:
+        digest = hashlib.file_digest(handle, hashlib.blake2b).hexdigest()[:32]
+    return f"{path.stat().st_size}:b2:{digest}"
+
+
+def head_identity(path: Path) -> str:
+    """How a checkpoint written before ``input_identity`` hashed the whole file named its
+    input: the size and a hash of the first 64 KiB."""
     with path.open("rb") as handle:
         head = handle.read(65536)
     return f"{path.stat().st_size}:{hashlib.sha256(head).hexdigest()[:16]}"
+
+
+@contextmanager
+def claimed(job: FillJob) -> Iterator[None]:
+    """The output to this run alone while it runs (a lock beside it, ``<output>.lock``): two
+    runs writing one output both appended, each from its own checkpoint, and 10,000 lines
+    came out as 19,000 out of order, which a third run then called done."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(job.lock), timeout=0)
+    try:
+        job.lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except Timeout:  # an OSError too: first
+        raise BadDataFileError(
+            f"'{job.output.name}' is being written by another run now; wait for it to end, or "
+            "choose another output."
+        ) from None
+    except OSError as error:
+        raise BadOptionError(f"'{job.lock}' can't be written ({error.strerror}).") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def run_key(
@@ -151,7 +193,10 @@ def check_weights(job: FillJob, state: Checkpoint, model: ResolvedModel, weights
 
 
 def start_state(job: FillJob, key: str = "", earlier_key: str = "") -> Checkpoint:
+    """The checkpoint a run starts from: the saved one, checked (the same input, run, errors
+    file and files), or a fresh one, after refusing to overwrite what no checkpoint covers."""
     identity = input_identity(job.input)
+    errors = os.path.abspath(job.error_file)
     if job.resume and os.path.isfile(job.checkpoint):
         try:
             saved = Checkpoint(**json.loads(job.checkpoint.read_text(encoding="utf-8")))
@@ -159,11 +204,19 @@ def start_state(job: FillJob, key: str = "", earlier_key: str = "") -> Checkpoin
             raise BadDataFileError(
                 f"The checkpoint '{job.checkpoint.name}' is unreadable; delete it to start over."
             ) from None
-        if saved.input_id != identity:
+        was = identity if ":b2:" in saved.input_id else head_identity(job.input)
+        if saved.input_id != was:
             raise BadDataFileError(
                 f"'{job.output.name}' was started from a different input; use another output "
                 "or pass --restart."
             )
+        saved.input_id = identity
+        if saved.errors and saved.errors != errors:
+            raise BadDataFileError(
+                f"'{job.output.name}' was started with its errors in '{saved.errors}'; name "
+                "that file with --errors to resume it, or pass --restart to start over."
+            )
+        saved.errors = errors
         # ``earlier_key``: how a checkpoint written before the key held the text's field and the
         # formats was keyed (a new key never equals it: the files are in it)
         if saved.run_key and saved.run_key not in (key, earlier_key or key):
@@ -189,7 +242,7 @@ def start_state(job: FillJob, key: str = "", earlier_key: str = "") -> Checkpoin
             )
         if os.path.isfile(path):
             path.unlink()
-    return Checkpoint(identity, run_key=key)
+    return Checkpoint(identity, run_key=key, errors=errors)
 
 
 def file_size(path: Path) -> int:
@@ -240,5 +293,23 @@ def checkpoint_temp(path: Path) -> Path:
 
 def save_checkpoint(path: Path, state: Checkpoint) -> None:
     temp = checkpoint_temp(path)
-    temp.write_text(json.dumps(asdict(state)), encoding="utf-8")
-    os.replace(temp, path)
+    try:
+        temp.write_text(json.dumps(asdict(state)), encoding="utf-8")
+        os.replace(temp, path)
+    except OSError:
+        temp.unlink(missing_ok=True)  # a full disk left the half-written .tmp behind
+        raise
+
+
+@contextmanager
+def writes_told(checkpoint: Path) -> Iterator[None]:
+    """A write that fails mid-run (a full disk, a quota) as one sentence, not two chained
+    tracebacks: the lines its last checkpoint covers are kept, and the same command resumes."""
+    try:
+        yield
+    except OSError as error:
+        raise BadOptionError(
+            f"Writing the output failed ({error.strerror or error}); the lines its checkpoint "
+            f"'{checkpoint.name}' covers are kept, and the same command resumes once it can "
+            "write."
+        ) from None
