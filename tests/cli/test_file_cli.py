@@ -281,3 +281,39 @@ def test_index_build_refuses_a_field_for_text_inputs(tmp_path: Path) -> None:
     done = run_cli("index", "build", "notes.txt", "-o", "idx", "--field", "foo", cwd=tmp_path)
     refused(done, "--field 'foo' names the text field of JSONL or CSV inputs")
     assert not (tmp_path / "idx").exists()
+
+
+def test_sigterm_ends_fill_on_ray_as_ctrl_c_does(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Ray's own handler answered SIGTERM with a stack dump and exit code 15 (the plain run's
+    handler was set after the --ray branch); it is the one message and 130 now."""
+    import contextlib
+    import signal
+    import sys
+    import time
+
+    import psutil
+
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"第{i}句，画龙点[MASK]。\n" for i in range(300_000)), "utf-8")
+    command = [sys.executable, "-m", "tiankong", "fill", str(source), "-o", str(tmp_path / "o")]
+    command += ["--ray", *model_flags(tiny_model_dir)]
+    run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while run.poll() is None and time.monotonic() < deadline:  # until the fill's actors run
+            titles = []
+            for child in psutil.Process(run.pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    titles.append(" ".join(child.cmdline()))
+            if any("FillActor" in title for title in titles):
+                break
+            time.sleep(0.5)
+        assert run.poll() is None, run.stderr.read() if run.stderr else ""
+        run.send_signal(signal.SIGTERM)
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 130, stderr[-2000:]
+    assert "interrupted (Ctrl-C or SIGTERM)" in stderr and "SIGTERM received" not in stderr
