@@ -283,15 +283,13 @@ def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(
     source.write_text("画龙点[MASK]\n" * 4, encoding="utf-8")
     job = FillJob(source, tmp_path / "out.jsonl")
     with FileLock(str(job.lock)):  # the first run, still running
-        with pytest.raises(BadDataFileError, match="'out.jsonl' is being written by another run"):
+        with pytest.raises(BadDataFileError, match=r"'out\.jsonl' is being written by another run"):
             run_fill(job, settings, PredictOptions())
         assert not job.output.exists() and not job.checkpoint.exists()
     assert run_fill(job, settings, PredictOptions()).filled == 4  # once it has ended
 
 
-def test_a_resume_naming_another_errors_file_is_refused(
-    settings: Settings, tmp_path: Path
-) -> None:
+def test_a_resume_naming_another_errors_file_is_refused(settings: Settings, tmp_path: Path) -> None:
     """A resume skipped the check a fresh run makes and cut the named file to the first run's
     error length: 3,893 bytes of someone's file became 0."""
     job = interrupted(settings, tmp_path)
