@@ -356,3 +356,27 @@ def test_bad_options_are_refused_before_torch_and_without_a_progress_bar(
     result = CliRunner().invoke(app, flags)
     assert isinstance(result.exception, BadDataFileError)
     assert "step 0/2" not in result.output
+
+
+def test_resume_refuses_another_recipe_and_names_each_option(files: Path, tmp_path: Path) -> None:
+    """--lr 0.1 on a resume did nothing (the scheduler kept the first rate) and training.json
+    then recorded it; another --data, --batch-size or --seed changed the stream the replay
+    skips through, without a word."""
+    import torch
+
+    data = (str(files / "t.txt"),)
+    run = tmp_path / "run"
+    train(options(run, data, max_steps=4, stop_after_steps=2))
+    saved = torch.load(run / "checkpoint" / "trainer_state.pt", weights_only=False)
+    assert saved["recipe"]["lr"] == options(run, data).lr
+    with pytest.raises(BadOptionError) as refused:
+        train(options(run, data, max_steps=4, resume=True, lr=0.1, seed=7))
+    message = refused.value.message
+    assert message.startswith(f"--resume continues the run in '{run}' as it was started")
+    assert "--lr 0.1 (the run's: 0.0005)" in message and "--seed 7 (the run's: 42)" in message
+    other = files / "other.txt"
+    other.write_text((files / "t.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.raises(BadOptionError, match=r"--data .*other\.txt \(the run's: .*t\.txt\)"):
+        train(options(run, (str(other),), max_steps=4, resume=True))
+    # what may change: the end, the saving and evaluating, the threads; the start may be left out
+    assert train(options(run, data, max_steps=5, save_every=3, config=None, resume=True)).steps == 5

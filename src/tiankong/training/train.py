@@ -40,6 +40,8 @@ from tiankong.training.train_options import (
     CHECKPOINT_DIR,
     MODEL_CONFIGS,
     TrainOptions,
+    check_resumed_recipe,
+    recipe,
     validate_options,
 )
 
@@ -148,7 +150,13 @@ def evaluate(model: Any, batches: list[dict[str, Any]], bf16: bool = False) -> t
 
 
 def save_checkpoint(
-    folder: Path, model: Any, tokenizer: Any, optimizer: Any, scheduler: Any, state: TrainState
+    folder: Path,
+    model: Any,
+    tokenizer: Any,
+    optimizer: Any,
+    scheduler: Any,
+    state: TrainState,
+    run_recipe: dict[str, Any],
 ) -> None:
     """Write a resumable checkpoint atomically (into a temp folder, then rename)."""
     import shutil
@@ -165,6 +173,7 @@ def save_checkpoint(
             "scheduler": scheduler.state_dict(),
             "torch_rng": torch.get_rng_state(),
             "state": asdict(state),
+            "recipe": run_recipe,
         },
         temp / "trainer_state.pt",
     )
@@ -193,6 +202,7 @@ def resumed_state(options: TrainOptions, device: Any) -> dict[str, Any]:
         (options.max_steps, "--max-steps"),
         *([(options.stop_after_steps, "--stop-after-steps")] if options.stop_after_steps else []),
     ]
+    check_resumed_recipe(options, saved.get("recipe"))
     for limit, flag in ends:
         if step >= limit:
             raise BadOptionError(
@@ -293,6 +303,7 @@ def train(
         return max(0.0, 1.0 - progress)
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+    run_recipe = recipe(options)
     checkpoint = options.out / CHECKPOINT_DIR
     if saved is not None:
         optimizer.load_state_dict(saved["optimizer"])
@@ -337,11 +348,13 @@ def train(
                 {**metrics, "elapsed_s": state.elapsed_s, "tokens": state.tokens_seen}
             )
         if state.step % options.save_every == 0:
-            save_checkpoint(checkpoint, model, saved_tokenizer, optimizer, scheduler, state)
+            save_checkpoint(
+                checkpoint, model, saved_tokenizer, optimizer, scheduler, state, run_recipe
+            )
         if on_progress:
             on_progress(state, metrics)
 
-    save_checkpoint(checkpoint, model, saved_tokenizer, optimizer, scheduler, state)
+    save_checkpoint(checkpoint, model, saved_tokenizer, optimizer, scheduler, state, run_recipe)
     if eval_set and (heldout_loss is None or state.history[-1]["step"] != state.step):
         heldout_loss, heldout_accuracy = evaluate(model, eval_set, bf16)
         state.history.append(

@@ -35,7 +35,37 @@ CHECKPOINT_DIR = "checkpoint"
 RUN_MARKERS = (CHECKPOINT_DIR, CHECKPOINT_DIR + ".tmp", "training.json")
 CHECKPOINT_FILES = ("config.json", "trainer_state.pt")
 # The fields of a model's config.json that make its shape, compared on --resume.
-SHAPE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+SHAPE_FIELDS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",  # where the start names them (a named --config does not)
+    "vocab_size",
+)
+# What a run is, kept in its checkpoint and repeated by --resume: each changed option was
+# taken without a word (--lr did nothing, the scheduler kept its rate; --data, --batch-size or
+# --seed changed the stream the replay skips through) and training.json recorded the last
+# command's. How long it runs, how often it saves or evaluates, threads and device may change.
+RECIPE_FIELDS = (
+    "data",
+    "heldout",
+    "init",
+    "config",
+    "seed",
+    "batch_size",
+    "seq_len",
+    "lr",
+    "warmup_steps",
+    "weight_decay",
+    "mask_rate",
+    "shuffle_buffer",
+    "position_init",
+    "masking",
+    "precision",
+    "skip_bad_rows",
+    "data_workers",
+)
 
 
 @dataclass(frozen=True)
@@ -207,13 +237,66 @@ def check_resumed_shape(options: TrainOptions, shape_of_start: dict[str, Any] | 
     if saved.get("model_type") != shape_of_start.get("model_type"):
         theirs = f"a {saved.get('model_type')} model, not a {shape_of_start.get('model_type')}"
     else:
-        differ = [name for name in SHAPE_FIELDS if saved.get(name) != shape_of_start.get(name)]
+        differ = [
+            name
+            for name in SHAPE_FIELDS
+            if name in shape_of_start and saved.get(name) != shape_of_start[name]
+        ]
         theirs = ", ".join(f"its {name} is {saved.get(name)}" for name in differ)
     if theirs:
         raise BadOptionError(
             f"{given} is not the shape of the run in '{options.out}' ({theirs}); --resume "
             "continues the checkpoint's model, so drop it or give a new --out."
         )
+
+
+def recipe(options: TrainOptions) -> dict[str, Any]:
+    """The options of ``RECIPE_FIELDS``, as JSON values (files by their absolute paths, so a
+    resume from another folder names the same ones)."""
+
+    def plain(name: str, value: Any) -> Any:
+        if name in ("data", "heldout"):
+            return [absolute_spec(spec) for spec in value]
+        if name == "init" and value is not None and Path(value).exists():
+            return str(Path(value).resolve())
+        return value
+
+    return {name: plain(name, getattr(options, name)) for name in RECIPE_FIELDS}
+
+
+def absolute_spec(spec: str) -> str:
+    path, weight = split_spec(spec)
+    return str(Path(path).resolve()) + (f":{weight}" if weight is not None else "")
+
+
+def check_resumed_recipe(options: TrainOptions, saved: dict[str, Any] | None) -> None:
+    """--resume continues the run as it was started: an option of its recipe given otherwise
+    is refused, naming it (a checkpoint from before recipes were kept is taken as it is)."""
+    if saved is None:
+        return
+    now = recipe(options)
+    differ = [
+        name
+        for name in RECIPE_FIELDS
+        if name in saved
+        and saved[name] != now[name]
+        and not (name in ("init", "config") and now[name] is None)  # the checkpoint starts it
+    ]
+    if differ:
+        told = "; ".join(
+            f"--{name.replace('_', '-')} {shown(now[name])} (the run's: {shown(saved[name])})"
+            for name in differ
+        )
+        raise BadOptionError(
+            f"--resume continues the run in '{options.out}' as it was started, and this "
+            f"command differs: {told}; give the run's own options, or a new --out."
+        )
+
+
+def shown(value: Any) -> str:
+    if isinstance(value, list):
+        return " ".join(map(str, value)) or "none"
+    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def validate_options(options: TrainOptions) -> None:
