@@ -498,3 +498,34 @@ def test_data_workers_read_disjoint_shares_of_a_file(tmp_path: Path) -> None:
     short.write_text("一\n二\n", encoding="utf-8")
     assert list(islice(endless_lines(short, 2, 3), 3)) == ["一", "二", "一"]
     assert list(islice(endless_lines(short, 1, 3), 3)) == ["二", "二", "二"]
+
+
+def test_a_very_long_line_is_cut_before_it_is_tokenized(corpus: Path, tmp_path: Path) -> None:
+    """256 whole lines went to the tokenizer at once, kept for one 63-token window each: lines
+    of 5,000 characters took 2.7 GB, one of 40,000 17.7 GB. Each now goes in as a window."""
+    import random
+
+    from transformers import BertTokenizerFast, DataCollatorForLanguageModeling
+
+    from tiankong.training.train_batches import LINE_WINDOW_PER_TOKEN, pretraining_batches
+
+    long_line = "".join(LINES) * 1000  # about 64,000 characters
+    data = tmp_path / "long.txt"
+    data.write_text("\n".join([long_line, *LINES]) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizerFast(str(VOCAB_FILE), do_lower_case=False)
+    seen: list[int] = []
+
+    class Spy(BertTokenizerFast):  # type: ignore[misc]
+        def __call__(self, text, *args, **kwargs):  # type: ignore[no-untyped-def]
+            seen.extend(len(t) for t in ([text] if isinstance(text, str) else text))
+            return super().__call__(text, *args, **kwargs)
+
+    tokenizer.__class__ = Spy
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
+    options = tiny_options(corpus, tmp_path / "run", data=(str(data),))
+    batches = pretraining_batches(options, tokenizer, collator, random.Random(0))
+    for _ in range(3):
+        batch = next(batches)
+        assert tuple(batch["input_ids"].shape) == (options.batch_size, options.seq_len)
+    limit = options.seq_len * LINE_WINDOW_PER_TOKEN
+    assert seen and max(seen) == limit  # the long line, cut; the others whole
