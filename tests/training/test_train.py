@@ -529,3 +529,37 @@ def test_a_very_long_line_is_cut_before_it_is_tokenized(corpus: Path, tmp_path: 
         assert tuple(batch["input_ids"].shape) == (options.batch_size, options.seq_len)
     limit = options.seq_len * LINE_WINDOW_PER_TOKEN
     assert seen and max(seen) == limit  # the long line, cut; the others whole
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_saves_the_run_between_two_steps(
+    corpus: Path, tmp_path: Path, signal_name: str
+) -> None:
+    """Ctrl-C lost every step since the last --save-every and said nothing of where to resume:
+    the run now stops after its step, saves there, and a resume equals the straight run."""
+    import os
+    import signal
+
+    import torch
+    from safetensors.torch import load_file
+
+    from tiankong.training.train import TrainingStopped
+
+    straight = train(tiny_options(corpus, tmp_path / "straight"))
+
+    def press(state, metrics) -> None:  # type: ignore[no-untyped-def]
+        if state.step == 7:  # --save-every 20: nothing saved yet
+            os.kill(os.getpid(), getattr(signal, signal_name))
+
+    with pytest.raises(TrainingStopped) as stopped:
+        train(tiny_options(corpus, tmp_path / "split"), press)
+    assert stopped.value.step == 7 and isinstance(stopped.value, KeyboardInterrupt)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back as it was
+    saved = torch.load(tmp_path / "split" / "checkpoint" / "trainer_state.pt", weights_only=False)
+    assert saved["state"]["step"] == 7
+    resumed = train(tiny_options(corpus, tmp_path / "split", resume=True))
+    assert resumed.steps == 40 == straight.steps
+    a = load_file(tmp_path / "straight" / "model.safetensors")
+    b = load_file(tmp_path / "split" / "model.safetensors")
+    for name in a:
+        assert torch.allclose(a[name], b[name], atol=1e-5), name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -117,7 +118,7 @@ def train_command(
     ] = "token",
 ) -> None:
     """Train or fine-tune a BERT-family masked LM: pretraining on text, cloze tuning on CSV."""
-    from tiankong.training.train import TrainOptions, train
+    from tiankong.training.train import TrainingStopped, TrainOptions, train
     from tiankong.training.train_data import is_csv
     from tiankong.training.train_options import schedule_warning
 
@@ -192,8 +193,19 @@ def train_command(
                 f"elapsed {elapsed:.0f}s"
             )
 
+    # transformers' "Writing model shards" bar at every checkpoint, read when it is imported
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         summary = train(options, on_progress)
+    except TrainingStopped as stop:
+        progress.stop()
+        console.print(
+            f"saved the run at step {stop.step} in {stop.checkpoint}; the same command with "
+            "--resume goes on from there",
+            soft_wrap=True,
+            highlight=False,
+        )
+        raise
     finally:
         if progress.live.is_started:  # Progress.stop prints a blank line even when it never ran
             progress.stop()

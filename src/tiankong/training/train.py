@@ -16,9 +16,11 @@ import json
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from tiankong.errors import BadDataFileError, BadOptionError
@@ -185,6 +187,48 @@ def save_checkpoint(
     shutil.rmtree(old, ignore_errors=True)
 
 
+class TrainingStopped(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM ended the run between two steps, after saving it there."""
+
+    def __init__(self, step: int, checkpoint: Path) -> None:
+        super().__init__(step)
+        self.step = step
+        self.checkpoint = checkpoint
+
+
+class StopRequest:
+    asked = False
+
+
+@contextmanager
+def stops_between_steps() -> Iterator[StopRequest]:
+    """The first Ctrl-C or SIGTERM asks the loop to stop after its step (which then saves a
+    checkpoint, so no step is lost: up to --save-every minus one were, with no word of where
+    to resume); a second one stops at once, as before. Only where signals can be set (the
+    main thread)."""
+    import signal
+    import threading
+
+    request = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+
+    def ask(signum: int, frame: FrameType | None) -> None:
+        if request.asked:
+            raise KeyboardInterrupt
+        request.asked = True
+
+    for number in before:
+        signal.signal(number, ask)
+    try:
+        yield request
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+
+
 def resumed_state(options: TrainOptions, device: Any) -> dict[str, Any]:
     """OUT's checkpoint state, refused when the options give it no step left to train: the loop
     would not run, and the run's training.json would be written over with a NaN loss."""
@@ -319,40 +363,48 @@ def train(
     loss_value = math.nan
     heldout_loss: float | None = None
     heldout_accuracy: float | None = None
-    while state.step < options.max_steps:
-        if options.max_time_s and time.monotonic() - started >= options.max_time_s:
-            break
-        if options.stop_after_steps and state.step >= options.stop_after_steps:
-            break
-        batch = next(batches)
-        tokens = int(batch["attention_mask"].sum())
-        loss = masked_lm_loss(model, to_device(batch, device), bf16)[0]
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        state.step += 1
-        state.tokens_seen += tokens
-        state.elapsed_s = time.monotonic() - started
-        loss_value = float(loss.detach())
-        metrics: dict[str, float] = {
-            "step": state.step,
-            "loss": loss_value,
-            "lr": float(scheduler.get_last_lr()[0]),
-        }
-        if eval_set and (state.step % options.eval_every == 0 or state.step == options.max_steps):
-            heldout_loss, heldout_accuracy = evaluate(model, eval_set, bf16)
-            metrics.update(heldout_loss=heldout_loss, heldout_accuracy=heldout_accuracy)
-            state.history.append(
-                {**metrics, "elapsed_s": state.elapsed_s, "tokens": state.tokens_seen}
-            )
-        if state.step % options.save_every == 0:
-            save_checkpoint(
-                checkpoint, model, saved_tokenizer, optimizer, scheduler, state, run_recipe
-            )
-        if on_progress:
-            on_progress(state, metrics)
+    with stops_between_steps() as stop:
+        while state.step < options.max_steps:
+            if stop.asked:  # Ctrl-C or SIGTERM: the steps since the last save are kept
+                save_checkpoint(
+                    checkpoint, model, saved_tokenizer, optimizer, scheduler, state, run_recipe
+                )
+                raise TrainingStopped(state.step, checkpoint)
+            if options.max_time_s and time.monotonic() - started >= options.max_time_s:
+                break
+            if options.stop_after_steps and state.step >= options.stop_after_steps:
+                break
+            batch = next(batches)
+            tokens = int(batch["attention_mask"].sum())
+            loss = masked_lm_loss(model, to_device(batch, device), bf16)[0]
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            state.step += 1
+            state.tokens_seen += tokens
+            state.elapsed_s = time.monotonic() - started
+            loss_value = float(loss.detach())
+            metrics: dict[str, float] = {
+                "step": state.step,
+                "loss": loss_value,
+                "lr": float(scheduler.get_last_lr()[0]),
+            }
+            if eval_set and (
+                state.step % options.eval_every == 0 or state.step == options.max_steps
+            ):
+                heldout_loss, heldout_accuracy = evaluate(model, eval_set, bf16)
+                metrics.update(heldout_loss=heldout_loss, heldout_accuracy=heldout_accuracy)
+                state.history.append(
+                    {**metrics, "elapsed_s": state.elapsed_s, "tokens": state.tokens_seen}
+                )
+            if state.step % options.save_every == 0:
+                save_checkpoint(
+                    checkpoint, model, saved_tokenizer, optimizer, scheduler, state, run_recipe
+                )
+            if on_progress:
+                on_progress(state, metrics)
 
     save_checkpoint(checkpoint, model, saved_tokenizer, optimizer, scheduler, state, run_recipe)
     if eval_set and (heldout_loss is None or state.history[-1]["step"] != state.step):
