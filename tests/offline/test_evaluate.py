@@ -51,7 +51,7 @@ def test_counts_are_exact_on_a_small_file(tiny_masker, tmp_path: Path) -> None:
         {"category": "a", "text": texts[1], "answers": [results[1][2].token]},  # rank 3
         {"category": "b", "text": texts[2], "answers": [results[2][9].token]},  # rank 10
         {"category": "b", "text": texts[3], "answers": ["不在前五十的字"]},  # not found
-        {"category": "b", "text": "没有空", "answers": ["x"]},  # an error, counted as a miss
+        {"category": "b", "text": "[MASK]" * 17, "answers": ["x"]},  # an error, a miss
     ]
     path = tmp_path / "small.jsonl"
     path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines), encoding="utf-8")
@@ -130,6 +130,10 @@ def test_eval_cli_prints_the_table_and_writes_json(tiny_model_dir: Path, tmp_pat
             {"content": "他做事总是#idiom#。", "groundTruth": [None]},
             "line 1: each ChID groundTruth must be an idiom",
         ),
+        (  # it was scored as an error item, every time, in the denominator
+            {"text": "没有空", "answers": ["的"]},
+            "line 1: the text has no \\[MASK\\] \\(or \\[BLANK\\]\\), so it can never be scored",
+        ),
     ],
 )
 def test_an_item_that_can_never_be_right_is_refused_with_its_line(
@@ -187,3 +191,20 @@ def test_eval_cli_refuses_an_item_that_can_never_be_right(
     done = run_cli("eval", str(path), "-m", str(tiny_model_dir), "--engine", "onnx")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith("error: lenmis.jsonl line 1: the text has 2 [MASK]s")
+
+
+def test_an_answer_is_compared_as_the_fills_are_without_spaces(
+    tiny_masker, tmp_path: Path
+) -> None:
+    """" 聊" had its length checked stripped and was compared as written: never right."""
+    best = tiny_masker.predict("画龙点[MASK]", top_k=1).masks[0][0].token
+    lines = [
+        {"text": "画龙点[MASK]", "answers": [f" {best} "]},
+        {"text": "画[MASK]", "answers": ["x"], "candidates": [" x", "y "]},
+    ]
+    path = tmp_path / "spaced.jsonl"
+    path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines), encoding="utf-8")
+    items = read_items(path)
+    assert items[0].answers == (best,) and items[1].candidates == ("x", "y")
+    _, outcomes = evaluate_items(tiny_masker, items, PredictOptions())
+    assert outcomes[0].rank == 1

@@ -123,6 +123,15 @@ def parse_record(record: dict[str, Any], number: int, name: str) -> Iterator[Clo
     category = record.get("category", "all")
     if not isinstance(category, str):
         raise BadDataFileError(f"{name} line {number}: 'category' must be a string.")
+    marked = normalize_masks(text)
+    if MASK not in marked and BLANK not in marked:  # it was scored, as an error, every time
+        raise BadDataFileError(
+            f"{name} line {number}: the text has no [MASK] (or [BLANK]), so it can never be "
+            "scored right; mark the blank."
+        )
+    # as the fills are compared: " 聊" was never counted right, where its length was checked
+    answers = [answer.strip() for answer in answers]
+    candidates = [candidate.strip() for candidate in candidates]
     require_among(answers, candidates, f"{name} line {number}")
     yield ClozeItem(category, text, tuple(answers), tuple(candidates), number)
 
