@@ -380,3 +380,18 @@ def test_resume_refuses_another_recipe_and_names_each_option(files: Path, tmp_pa
         train(options(run, (str(other),), max_steps=4, resume=True))
     # what may change: the end, the saving and evaluating, the threads; the start may be left out
     assert train(options(run, data, max_steps=5, save_every=3, config=None, resume=True)).steps == 5
+
+
+@pytest.mark.parametrize(("suffix", "packed"), [(".gz", "gzip"), (".bz2", "bzip2")])
+def test_a_compressed_data_file_is_named_so(
+    files: Path, tmp_path: Path, suffix: str, packed: str
+) -> None:
+    """It was told "it looks like UTF-16: convert it (iconv ...)"."""
+    import bz2
+    import gzip
+
+    compress = gzip.compress if packed == "gzip" else bz2.compress
+    data = tmp_path / f"train.txt{suffix}"
+    data.write_bytes(compress("春眠不觉晓，处处闻啼鸟。\n".encode() * 50))
+    with pytest.raises(BadDataFileError, match=rf"is {packed}-compressed; train reads plain text"):
+        train(options(tmp_path / "run", (str(data),)))

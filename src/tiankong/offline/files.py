@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+from tiankong.core.compression import COMPRESSED, compression_of
 from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import BadDataFileError, BadOptionError, not_utf8
 from tiankong.index.sources import CsvRecords
@@ -53,26 +54,6 @@ def open_text(path: Path, what: str, newline: str | None = None) -> Iterator[Tex
         raise BadDataFileError(not_utf8(f"{what} '{path}'", error)) from None
     except OSError as error:
         raise BadDataFileError(f"{what} '{path}' can't be read ({error.strerror}).") from None
-
-
-# how each compressed format a user may hand over starts, and the suffixes it is named by
-COMPRESSED = {
-    "xz": (b"\xfd7zXZ\x00", (".xz",)),
-    "gzip": (b"\x1f\x8b", (".gz", ".gzip")),
-    "bzip2": (b"BZh", (".bz2",)),
-    "zstd": (b"\x28\xb5\x2f\xfd", (".zst",)),
-    "zip": (b"PK\x03\x04", (".zip",)),
-}
-
-
-def compression_of(path: Path) -> str | None:
-    """The compressed format ``path``'s first bytes are, or None."""
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(8)
-    except OSError:
-        return None
-    return next((name for name, (magic, _) in COMPRESSED.items() if head.startswith(magic)), None)
 
 
 def check_uncompressed_name(path: Path, what: str) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from tiankong.core.compression import compression_of
 from tiankong.errors import BadDataFileError, BadOptionError, not_utf8
 from tiankong.index.sources import CsvRecords
 
@@ -130,6 +131,12 @@ def check_text_file(path: Path, flag: str) -> None:
     """Before any model loads: an xz file's first and last bytes are an xz stream's (a cut-off
     download is found here, not hours into a run at the end of the first pass), and the file
     has a text line in UTF-8."""
+    packed = compression_of(path)
+    if packed and packed != "xz":  # a .gz was told "it looks like UTF-16: convert it"
+        raise BadDataFileError(
+            f"{file_noun(flag)} '{path}' is {packed}-compressed; train reads plain text or "
+            "xz: decompress it (or recompress it with xz)."
+        )
     if path.suffix == ".xz":
         with path.open("rb") as handle:
             head = handle.read(len(XZ_HEADER))
