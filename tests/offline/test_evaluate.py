@@ -193,10 +193,8 @@ def test_eval_cli_refuses_an_item_that_can_never_be_right(
     assert done.stderr.startswith("error: lenmis.jsonl line 1: the text has 2 [MASK]s")
 
 
-def test_an_answer_is_compared_as_the_fills_are_without_spaces(
-    tiny_masker, tmp_path: Path
-) -> None:
-    """" 聊" had its length checked stripped and was compared as written: never right."""
+def test_an_answer_is_compared_as_the_fills_are_without_spaces(tiny_masker, tmp_path: Path) -> None:
+    """ " 聊" had its length checked stripped and was compared as written: never right."""
     best = tiny_masker.predict("画龙点[MASK]", top_k=1).masks[0][0].token
     lines = [
         {"text": "画龙点[MASK]", "answers": [f" {best} "]},
