@@ -354,3 +354,20 @@ def test_a_write_that_fails_mid_run_is_one_sentence(
     monkeypatch.undo()
     state = run_fill(job, settings, PredictOptions())  # the same command resumes
     assert (state.filled, state.failed) == (8, 8)
+
+
+def test_an_input_whose_name_says_no_format_is_refused(settings: Settings, tmp_path: Path) -> None:
+    """A .ndjson, .tsv or .data input was read as TXT: each JSON line filled as text, exit 0."""
+    record = '{"id": 1, "text": "画龙点[MASK]"}\n'
+    ndjson = tmp_path / "in.ndjson"
+    ndjson.write_text(record, encoding="utf-8")
+    state = run_fill(FillJob(ndjson, tmp_path / "a.jsonl"), settings, PredictOptions())
+    row = json.loads((tmp_path / "a.jsonl").read_text(encoding="utf-8"))
+    assert state.filled == 1 and row["id"] == 1 and row["text"] == "画龙点[MASK]"  # JSON lines
+    tsv = tmp_path / "in.tsv"
+    tsv.write_text("id\ttext\n1\t画龙点[MASK]\n", encoding="utf-8")
+    with pytest.raises(BadOptionError, match=r"^The input 'in\.tsv' is not named \.txt, \.jsonl"):
+        run_fill(FillJob(tsv, tmp_path / "b.jsonl"), settings, PredictOptions())
+    assert not (tmp_path / "b.jsonl").exists()
+    told = FillJob(tsv, tmp_path / "c.jsonl", input_format="txt")  # said: taken
+    assert run_fill(told, settings, PredictOptions()).lines_done == 2

@@ -90,11 +90,11 @@ def check_command(
     if output is not None:
         if text is None:
             raise BadOptionError("-o needs an input file: tiankong check FILE -o OUT.jsonl.")
-        from tiankong.offline.fill import format_of
+        from tiankong.offline.fill import input_format
 
         # a file is checked into JSONL (--json was ignored); a TXT file has no fields
         refuse_unread(typed, {"as_json": "--json"}, "without -o (-o writes JSONL)")
-        refuse_field_for_txt(typed, format_of(Path(text), "auto"))
+        refuse_field_for_txt(typed, input_format(Path(text), "auto"))
         check_file(Path(text), output, field, chunk_size, restart, settings)
         return
     refuse_unread(typed, FILE_ONLY, "with -o, which checks a file", "add -o OUT.jsonl")
@@ -149,7 +149,13 @@ def check_file(
 
     from tiankong.cli.fill import summary_line
     from tiankong.offline.check_file import run_check_file
-    from tiankong.offline.fill import Checkpoint, FillJob, check_files, count_records, format_of
+    from tiankong.offline.fill import (
+        Checkpoint,
+        FillJob,
+        check_files,
+        count_records,
+        input_format,
+    )
 
     job = FillJob(
         input=source,
@@ -160,7 +166,7 @@ def check_file(
         command="check",
     )
     check_files(job)  # before the model loads: a missing input, a bad output
-    total = count_records(source, format_of(source, "auto"))
+    total = count_records(source, input_format(source, "auto"))
     checker = load_checker(settings)
     # SIGTERM ends the run as Ctrl-C does (exit 130, the checkpoint kept), as in fill
     signal.signal(signal.SIGTERM, stop_as_interrupted)

@@ -93,7 +93,8 @@ def fill_command(
     typed: frozenset[str] = frozenset(),
 ) -> None:
     """Fill every text of INPUT_FILE into OUTPUT; resumable after an interruption."""
-    from tiankong.offline.fill import check_files, count_records, format_of, run_fill
+    from tiankong.offline.fill import check_files, count_records, run_fill
+    from tiankong.offline.fill import input_format as input_kind  # input_format: the flag
     from tiankong.offline.resume import Checkpoint, FillJob
     from tiankong.service import FillMasker
 
@@ -110,7 +111,7 @@ def fill_command(
         resume=not restart,
     )
     refuse_without_ray(ray, typed)
-    refuse_field_for_txt(typed, format_of(input_file, input_format))
+    refuse_field_for_txt(typed, input_kind(input_file, input_format))
     total = None
     if ray:  # what --ray can't honour is refused before the model loads
         from tiankong.offline.ray_fill import check_ray_job
@@ -118,7 +119,7 @@ def fill_command(
         check_ray_job(job)
     else:  # the files (and the input's encoding) are checked before the model loads
         check_files(job)
-        total = count_records(input_file, format_of(input_file, input_format))
+        total = count_records(input_file, input_kind(input_file, input_format))
     masker = FillMasker.load(settings=settings)  # validates the model and the options up front
     options = decoding_options(
         masker,

@@ -22,7 +22,7 @@ from tiankong.offline.fill import (
     check_files,
     checked_records,
     fields_problem,
-    format_of,
+    input_format,
     take,
 )
 from tiankong.offline.resume import (
@@ -53,7 +53,7 @@ def run_check_file(
     """Check ``job.input`` into ``job.output``; the final checkpoint's counts."""
     job = replace(job, command="check")  # the job's messages are check's
     check_files(job)
-    kind = format_of(job.input, job.input_format)
+    kind = input_format(job.input, job.input_format)
     rows = checked_records(job.input, kind, job.text_field)  # before any file is touched
     settings, method = checker.masker.settings, checker.method
     # the text's field and the input's format in the key, as fill's: a rerun with another

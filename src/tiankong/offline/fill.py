@@ -64,15 +64,33 @@ Row = tuple[int, str | None, str, dict[str, Any]]  # line, text or None, problem
 
 
 def format_of(path: Path, requested: str) -> str:
+    """An output's format: the one asked for, else its name's (TXT when the name says none)."""
+    return named_format(path, requested) or "txt"
+
+
+def input_format(path: Path, requested: str) -> str:
+    """An input's format: the one asked for, else its name's. A name that says none is
+    refused: a .ndjson, .tsv or .data file was read as TXT, each JSON line filled as text."""
+    kind = named_format(path, requested)
+    if kind is None:
+        require_input(path, "Input file")  # a file that isn't there says that first
+        raise BadOptionError(
+            f"The input '{path.name}' is not named .txt, .jsonl or .csv, so its format can't be "
+            "told; give --input-format txt, jsonl or csv."
+        )
+    return kind
+
+
+SUFFIX_FORMATS = {"jsonl": "jsonl", "json": "jsonl", "ndjson": "jsonl", "csv": "csv", "txt": "txt"}
+
+
+def named_format(path: Path, requested: str) -> str | None:
     if requested != "auto":
         if requested not in FORMATS:
             raise BadOptionError(f"Unknown format '{requested}'; use one of {', '.join(FORMATS)}.")
         return requested
     suffixes = [s.lstrip(".").lower() for s in path.suffixes]  # OUT.CSV is a CSV too
-    for suffix in reversed(suffixes):
-        if suffix in FORMATS or suffix == "json":
-            return "jsonl" if suffix == "json" else suffix
-    return "txt"
+    return next((SUFFIX_FORMATS[s] for s in reversed(suffixes) if s in SUFFIX_FORMATS), None)
 
 
 def check_files(job: FillJob) -> None:
@@ -307,7 +325,7 @@ def run_fill(
     ``on_start`` gets the counts the run starts from (those of a resumed run's finished lines,
     zeros on a fresh run); ``on_progress`` gets each chunk's lines and the running totals."""
     check_files(job)
-    in_kind = format_of(job.input, job.input_format)
+    in_kind = input_format(job.input, job.input_format)
     out_kind = format_of(job.output, job.output_format)
     columns = input_columns(job.input, in_kind, job.text_field) if out_kind == "csv" else None
     rows = checked_records(job.input, in_kind, job.text_field)  # before any file is touched

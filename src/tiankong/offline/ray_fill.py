@@ -23,7 +23,13 @@ from tiankong.core.options import PredictOptions
 from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
 from tiankong.offline.files import csv_records, json_line, open_text, require_input
-from tiankong.offline.fill import checked_records, format_of, no_string_field, record_of
+from tiankong.offline.fill import (
+    checked_records,
+    format_of,
+    input_format,
+    no_string_field,
+    record_of,
+)
 from tiankong.offline.ray_cluster import init_ray
 from tiankong.offline.resume import FillJob
 
@@ -90,7 +96,7 @@ def run_ray_fill(
 
     check_ray_job(job)
     require_input(job.input, "Input file")
-    kind = format_of(job.input, job.input_format)
+    kind = input_format(job.input, job.input_format)
     field = "text" if kind == "txt" else job.text_field
     check_ray_files(job, kind, field)
     if not ray.is_initialized():
