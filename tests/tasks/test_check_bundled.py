@@ -45,6 +45,9 @@ def checker() -> Proofreader:
         # 己/已 were in no confusion set, so the index's line could not fix them
         ("海内存知已，天涯若比邻。", "海内存知己，天涯若比邻。", "海内存知己"),
         ("知已知彼，百战不殆。", "知己知彼，百战不殆。", "知己知彼"),
+        # one off two idioms (一丝不苟, 一丝不挂): the one whose character sounds like the
+        # written one, not the model's 挂, which made 一丝不挂 at score 1.00 with a 出处
+        ("他做事一丝不狗，大家都很佩服。", "他做事一丝不苟，大家都很佩服。", "一丝不苟"),
     ],
 )
 def test_fixes_with_their_source(

@@ -533,8 +533,13 @@ class Proofreader:
             )
             if edit is None and slot in near and slot in masked:
                 row = masked[slot]
-                # one off several idioms here (再接再厉, 再接再砺): the one the model likes best
-                option = max(near[slot], key=lambda near_idiom: float(row[near_idiom[0]]))
+                # one off several idioms here (再接再厉, 再接再砺): the one the model likes best,
+                # of those whose character is a confusable of the written one where there are
+                # some (一丝不狗: 苟, the same sound, not 一丝不挂's 挂, which the model liked)
+                written = window.input_ids[window.positions[slot]]
+                alike = self.candidates.get(written, ())
+                options = [o for o in near[slot] if o[0] in alike] or near[slot]
+                option = max(options, key=lambda near_idiom: float(row[near_idiom[0]]))
                 edit = self.idiom_edit(window, slot, option, row, matches.get(slot))
             if edit is None and slot in masked:
                 edit = self.model_edit(window, slot, masked[slot])
