@@ -347,21 +347,35 @@ def neighbours_traditional(typed: str, simplified: str, whole: str, start: int, 
         slice(max(line.start, start - AROUND), start),
         slice(end, min(line.stop, end + AROUND)),
     )
-    typed_so = all(whole[part] == typed[part] for part in around)
-    if typed_so and all(whole[part] == simplified[part] for part in around):
+    near = "".join(typed[part] for part in around)
+    leaning = script_leaning(
+        near, "".join(simplified[part] for part in around), "".join(whole[part] for part in around)
+    )
+    if leaning == 0:  # the same in both scripts (天涯若比林): the line's say, then the text's
         leaning = script_leaning(typed[line], simplified[line], whole[line])
-        if leaning == 0:
-            leaning = script_leaning(typed, simplified, whole)
-        return leaning > 0
-    return typed_so
+    if leaning == 0:
+        leaning = script_leaning(typed, simplified, whole)
+    return leaning > 0
 
 
 def script_leaning(typed: str, simplified: str, traditional: str) -> int:
     """How many more of ``typed``'s characters that the two scripts write apart were typed in
-    the traditional form than in the simplified one (> 0: mostly traditional)."""
+    the traditional form than in the simplified one (> 0: mostly traditional). A character
+    typed as its simplified form counts as simplified only where that form is not also the
+    traditional one: 欲 in 路上行人欲 is traditional too, though OpenCC writes 人欲 as 人慾 (the
+    blank of 清明時節雨紛紛，路上行人欲[MASK]魂 was answered 断, not 斷)."""
     as_traditional = sum(t != s for t, s in zip(typed, simplified, strict=True))
-    as_simplified = sum(t == s != c for t, s, c in zip(typed, simplified, traditional, strict=True))
+    as_simplified = sum(
+        t == s != c and simplified_only(t)
+        for t, s, c in zip(typed, simplified, traditional, strict=True)
+    )
     return as_traditional - as_simplified
+
+
+@cache
+def simplified_only(character: str) -> bool:
+    """Whether ``character`` is written otherwise in traditional text (国, not 欲 or 天)."""
+    return all(convert(character, config) != character for config in TO_TRADITIONAL)
 
 
 def memory_in(found: Memory, back: Callable[[str], str]) -> Memory:
