@@ -107,6 +107,9 @@ def test_the_issues_examples(masker: FillMasker) -> None:
     assert bird.token == "鳥" and bird.memory is not None and "處處聞啼鳥" in bird.memory["match"]
     assert bird.token_id == masker.encoder.vocab["鳥"] != masker.encoder.vocab["鸟"]
     assert masker.predict("天涯若比[MASK]").masks[0][0].token == "邻"
+    # beside 欲, which both scripts write alike (OpenCC's 人慾 made it read as simplified)
+    rain = masker.predict("清明時節雨紛紛，路上行人欲[MASK]魂。")
+    assert rain.masks[0][0].token == "斷" and rain.sequence == "清明時節雨紛紛，路上行人欲斷魂。"
     dragon = masker.predict("画龙点[MASK]", top_k=10).masks[0]
     assert dragon[0].token == "睛" and dragon[0].memory is not None
     assert dragon[0].score > dragon[1].score > 0  # the index lifts it: the model alone has 凤
