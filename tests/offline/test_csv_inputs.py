@@ -48,3 +48,17 @@ def test_fill_refuses_an_unclosed_quote(settings: Settings, tmp_path: Path) -> N
     with pytest.raises(BadDataFileError, match=r"Line 3 of .*in.csv .*never closed"):
         run_fill(job, settings, PredictOptions())
     assert not job.output.read_text(encoding="utf-8")  # nothing of the chunk was written
+
+
+def test_a_header_that_names_a_column_twice_is_refused(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """DictReader keeps the second value under the name: the first was lost, and the output
+    wrote the second twice (1,画龙点[MASK],b,b)."""
+    source = tmp_path / "dup.csv"
+    source.write_text("id,text,note,note\n1,画龙点[MASK],a,b\n", encoding="utf-8")
+    with pytest.raises(BadDataFileError, match=r"names the column 'note' twice; rename one"):
+        count_records(source, "csv")
+    with pytest.raises(BadDataFileError, match=r"names the column 'note' twice"):
+        run_fill(FillJob(source, tmp_path / "out.csv"), settings, PredictOptions())
+    assert not (tmp_path / "out.csv").exists()

@@ -155,8 +155,16 @@ class CsvRecords(csv.DictReader):
     def fieldnames(self) -> Any:
         # DictReader reads this on every row too: only the access that reads the header ends a
         # record (the header's), else each row's start was counted past it
-        with self.refused(advance=self._fieldnames is None):
-            return super().fieldnames
+        reading = self._fieldnames is None
+        with self.refused(advance=reading):
+            names = super().fieldnames
+        if reading and names:
+            twice = next((name for name in names if names.count(name) > 1), None)
+            if twice is not None:  # DictReader keeps the last value: the first was lost
+                raise self.error(
+                    f"The header of {self.path} names the column '{twice}' twice; rename one."
+                )
+        return names
 
     @fieldnames.setter
     def fieldnames(self, value: Any) -> None:
