@@ -50,9 +50,7 @@ def test_fill_refuses_an_unclosed_quote(settings: Settings, tmp_path: Path) -> N
     assert not job.output.read_text(encoding="utf-8")  # nothing of the chunk was written
 
 
-def test_a_header_that_names_a_column_twice_is_refused(
-    settings: Settings, tmp_path: Path
-) -> None:
+def test_a_header_that_names_a_column_twice_is_refused(settings: Settings, tmp_path: Path) -> None:
     """DictReader keeps the second value under the name: the first was lost, and the output
     wrote the second twice (1,画龙点[MASK],b,b)."""
     source = tmp_path / "dup.csv"
