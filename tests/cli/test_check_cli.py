@@ -102,19 +102,26 @@ def test_check_file_refuses_a_csv_quote_that_is_never_closed(
 
 def test_check_file_never_overwrites_an_input_field(tiny_model_dir: Path, tmp_path: Path) -> None:
     """A record with a field named like a result field (corrected, line, edits) is a bad record,
-    as in fill: its value was replaced without a word before. Other fields are kept."""
+    as in fill: its value was replaced without a word before. Other fields are kept. In the
+    first record it refuses the file (every record went to the errors file, exit 0)."""
     source = tmp_path / "in.jsonl"
+    first = {"id": 0, "text": "画龙点晴", "edits": []}
+    source.write_text(json.dumps(first, ensure_ascii=False) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    done = run_cli("check", str(source), "-o", str(out), *model_flags(tiny_model_dir))
+    assert done.returncode == 2 and "(line 1): field 'edits' has the name" in done.stderr
+    assert not out.exists()
     records = [
+        {"id": 3, "text": "画龙点晴"},
         {"id": 1, "text": "画龙点晴", "corrected": "mine"},
         {"id": 2, "text": "画龙点晴", "line": 7},
-        {"id": 3, "text": "画龙点晴"},
     ]
     source.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     out = tmp_path / "out.jsonl"
     done = run_cli("check", str(source), "-o", str(out), *model_flags(tiny_model_dir))
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert [(row["id"], row["line"], row["corrected"]) for row in rows] == [(3, 3, "画龙点睛")]
+    assert [(row["id"], row["line"], row["corrected"]) for row in rows] == [(3, 1, "画龙点睛")]
     errors = (tmp_path / "out.jsonl.errors.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(e)["message"] for e in errors] == [
         "field 'corrected' has the name of a result field; rename it",

@@ -51,7 +51,8 @@ def test_a_rerun_with_another_field_is_refused_not_mixed_in(
     job = interrupted_run(checker, tmp_path)
     source = job.input
     other = FillJob(source, job.output, text_field="other", chunk_size=2)
-    with pytest.raises(BadDataFileError, match="another model or other options"):
+    # its records' text field would be overwritten by the result's: refused before the key
+    with pytest.raises(BadDataFileError, match="field 'text' has the name of a result field"):
         run_check_file(other, checker)
     as_txt = FillJob(source, job.output, input_format="txt", chunk_size=2)
     with pytest.raises(BadDataFileError, match="another model or other options"):
@@ -81,11 +82,11 @@ def test_a_checkpoint_keyed_the_earlier_way_resumes_and_moves_to_the_new_key(
     assert run_check_file(job, checker).lines_done == len(RECORDS)
     moved = json.loads(job.checkpoint.read_text(encoding="utf-8"))["run_key"]
     assert moved not in ("", earlier)
-    # moved to the new key: the same command again finds the run done, another field is refused
+    # moved to the new key: the same command again finds the run done, another format is refused
     assert run_check_file(job, checker).lines_done == len(RECORDS)
-    other = FillJob(source, job.output, text_field="other", chunk_size=2)
+    as_txt = FillJob(source, job.output, input_format="txt", chunk_size=2)
     with pytest.raises(BadDataFileError, match="another model or other options"):
-        run_check_file(other, checker)
+        run_check_file(as_txt, checker)
 
 
 def test_the_earlier_key_is_the_one_the_earlier_code_wrote() -> None:

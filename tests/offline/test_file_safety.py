@@ -371,3 +371,16 @@ def test_an_input_whose_name_says_no_format_is_refused(settings: Settings, tmp_p
     assert not (tmp_path / "b.jsonl").exists()
     told = FillJob(tsv, tmp_path / "c.jsonl", input_format="txt")  # said: taken
     assert run_fill(told, settings, PredictOptions()).lines_done == 2
+
+
+@pytest.mark.parametrize("output", ["out.jsonl", "out.csv"])
+def test_a_field_named_like_a_result_is_refused_before_the_work(
+    settings: Settings, tmp_path: Path, output: str
+) -> None:
+    """With JSONL output every line went to the errors file, exit 0, where a CSV output
+    refused the same input up front."""
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"line": 7, "text": "画龙点[MASK]"}\n' * 3, encoding="utf-8")
+    with pytest.raises(BadDataFileError, match="'line'"):
+        run_fill(FillJob(source, tmp_path / output), settings, PredictOptions())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]

@@ -54,7 +54,7 @@ def run_check_file(
     job = replace(job, command="check")  # the job's messages are check's
     check_files(job)
     kind = input_format(job.input, job.input_format)
-    rows = checked_records(job.input, kind, job.text_field)  # before any file is touched
+    rows = checked_records(job.input, kind, job.text_field, CHECK_KEYS)  # before any file
     settings, method = checker.masker.settings, checker.method
     # the text's field and the input's format in the key, as fill's: a rerun with another
     # --field resumed and appended its answers to the first field's

@@ -146,11 +146,15 @@ def count_records(path: Path, kind: str) -> int:
     return count + (last != "\n")
 
 
-def checked_records(path: Path, kind: str, field: str) -> Iterator[Row]:
+def checked_records(
+    path: Path, kind: str, field: str, result_keys: frozenset[str] = frozenset()
+) -> Iterator[Row]:
     """``read_records`` with its first records read now: a CSV without the column, or a JSONL
     file whose first object lacks the field, is refused before the caller makes its output
     files (a failed run left a header-only output behind, which the corrected run then refused
-    to overwrite; a JSONL ``--field`` typo sent every line to the errors file, exit 0)."""
+    to overwrite; a JSONL ``--field`` typo sent every line to the errors file, exit 0), and so
+    is a first record with a field named like one of ``result_keys`` (a JSONL output's: each
+    line went to the errors file, exit 0, where a CSV output refused the file)."""
     if kind == "jsonl" and opens_an_array(path):
         raise BadDataFileError(
             f"'{path.name}' holds a JSON array, not JSON Lines; write one object per line "
@@ -166,6 +170,10 @@ def checked_records(path: Path, kind: str, field: str) -> Iterator[Row]:
                 raise BadDataFileError(
                     f"The first record of '{path.name}' (line {row[0]}) has no field '{field}'; "
                     f"name the text's field with --field (it has {', '.join(list(fields)[:8])})."
+                )
+            if clash := fields_problem(fields, field, None, result_keys):
+                raise BadDataFileError(
+                    f"The first record of '{path.name}' (line {row[0]}): {clash}."
                 )
             break
     return chain(read, rows)
@@ -328,7 +336,8 @@ def run_fill(
     in_kind = input_format(job.input, job.input_format)
     out_kind = format_of(job.output, job.output_format)
     columns = input_columns(job.input, in_kind, job.text_field) if out_kind == "csv" else None
-    rows = checked_records(job.input, in_kind, job.text_field)  # before any file is touched
+    keys = RESULT_KEYS if out_kind == "jsonl" else frozenset()  # a CSV's: input_columns
+    rows = checked_records(job.input, in_kind, job.text_field, keys)  # before any file is made
     key = run_key(settings, options, (job.text_field, in_kind, out_kind), FILL_ANSWER_SETTINGS)
     with started_workers(job, settings) as pool, claimed(job):
         state = start_state(job, key, earlier_key=run_key(settings, options))

@@ -302,17 +302,11 @@ def check_jsonl_lines(job: FillJob, kind: str) -> None:
 def check_csv_rows(path: Path) -> None:
     """A CSV row with more or fewer values than the header stops Arrow's reader (a traceback
     from Ray); ``tiankong fill`` without --ray sends it to the errors file. A header naming a
-    column twice is refused too: Arrow keeps both, and the row can't be written as JSON."""
+    column twice is refused too (by the reader, as everywhere: Arrow kept both, and the row could
+    not be written as JSON)."""
     with open_text(path, "Input file", newline="") as handle:
         records = csv_records(handle, path)  # strict, as fill's: a quote never closed is refused
-        header = list(records.fieldnames or [])
-        twice = next((name for name in header if header.count(name) > 1), None)
-        if twice is not None:
-            raise BadDataFileError(
-                f"The header of '{path.name}' names the column '{twice}' more than once; on "
-                "Ray every column needs a name of its own (tiankong fill without --ray keeps "
-                "the last of them)."
-            )
+        header = list(records.fieldnames or [])  # one naming a column twice is refused here
         for record in records:
             extra = record.get(None) or []  # DictReader's restkey: values past the header's
             values = len(extra) + sum(
