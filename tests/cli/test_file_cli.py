@@ -317,3 +317,13 @@ def test_sigterm_ends_fill_on_ray_as_ctrl_c_does(tiny_model_dir: Path, tmp_path:
             run.communicate()
     assert run.returncode == 130, stderr[-2000:]
     assert "interrupted (Ctrl-C or SIGTERM)" in stderr and "SIGTERM received" not in stderr
+
+
+def test_fill_on_ray_refuses_its_files_before_ray_starts(tmp_path: Path) -> None:
+    """An output that is a file was refused only after the model loaded and a local Ray started
+    (about 9 s); the docs say before. The model named does not exist: its load never ran."""
+    (tmp_path / "in.txt").write_text("画龙点[MASK]\n", encoding="utf-8")
+    (tmp_path / "afile").write_text("x\n", encoding="utf-8")
+    done = run_cli("fill", "in.txt", "-o", "afile", "--ray", *NO_MODEL, cwd=tmp_path)
+    refused(done, "--ray writes a folder, and 'afile' is a file; name a folder.")
+    assert "Ray" not in done.stderr.replace("--ray", "")

@@ -113,10 +113,10 @@ def fill_command(
     refuse_without_ray(ray, typed)
     refuse_field_for_txt(typed, input_kind(input_file, input_format))
     total = None
-    if ray:  # what --ray can't honour is refused before the model loads
-        from tiankong.offline.ray_fill import check_ray_job
+    if ray:  # what --ray can't honour, and its files, are refused before the model loads
+        from tiankong.offline.ray_fill import checked_ray_input
 
-        check_ray_job(job)
+        checked_ray_input(job)
     else:  # the files (and the input's encoding) are checked before the model loads
         check_files(job)
         total = count_records(input_file, input_kind(input_file, input_format))

@@ -94,11 +94,7 @@ def run_ray_fill(
     """Fill ``job.input`` into the folder ``job.output`` on Ray; returns the rows written."""
     import ray
 
-    check_ray_job(job)
-    require_input(job.input, "Input file")
-    kind = input_format(job.input, job.input_format)
-    field = "text" if kind == "txt" else job.text_field
-    check_ray_files(job, kind, field)
+    kind, field = checked_ray_input(job)
     if not ray.is_initialized():
         init_ray(address)
     ray.data.DataContext.get_current().execution_options.preserve_order = True
@@ -225,6 +221,17 @@ def txt_lines(row: dict[str, Any]) -> list[dict[str, str]]:
     if lines[-1] == "":
         lines.pop()
     return [{"text": line.rstrip("\r")} for line in lines]
+
+
+def checked_ray_input(job: FillJob) -> tuple[str, str]:
+    """The job's flags, input and output checked as ``run_ray_fill`` needs them (the CLI calls
+    it before the model loads and Ray starts); the input's format and its text's field."""
+    check_ray_job(job)
+    require_input(job.input, "Input file")
+    kind = input_format(job.input, job.input_format)
+    field = "text" if kind == "txt" else job.text_field
+    check_ray_files(job, kind, field)
+    return kind, field
 
 
 def check_ray_files(job: FillJob, kind: str, field: str = "text") -> None:
