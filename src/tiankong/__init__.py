@@ -6,9 +6,20 @@
 """
 
 from tiankong.config import Settings
+from tiankong.core.options import PredictOptions
 from tiankong.core.results import FillResult, TokenScore
-from tiankong.errors import TiankongError
+from tiankong.errors import BadInputError, BadOptionError, TiankongError
 from tiankong.service import FillMasker
 
 __version__ = "0.1.0"
-__all__ = ["FillMasker", "FillResult", "Settings", "TiankongError", "TokenScore", "__version__"]
+__all__ = [
+    "BadInputError",
+    "BadOptionError",
+    "FillMasker",
+    "FillResult",
+    "PredictOptions",
+    "Settings",
+    "TiankongError",
+    "TokenScore",
+    "__version__",
+]
