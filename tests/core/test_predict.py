@@ -189,3 +189,12 @@ def test_matches_transformers_pipeline(tiny_model_dir, tiny_masker: FillMasker) 
             assert [c.token_id for c in got] == [t["token"] for t in expected]
             for candidate, reference_item in zip(got, expected, strict=True):
                 assert abs(candidate.score - reference_item["score"]) < 1e-4
+
+
+def test_a_bad_text_of_a_batch_is_named_by_its_place(tiny_masker) -> None:
+    """One text without a [MASK] among 1,500 failed the batch without saying which."""
+    from tiankong.errors import NoMaskError
+
+    texts = ["画龙点[MASK]"] * 3 + ["没有掩码"] + ["守株待[MASK]"]
+    with pytest.raises(NoMaskError, match=r"^texts\[3\]: The text has no \[MASK\]"):
+        tiny_masker.predict_batch(texts)
