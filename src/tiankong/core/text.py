@@ -128,9 +128,9 @@ class TextEncoder:
         if not raw_text.strip():
             raise EmptyTextError("The text is empty; type a sentence containing [MASK].")
         if len(raw_text) > self.limits.max_text_chars:
-            raise TextTooLongError(
-                f"The text has {len(raw_text)} characters; the limit is "
-                f"{self.limits.max_text_chars}."
+            raise TextTooLongError(  # counted as typed, each [MASK] six characters
+                f"The text has {len(raw_text):,} characters; fill-mask takes at most "
+                f"{self.limits.max_text_chars:,} per text: split it into parts."
             )
         check_unicode(raw_text)
         text = normalize_masks(raw_text)

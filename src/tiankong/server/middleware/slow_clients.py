@@ -34,7 +34,9 @@ MAX_HEAD_BYTES = 1_048_576  # far above real heads; httptools refuses URLs over 
 def raw_error(error: TiankongError) -> bytes:
     """A whole HTTP answer in the one error shape, for the protocol (no ASGI app yet)."""
     status = mapping_for(error).http_status
-    body = json.dumps({"error": {"code": error.code, "message": error.message}}).encode()
+    body = json.dumps(  # compact, as every other error body
+        {"error": {"code": error.code, "message": error.message}}, separators=(",", ":")
+    ).encode()
     head = (
         f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
         f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
