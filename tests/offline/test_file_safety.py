@@ -384,3 +384,12 @@ def test_a_field_named_like_a_result_is_refused_before_the_work(
     with pytest.raises(BadDataFileError, match="'line'"):
         run_fill(FillJob(source, tmp_path / output), settings, PredictOptions())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+def test_stdout_as_the_output_is_refused_by_name(tmp_path: Path) -> None:
+    """-o - --output-format jsonl wrote a file named -, and -.checkpoint.json beside it."""
+    source = tmp_path / "in.txt"
+    source.write_text("画龙点[MASK]\n", encoding="utf-8")
+    job = FillJob(source, Path("-"), output_format="jsonl")
+    with pytest.raises(BadOptionError, match="writes its output to a file, with a checkpoint"):
+        run_fill(job, CHEAP, PredictOptions())

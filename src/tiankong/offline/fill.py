@@ -107,6 +107,11 @@ def check_files(job: FillJob) -> None:
             else "--workers, --chunk-size and --batch-size must be at least 1."
         )
     require_input(job.input, "Input file")
+    if str(job.output) == "-":  # it made a file named -, and -.checkpoint.json beside it
+        raise BadOptionError(
+            f"tiankong {job.command} writes its output to a file, with a checkpoint beside it, "
+            "not to stdout; name the output file."
+        )
     check_writable(job.output, "output")  # first: '.' or '/' names no file to put beside it
     outputs = {"output": job.output, "error file": job.error_file, "checkpoint": job.checkpoint}
     for what, path in outputs.items():
