@@ -246,9 +246,22 @@ def test_csv_errors_name_their_lines(tmp_path: Path) -> None:
     assert "3 bad row(s)" in message
     assert "line 3: the text has no [MASK]" in message
     assert "line 4: the label '一' has 1 character(s) but the text has 2 [MASK]" in message
-    assert "line 5: the label character(s) \U0001f600 are not in the model's vocabulary" in message
+    assert (
+        "line 5: the label character(s) '\U0001f600' are not in the model's vocabulary" in message
+    )
     rows, problems = read_cloze_csv(bad, vocab, skip_bad_rows=True)
     assert [row.line for row in rows] == [2] and len(problems) == 3
+
+
+def test_csv_masks_are_read_as_predict_reads_them(tmp_path: Path) -> None:
+    """[mask] and 【MASK】 were "the text has no [MASK]", where predict and eval take them."""
+    vocab = {t: i for i, t in enumerate(VOCAB_FILE.read_text(encoding="utf-8").splitlines())}
+    spelled = write_csv(tmp_path / "s.csv", "text,label\n好[mask],的\n画龙点【MASK】,睛\n")
+    rows, problems = read_cloze_csv(spelled, vocab, skip_bad_rows=False)
+    assert [row.text for row in rows] == ["好[MASK]", "画龙点[MASK]"] and problems == []
+    spaced = write_csv(tmp_path / "t.csv", 'text,label\n好[MASK][MASK][MASK],"的 好"\n')
+    with pytest.raises(BadDataFileError, match=r"label character\(s\) ' ' are not in"):
+        read_cloze_csv(spaced, vocab, skip_bad_rows=False)
 
 
 def test_bad_options(corpus: Path, tmp_path: Path) -> None:

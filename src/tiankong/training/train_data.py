@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tiankong.core.compression import compression_of
+from tiankong.core.text import normalize_masks
 from tiankong.errors import BadDataFileError, BadOptionError, not_utf8
 from tiankong.index.sources import CsvRecords
 
@@ -261,7 +262,9 @@ def read_cloze_csv(
             )
         for record in reader:
             line = reader.record_line
-            text, label = (record.get("text") or "").strip(), (record.get("label") or "").strip()
+            # [mask], 【MASK】 ... are [MASK], as predict and eval read them (they were "no [MASK]")
+            text = normalize_masks((record.get("text") or "").strip())
+            label = (record.get("label") or "").strip()
             shape = reader.problem(record, "text") or reader.problem(record, "label")
             problem = shape or row_problem(text, label, vocab)
             if problem is None and count_tokens is not None:
@@ -300,5 +303,6 @@ def row_problem(text: str, label: str, vocab: dict[str, int]) -> str | None:
         return f"the label '{label}' has {len(label)} character(s) but the text has {masks} [MASK]"
     unknown = [char for char in label if char not in vocab]
     if unknown:
-        return f"the label character(s) {''.join(unknown)} are not in the model's vocabulary"
+        shown = ", ".join(repr(char) for char in unknown)  # a space was shown as nothing
+        return f"the label character(s) {shown} are not in the model's vocabulary"
     return None
