@@ -277,6 +277,7 @@ def test_cli_fill_and_eval_compare_index(
     assert grounded["overall"]["top1"] == 1.0
     refused = run_cli(*args, "--compare-index")  # a user model has no index by default
     assert refused.returncode == 2 and "--compare-index needs a corpus index" in refused.stderr
+    assert refused.stderr.count("--index bundled or --index DIR") == 1  # said twice before
 
 
 def test_evidence_offsets_from_a_passage_prefix_equal_the_whole_passage(small_index: Path) -> None:

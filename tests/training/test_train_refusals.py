@@ -395,3 +395,19 @@ def test_a_compressed_data_file_is_named_so(
     data.write_bytes(compress("春眠不觉晓，处处闻啼鸟。\n".encode() * 50))
     with pytest.raises(BadDataFileError, match=rf"is {packed}-compressed; train reads plain text"):
         train(options(tmp_path / "run", (str(data),)))
+
+
+def test_a_refusal_comes_alone_before_the_warm_up_warning(files: Path, tmp_path: Path) -> None:
+    """The warm-up warning was printed first, so a one-sentence refusal came as two lines."""
+    from typer.testing import CliRunner
+
+    from tiankong.cli import app
+
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "mine.txt").write_text("x")
+    flags = ["train", "--out", str(full), "--config", "tiny", "--max-steps", "5"]
+    result = CliRunner().invoke(app, [*flags, "--data", str(files / "t.txt")])
+    assert isinstance(result.exception, BadOptionError)
+    assert "not empty and holds no tiankong training run" in result.exception.message
+    assert "warning" not in result.output

@@ -111,9 +111,10 @@ def eval_command(
     runs = [(masker, options)]
     if compare_index:
         if masker.memory is None:
+            reason = masker.index.reason  # it may give the advice itself: said once
+            advice = "" if "--index" in reason else "; add --index bundled or --index DIR"
             raise BadOptionError(
-                f"--compare-index needs a corpus index, and this run has none "
-                f"({masker.index.reason}); add --index bundled or --index DIR."
+                f"--compare-index needs a corpus index, and this run has none ({reason}){advice}."
             )
         runs = [(masker, replace(options, index=False)), (masker, options)]
     if compare:

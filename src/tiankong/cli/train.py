@@ -120,7 +120,7 @@ def train_command(
     """Train or fine-tune a BERT-family masked LM: pretraining on text, cloze tuning on CSV."""
     from tiankong.training.train import TrainingStopped, TrainOptions, train
     from tiankong.training.train_data import is_csv
-    from tiankong.training.train_options import schedule_warning
+    from tiankong.training.train_options import schedule_warning, validate_options
 
     options = TrainOptions(
         out=out,
@@ -155,6 +155,7 @@ def train_command(
     console = Console(stderr=True)
     if not console.is_terminal:  # logs: wide plain lines instead of a cut-off live display
         console = Console(stderr=True, width=200)
+    validate_options(options)  # a refusal first, alone: the warning came before it, two lines
     warning = schedule_warning(options)
     if warning:
         console.print(f"warning: {warning}", markup=False, highlight=False)
