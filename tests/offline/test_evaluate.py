@@ -64,6 +64,10 @@ def test_counts_are_exact_on_a_small_file(tiny_masker, tmp_path: Path) -> None:
     assert by_name["b"].mrr == pytest.approx(0.1 / 3)
     assert report.overall.items == 5 and report.overall.top1 == pytest.approx(0.2)
     assert len(report.failures) == 4
+    # every item in the report, with its rank: the figures recompute from them
+    assert [entry["rank"] for entry in report.to_dict()["items"]] == [1, 3, 10, None, None]
+    ranks = [entry["rank"] for entry in report.items]
+    assert report.overall.mrr == pytest.approx(sum(1 / r for r in ranks if r) / len(ranks))
 
 
 def test_agreement_figures() -> None:

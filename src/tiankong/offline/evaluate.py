@@ -78,6 +78,9 @@ class EvalReport:
     categories: list[CategoryReport] = field(default_factory=list)
     overall: CategoryReport = field(default_factory=lambda: CategoryReport("overall"))
     failures: list[dict[str, Any]] = field(default_factory=list)
+    # every item with its rank (null: not within the item's depth) and its top five, so the
+    # figures can be recomputed and two runs compared item by item (paired tests)
+    items: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -283,7 +286,7 @@ def evaluate_items(
         by_category[outcome.item.category].append(outcome)
     report.categories = [summarise(name, group) for name, group in by_category.items()]
     report.overall = summarise("overall", outcomes)
-    report.failures = [
+    described = [
         {
             "line": outcome.item.line,
             "category": outcome.item.category,
@@ -293,7 +296,13 @@ def evaluate_items(
             "error": outcome.error,
         }
         for outcome in outcomes
-        if outcome.rank != 1
+    ]
+    report.failures = [
+        entry for entry, outcome in zip(described, outcomes, strict=True) if outcome.rank != 1
+    ]
+    report.items = [
+        {**entry, "rank": outcome.rank, "latency_ms": round(outcome.latency_ms, 2)}
+        for entry, outcome in zip(described, outcomes, strict=True)
     ]
     return report, outcomes
 
