@@ -121,8 +121,9 @@ def test_a_resumed_run_must_be_the_same_run(settings: Settings, tmp_path: Path) 
 
     with pytest.raises(KeyboardInterrupt):
         run_fill(job, settings, PredictOptions(top_k=1), interrupt)
-    with pytest.raises(BadDataFileError, match="another model or other options"):
+    with pytest.raises(BadDataFileError, match="another model or other options") as refused:
         run_fill(job, settings, PredictOptions(top_k=5))
+    assert "(--top-k 5 (the run's: 1)); run the same command" in refused.value.message  # named
     with pytest.raises(BadDataFileError, match=r"started on fp32 \(torch\).*int8 \(torch\)"):
         run_fill(job, replace(settings, precision="int8"), PredictOptions(top_k=1))
     with pytest.raises(BadDataFileError, match="pass --engine torch --precision fp32"):
@@ -151,9 +152,12 @@ def test_a_resumed_run_keeps_its_field_and_formats(settings: Settings, tmp_path:
         replace(first, output_format="csv"),
         replace(first, input_format="txt"),
     ]
-    for other in others:
-        with pytest.raises(BadDataFileError, match="--field, --input-format and --output"):
+    named = ["--field q2 (the run's: q1)", "--output-format csv (the run's: jsonl)"]
+    named += ["--input-format txt (the run's: jsonl)"]
+    for other, which in zip(others, named, strict=True):
+        with pytest.raises(BadDataFileError, match="another model or other options") as refused:
             run_fill(other, settings, PredictOptions())
+        assert f"({which})" in refused.value.message
     state = run_fill(replace(first, input_format="jsonl"), settings, PredictOptions())
     assert state.lines_done == len(TEXTS)  # jsonl is what auto read: the same run
     assert all(r["text"] == r["q1"] for r in read_jsonl(first.output))  # q1's answers only

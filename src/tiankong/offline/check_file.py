@@ -33,6 +33,7 @@ from tiankong.offline.resume import (
     commit_chunk,
     model_weights,
     open_append,
+    run_description,
     run_key,
     start_state,
     writes_told,
@@ -59,21 +60,23 @@ def run_check_file(
     # the text's field and the input's format in the key, as fill's: a rerun with another
     # --field resumed and appended its answers to the first field's
     key = run_key(settings, method, (job.text_field, kind, "jsonl"))
+    run = run_description(settings, method, (job.text_field, kind, "jsonl"))
     with claimed(job):
-        return check_rows(job, checker, rows, key, on_progress, on_start)
+        return check_rows(job, checker, rows, (key, run), on_progress, on_start)
 
 
 def check_rows(
     job: FillJob,
     checker: Proofreader,
     rows: Iterator[Row],
-    key: str,
+    keyed: tuple[str, dict[str, Any]],  # run_key and run_description
     on_progress: Callable[[int, int, int], None] | None,
     on_start: Callable[[Checkpoint], None] | None,
 ) -> Checkpoint:
     """The records after the checkpoint's finished lines, checked and appended to its files."""
     settings, method = checker.masker.settings, checker.method
-    state = start_state(job, key, earlier_key=earlier_check_key(settings, method))
+    key, run = keyed
+    state = start_state(job, key, earlier_key=earlier_check_key(settings, method), run=run)
     model = checker.masker.model
     check_weights(job, state, model, model_weights(model))
     if on_start:

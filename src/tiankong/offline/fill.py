@@ -50,6 +50,7 @@ from tiankong.offline.resume import (
     commit_chunk,
     model_weights,
     open_append,
+    run_description,
     run_key,
     start_state,
     writes_told,
@@ -343,9 +344,11 @@ def run_fill(
     columns = input_columns(job.input, in_kind, job.text_field) if out_kind == "csv" else None
     keys = RESULT_KEYS if out_kind == "jsonl" else frozenset()  # a CSV's: input_columns
     rows = checked_records(job.input, in_kind, job.text_field, keys)  # before any file is made
-    key = run_key(settings, options, (job.text_field, in_kind, out_kind), FILL_ANSWER_SETTINGS)
+    files = (job.text_field, in_kind, out_kind)
+    key = run_key(settings, options, files, FILL_ANSWER_SETTINGS)
+    run = run_description(settings, options, files, FILL_ANSWER_SETTINGS)
     with started_workers(job, settings) as pool, claimed(job):
-        state = start_state(job, key, earlier_key=run_key(settings, options))
+        state = start_state(job, key, earlier_key=run_key(settings, options), run=run)
         check_served(job, state, *on_a_worker(pool, served_here))
         check_weights(job, state, *on_a_worker(pool, weights_here))
         if on_start:

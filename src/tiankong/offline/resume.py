@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -77,6 +77,9 @@ class Checkpoint:
     # where the errors were written (absolute); "" in a checkpoint from before it was recorded:
     # a resume naming another --errors file cut that file to the first one's length
     errors: str = ""
+    # what ``run_key`` hashes, readable (``run_description``), so that a refused resume names
+    # the options that differ; {} in a checkpoint from before it was kept
+    run: dict[str, Any] = field(default_factory=dict)
 
 
 def input_identity(path: Path) -> str:
@@ -141,6 +144,35 @@ def run_key(
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def run_description(
+    settings: Settings,
+    options: Any,
+    files: tuple[str, ...] = (),
+    answer_settings: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """What ``run_key`` hashes, by name (JSON values): each setting, option and file choice."""
+    values = {name: getattr(settings, name) for name in answer_settings or ANSWER_SETTINGS}
+    values.update(options if isinstance(options, dict) else asdict(options))
+    values.update(zip(("field", "input_format", "output_format"), files, strict=False))
+    named = {f"--{name.replace('_', '-')}": value for name, value in values.items()}
+    described: dict[str, Any] = json.loads(json.dumps(named, default=str))
+    return described
+
+
+def run_differences(saved: dict[str, Any], now: dict[str, Any]) -> str:
+    """The entries of two run descriptions that differ, as a refusal names them."""
+    names = [name for name in {**saved, **now} if saved.get(name) != now.get(name)]
+    shown = [
+        f"{name} {plain(now.get(name))} (the run's: {plain(saved.get(name))})" for name in names[:3]
+    ]
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return "; ".join(shown) + more
+
+
+def plain(value: Any) -> str:
+    return "none" if value is None else json.dumps(value, ensure_ascii=False).strip('"')
+
+
 ANSWER_SETTINGS = ("model", "engine", "precision", "device", "max_length", "index", "max_masks")
 FILL_ANSWER_SETTINGS = tuple(
     name for name in ANSWER_SETTINGS if name not in ("engine", "precision")
@@ -192,7 +224,9 @@ def check_weights(job: FillJob, state: Checkpoint, model: ResolvedModel, weights
     state.weights = weights
 
 
-def start_state(job: FillJob, key: str = "", earlier_key: str = "") -> Checkpoint:
+def start_state(
+    job: FillJob, key: str = "", earlier_key: str = "", run: dict[str, Any] | None = None
+) -> Checkpoint:
     """The checkpoint a run starts from: the saved one, checked (the same input, run, errors
     file and files), or a fresh one, after refusing to overwrite what no checkpoint covers."""
     identity = input_identity(job.input)
@@ -220,11 +254,13 @@ def start_state(job: FillJob, key: str = "", earlier_key: str = "") -> Checkpoin
         # ``earlier_key``: how a checkpoint written before the key held the text's field and the
         # formats was keyed (a new key never equals it: the files are in it)
         if saved.run_key and saved.run_key not in (key, earlier_key or key):
+            differ = run_differences(saved.run, run) if saved.run and run else ""
+            which = differ or f"{job.keyed_options} among them"
             raise BadDataFileError(
                 f"'{job.output.name}' was started with another model or other options "
-                f"({job.keyed_options} among them); run the same command to resume it, or pass "
-                "--restart to start over."
+                f"({which}); run the same command to resume it, or pass --restart to start over."
             )
+        saved.run = run or saved.run
         saved.run_key = key or saved.run_key  # an earlier-keyed checkpoint moves to this key
         for path, size in ((job.output, saved.output_bytes), (job.error_file, saved.error_bytes)):
             if file_size(path) < size:
@@ -242,7 +278,7 @@ def start_state(job: FillJob, key: str = "", earlier_key: str = "") -> Checkpoin
             )
         if os.path.isfile(path):
             path.unlink()
-    return Checkpoint(identity, run_key=key, errors=errors)
+    return Checkpoint(identity, run_key=key, errors=errors, run=run or {})
 
 
 def file_size(path: Path) -> int:
