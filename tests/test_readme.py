@@ -682,6 +682,39 @@ def test_the_proofreading_figures_are_a_run_of_the_test_split(bundled_masker: An
     assert abs(100 * figures["false_alarm_rate"] - float(claim[3])) <= 100 / clean + 0.05
 
 
+def test_the_student_figures_are_a_run_of_the_teachers_sentences(bundled_masker: Any) -> None:
+    """The README's sentence on check_student.jsonl: fixed, wrong sentences, false alarms, and
+    each category's count, as `tiankong eval --task check` gives them now."""
+    from tiankong.offline.check_eval import read_check_items
+    from tiankong.tasks.check import Proofreader
+
+    claim = re.search(
+        r"it fixes (\d+) of its\s+(\d+) wrong sentences, each fix right, with false alarms on "
+        r"(\d+) of its (\d+) right ones",
+        TEXT,
+    )
+    assert claim, "the README's student figures were not found"
+    items = read_check_items(README.parent / "data" / "eval" / "check_student.jsonl")
+    checker = Proofreader(bundled_masker)
+    results = [checker.check(item.text) for item in items]
+    wrong = [(i, r) for i, r in zip(items, results, strict=True) if i.text != i.correct]
+    right = [(i, r) for i, r in zip(items, results, strict=True) if i.text == i.correct]
+    fixed = sum(r.corrected == i.correct for i, r in wrong)
+    # within one sentence each: a borderline one may fall either way on another CPU kind or
+    # precision, as the test split's figures may (the test above)
+    assert sum(r.corrected not in (i.correct, i.text) for i, r in wrong) <= 1  # wrong fixes
+    assert abs(fixed - int(claim[1])) <= 1 and len(wrong) == int(claim[2])
+    alarms = sum(bool(r.edits) for _, r in right)
+    assert abs(alarms - int(claim[3])) <= 1 and len(right) == int(claim[4])
+    by_kind = {"student_de": "的地得", "student_zai": "在/再"}
+    for category, name in by_kind.items():
+        shown = re.search(rf"{name} (\d+) of (\d+)", TEXT)
+        assert shown, name
+        group = [(i, r) for i, r in wrong if i.category == category]
+        assert abs(sum(r.corrected == i.correct for i, r in group) - int(shown[1])) <= 1
+        assert len(group) == int(shown[2])
+
+
 EVAL_ROW = re.compile(
     r"^\| (?P<set>public_cloze / \w+|modern_words / \w+|traditional|mixed_script) \| "
     r"(?P<items>\d+) \| "
