@@ -3,8 +3,9 @@
 Ray Data reads the input (JSONL, CSV or TXT), ``map_batches`` runs a pool of actors that each
 load the model once, and the driver writes the results, in input order, as JSONL shards of
 ``SHARD_ROWS`` rows into the OUTPUT folder (Ray's own ``write_json`` went through pandas, which
-wrote a whole number beside a null as 1.0, and in no fixed order). Rows that fail carry an
-``error`` object instead of predictions. Every input column is kept, before the result columns.
+wrote a whole number beside a null as 1.0, and in no fixed order). Every input column is kept,
+before the result columns (``OUTPUT_COLUMNS``): ``result`` is the whole result as a JSON string,
+and a row that fails has its ``error`` as one string, ``code: message``, and no result.
 Connects to the cluster in ``RAY_ADDRESS`` (or the given address), else starts a local one.
 """
 
