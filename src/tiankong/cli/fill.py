@@ -53,14 +53,28 @@ def fill_command(
     field: Annotated[
         str, typer.Option("--field", help="JSON field or CSV column holding the text.")
     ] = "text",
-    input_format: Annotated[str, typer.Option("--input-format")] = "auto",
-    output_format: Annotated[str, typer.Option("--output-format")] = "auto",
+    input_format: Annotated[
+        str,
+        typer.Option(
+            "--input-format",
+            help="jsonl, csv or txt; auto: by INPUT_FILE's name (.jsonl .json .ndjson .csv .txt).",
+        ),
+    ] = "auto",
+    output_format: Annotated[
+        str,
+        typer.Option("--output-format", help="jsonl or csv; auto: by OUTPUT's name."),
+    ] = "auto",
     errors: Annotated[
         Path | None,
         typer.Option("--errors", help="Bad lines go here (default OUTPUT.errors.jsonl)."),
     ] = None,
-    workers: Annotated[int, typer.Option("--workers", help="Worker processes.")] = 1,
-    batch_size: Annotated[int, typer.Option("--batch-size")] = 32,
+    workers: Annotated[
+        int,
+        typer.Option("--workers", help="Worker processes; --threads is shared among them."),
+    ] = 1,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", help="Texts per engine call (sorted by length).")
+    ] = 32,
     chunk_size: Annotated[int, typer.Option("--chunk-size", help="Lines per checkpoint.")] = 512,
     restart: Annotated[
         bool, typer.Option("--restart", help="Ignore a checkpoint and overwrite OUTPUT.")
