@@ -92,6 +92,9 @@ def test_loss_goes_down_and_output_loads(corpus: Path, tmp_path: Path) -> None:
     assert len(masker.predict("处处闻啼[MASK]。").masks[0]) == 5
     record = json.loads((tmp_path / "run" / "training.json").read_text())
     assert record["summary"]["steps"] == 60
+    # what "auto" became here, for a rerun: options say "auto" and None
+    assert record["resolved"]["device"] == "cpu" and record["resolved"]["threads"] == 1
+    assert record["resolved"]["precision"] in ("bf16", "fp32") and record["resolved"]["torch"]
 
 
 def in_own_interpreter(script: str, corpus: Path, out: Path) -> subprocess.CompletedProcess:

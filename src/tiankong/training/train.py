@@ -440,6 +440,14 @@ def train(
     record = {
         "summary": asdict(summary),
         "options": {k: str(v) for k, v in asdict(options).items() if k != "given"},
+        # what "auto" and the defaults became on this machine: the weights differ between bf16
+        # and FP32 (3e-3) and between thread counts (8e-4), so a rerun needs them
+        "resolved": {
+            "device": device.type,
+            "precision": "bf16" if bf16 else "fp32",
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+        },
     }
     (options.out / "training.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
     return summary
