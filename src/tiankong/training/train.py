@@ -440,8 +440,8 @@ def train(
     record = {
         "summary": asdict(summary),
         "options": {k: str(v) for k, v in asdict(options).items() if k != "given"},
-        # what "auto" and the defaults became on this machine: the weights differ between bf16
-        # and FP32 (3e-3) and between thread counts (8e-4), so a rerun needs them
+        # what "auto" and the defaults became on this machine: runs of one seed in bf16 and in
+        # FP32, or on other thread counts, end with different weights, so a rerun needs them
         "resolved": {
             "device": device.type,
             "precision": "bf16" if bf16 else "fp32",
