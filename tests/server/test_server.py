@@ -221,11 +221,25 @@ def test_a_lone_surrogate_in_a_list_of_inputs_is_named(client: TestClient) -> No
     assert assert_error(answer, 400, "bad_input")["message"] == f"inputs[1]: {LONE_SURROGATE}"
 
 
-def test_a_lone_surrogate_in_an_option_is_a_malformed_request(client: TestClient) -> None:
-    body = b'{"text": "\\u753b[MASK]", "allowed": ["\\ud800"]}'
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("allowed", '["\\ud800"]'),
+        ("mode", '"\\ud800"'),
+        ("order", '"\\ud800"'),
+        ("preset", '"\\ud800"'),
+    ],
+)
+def test_a_lone_surrogate_in_an_option_is_a_malformed_request(
+    client: TestClient, field: str, value: str
+) -> None:
+    """mode, order and preset took it, and the bad_option answer naming it failed to encode:
+    a 500."""
+    body = f'{{"text": "\\u753b[MASK]", "{field}": {value}}}'.encode()
     answer = client.post("/predict", content=body, headers={"content-type": "application/json"})
     message = assert_error(answer, 422, "invalid_request")["message"]
-    assert message == "allowed.0: the text is not valid Unicode (it has a lone surrogate)."
+    where = f"{field}.0" if field == "allowed" else field
+    assert message == f"{where}: the text is not valid Unicode (it has a lone surrogate)."
 
 
 @pytest.mark.parametrize(

@@ -150,11 +150,11 @@ class OptionFields(BaseModel):
 
     model_config = ConfigDict(allow_inf_nan=False)
 
-    mode: str = Field(default=DEFAULTS.mode, description=MODE_DESCRIPTION)
+    mode: Text = Field(default=DEFAULTS.mode, description=MODE_DESCRIPTION)
     beam_width: WholeNumber = Field(
         default=DEFAULTS.beam_width, description="Beam width for joint fills, 1 to 64."
     )
-    order: str = Field(default=DEFAULTS.order, description=ORDER_DESCRIPTION)
+    order: Text = Field(default=DEFAULTS.order, description=ORDER_DESCRIPTION)
     candidates: list[Text] | None = Field(default=None, description=CANDIDATES_DESCRIPTION)
     allowed: list[Text] | None = Field(
         default=None,
@@ -165,7 +165,7 @@ class OptionFields(BaseModel):
     exclude: list[Text] | None = Field(
         default=None, description="Characters or words whose characters never fill a mask."
     )
-    preset: str | None = Field(
+    preset: Text | None = Field(
         default=None,
         description="Constraint preset: chinese_only (Han characters only) or no_punctuation.",
     )
