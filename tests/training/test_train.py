@@ -579,3 +579,46 @@ def test_ctrl_c_saves_the_run_between_two_steps(
     b = load_file(tmp_path / "split" / "model.safetensors")
     for name in a:
         assert torch.allclose(a[name], b[name], atol=1e-5), name
+
+
+@pytest.mark.processes
+def test_a_stop_sent_to_the_whole_group_saves_a_run_with_data_workers(
+    corpus: Path, tmp_path: Path
+) -> None:
+    """A container's stop (SIGTERM to the process group) killed the data workers first, and the
+    run failed with "DataLoader worker exited unexpectedly", saving nothing."""
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "tiankong", "train", "--out", str(out), "--config", "tiny"]
+    command += ["--data", str(corpus / "tiny.txt.xz"), "--max-steps", "100000", "--seq-len", "32"]
+    command += [
+        "--batch-size",
+        "4",
+        "--threads",
+        "1",
+        "--data-workers",
+        "1",
+        "--save-every",
+        "50000",
+    ]
+    command += ["--warmup-steps", "10"]
+    run = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        assert run.stdout is not None
+        started = time.monotonic()
+        for line in run.stdout:  # a plain line every 100 steps when not on a terminal
+            if line.startswith("step 100/") or time.monotonic() - started > 240:
+                break
+        os.killpg(run.pid, signal.SIGTERM)
+        rest, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate()
+    assert run.returncode == 130, rest[-2000:]
+    assert "saved the run at step" in rest and (out / "checkpoint" / "trainer_state.pt").exists()

@@ -51,8 +51,19 @@ def prefetched_batches(
         pin_memory=device.type == "cuda",
         prefetch_factor=4,
         persistent_workers=True,
+        worker_init_fn=leave_signals_to_the_run,
     )
     return iter(loader)
+
+
+def leave_signals_to_the_run(worker: int) -> None:
+    """A worker ignores Ctrl-C and SIGTERM: sent to the whole process group (a terminal, a
+    container's stop), they killed the workers first, and the run's next batch failed with
+    "DataLoader worker exited unexpectedly" before it could stop after its step and save."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def pretraining_batches(
