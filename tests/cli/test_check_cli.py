@@ -193,3 +193,19 @@ def test_sigterm_ends_a_file_check_as_ctrl_c_does(tiny_model_dir: Path, tmp_path
     assert again.returncode == 0, again.stderr
     lines = [json.loads(row)["line"] for row in output.read_text(encoding="utf-8").splitlines()]
     assert lines == list(range(1, 20_001))  # resumed where it stopped: none twice, none lost
+
+
+def test_check_file_takes_input_format_where_the_name_says_none(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """A .tsv input is refused until --input-format says it, which check had no flag for: its
+    advice was a dead end ("No such option")."""
+    source = tmp_path / "notes.tsv"
+    source.write_text("画龙点晴\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    refused = run_cli("check", str(source), "-o", str(out), *model_flags(tiny_model_dir))
+    assert refused.returncode == 2 and "give --input-format txt" in refused.stderr
+    flags = [str(source), "-o", str(out), "--input-format", "txt", *model_flags(tiny_model_dir)]
+    done = run_cli("check", *flags)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text(encoding="utf-8"))["text"] == "画龙点晴"

@@ -30,6 +30,7 @@ from tiankong.errors import BadOptionError, TiankongError, mapping_for
 
 if TYPE_CHECKING:
     from tiankong.offline.check_eval import CheckReport
+    from tiankong.offline.resume import FillJob
     from tiankong.tasks.check import CheckResult, Proofreader
 
 
@@ -46,7 +47,12 @@ def names_a_file(text: str) -> bool:
     return len(text) < 4096 and "\n" not in text and os.path.isfile(text)
 
 
-FILE_ONLY = {"field": "--field", "chunk_size": "--chunk-size", "restart": "--restart"}
+FILE_ONLY = {
+    "field": "--field",
+    "input_format": "--input-format",
+    "chunk_size": "--chunk-size",
+    "restart": "--restart",
+}
 
 
 @app.command("check")
@@ -71,6 +77,13 @@ def check_command(
     field: Annotated[
         str, typer.Option("--field", help="JSON field or CSV column holding the text (-o).")
     ] = "text",
+    input_format: Annotated[
+        str,
+        typer.Option(
+            "--input-format",
+            help="txt, jsonl or csv (-o); auto: by the file's name (.txt .jsonl .ndjson .csv).",
+        ),
+    ] = "auto",
     chunk_size: Annotated[int, typer.Option("--chunk-size", help="Lines per checkpoint.")] = 256,
     restart: Annotated[
         bool, typer.Option("--restart", help="Ignore a checkpoint and overwrite OUTPUT.")
@@ -90,12 +103,22 @@ def check_command(
     if output is not None:
         if text is None:
             raise BadOptionError("-o needs an input file: tiankong check FILE -o OUT.jsonl.")
-        from tiankong.offline.fill import input_format
+        from tiankong.offline.fill import input_format as input_kind  # input_format: the flag
+        from tiankong.offline.resume import FillJob
 
         # a file is checked into JSONL (--json was ignored); a TXT file has no fields
         refuse_unread(typed, {"as_json": "--json"}, "without -o (-o writes JSONL)")
-        refuse_field_for_txt(typed, input_format(Path(text), "auto"))
-        check_file(Path(text), output, field, chunk_size, restart, settings)
+        refuse_field_for_txt(typed, input_kind(Path(text), input_format))
+        job = FillJob(
+            input=Path(text),
+            output=output,
+            text_field=field,
+            input_format=input_format,
+            chunk_size=chunk_size,
+            resume=not restart,
+            command="check",
+        )
+        check_file(job, settings)
         return
     refuse_unread(typed, FILE_ONLY, "with -o, which checks a file", "add -o OUT.jsonl")
     if text is not None and names_a_file(text):
@@ -142,31 +165,15 @@ def print_check(result: CheckResult, as_json: bool, console: Console) -> None:
         console.print(line, highlight=False, markup=False)  # the text is the user's
 
 
-def check_file(
-    source: Path, output: Path, field: str, chunk_size: int, restart: bool, settings: Settings
-) -> None:
+def check_file(job: FillJob, settings: Settings) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from tiankong.cli.fill import summary_line
     from tiankong.offline.check_file import run_check_file
-    from tiankong.offline.fill import (
-        Checkpoint,
-        FillJob,
-        check_files,
-        count_records,
-        input_format,
-    )
+    from tiankong.offline.fill import Checkpoint, check_files, count_records, input_format
 
-    job = FillJob(
-        input=source,
-        output=output,
-        text_field=field,
-        chunk_size=chunk_size,
-        resume=not restart,
-        command="check",
-    )
     check_files(job)  # before the model loads: a missing input, a bad output
-    total = count_records(source, input_format(source, "auto"))
+    total = count_records(job.input, input_format(job.input, job.input_format))
     checker = load_checker(settings)
     # SIGTERM ends the run as Ctrl-C does (exit 130, the checkpoint kept), as in fill
     signal.signal(signal.SIGTERM, stop_as_interrupted)

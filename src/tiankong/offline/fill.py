@@ -76,8 +76,8 @@ def input_format(path: Path, requested: str) -> str:
     if kind is None:
         require_input(path, "Input file")  # a file that isn't there says that first
         raise BadOptionError(
-            f"The input '{path.name}' is not named .txt, .jsonl or .csv, so its format can't be "
-            "told; give --input-format txt, jsonl or csv."
+            f"The input '{path.name}' is not named .txt, .jsonl (.json, .ndjson) or .csv, so its "
+            "format can't be told; give --input-format txt, jsonl or csv."
         )
     return kind
 
