@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tiankong import Settings
+from tiankong.core.decoding import Constraints
 from tiankong.core.options import PredictOptions
 from tiankong.errors import BadDataFileError, BadOptionError
 from tiankong.offline.fill import (
@@ -772,3 +773,21 @@ def test_a_lone_surrogate_in_another_field_is_written_not_a_crash(
     assert run_fill(job, settings, PredictOptions(top_k=1)).filled == 2
     _, cells = read_csv(job.output)
     assert [row["note"] for row in cells] == ["a\ufffdb", "ok"]
+
+
+def test_a_refused_resume_names_index_and_constraints_as_flags(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The settings' --index and the options' index were one key (a resume on another index
+    named --field and the formats), and constraints came as a JSON blob under --constraints."""
+    source = write_jsonl(tmp_path / "in.jsonl", TEXTS)
+    job = FillJob(source, tmp_path / "out.jsonl", chunk_size=16)
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(job, settings, PredictOptions(), interrupt_at_once)
+    with pytest.raises(BadDataFileError) as refused:
+        run_fill(job, replace(settings, index="none"), PredictOptions())
+    assert "(--index none (the run's: auto))" in refused.value.message
+    allowed = PredictOptions(constraints=Constraints(allowed=("的",)))
+    with pytest.raises(BadDataFileError) as refused:
+        run_fill(job, settings, allowed)
+    assert '(--allowed ["的"] (the run\'s: []))' in refused.value.message

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tiankong.config import Settings
+from tiankong.core.decoding import Constraints
 from tiankong.core.models import ResolvedModel
 from tiankong.errors import BadDataFileError, BadOptionError
 
@@ -151,12 +152,30 @@ def run_description(
     answer_settings: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """What ``run_key`` hashes, by name (JSON values): each setting, option and file choice."""
-    values = {name: getattr(settings, name) for name in answer_settings or ANSWER_SETTINGS}
-    values.update(options if isinstance(options, dict) else asdict(options))
-    values.update(zip(("field", "input_format", "output_format"), files, strict=False))
-    named = {f"--{name.replace('_', '-')}": value for name, value in values.items()}
+    named = {
+        f"--{name.replace('_', '-')}": getattr(settings, name)
+        for name in answer_settings or ANSWER_SETTINGS
+    }
+    for name, value in (options if isinstance(options, dict) else asdict(options)).items():
+        if name == "constraints":  # --allowed, --exclude, --preset (None: none of them)
+            given = value if isinstance(value, dict) else asdict(Constraints())
+            named.update({f"--{key}": item for key, item in given.items()})
+        else:  # as the CLI's flag where it has one (mode: --whole-word, --candidates)
+            named[OPTION_FLAGS.get(name, name)] = value
+    named.update(zip(("--field", "--input-format", "--output-format"), files, strict=False))
     described: dict[str, Any] = json.loads(json.dumps(named, default=str))
     return described
+
+
+# the options that are CLI flags by the same name; the others keep their own (the settings' --index
+# is a flag, the option's index, whether a request uses it, is not: the two were one key)
+OPTION_FLAGS = {
+    "top_k": "--top-k",
+    "beam_width": "--beam-width",
+    "order": "--order",
+    "candidates": "--candidates",
+    "max_blank_length": "--max-blank-length",
+}
 
 
 def run_differences(saved: dict[str, Any], now: dict[str, Any]) -> str:
@@ -255,7 +274,9 @@ def start_state(
         # formats was keyed (a new key never equals it: the files are in it)
         if saved.run_key and saved.run_key not in (key, earlier_key or key):
             differ = run_differences(saved.run, run) if saved.run and run else ""
-            which = differ or f"{job.keyed_options} among them"
+            which = differ or (
+                "the model's files or a setting" if saved.run else f"{job.keyed_options} among them"
+            )
             raise BadDataFileError(
                 f"'{job.output.name}' was started with another model or other options "
                 f"({which}); run the same command to resume it, or pass --restart to start over."
