@@ -55,8 +55,15 @@ def test_a_header_that_names_a_column_twice_is_refused(settings: Settings, tmp_p
     wrote the second twice (1,画龙点[MASK],b,b)."""
     source = tmp_path / "dup.csv"
     source.write_text("id,text,note,note\n1,画龙点[MASK],a,b\n", encoding="utf-8")
-    with pytest.raises(BadDataFileError, match=r"names the column 'note' twice; rename one"):
+    with pytest.raises(BadDataFileError, match=r"names the column 'note' more than once"):
         count_records(source, "csv")
-    with pytest.raises(BadDataFileError, match=r"names the column 'note' twice"):
+    with pytest.raises(BadDataFileError, match=r"names the column 'note' more than once"):
         run_fill(FillJob(source, tmp_path / "out.csv"), settings, PredictOptions())
     assert not (tmp_path / "out.csv").exists()
+
+
+def test_empty_column_names_in_a_header_are_no_clash(settings: Settings, tmp_path: Path) -> None:
+    """text,, (a spreadsheet's export) was read; the check for a name given twice refused it."""
+    source = tmp_path / "export.csv"
+    source.write_text("text,,\n画龙点[MASK],,\n", encoding="utf-8")
+    assert count_records(source, "csv") == 1

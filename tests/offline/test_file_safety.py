@@ -273,16 +273,20 @@ def test_an_output_shorter_than_its_checkpoint_is_refused_not_padded(
 
 
 def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(
-    settings: Settings, tmp_path: Path
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two runs writing one output both appended from their own checkpoints (10,000 lines came
-    out as 19,000, out of order, and a third run called it done): the output is locked."""
+    out as 19,000, out of order, and a third run called it done): the output is locked, and the
+    second run is refused before its model loads."""
     from filelock import FileLock
+
+    from tiankong.offline import fill
 
     source = tmp_path / "in.txt"
     source.write_text("画龙点[MASK]\n" * 4, encoding="utf-8")
     job = FillJob(source, tmp_path / "out.jsonl")
-    with FileLock(str(job.lock)):  # the first run, still running
+    with FileLock(str(job.lock)), monkeypatch.context() as patched:  # the first run, running
+        patched.setattr(fill, "load_worker", lambda _: pytest.fail("the model loaded first"))
         with pytest.raises(BadDataFileError, match=r"'out\.jsonl' is being written by another run"):
             run_fill(job, settings, PredictOptions())
         assert not job.output.exists() and not job.checkpoint.exists()

@@ -411,3 +411,18 @@ def test_a_refusal_comes_alone_before_the_warm_up_warning(files: Path, tmp_path:
     assert isinstance(result.exception, BadOptionError)
     assert "not empty and holds no tiankong training run" in result.exception.message
     assert "warning" not in result.output
+
+
+def test_text_that_begins_like_a_bzip2_header_is_text(files: Path, tmp_path: Path) -> None:
+    """ "BZh" alone was taken for bzip2: a file of notes beginning "BZh1 model" was refused."""
+    from tiankong.core.compression import compression_of
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("BZh1 model notes: 春眠不觉晓\n" * 20, encoding="utf-8")
+    assert compression_of(notes) is None
+    packed = tmp_path / "notes.txt.bz2"
+    import bz2
+
+    packed.write_bytes(bz2.compress(notes.read_bytes()))
+    assert compression_of(packed) == "bzip2"
+    assert train(options(tmp_path / "run", (str(notes),))).steps == 2

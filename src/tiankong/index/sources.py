@@ -159,10 +159,13 @@ class CsvRecords(csv.DictReader):
         with self.refused(advance=reading):
             names = super().fieldnames
         if reading and names:
-            twice = next((name for name in names if names.count(name) > 1), None)
-            if twice is not None:  # DictReader keeps the last value: the first was lost
+            # DictReader keeps the last value: the first was lost (an empty name, as the
+            # trailing commas of a spreadsheet's export leave, holds nothing anyone reads)
+            twice = next((n for n in names if n and names.count(n) > 1), None)
+            if twice is not None:
                 raise self.error(
-                    f"The header of {self.path} names the column '{twice}' twice; rename one."
+                    f"The header of {self.path} names the column '{twice}' more than once; "
+                    "rename the others."
                 )
         return names
 

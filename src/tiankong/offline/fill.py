@@ -347,7 +347,7 @@ def run_fill(
     files = (job.text_field, in_kind, out_kind)
     key = run_key(settings, options, files, FILL_ANSWER_SETTINGS)
     run = run_description(settings, options, files, FILL_ANSWER_SETTINGS)
-    with started_workers(job, settings) as pool, claimed(job):
+    with claimed(job), started_workers(job, settings) as pool:  # refused before a model loads
         state = start_state(job, key, earlier_key=run_key(settings, options), run=run)
         check_served(job, state, *on_a_worker(pool, served_here))
         check_weights(job, state, *on_a_worker(pool, weights_here))

@@ -79,7 +79,7 @@ class Exchange:
                 chunked = True
             elif name == request_ids.HEADER:
                 given_id = value
-            elif name == b"content-encoding" and value.strip().lower() != b"identity":
+            elif name == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
                 self.encoded = value.decode("latin-1")
         self.request_id = scope[request_ids.SCOPE_KEY] = request_ids.request_id(given_id)
         has_body = chunked or self.declared > 0
