@@ -130,7 +130,7 @@ def fill_command(
     if ray:  # what --ray can't honour, and its files, are refused before the model loads
         from tiankong.offline.ray_fill import checked_ray_input
 
-        checked_ray_input(job)
+        checked = checked_ray_input(job)
     else:  # the files (and the input's encoding) are checked before the model loads
         check_files(job)
         total = count_records(input_file, input_kind(input_file, input_format))
@@ -158,7 +158,7 @@ def fill_command(
     if ray:
         from tiankong.offline.ray_fill import run_ray_fill
 
-        rows = run_ray_fill(job, settings, options, address=ray_address)
+        rows = run_ray_fill(job, settings, options, address=ray_address, checked=checked)
         Console(stderr=True).print(f"wrote {rows:,} rows to the folder {output} (Ray Data)")
         return
     console = Console(stderr=True)

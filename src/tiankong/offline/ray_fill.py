@@ -91,11 +91,14 @@ def run_ray_fill(
     options: PredictOptions,
     address: str | None = None,
     actors: int | None = None,
+    checked: tuple[str, str] | None = None,
 ) -> int:
-    """Fill ``job.input`` into the folder ``job.output`` on Ray; returns the rows written."""
+    """Fill ``job.input`` into the folder ``job.output`` on Ray; returns the rows written.
+    ``checked``: ``checked_ray_input(job)``'s answer where the caller has it (the CLI, before
+    the model loads), so the input is not read through twice."""
     import ray
 
-    kind, field = checked_ray_input(job)
+    kind, field = checked or checked_ray_input(job)
     if not ray.is_initialized():
         init_ray(address)
     ray.data.DataContext.get_current().execution_options.preserve_order = True
