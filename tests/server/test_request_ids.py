@@ -166,3 +166,20 @@ def test_the_openapi_document_names_the_headers_and_statuses(client: TestClient)
     predict = paths["/predict"]["post"]["responses"]
     assert "Server-Timing" in predict["200"]["headers"]
     assert "Server-Timing" not in paths["/info"]["get"]["responses"]["200"]["headers"]
+
+
+def test_the_openapi_document_names_the_limits(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    """Enums and ranges lived in descriptions only: a generated client knew none of them."""
+    settings = Settings(engine="fake", model=str(tiny_model_dir), max_top_k=20, max_batch_texts=8)
+    with TestClient(create_app(settings, fake_masker(tiny_masker, settings))) as limited:
+        document = limited.get("/openapi.json").json()
+    models = document["components"]["schemas"]
+    one, many = models["PredictRequest"]["properties"], models["BatchPredictRequest"]["properties"]
+    assert one["mode"]["enum"] == ["single", "whole_word", "candidates"]
+    assert one["order"]["enum"] == ["left_to_right", "confident_first"]
+    assert (one["beam_width"]["minimum"], one["beam_width"]["maximum"]) == (1, 64)
+    assert (one["length_alpha"]["minimum"], one["length_alpha"]["maximum"]) == (0, 2)
+    assert one["candidates"]["maxItems"] == 50 and many["texts"]["maxItems"] == 8
+    assert (one["top_k"]["minimum"], one["top_k"]["maximum"]) == (1, 20)  # this server's

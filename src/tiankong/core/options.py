@@ -15,6 +15,12 @@ from tiankong.errors import BadOptionError
 
 MODES = ("single", "whole_word", "candidates")
 MAX_CANDIDATES = 50
+# each numeric option's range, checked here and published in the OpenAPI document
+RANGES: dict[str, tuple[float, float]] = {
+    "beam_width": (1, 64),
+    "max_blank_length": (1, 4),
+    "length_alpha": (0.0, 2.0),
+}
 MAX_OPTION_CHARS = 8
 MASK_RUN = re.compile(r"(?:\[MASK\])+")
 
@@ -47,14 +53,11 @@ class PredictOptions:
             raise BadOptionError(f"Unknown mode '{options.mode}'; use one of {', '.join(MODES)}.")
         if options.order not in ORDERS:
             raise BadOptionError(f"Unknown order '{options.order}'; use {' or '.join(ORDERS)}.")
-        if not 1 <= options.beam_width <= 64:
-            raise BadOptionError("beam_width must be from 1 to 64.")
-        if not 1 <= options.max_blank_length <= 4:
-            raise BadOptionError("max_blank_length must be from 1 to 4.")
+        for name, (least, most) in RANGES.items():
+            if not least <= getattr(options, name) <= most:
+                raise BadOptionError(f"{name} must be from {least:g} to {most:g}.")
         if not isinstance(options.index, bool):
             raise BadOptionError("index must be true or false.")
-        if not 0.0 <= options.length_alpha <= 2.0:
-            raise BadOptionError("length_alpha must be from 0 to 2.")
         if options.mode == "candidates":
             check_candidates(options.candidates)
         if options.constraints is not None:

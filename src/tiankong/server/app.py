@@ -121,10 +121,26 @@ def create_app(
         app.include_router(router)
     app.mount(STATIC_PATH, StaticFiles(directory=routes.STATIC_DIR), name="static")
     add_docs(app)
-    declare_headers(app)
+    declare_headers(app, settings)
     if settings.api_keys or settings.api_keys_file:
         declare_api_keys(app)
     return app
+
+
+def declare_limits(schema: dict[str, Any], settings: Settings) -> None:
+    """top_k's range and the texts a batch may hold, wherever the document has them."""
+    top_k = {"minimum": 1, "maximum": settings.max_top_k}
+    for model in schema.get("components", {}).get("schemas", {}).values():
+        properties = model.get("properties", {})
+        if "top_k" in properties:
+            properties["top_k"].update(top_k)
+        if "texts" in properties:
+            properties["texts"]["maxItems"] = settings.max_batch_texts
+    for operations in schema["paths"].values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("name") == "top_k":
+                    parameter.setdefault("schema", {}).update(top_k)
 
 
 ERROR_SCHEMA = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
@@ -153,15 +169,17 @@ ANY_ROUTE_ERRORS = {  # what any route may answer, whatever its own list says
 }
 
 
-def declare_headers(app: FastAPI) -> None:
+def declare_headers(app: FastAPI, settings: Settings) -> None:
     """The OpenAPI document names the headers the guard adds (``X-Request-ID`` on every answer,
-    ``Server-Timing`` on a filled one, ``Retry-After`` on a 429 or 503) and the statuses any
-    route may answer, so a client generated from it knows them."""
+    ``Server-Timing`` on a filled one, ``Retry-After`` on a 429 or 503), the statuses any
+    route may answer, and the limits this server's settings set (top_k, texts a batch), so a
+    client generated from it knows them."""
     plain = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = plain()
+            declare_limits(schema, settings)
             for path, operations in schema["paths"].items():
                 for method, operation in operations.items():
                     responses = operation["responses"]

@@ -13,7 +13,8 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from tiankong.config import Settings
 from tiankong.core.beam_search import ORDERS
-from tiankong.core.options import MAX_CANDIDATES, MAX_OPTION_CHARS, MODES, PredictOptions
+from tiankong.core.decoding import PRESETS
+from tiankong.core.options import MAX_CANDIDATES, MAX_OPTION_CHARS, MODES, RANGES, PredictOptions
 
 IDIOM = "画龙点[MASK]"
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
@@ -116,6 +117,14 @@ def encodable(text: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(encodable)]
+
+
+def limits(option: str) -> dict[str, Any]:
+    """An option's range (``core.options.RANGES``, where it is checked) for the document."""
+    least, most = RANGES[option]
+    return {"minimum": least, "maximum": most}
+
+
 TopK = Annotated[StrictInt | None, Field(description=TOP_K_DESCRIPTION)]
 
 
@@ -150,12 +159,22 @@ class OptionFields(BaseModel):
 
     model_config = ConfigDict(allow_inf_nan=False)
 
-    mode: Text = Field(default=DEFAULTS.mode, description=MODE_DESCRIPTION)
-    beam_width: WholeNumber = Field(
-        default=DEFAULTS.beam_width, description="Beam width for joint fills, 1 to 64."
+    mode: Text = Field(
+        default=DEFAULTS.mode, description=MODE_DESCRIPTION, json_schema_extra={"enum": [*MODES]}
     )
-    order: Text = Field(default=DEFAULTS.order, description=ORDER_DESCRIPTION)
-    candidates: list[Text] | None = Field(default=None, description=CANDIDATES_DESCRIPTION)
+    beam_width: WholeNumber = Field(
+        default=DEFAULTS.beam_width,
+        description="Beam width for joint fills, 1 to 64.",
+        json_schema_extra=limits("beam_width"),
+    )
+    order: Text = Field(
+        default=DEFAULTS.order, description=ORDER_DESCRIPTION, json_schema_extra={"enum": [*ORDERS]}
+    )
+    candidates: list[Text] | None = Field(
+        default=None,
+        description=CANDIDATES_DESCRIPTION,
+        json_schema_extra={"maxItems": MAX_CANDIDATES},
+    )
     allowed: list[Text] | None = Field(
         default=None,
         description="Only these characters or words may fill a mask (a word allows its "
@@ -168,14 +187,17 @@ class OptionFields(BaseModel):
     preset: Text | None = Field(
         default=None,
         description="Constraint preset: chinese_only (Han characters only) or no_punctuation.",
+        json_schema_extra={"enum": [*PRESETS, None]},
     )
     max_blank_length: WholeNumber = Field(
         default=DEFAULTS.max_blank_length,
         description="A [BLANK] is tried with fills of 1 to this many characters (1 to 4).",
+        json_schema_extra=limits("max_blank_length"),
     )
     length_alpha: Decimal = Field(
         default=DEFAULTS.length_alpha,
         description="[BLANK] fills of different lengths rank by log P / length ** alpha (0 to 2).",
+        json_schema_extra=limits("length_alpha"),
     )
     index: bool = Field(
         default=DEFAULTS.index,
