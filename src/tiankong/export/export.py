@@ -96,6 +96,8 @@ def recipe(
             "bf16_units": cpu_has_bf16(),
             "full_batch": precision_choice.FULL_BATCH,
             "rounds": {str(size): rounds for size, rounds in precision_choice.ROUNDS.items()},
+            "turns": precision_choice.TURNS,
+            "settle_calls": precision_choice.SETTLE_CALLS,
             "split": {
                 "rule": precision_choice.SPLIT_RULE,
                 "gain": precision_choice.SPLIT_GAIN,

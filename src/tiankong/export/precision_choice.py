@@ -53,10 +53,12 @@ if TYPE_CHECKING:
     from tiankong.engines.onnx_engine import OnnxEngine
 
 FULL_BATCH = 16  # texts in the timed full batch (the guard sentences' batch)
-ROUNDS = {1: 20, FULL_BATCH: 5}  # timed calls per batch size, after one warm-up call each
+ROUNDS = {1: 20, FULL_BATCH: 5}  # timed calls per batch size and engine
+TURNS = 4  # the blocks each engine's timed calls come in, taking turns (time_in_turns)
+SETTLE_CALLS = 2  # untimed calls at each block's start: the engine before goes quiet
 SPLIT_GAIN = 1.2  # two engines serve only where each is this much faster at its own size
-SPLIT_RULE = 5  # in the cache key: bump it when split_pair, with_split or what is measured change
-# (5: ONNX Runtime's sessions keep no CPU arena, so their speed and memory are measured again)
+SPLIT_RULE = 6  # in the cache key: bump it when split_pair, with_split or what is measured change
+# (5: ONNX Runtime's sessions keep no CPU arena; 6: time_in_turns times blocks, not lone calls)
 SPLIT_SIZES = {1: 20, 2: 12, 4: 8, 8: 6, FULL_BATCH: 5}  # a pair's sizes, calls at each
 # other programs' share of the CPUs while the engines were timed past which the choice's line
 # says so (a review's run beside a process using one of two cores chose ONNX FP32, whose lone
@@ -380,15 +382,23 @@ def measure(
 
 
 def time_in_turns(engines: dict[str, Any], batch: Any, rounds: int) -> dict[str, float]:
-    """Median milliseconds per ``mask_logits`` call; the engines take turns each round, so a
-    change in the machine's load falls on all of them. ONNX Runtime engines timed here are
+    """Median milliseconds per ``mask_logits`` call, ``rounds`` timed calls an engine. The
+    engines take turns in blocks (up to ``TURNS`` of them), so a change in the machine's load
+    falls on all of them; each block starts with ``SETTLE_CALLS`` untimed calls, in which the
+    engine timed before it goes quiet. One call each in turns timed every engine against the
+    last one's still-busy threads: on amx ONNX Runtime FP32's lone call took 2.14 ms so against
+    1.15 alone, OpenVINO bf16's 2.11 against 1.40, which hid the batch-1 lead a split is made
+    of (docs/PERFORMANCE.md, "The twenty-ninth session"). ONNX Runtime engines timed here are
     built by ``timed_onnx_engine``, or each slows the next."""
-    for engine in engines.values():
-        engine.mask_logits(batch)
+    turns = min(TURNS, rounds)
+    per_turn = math.ceil(rounds / turns)
     samples: dict[str, list[float]] = {key: [] for key in engines}
-    for _ in range(rounds):
+    for _ in range(turns):
         for key, engine in engines.items():
-            started = time.perf_counter()
-            engine.mask_logits(batch)
-            samples[key].append(1000 * (time.perf_counter() - started))
+            for _ in range(SETTLE_CALLS):
+                engine.mask_logits(batch)
+            for _ in range(per_turn):
+                started = time.perf_counter()
+                engine.mask_logits(batch)
+                samples[key].append(1000 * (time.perf_counter() - started))
     return {key: statistics.median(values) for key, values in samples.items()}
