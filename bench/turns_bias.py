@@ -57,21 +57,6 @@ def one_call_each(engines: dict[str, Engine], batch: EncodedBatch, rounds: int) 
     return {key: statistics.median(values) for key, values in samples.items()}
 
 
-def in_blocks(
-    engines: dict[str, Engine], batch: EncodedBatch, rounds: int, per_block: int, settle: int
-) -> dict[str, float]:
-    samples: dict[str, list[float]] = {key: [] for key in engines}
-    for _ in range(rounds):
-        for key, engine in engines.items():
-            for _ in range(settle):
-                engine.mask_logits(batch)
-            for _ in range(per_block):
-                started = time.perf_counter()
-                engine.mask_logits(batch)
-                samples[key].append(1000 * (time.perf_counter() - started))
-    return {key: statistics.median(values) for key, values in samples.items()}
-
-
 def after_idle(engine: Engine, batch: EncodedBatch, calls: int) -> list[float]:
     for _ in range(3):
         engine.mask_logits(batch)
@@ -121,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         lone = {key: alone(engine, batch, calls) for key, engine in engines.items()}
         turns = one_call_each(engines, batch, calls)
         measured = time_in_turns(engines, batch, calls)
-        blocks = in_blocks(engines, batch, rounds, args.per_block, args.settle)
+        blocks = time_in_turns(engines, batch, rounds * args.per_block, rounds, args.settle)
         print(row(f"alone | {size}", lone, keys))
         print(row(f"in turns, one call each (before) | {size}", turns, keys))
         print(

@@ -381,7 +381,13 @@ def measure(
     return choice, {}
 
 
-def time_in_turns(engines: dict[str, Any], batch: Any, rounds: int) -> dict[str, float]:
+def time_in_turns(
+    engines: dict[str, Any],
+    batch: Any,
+    rounds: int,
+    turns: int = TURNS,
+    settle: int = SETTLE_CALLS,
+) -> dict[str, float]:
     """Median milliseconds per ``mask_logits`` call, ``rounds`` timed calls an engine. The
     engines take turns in blocks (up to ``TURNS`` of them), so a change in the machine's load
     falls on all of them; each block starts with ``SETTLE_CALLS`` untimed calls, in which the
@@ -390,12 +396,12 @@ def time_in_turns(engines: dict[str, Any], batch: Any, rounds: int) -> dict[str,
     1.15 alone, OpenVINO bf16's 2.11 against 1.40, which hid the batch-1 lead a split is made
     of (docs/PERFORMANCE.md, "The twenty-ninth session"). ONNX Runtime engines timed here are
     built by ``timed_onnx_engine``, or each slows the next."""
-    turns = min(TURNS, rounds)
+    turns = min(turns, rounds)
     per_turn = math.ceil(rounds / turns)
     samples: dict[str, list[float]] = {key: [] for key in engines}
     for _ in range(turns):
         for key, engine in engines.items():
-            for _ in range(SETTLE_CALLS):
+            for _ in range(settle):
                 engine.mask_logits(batch)
             for _ in range(per_turn):
                 started = time.perf_counter()
