@@ -631,6 +631,45 @@ def test_jsonl_keeps_its_other_fields(settings: Settings, tmp_path: Path) -> Non
     assert "field 'tags' is not a CSV column" in read_jsonl(job.error_file)[0]["message"]
 
 
+def strict_json(line: str) -> object:
+    """``json.loads`` as RFC 8259 has it: NaN and Infinity refused, as other JSON readers do."""
+
+    def refuse(name: str) -> object:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_numbers_json_cannot_hold_are_bad_records_not_infinity_in_the_output(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # json.loads read 1e400 as infinity and took NaN/Infinity, and the record's fields were
+    # written back as Infinity and NaN: an output line no strict JSON reader takes
+    source = tmp_path / "in.jsonl"
+    source.write_text(
+        '{"text": "处处闻啼[MASK]。", "score": 1e400}\n'
+        '{"text": "处处闻啼[MASK]。", "score": -1e400}\n'
+        '{"text": "处处闻啼[MASK]。", "score": NaN}\n'
+        '{"text": "处处闻啼[MASK]。", "score": -Infinity}\n'
+        '{"text": "处处闻啼[MASK]。", "score": 1.5e300, "n": 123456789012345678901234567890}\n',
+        encoding="utf-8",
+    )
+    job = FillJob(source, tmp_path / "out.jsonl")
+    state = run_fill(job, settings, PredictOptions(top_k=2))
+    assert (state.filled, state.failed) == (1, 4)
+    rows = [strict_json(line) for line in job.output.read_text("utf-8").splitlines()]
+    assert [(r["line"], r["score"], r["n"]) for r in rows] == [
+        (5, 1.5e300, 123456789012345678901234567890)
+    ]
+    errors = [strict_json(line) for line in job.error_file.read_text("utf-8").splitlines()]
+    assert [(e["line"], e["code"], e["message"]) for e in errors] == [
+        (1, "bad_record", "not valid JSON (the number 1e400 is too large for a JSON number here)"),
+        (2, "bad_record", "not valid JSON (the number -1e400 is too large for a JSON number here)"),
+        (3, "bad_record", "not valid JSON (NaN is not JSON)"),
+        (4, "bad_record", "not valid JSON (-Infinity is not JSON)"),
+    ]
+
+
 def test_count_records_counts_records_not_lines(tmp_path: Path) -> None:
     source = write_csv(
         tmp_path / "in.csv", [["id", "text"], [1, "多行\n文本[MASK]"], [2, "画龙点[MASK]"]]

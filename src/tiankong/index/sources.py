@@ -21,6 +21,47 @@ FIELD_SUFFIXES = (".jsonl", ".jsonl.xz", ".csv", ".csv.xz")
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+class NotJsonError(ValueError):
+    """A JSONL line that isn't JSON as RFC 8259 has it; its message says what is wrong."""
+
+
+def json_value(line: str) -> Any:
+    """One JSONL line as JSON has it: ``json.loads`` also takes ``NaN`` and ``Infinity``, and
+    reads ``1e400`` as infinity, and a record's own fields, kept in a fill's output, were then
+    written back as ``Infinity``, which is not JSON. Each raises ``NotJsonError`` (a
+    ``ValueError``, as ``json.loads`` raises) with what the line holds.
+
+    >>> json_value('{"n": 1.5, "big": 12345678901234567890}')
+    {'n': 1.5, 'big': 12345678901234567890}
+    >>> json_value('{"n": 1e400}')
+    Traceback (most recent call last):
+    ...
+    tiankong.index.sources.NotJsonError: the number 1e400 is too large for a JSON number here
+    >>> json_value('{"n": NaN}')
+    Traceback (most recent call last):
+    ...
+    tiankong.index.sources.NotJsonError: NaN is not JSON
+    """
+    return json.loads(line, parse_constant=not_json_constant, parse_float=finite_float)
+
+
+def not_json(error: ValueError) -> str:
+    """What a line ``json_value`` refused is: "not valid JSON", and why where that is known
+    (``json.loads``'s own messages name positions, not the problem a user can fix)."""
+    return f"not valid JSON ({error})" if isinstance(error, NotJsonError) else "not valid JSON"
+
+
+def not_json_constant(name: str) -> Any:
+    raise NotJsonError(f"{name} is not JSON")
+
+
+def finite_float(literal: str) -> float:
+    value = float(literal)
+    if value in (float("inf"), float("-inf")):
+        raise NotJsonError(f"the number {literal} is too large for a JSON number here")
+    return value
+
+
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -96,9 +137,9 @@ def json_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except ValueError:
-            raise IndexInputError(f"Line {number} of {path} is not valid JSON.") from None
+            record = json_value(line)
+        except ValueError as error:
+            raise IndexInputError(f"Line {number} of {path} is {not_json(error)}.") from None
         if not isinstance(record, dict) or field not in record:
             raise IndexInputError(f"Line {number} of {path} has no text field '{field}'.")
         value = record[field]

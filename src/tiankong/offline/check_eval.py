@@ -12,7 +12,6 @@ one). Per sentence, as in the SIGHAN bake-offs:
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 from tiankong.config import Settings
 from tiankong.core.text import check_unicode
 from tiankong.errors import BadDataFileError, BadInputError
+from tiankong.index.sources import json_value
 from tiankong.offline.files import open_text, require_input
 from tiankong.tasks.check import CheckResult, Proofreader
 from tiankong.tasks.check.request import check_text
@@ -129,7 +129,7 @@ def read_check_items(path: Path, max_chars: int = Settings.max_check_chars) -> l
 def check_item(line: str, number: int, name: str, max_chars: int) -> CheckItem:
     where = f"Line {number} of '{name}'"
     try:
-        record = json.loads(line)
+        record = json_value(line)
         text, correct = record["text"], record["correct"]
         assert isinstance(text, str) and isinstance(correct, str)
     except (ValueError, KeyError, TypeError, AssertionError):

@@ -20,7 +20,6 @@ decoding; with ``blank=True`` the masks become one [BLANK] of unknown length.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections import defaultdict
@@ -32,6 +31,7 @@ from typing import Any
 from tiankong.core.options import MASK_RUN, PredictOptions
 from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import BadDataFileError, TiankongError
+from tiankong.index.sources import json_value, not_json
 from tiankong.offline.files import open_text, require_input
 from tiankong.service import FillMasker
 
@@ -95,9 +95,9 @@ def read_items(path: Path) -> list[ClozeItem]:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except ValueError:
-                raise BadDataFileError(f"{path.name} line {number}: not valid JSON.") from None
+                record = json_value(line)
+            except ValueError as error:
+                raise BadDataFileError(f"{path.name} line {number}: {not_json(error)}.") from None
             if not isinstance(record, dict):
                 raise BadDataFileError(f"{path.name} line {number}: expected a JSON object.")
             items += list(parse_record(record, number, path.name))

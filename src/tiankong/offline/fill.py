@@ -30,6 +30,7 @@ from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
+from tiankong.index.sources import json_value, not_json
 from tiankong.offline.files import (
     check_uncompressed_name,
     check_writable,
@@ -221,9 +222,9 @@ def read_records(path: Path, kind: str, field: str) -> Iterator[Row]:
                 yield number, None, "empty line", {}
                 continue
             try:
-                record = json.loads(line)
-            except ValueError:
-                yield number, None, "not valid JSON", {}
+                record = json_value(line)
+            except ValueError as error:
+                yield number, None, not_json(error), {}
                 continue
             if not isinstance(record, dict):
                 yield number, None, no_string_field(field), {}

@@ -23,6 +23,7 @@ from tiankong.config import Settings, threads_per_worker
 from tiankong.core.options import PredictOptions
 from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
+from tiankong.index.sources import json_value, not_json
 from tiankong.offline.files import csv_records, json_line, open_text, require_input
 from tiankong.offline.fill import (
     checked_records,
@@ -183,7 +184,7 @@ def read_dataset(path: Path, kind: str, field: str = "text") -> Any:
     """The input as a Ray dataset whose values are those ``tiankong fill`` reads without --ray:
     CSV values as strings ("01234", "NA" and "true" stay as written, where Arrow's type
     inference made them 1234, null and true), a TXT file's lines split at "\n" alone and
-    without its byte-order mark. JSONL lines are parsed by ``json.loads``, as without --ray
+    without its byte-order mark. JSONL lines are parsed by ``json_value``, as without --ray
     (Ray's reader went through pandas: "01234" became 1234, "2024-01-02" a timestamp, and a lone
     surrogate was dropped), of the flat records ``check_ray_files`` let through; a blank line is a
     row with an empty text (an ``empty_text`` error row; Ray's reader dropped it)."""
@@ -215,7 +216,7 @@ def jsonl_records(row: dict[str, Any], field: str) -> list[dict[str, Any]]:
     lines = bytes(row["bytes"]).decode("utf-8-sig").split("\n")
     if lines[-1] == "":
         lines.pop()
-    return [json.loads(line) if line.strip() else {field: ""} for line in lines]
+    return [json_value(line) if line.strip() else {field: ""} for line in lines]
 
 
 def txt_lines(row: dict[str, Any]) -> list[dict[str, str]]:
@@ -282,10 +283,10 @@ def check_jsonl_lines(job: FillJob, kind: str) -> None:
                 continue
             where = f"Line {number} of '{job.input.name}'"
             try:
-                record = json.loads(line)
-            except ValueError:
+                record = json_value(line)
+            except ValueError as error:
                 raise BadDataFileError(
-                    f"{where} is not valid JSON; on Ray every line must be JSON {elsewhere}."
+                    f"{where} is {not_json(error)}; on Ray every line must be JSON {elsewhere}."
                 ) from None
             if not isinstance(record, dict):
                 raise BadDataFileError(
