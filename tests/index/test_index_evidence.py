@@ -110,6 +110,10 @@ def test_the_issues_examples(masker: FillMasker) -> None:
     # beside 欲, which both scripts write alike (OpenCC's 人慾 made it read as simplified)
     rain = masker.predict("清明時節雨紛紛，路上行人欲[MASK]魂。")
     assert rain.masks[0][0].token == "斷" and rain.sequence == "清明時節雨紛紛，路上行人欲斷魂。"
+    # its 出处 quotes the line with the user's 欲, where OpenCC's s2t writes 慾 ("lust")
+    found = rain.masks[0][0].memory
+    assert found is not None and found["match"] == "清明時節雨紛紛，路上行人欲斷魂。"
+    assert found["example"].startswith(found["match"]) and "慾" not in found["example"]
     dragon = masker.predict("画龙点[MASK]", top_k=10).masks[0]
     assert dragon[0].token == "睛" and dragon[0].memory is not None
     assert dragon[0].score > dragon[1].score > 0  # the index lifts it: the model alone has 凤

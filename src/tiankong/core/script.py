@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 from tiankong.core.decoding import is_han
@@ -141,6 +141,19 @@ class Script:
         """``text`` (simplified, from the model or the index) in the user's script."""
         return convert(text, self.to_typed) if self.to_typed else text
 
+    @cached_property
+    def typed_forms(self) -> dict[str, str]:
+        """Each Han character of ``simplified`` and the form it was typed in, where the text
+        typed it in one form only and the two texts keep their places: 欲 -> 欲 in 路上行人欲
+        斷魂, which OpenCC's s2t writes 慾 (its word for "lust"). Evidence uses them."""
+        if len(self.simplified) != len(self.typed):
+            return {}
+        forms: dict[str, set[str]] = {}
+        for simple, typed in zip(self.simplified, self.typed, strict=True):
+            if is_han(simple):
+                forms.setdefault(simple, set()).add(typed)
+        return {simple: typed.pop() for simple, typed in forms.items() if len(typed) == 1}
+
 
 def script_of(text: str) -> Script:
     """Traditional (converted) or as typed; see the module docstring."""
@@ -183,7 +196,7 @@ def written_in(
             lean = back_at(0)
             option = typed.pop(0) if typed else lean(candidate.option)
             text = fill_text(one_blank(script.typed), [option], BLANK)
-            found = memory_in(candidate.memory, lean)
+            found = memory_in(candidate.memory, lean, script.typed_forms)
             return replace(candidate, option=option, text=text, memory=found)
         option = typed.pop(0) if typed else back(candidate.option)
         text = back(candidate.text)
@@ -191,7 +204,10 @@ def written_in(
         if len(text) == len(candidate.text) and len(option) == len(candidate.option):
             text = text[:before_blank] + option + text[end:]  # the fill as typed
         return replace(
-            candidate, option=option, text=text, memory=memory_in(candidate.memory, back)
+            candidate,
+            option=option,
+            text=text,
+            memory=memory_in(candidate.memory, back, script.typed_forms),
         )
 
     # each blank's own conversion: the script's everywhere, or in a mixed text where its place
@@ -214,7 +230,7 @@ def written_in(
     def written(mask: int, candidate: TokenScore) -> TokenScore:
         token = in_context(result.text, mask, candidate.token, back_at(mask))
         token_id = (vocab or {}).get(token, candidate.token_id)
-        found = memory_in(candidate.memory, back_at(mask))
+        found = memory_in(candidate.memory, back_at(mask), script.typed_forms)
         return replace(candidate, token=token, token_id=token_id, memory=found)
 
     def sequence_as_typed(sequence: SequenceFill) -> SequenceFill:
@@ -231,7 +247,7 @@ def written_in(
             fills = fills_in(text, result.text, sequence.fills)
         if fills is None:
             fills = tuple(back(fill) for fill in sequence.fills)
-        found = memory_in(sequence.memory, back_at(0))
+        found = memory_in(sequence.memory, back_at(0), script.typed_forms)
         return replace(sequence, fill="".join(fills), text=text, fills=fills, memory=found)
 
     masks = [[written(m, c) for c in candidates] for m, candidates in enumerate(result.masks)]
@@ -378,8 +394,34 @@ def simplified_only(character: str) -> bool:
     return all(convert(character, config) != character for config in TO_TRADITIONAL)
 
 
-def memory_in(found: Memory, back: Callable[[str], str]) -> Memory:
-    """Evidence (出处) with its strings written by ``back``."""
+def memory_in(
+    found: Memory, back: Callable[[str], str], forms: Mapping[str, str] | None = None
+) -> Memory:
+    """Evidence (出处) with its strings written by ``back``, and the characters of its match
+    (the user's text around the fill, as the index found it) written as the user typed them
+    (``forms``, ``Script.typed_forms``), in the match and where it stands in the example: a
+    quotation converted by OpenCC alone misquoted the user's own words (路上行人欲斷魂 came back
+    路上行人慾斷魂 in both). The rest of the example is OpenCC's conversion of the corpus text.
+
+    >>> memory_in({"match": "欲断魂", "example": "行人欲断魂。"}, lambda t: t.replace("欲", "慾"),
+    ...           {"欲": "欲"})
+    {'match': '欲断魂', 'example': '行人欲断魂。'}
+    """
     if found is None:
         return None
-    return {**found, "match": back(found["match"]), "example": back(found["example"])}
+    match, example = found["match"], found["example"]
+    written_match, written_example = as_typed(match, back(match), forms), back(example)
+    at = example.find(match)
+    if at >= 0 and len(written_example) == len(example):
+        written_example = written_example[:at] + written_match + written_example[at + len(match) :]
+    return {**found, "match": written_match, "example": written_example}
+
+
+def as_typed(simplified: str, written: str, forms: Mapping[str, str] | None) -> str:
+    """``written`` (``simplified`` converted) with each character the user typed in one form
+    put back in that form, where the conversion kept the places."""
+    if not forms or len(written) != len(simplified):
+        return written
+    return "".join(
+        forms.get(simple, char) for simple, char in zip(simplified, written, strict=True)
+    )

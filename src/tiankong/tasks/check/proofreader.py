@@ -768,7 +768,7 @@ def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
         suggestion=suggestion,
         alternatives=[replace(a, suggestion=written(a.suggestion)) for a in edit.alternatives],
         # the 出处 in the script the fix is written in (畫龍點睛 for 画龙点晴 in a text with 頭髮)
-        memory=memory_in(edit.memory, script.back) if as_typed else edit.memory,
+        memory=memory_in(edit.memory, script.back, script.typed_forms) if as_typed else edit.memory,
     )
 
 
