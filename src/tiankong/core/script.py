@@ -144,13 +144,15 @@ class Script:
     @cached_property
     def typed_forms(self) -> dict[str, str]:
         """Each Han character of ``simplified`` and the form it was typed in, where the text
-        typed it in one form only and the two texts keep their places: 欲 -> 欲 in 路上行人欲
-        斷魂, which OpenCC's s2t writes 慾 (its word for "lust"). Evidence uses them."""
+        typed it in one form only, one that traditional text writes too, and the two texts keep
+        their places: 欲 -> 欲 in 路上行人欲斷魂, which OpenCC's s2t writes 慾 (its word for
+        "lust"); not 层 typed in a traditional line (更上一层樓), which a quotation in traditional
+        writes 層. Evidence uses them."""
         if len(self.simplified) != len(self.typed):
             return {}
         forms: dict[str, set[str]] = {}
         for simple, typed in zip(self.simplified, self.typed, strict=True):
-            if is_han(simple):
+            if is_han(simple) and not simplified_only(typed):
                 forms.setdefault(simple, set()).add(typed)
         return {simple: typed.pop() for simple, typed in forms.items() if len(typed) == 1}
 
