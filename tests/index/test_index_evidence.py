@@ -125,6 +125,27 @@ def test_the_issues_examples(masker: FillMasker) -> None:
     assert masker.predict("今天天气很[MASK]。").warnings == []
 
 
+def test_an_option_in_the_other_script_is_scored_alike_in_both_directions(
+    masker: FillMasker,
+) -> None:
+    """A review's find: 鳥 offered for 处处闻啼[MASK]。 scored 0.0 (the model read it in a
+    simplified sentence) and 花 won, where 鸟 for 處處聞啼[MASK]。 scored as 鳥 does."""
+
+    def ranked(text: str, options: list[str]) -> list[tuple[str, float, str]]:
+        found = masker.predict(text, candidates=options).candidates
+        return [(c.option, round(c.score, 4), c.text) for c in found]
+
+    plain = ranked("处处闻啼[MASK]。", ["鸟", "花"])
+    assert plain[0][0] == "鸟" and plain[0][1] > 0.5
+    other = ranked("处处闻啼[MASK]。", ["鳥", "花"])
+    assert other == [("鳥", plain[0][1], "处处闻啼鳥。"), ("花", plain[1][1], "处处闻啼花。")]
+    back = ranked("處處聞啼[MASK]。", ["鸟", "花"])
+    assert back == [("鸟", plain[0][1], "處處聞啼鸟。"), ("花", plain[1][1], "處處聞啼花。")]
+    # constraints alike: excluding 鳥 excludes the bird on a simplified text too
+    assert masker.predict("处处闻啼[MASK]。", exclude=["鳥"]).masks[0][0].token != "鸟"
+    assert masker.predict("处处闻啼[MASK]。", allowed=["鳥"]).masks[0][0].token == "鸟"
+
+
 def test_a_text_mixing_the_scripts_is_grounded_and_answered_as_its_blank_leans(
     masker: FillMasker,
 ) -> None:

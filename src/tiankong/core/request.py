@@ -130,10 +130,13 @@ def prepare_request(
     normalised = normalize_masks(text)
     script, typed_options = None, options.candidates
     if convert_script:
-        found = script_of(normalised)
-        if found.converted:
+        found, simplified_options = script_of(normalised), in_simplified(options)
+        # a traditional option on a simplified text (鳥 for 处处闻啼[MASK]) is scored as its
+        # simplified form, as on a traditional text, and shown as typed: the model read 鳥
+        # in a simplified sentence as all but impossible, and 花 won
+        if found.converted or simplified_options != options:
             script, text, normalised = found, found.simplified, found.simplified
-            options = in_simplified(options)
+            options = simplified_options
     kind = request_kind(normalised, options)
     if kind == "plain":
         return PreparedRequest(
