@@ -189,7 +189,10 @@ def plain_groups(requests: Sequence[PreparedRequest]) -> dict[tuple[int, bool], 
 
 
 def in_simplified(options: PredictOptions) -> PredictOptions:
-    """The options of a converted text, with its candidates and constraints converted too."""
+    """The options of a converted text, with its candidates and constraints converted too
+    (``options`` itself where it has neither, as a plain request's has)."""
+    if not options.candidates and options.constraints is None:
+        return options
 
     def simplified(words: Sequence[str]) -> tuple[str, ...]:
         return tuple(convert(word, TO_SIMPLIFIED) for word in words)
