@@ -52,6 +52,20 @@ def test_check_answers_the_good_lines_around_a_bad_one(tiny_model_dir: Path) -> 
 
 
 @pytest.mark.parametrize("command", ["predict", "check"])
+@pytest.mark.parametrize("lines", [b"", b"\n  \r\n\n"])
+def test_a_stdin_without_text_is_an_error_not_silence(
+    command: str, lines: bytes, tiny_model_dir: Path
+) -> None:
+    """It exited 0 having printed nothing, as if every line had been answered."""
+    done = on_strict_stdin(command, tiny_model_dir, lines)
+    assert done.returncode == 2 and done.stdout == b""
+    assert done.stderr.decode().strip() == (
+        "error: stdin held no text (it was empty or blank); give TEXT, or one sentence a line "
+        "on stdin."
+    )
+
+
+@pytest.mark.parametrize("command", ["predict", "check"])
 def test_ctrl_c_while_reading_stdin_says_interrupted(command: str, tiny_model_dir: Path) -> None:
     """Typer turned Ctrl-C into a silent exit 130: main's "interrupted" was never printed."""
     import os

@@ -17,17 +17,26 @@ from rich.console import Console
 from rich.markup import escape
 
 from tiankong.core.text import LONE_SURROGATE
-from tiankong.errors import TiankongError
+from tiankong.errors import EmptyTextError, TiankongError
 
 
 def stdin_lines() -> Iterator[tuple[int, str]]:
-    """stdin's lines that aren't blank, in order, each with its line number (from 1)."""
+    """stdin's lines that aren't blank, in order, each with its line number (from 1). A stdin
+    with none (empty, or blank lines only) raises ``EmptyTextError`` once it ends: the command
+    exited 0 having printed nothing, as if it had answered."""
+    seen = False
     for number, raw in enumerate(sys.stdin.buffer, start=1):
         line = raw.decode("utf-8", "surrogateescape").rstrip("\r\n")
         if number == 1:
             line = line.removeprefix("\ufeff")
         if line.strip():
+            seen = True
             yield number, line
+    if not seen:
+        raise EmptyTextError(
+            "stdin held no text (it was empty or blank); give TEXT, or one sentence a line on "
+            "stdin."
+        )
 
 
 def printable(text: str) -> str:
