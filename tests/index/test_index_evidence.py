@@ -141,6 +141,14 @@ def test_an_option_in_the_other_script_is_scored_alike_in_both_directions(
     assert other == [("鳥", plain[0][1], "处处闻啼鳥。"), ("花", plain[1][1], "处处闻啼花。")]
     back = ranked("處處聞啼[MASK]。", ["鸟", "花"])
     assert back == [("鸟", plain[0][1], "處處聞啼鸟。"), ("花", plain[1][1], "處處聞啼花。")]
+    # forms that tie come with the sentence's own first (the answer was 處處聞啼鸟。, the
+    # first typed), then the rest as typed; 髮 before 發 in 頭[MASK] whichever came first
+    both = ranked("處處聞啼[MASK]。", ["鸟", "鳥", "花"])
+    assert [option for option, _, _ in both] == ["鳥", "鸟", "花"] and both[0][1] == both[1][1]
+    assert masker.predict("處處聞啼[MASK]。", candidates=["鸟", "鳥"]).sequence == "處處聞啼鳥。"
+    for hair in (["發", "髮"], ["髮", "發"]):
+        assert masker.predict("她的頭[MASK]很長。", candidates=hair).sequence == "她的頭髮很長。"
+    assert ranked("处处闻啼[MASK]。", ["鳥", "鸟"])[0][0] == "鸟"
     # constraints alike: excluding 鳥 excludes the bird on a simplified text too
     assert masker.predict("处处闻啼[MASK]。", exclude=["鳥"]).masks[0][0].token != "鸟"
     assert masker.predict("处处闻啼[MASK]。", allowed=["鳥"]).masks[0][0].token == "鸟"

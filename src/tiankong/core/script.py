@@ -200,9 +200,13 @@ def written_in(
             text = fill_text(one_blank(script.typed), [option], BLANK)
             found = memory_in(candidate.memory, lean, script.typed_forms)
             return replace(candidate, option=option, text=text, memory=found)
-        option = typed.pop(0) if typed else back(candidate.option)
         text = back(candidate.text)
         end = before_blank + len(candidate.option)
+        fitting = text[before_blank:end] if len(text) == len(candidate.text) else None
+        if fitting in typed[1:]:  # of forms that tie, the sentence's own first: 鳥 before 鸟
+            typed.remove(fitting)  # in 處處聞啼[MASK]。, so the answer is 處處聞啼鳥。
+            typed.insert(0, fitting)
+        option = typed.pop(0) if typed else back(candidate.option)
         if len(text) == len(candidate.text) and len(option) == len(candidate.option):
             text = text[:before_blank] + option + text[end:]  # the fill as typed
         return replace(
