@@ -2,6 +2,7 @@
 
 import sys
 
+from bench.refusal import exit_code
 from bench.suite import main
 
-sys.exit(main())
+sys.exit(exit_code(main, None))

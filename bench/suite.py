@@ -30,6 +30,7 @@ from bench.contenders.registry import Contender, select, thread_settings
 from bench.load import run_load
 from bench.models import DEFAULT_MODEL_CACHE, REPO_ROOT, BenchModel, model_problem, resolve
 from bench.offline import measure as measure_offline
+from bench.refusal import Refused
 from bench.sentences import sentences
 from bench.servers import Server, ServerFailed, free_port, start
 from bench.wrk_load import CLIENTS, run_client, wrk_path
@@ -506,18 +507,18 @@ def measure_peaks(quick: bool) -> dict[str, Any]:
 def make_plan(args: argparse.Namespace) -> Plan:
     quick = bool(args.quick)
     if args.paired_rounds is not None and args.paired_rounds < 0:
-        raise SystemExit("bench: --paired-rounds must be 0 or more.")
+        raise Refused("bench: --paired-rounds must be 0 or more.")
     if args.paired_seconds is not None and args.paired_seconds < 1:
-        raise SystemExit("bench: --paired-seconds must be a whole number of seconds, 1 or more.")
+        raise Refused("bench: --paired-seconds must be a whole number of seconds, 1 or more.")
     # a 0 was taken as "not given" and the default run instead, a negative one run as given
     if args.duration is not None and not args.duration > 0:
-        raise SystemExit(f"bench: --duration must be more than 0 seconds; got {args.duration}.")
+        raise Refused(f"bench: --duration must be more than 0 seconds; got {args.duration}.")
     for flag, value in (
         ("--c1-requests", args.c1_requests),
         ("--offline-sentences", args.offline_sentences),
     ):
         if value is not None and value < 1:
-            raise SystemExit(f"bench: {flag} must be 1 or more; got {value}.")
+            raise Refused(f"bench: {flag} must be 1 or more; got {value}.")
     return Plan(
         quick=quick,
         out_dir=args.out_dir,
@@ -609,7 +610,7 @@ def offline_targets_of(spec: str) -> list[str]:
     targets = [part.strip() for part in spec.split(",") if part.strip()]
     unknown = [target for target in targets if target not in OFFLINE_TARGETS]
     if unknown or not targets:
-        raise SystemExit(
+        raise Refused(
             f"bench: unknown offline target(s) {', '.join(unknown) or repr(spec)}; choose "
             f"from {', '.join(OFFLINE_TARGETS)}, all or none."
         )
@@ -630,7 +631,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key in model_keys:  # before anything is built or measured, and the report is kept
         problem = model_problem(key)
         if problem:
-            raise SystemExit(f"bench: {problem}.")
+            raise Refused(f"bench: {problem}.")
     contenders = select(args.contenders)
     offline_targets = offline_targets_of(args.offline)
     results: dict[str, Any] = {
@@ -651,9 +652,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     models = [resolve(key, plan.model_cache) for key in model_keys]
     if all(model.path is None for model in models):  # only the bundled model, not there yet
-        raise SystemExit(
-            f"bench: no model to bench: {'; '.join(model.missing for model in models)}."
-        )
+        raise Refused(f"bench: no model to bench: {'; '.join(model.missing for model in models)}.")
     print("bench: measuring GEMM peaks", flush=True)
     first_peaks = measure_peaks(plan.quick)
     results["models"] = [bench_model(model, contenders, plan, offline_targets) for model in models]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.refusal import Refused
+
 
 @dataclass(frozen=True)
 class Contender:
@@ -177,5 +179,5 @@ def select(spec: str) -> list[Contender]:
     unknown = [w for w in wanted if not any(c.key == w or c.family == w for c in CONTENDERS)]
     if unknown:
         names = ", ".join(c.key for c in CONTENDERS)
-        raise SystemExit(f"unknown contender(s) {', '.join(unknown)}; choose from {names}")
+        raise Refused(f"bench: unknown contender(s) {', '.join(unknown)}; choose from {names}")
     return chosen

@@ -1,15 +1,21 @@
 """The bench's options are checked before anything is built or measured: a count or a time of
 0 is refused (it ran the default instead), as is a negative one (it ran "c=1 over -3
-requests"); an unknown model or offline target stops the bench with exit 1 and leaves the last
-report in place (an unknown model ran nothing and replaced it with an empty one, exit 0)."""
+requests"); an unknown model or offline target stops the bench with exit 2 (the CLI's code for
+bad input; it was 1) and leaves the last report in place (an unknown model ran nothing and
+replaced it with an empty one, exit 0)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_cli
 
 from bench import models, suite
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
@@ -69,3 +75,16 @@ def test_no_model_to_bench_is_refused(tmp_path: Path, monkeypatch: pytest.Monkey
     with pytest.raises(SystemExit, match=r"^bench: no model to bench: the bundled model is not"):
         suite.main(["--models", "bundled", "--out-dir", str(tmp_path)])
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("how", ["python -m bench", "tiankong bench"])
+def test_a_refusal_is_one_sentence_and_exit_2(how: str) -> None:
+    flags = ["--duration", "0", "--models", "nosuch"]
+    if how == "tiankong bench":
+        done = run_cli("bench", *flags, cwd=REPO)
+    else:
+        command = [sys.executable, "-m", "bench", *flags]
+        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "bench: --duration must be more than 0 seconds; got 0.0.\n"

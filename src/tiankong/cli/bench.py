@@ -23,10 +23,11 @@ def bench_command(ctx: typer.Context) -> None:
     if (checkout / "bench" / "suite.py").is_file() and str(checkout) not in sys.path:
         sys.path.insert(0, str(checkout))  # a console script's path doesn't hold the cwd
     try:
+        from bench.refusal import exit_code
         from bench.suite import main as bench_main
     except ImportError:
         raise BadOptionError(
             "tiankong bench runs from the repository root (bench/ is not installed); "
             "cd there, or run python -m bench."
         ) from None
-    raise typer.Exit(bench_main(ctx.args))
+    raise typer.Exit(exit_code(bench_main, ctx.args))
