@@ -134,7 +134,7 @@ def prepare_request(
         # a traditional option on a simplified text (鳥 for 处处闻啼[MASK]) is scored as its
         # simplified form, as on a traditional text, and shown as typed: the model read 鳥
         # in a simplified sentence as all but impossible, and 花 won
-        if found.converted or simplified_options != options:
+        if found.converted or (simplified_options is not options and simplified_options != options):
             script, text, normalised = found, found.simplified, found.simplified
             options = simplified_options
     kind = request_kind(normalised, options)
