@@ -170,6 +170,9 @@ def test_text_typed_while_a_check_runs_is_not_answered_or_overwritten(
     expect(page.locator("#loading")).to_be_hidden(timeout=15_000)
     expect(page.get_by_test_id("check-output")).to_be_hidden()
     expect(box).to_have_value("画龙点晴\n我今天写了一首新诗。")
+    # and the note says why nothing is shown (a review found the page silent, as if the check
+    # had never run)
+    expect(page.get_by_test_id("text-note")).to_have_text("文字已改动，请重新校对。")
 
 
 def test_a_double_click_accepts_one_fix(page: Page, base_url: str) -> None:

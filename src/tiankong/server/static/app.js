@@ -241,9 +241,12 @@ async function predict() {
       showError({ code: "bad_answer", message: `HTTP ${response.status}` });
       return;
     }
-    // a check answers the text as sent: text typed while it ran would be lost to its fixes
-    if (checking && $("text").value !== sent) $("check-output").hidden = true;
-    else if (checking) renderChecked(data);
+    // a check answers the text as sent: text typed while it ran would be lost to its fixes,
+    // so the answer goes, with the note that says why (the page looked as if nothing ran)
+    if (checking && $("text").value !== sent) {
+      $("check-output").hidden = true;
+      showNote("checkTextChanged");
+    } else if (checking) renderChecked(data);
     else render(data);
   } catch (error) {
     // aborted: the server took the connection and never answered
