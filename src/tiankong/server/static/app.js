@@ -10,11 +10,14 @@ import { acceptEdit, renderCheck, utf16Span } from "./check.js";
 const EXAMPLES = {
   idiom: { text: "画龙点[MASK]", mode: "single" },
   poem: { text: "春眠不觉晓，处处闻啼[MASK]。", mode: "single" },
-  common: { text: "太阳从东[MASK]升起。", mode: "single" },
-  wholeWord: { text: "手机没电了，赶紧去[MASK][MASK]。", mode: "whole_word" },
+  common: { text: "中国的首都是北[MASK]。", mode: "single" },
+  // each example answers right with the bundled model and its index (test_browser checks
+  // it): 手机没电了，赶紧去[MASK][MASK]。 showed 赶紧去赶紧, 太阳从东[MASK]升起。 东北, and
+  // 他做事一向[MASK] with four idioms 马马虎虎, the first things a teacher clicked
+  wholeWord: { text: "我饿了，我们去[MASK][MASK]吧。", mode: "whole_word" },
   choice: {
-    text: "他做事一向[MASK]，从来不出差错。", mode: "candidates",
-    candidates: "一丝不苟、马马虎虎、半途而废、画蛇添足",
+    text: "他画的龙栩栩如生，真是画龙点[MASK]。", mode: "candidates",
+    candidates: "睛、晴、精、请",
   },
   blank: { text: "今天天气很[BLANK]，我们去公园吧。", mode: "single" },
   check: { text: "欲穷千里目，更上一层搂。画龙点晴。", mode: "check" },
