@@ -17,7 +17,14 @@ from tiankong.index import (
     combine_score,
     open_index,
 )
-from tiankong.index.combine import MIN_MODEL_RATIO, holds_evidence, index_row, kept_fills
+from tiankong.index.combine import (
+    MIN_MODEL_RATIO,
+    MIN_WHOLE_MODEL_RATIO,
+    holds_evidence,
+    index_row,
+    kept_fills,
+    min_model_ratio,
+)
 from tiankong.index.lookup import BlankMatch
 
 
@@ -102,10 +109,33 @@ def test_the_index_never_lifts_a_fill_the_model_finds_implausible(
     assert holds_evidence(match)
     fill = ids(tokenizer, "充电")
     best = 0.1
-    plausible_score = best * MIN_MODEL_RATIO**2  # per token, just the floor
+    # the small index holds the text's whole context (没电了，赶紧去 … 。): the lower floor
+    ratio = min_model_ratio(match)
+    assert match is not None and match.whole and ratio == MIN_WHOLE_MODEL_RATIO
+    plausible_score = best * ratio**2  # per token, just the floor
     assert combine_score(plausible_score, match, fill, best_model_score=best) > plausible_score
     absurd = plausible_score / 2
     assert combine_score(absurd, match, fill, best_model_score=best) == absurd
+
+
+def test_the_floor_is_lower_only_for_a_whole_context_of_three_han_characters() -> None:
+    """亡羊补[MASK]: the text is a corpus line with its blank; a part of a line, or a whole
+    context of one or two characters (我[MASK]), keeps MIN_MODEL_RATIO."""
+
+    def match(han: int, whole: bool) -> BlankMatch:
+        return BlankMatch(
+            left=(1, 2, 3), right=(), fills={(9,): 1}, positions={}, exact=True,
+            context_han=han, whole=whole,
+        )  # fmt: skip
+
+    assert min_model_ratio(match(3, True)) == MIN_WHOLE_MODEL_RATIO < MIN_MODEL_RATIO
+    assert min_model_ratio(match(3, False)) == MIN_MODEL_RATIO
+    assert min_model_ratio(match(2, True)) == MIN_MODEL_RATIO
+    assert min_model_ratio(None) == MIN_MODEL_RATIO
+    row = np.full(100, 1e-3)
+    row[10], row[9] = 0.5, 0.5 * 1e-5  # 9: between the two floors
+    assert kept_fills(row, match(3, True)) == [(9,)]
+    assert kept_fills(row, match(3, False)) == []
 
 
 def test_a_less_frequent_fill_is_not_moved_where_a_more_frequent_one_was_refused() -> None:

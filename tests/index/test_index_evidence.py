@@ -125,6 +125,19 @@ def test_the_issues_examples(masker: FillMasker) -> None:
     assert masker.predict("今天天气很[MASK]。").warnings == []
 
 
+def test_a_corpus_line_with_its_blank_lifts_a_fill_the_model_all_but_refuses(
+    masker: FillMasker,
+) -> None:
+    """亡羊补[MASK] is the idiom line 亡羊补牢 with a blank: the model gives 牢 8.7e-5 of its
+    best (狗), under the 1e-4 floor, and 亡羊补狗 was the answer with no 出处. A match holding
+    the text's whole context of three Han characters or more has the floor at 1e-6."""
+    alone = masker.predict("亡羊补[MASK]", index=False, top_k=1).masks[0][0]
+    found = masker.predict("亡羊补[MASK]").masks[0][0]
+    assert (alone.token, found.token) == ("狗", "牢")
+    assert found.model_score is not None and found.model_score < 1e-4 * alone.score
+    assert found.memory is not None and found.memory["match"] == "亡羊补牢"
+
+
 def test_an_option_in_the_other_script_is_scored_alike_in_both_directions(
     masker: FillMasker,
 ) -> None:

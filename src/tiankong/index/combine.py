@@ -13,7 +13,10 @@ Two rules decide whether the index may touch a fill at all (docs/INDEX.md, "Evid
 * **plausibility** (``plausible``): the model gives the fill, per token, at least
   MIN_MODEL_RATIO of what it gives its own best fill of that blank (same length: a fill of L
   tokens needs MIN_MODEL_RATIO ** L of the best joint score). The index lifts fills the model
-  finds merely unlikely (画龙点睛: 1e-3 of its best), never ones it finds absurd.
+  finds merely unlikely (画龙点睛: 1e-3 of its best), never ones it finds absurd. Where the
+  match holds the query's whole context, of MIN_CONTEXT_HAN Han characters or more (the text
+  is a corpus line with a blank: 亡羊补[MASK]), the floor is MIN_WHOLE_MODEL_RATIO
+  (``min_model_ratio``): 牢 was 8.7e-5 of the model's best (狗) and stayed out.
 
 Where both hold, the fill's probability is
 
@@ -35,19 +38,38 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tiankong.index.lookup import BlankMatch, holds_evidence
+from tiankong.index.lookup import MIN_CONTEXT_HAN, BlankMatch, holds_evidence
 
 CONTEXT_CAP = 16  # matches longer than this count as this long: they are all near-certain
 # The plausibility rule: the least p_model(fill) / p_model(best fill of the blank).
 MIN_MODEL_RATIO = 1e-4
+# ... where the match holds the query's whole context, of MIN_CONTEXT_HAN Han characters or
+# more (chosen on the dev split, docs/INDEX.md "Plausibility")
+MIN_WHOLE_MODEL_RATIO = 1e-6
 
 
-def plausible(model_score: float, best_model_score: float | None, length: int = 1) -> bool:
+def min_model_ratio(match: BlankMatch | None) -> float:
+    """The plausibility floor for fills of ``match``: MIN_WHOLE_MODEL_RATIO where the match
+    holds the query's whole context of MIN_CONTEXT_HAN Han characters or more (the text is a
+    corpus line with its blank), else MIN_MODEL_RATIO."""
+    if match is not None and match.whole and match.context_han >= MIN_CONTEXT_HAN:
+        return MIN_WHOLE_MODEL_RATIO
+    return MIN_MODEL_RATIO
+
+
+def plausible(
+    model_score: float,
+    best_model_score: float | None,
+    length: int = 1,
+    ratio: float | None = None,
+) -> bool:
     """Whether the model finds a fill of ``length`` tokens plausible enough for the index to
-    move it: per token, at least MIN_MODEL_RATIO of its best fill of that blank."""
+    move it: per token, at least ``ratio`` (``min_model_ratio``; None: MIN_MODEL_RATIO) of its
+    best fill of that blank."""
     if best_model_score is None:
         return True
-    return model_score >= best_model_score * MIN_MODEL_RATIO ** max(1, length)
+    floor = MIN_MODEL_RATIO if ratio is None else ratio
+    return model_score >= best_model_score * floor ** max(1, length)
 
 
 @dataclass(frozen=True)
@@ -94,7 +116,7 @@ def kept_fills(
     model finds absurd is a variant or a typo of it (我们不能守株待[MASK]: the model refuses 兔,
     held four times, and 免, one classical line's typo, was lifted first), or the context is a
     coincidence."""
-    floor = MIN_MODEL_RATIO * float(model.max())
+    floor = min_model_ratio(match) * float(model.max())
     fills = [fill for fill in match.fills if not any(t in skipped for t in fill)]
     refused = max((match.fills[f] for f in fills if model[f[position]] < floor), default=0)
     return [f for f in fills if model[f[position]] >= floor and match.fills[f] >= refused]
@@ -165,5 +187,5 @@ def supports(
         match is not None
         and holds_evidence(match)
         and spans_blank(match, length if tokens is None else tokens)
-        and plausible(model_score, best_model_score, length)
+        and plausible(model_score, best_model_score, length, min_model_ratio(match))
     )
