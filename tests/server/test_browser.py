@@ -392,6 +392,21 @@ def test_answers_that_are_no_api_json_and_500s_are_reported_as_they_are(
     expect(error).to_contain_text("错误编号: ab12")
 
 
+def test_a_words_characters_meet_in_the_sentence(page: Page, base_url: str) -> None:
+    """Each character of a whole-word fill is its own highlight, and their padding drew 东夷 as
+    东 夷 (a review's find); blanks with text between keep theirs."""
+    page.goto(base_url)
+    choose_mode(page, "whole_word")
+    page.get_by_test_id("input").fill("我们去[MASK][MASK]吧，[MASK]好。")
+    page.get_by_test_id("predict").click()
+    boxes = [page.get_by_test_id(f"blank-{i}").bounding_box() for i in range(3)]
+    assert all(box is not None for box in boxes)
+    first, second, third = boxes
+    assert first and second and third
+    assert abs(first["x"] + first["width"] - second["x"]) < 0.5  # 吃|饭: they touch
+    assert third["x"] - (second["x"] + second["width"]) > 2  # 吧， between: apart
+
+
 def test_examples_and_the_marker_button_can_be_undone(page: Page, base_url: str) -> None:
     """An example replaced what was typed for good, and the [MASK] button emptied the undo
     history: Ctrl+Z brought back neither."""

@@ -219,3 +219,18 @@ def test_accepting_a_fix_moves_to_the_next_and_the_fill_options_stay_out(
     page.locator("label.mode", has=page.get_by_test_id("mode-single")).click()
     expect(page.get_by_test_id("advanced")).to_be_visible()
     expect(page.locator("#text-label")).to_have_text("句子（用 [MASK] 标出要填的空）")
+
+
+def test_repeated_fixes_say_where_they_are(page: Page, base_url: str) -> None:
+    """The same slip twice gave two buttons reading 「晴 → 睛」 alike (a review's find): each
+    now shows the characters around its fix, its own underlined."""
+    page.goto(base_url)
+    page.locator("label.mode", has=page.get_by_test_id("mode-check")).click()
+    page.get_by_test_id("input").fill("他画龙点晴。她也画龙点晴了。")
+    page.get_by_test_id("predict").click()
+    contexts = page.get_by_test_id("fix-context")
+    expect(contexts).to_have_count(2)
+    assert contexts.all_text_contents() == ["他画龙点晴。她也画龙点…", "…。她也画龙点晴了。"]
+    assert [c.locator(".suspect").text_content() for c in contexts.all()] == ["晴", "晴"]
+    page.get_by_test_id("accept-fix").nth(1).click()  # the second: the first slip stays
+    expect(page.get_by_test_id("input")).to_have_value("他画龙点晴。她也画龙点睛了。")

@@ -63,12 +63,20 @@ function shareRun(text, size) {
 
 export function renderSentence(sentence, segments, fills) {
   sentence.replaceChildren();
+  let previous = null;
   segments.forEach((segment, index) => {
     sentence.append(document.createTextNode(segment));
     if (index < fills.length) {
       const blank = make("mark", "blank", fills[index]);
       blank.dataset.testid = `blank-${index}`;
+      // a word's [MASK][MASK] is one fill: its characters meet, without the padding between
+      // them that drew 吃饭 as 吃 饭
+      if (previous && segment === "") {
+        previous.classList.add("joins-next");
+        blank.classList.add("joins-previous");
+      }
       sentence.append(blank);
+      previous = blank;
     }
   });
 }
