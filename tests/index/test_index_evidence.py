@@ -138,6 +138,17 @@ def test_a_corpus_line_with_its_blank_lifts_a_fill_the_model_all_but_refuses(
     assert found.memory is not None and found.memory["match"] == "亡羊补牢"
 
 
+def test_a_passage_that_reads_differently_lifts_no_word(masker: FillMasker) -> None:
+    """千里之行，始于[MASK][MASK]。 was answered 东夷 at 0.64 (the model's 1e-5) with the 出处
+    书名之行，始于东夷 (a review's find): the bundled corpus has no 始于足下, so the model's
+    own answers stand, with no 出处."""
+    for mode in ("single", "whole_word"):
+        found = masker.predict("千里之行，始于[MASK][MASK]。", mode=mode)
+        assert "东夷" not in found.sequence, mode
+        assert all(s.memory is None for s in found.sequences), mode
+        assert all(c.memory is None for mask in found.masks for c in mask), mode
+
+
 def test_an_option_in_the_other_script_is_scored_alike_in_both_directions(
     masker: FillMasker,
 ) -> None:

@@ -204,6 +204,7 @@ CLAUSES = [
     "两脚踏实地，风雨无漂摇。",
     "脚踏实地",
     "三人行，必有我师焉。",
+    "书名之行，始于东夷。",
 ]
 
 
@@ -237,6 +238,10 @@ def clause_lookup(tmp_path_factory: pytest.TempPathFactory, tokenizer: Tokenizer
         ("我要见本来真面", "。", (True, False), True),
         # the clause is shared whole (不龟手药，): what follows the mark is another clause
         ("", "龟手药，说的就是这个道理。", (False, False), True),
+        # the match crossed a mark and stops inside the next clause (之行，始于东: 名 against
+        # 里): that clause reads differently (it counted as shared, as any mark inside a match
+        # did); one side and five Han characters: still evidence for one character
+        ("千里之行，始于东", "。", (True, False), True),
     ],
 )
 def test_passages_that_read_differently_from_the_text_are_no_evidence(
@@ -504,3 +509,16 @@ def test_side_occurrences_back_off_to_the_shortest_part_with_few_hits(
                 assert exact == (counts[length - 1] <= limit)
             else:
                 assert positions.size == 0 and exact
+
+
+def test_a_fill_of_several_tokens_read_differently_on_a_side_is_no_evidence(
+    clause_lookup: BlankLookup, tokenizer: Tokenizer
+) -> None:
+    """千里之行，始于[MASK][MASK]。 was answered 东夷 at 0.64 (the model's 1e-5) with the 出处
+    书名之行，始于东夷: four Han characters matched, one side read differently, which a single
+    character's match of four passes."""
+    match = clause_lookup.lookup(ids(tokenizer, "千里之行，始于"), ids(tokenizer, "。"), 2)
+    assert match is not None and match.context_han == 4
+    assert match.contradicted == (True, False) and not holds_evidence(match)
+    one = clause_lookup.lookup(ids(tokenizer, "书名之行，始于东"), ids(tokenizer, "。"), 1)
+    assert one is not None and not any(one.contradicted) and holds_evidence(one)

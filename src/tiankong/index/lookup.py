@@ -128,14 +128,19 @@ def holds_evidence(match: BlankMatch | None) -> bool:
     whole context, and the passages do not read differently
     from the text (``BlankMatch.contradicted``) on a side where the match holds none of the
     text (书名之行，始于东夷 is no evidence for 东 in 千里之行，始于[MASK]下。), on both sides
-    (可怜见子母每天翻地覆 for 他每天[MASK]地铁), or on one side of a match of fewer than
-    MIN_CONTRADICTED_HAN Han characters (欲到仙都有底难 for …方便，到[MASK]都有地铁站). Nothing
-    else shows ``memory``."""
+    (可怜见子母每天翻地覆 for 他每天[MASK]地铁), on one side of a match of fewer than
+    MIN_CONTRADICTED_HAN Han characters (欲到仙都有底难 for …方便，到[MASK]都有地铁站), or on
+    one side for a fill of several tokens (书名之行，始于东夷 for 千里之行，始于[MASK][MASK]。).
+    Nothing else shows ``memory``."""
     if match is None or not (match.context_han >= MIN_CONTEXT_HAN or match.whole):
         return False
     left, right = match.contradicted
+    # a fill of several tokens read differently on a side is no evidence at any length:
+    # 书名之行，始于东夷 made 千里之行，始于[MASK][MASK]。 东夷 at 0.64 (the model's 1e-5)
+    several = (left or right) and len(next(iter(match.fills), ())) > 1
     return not (
-        (left and not match.left)
+        several
+        or (left and not match.left)
         or (right and not match.right)
         or (left and right)
         or ((left or right) and match.context_han < MIN_CONTRADICTED_HAN)
@@ -400,14 +405,17 @@ class BlankLookup:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Per side, per occurrence (its fill at ``starts``): it goes on with a Han character
         just past the match where the query goes on with a character or a mark of its own, and
-        the match has not yet crossed a mark on that side (past a shared mark, the next clause
-        may differ: 不龟手药，或 holds the user's 不龟手药，说 whole)."""
+        the match does not end at a mark on that side (past a shared mark, the next clause may
+        differ: 不龟手药，或 holds the user's 不龟手药，说 whole). A match that crossed a mark and
+        went on into the next clause reads differently within that clause where it stops: 之行，
+        始于 of 书名之行，始于东夷 against the user's 千里之行，始于 (it counted as holding the
+        clause, as any mark inside the match did)."""
         none = np.zeros(len(starts), dtype=bool)
 
         def differs(context: Sequence[int], matched: int, next_to: np.ndarray) -> np.ndarray:
             if matched >= len(context):
                 return none
-            if any(self.is_boundary[int(token)] for token in context[:matched]):
+            if matched and self.is_boundary[int(context[matched - 1])]:
                 return none
             following = int(context[matched])
             ends_clause = following in self.punctuation_ids
