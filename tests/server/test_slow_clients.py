@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -146,6 +147,7 @@ def test_an_endless_request_head_is_431_and_closed(base_url: str) -> None:
     head, _, body = answer.partition(b"\r\n\r\n")
     assert b"connection: close" in head.lower()
     assert json.loads(body)["error"]["code"] == "headers_too_large"
+    assert re.search(rb"\r\nx-request-id: [0-9a-f]{16}\r\n", head)  # as every answer has
 
 
 @pytest.mark.parametrize("size", [1_100_000, MAX_HEAD_BYTES + 100])
@@ -189,8 +191,10 @@ def test_a_request_that_is_not_http_gets_the_error_shape(base_url: str) -> None:
         sock.sendall(b"\x16\x03\x01 this is not HTTP\r\n\r\n")
         answer = read_answer(sock)
     assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n"), answer[:200]
-    body = json.loads(answer.partition(b"\r\n\r\n")[2])
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    body = json.loads(rest)
     assert body == {"error": {"code": "bad_input", "message": "The request is not valid HTTP."}}
+    assert re.search(rb"\r\nx-request-id: [0-9a-f]{16}\r\n", head)  # it had none
 
 
 def test_websocket_upgrades_are_not_spoken(base_url: str) -> None:

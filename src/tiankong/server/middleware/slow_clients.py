@@ -26,21 +26,27 @@ import logging
 from http import HTTPStatus
 
 from tiankong.errors import BadInputError, HeadersTooLargeError, TiankongError, mapping_for
+from tiankong.server import request_ids
 
 logger = logging.getLogger("tiankong.server")
 MAX_HEAD_BYTES = 1_048_576  # far above real heads; httptools refuses URLs over 64 kB anyway
 
 
 def raw_error(error: TiankongError) -> bytes:
-    """A whole HTTP answer in the one error shape, for the protocol (no ASGI app yet)."""
+    """A whole HTTP answer in the one error shape, for the protocol (no ASGI app yet), named by
+    a new request id as every other answer is (``X-Request-ID``; the client's can't be read
+    from a head that wasn't parsed)."""
     status = mapping_for(error).http_status
     body = json.dumps(  # compact, as every other error body
         {"error": {"code": error.code, "message": error.message}}, separators=(",", ":")
     ).encode()
+    named = request_ids.request_id(None)
     head = (
         f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        f"content-length: {len(body)}\r\n{request_ids.HEADER.decode()}: {named}\r\n"
+        "connection: close\r\n\r\n"
     )
+    logger.info("answered %d %s before the app id=%s", status, error.code, named)
     return head.encode() + body
 
 
