@@ -138,6 +138,24 @@ def test_the_openapi_document_says_how_to_send_a_key(
         assert "securitySchemes" not in plain.get("/openapi.json").json().get("components", {})
 
 
+def test_the_openapi_document_names_429_where_the_rate_limit_applies(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    """With keys and a rate limit, /info answered 429 to a request without a key, a status the
+    document did not name (a docs review's find): every guarded operation names it now, with
+    Retry-After; public ones don't. Without keys /info spends no allowance and never is 429."""
+    with make_client(tiny_masker, tiny_model_dir, api_keys=KEYS, rate_limit_per_minute=2) as client:
+        paths = client.get("/openapi.json").json()["paths"]
+        for path in ("/info", "/metrics"):
+            limited = paths[path]["get"]["responses"]["429"]
+            assert set(limited["headers"]) == {"X-Request-ID", "Retry-After"}, path
+        assert "429" not in paths["/health"]["get"]["responses"]
+        assert [client.get("/info").status_code for _ in range(3)] == [401, 401, 429]
+    with make_client(tiny_masker, tiny_model_dir, rate_limit_per_minute=2) as plain:
+        assert "429" not in plain.get("/openapi.json").json()["paths"]["/info"]["get"]["responses"]
+        assert [plain.get("/info").status_code for _ in range(3)] == [200, 200, 200]
+
+
 def test_keys_are_compared_in_constant_time_against_every_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -124,6 +124,8 @@ def create_app(
     declare_headers(app, settings)
     if settings.api_keys or settings.api_keys_file:
         declare_api_keys(app)
+        if settings.rate_limit_per_minute > 0:
+            declare_rate_limit(app)
     return app
 
 
@@ -227,6 +229,33 @@ def declare_api_keys(app: FastAPI) -> None:
                         operation["security"] = [{name: []} for name in schemes]
                         # every guarded route may answer 401, /info and /metrics too
                         operation["responses"].setdefault("401", UNAUTHORISED)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+OVER_THE_LIMIT = {
+    "description": ERROR_RESPONSES[429]["description"],
+    "content": ERROR_SCHEMA,
+    "headers": {"X-Request-ID": HEADERS["X-Request-ID"], "Retry-After": HEADERS["Retry-After"]},
+}
+
+
+def declare_rate_limit(app: FastAPI) -> None:
+    """With API keys and a rate limit, every operation but the public ones may answer 429:
+    /info and /metrics too, to a request without a valid key, which spends its address's
+    allowance (``security.UNPRICED_PATHS``), and the OpenAPI document says so (it named 429
+    for the inference routes only)."""
+    plain = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = plain()
+            for path, operations in schema["paths"].items():
+                for method, operation in operations.items():
+                    if not is_public(method.upper(), path):
+                        operation["responses"].setdefault("429", OVER_THE_LIMIT)
             app.openapi_schema = schema
         return app.openapi_schema
 
