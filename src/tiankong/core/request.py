@@ -134,7 +134,7 @@ def prepare_request(
         # a traditional option on a simplified text (鳥 for 处处闻啼[MASK]) is scored as its
         # simplified form, as on a traditional text, and shown as typed: the model read 鳥
         # in a simplified sentence as all but impossible, and 花 won
-        if found.converted or (simplified_options is not options and simplified_options != options):
+        if found.converted or simplified_options is not options:
             script, text, normalised = found, found.simplified, found.simplified
             options = simplified_options
     kind = request_kind(normalised, options)
@@ -189,8 +189,9 @@ def plain_groups(requests: Sequence[PreparedRequest]) -> dict[tuple[int, bool], 
 
 
 def in_simplified(options: PredictOptions) -> PredictOptions:
-    """The options of a converted text, with its candidates and constraints converted too
-    (``options`` itself where it has neither, as a plain request's has)."""
+    """The options of a converted text, with its candidates and constraints converted too;
+    ``options`` itself where that changes nothing (a plain request's, or options already
+    simplified), so that ``prepare_request`` tells by identity whether any was traditional."""
     if not options.candidates and options.constraints is None:
         return options
 
@@ -204,7 +205,8 @@ def in_simplified(options: PredictOptions) -> PredictOptions:
             allowed=simplified(constraints.allowed),
             exclude=simplified(constraints.exclude),
         )
-    return replace(options, candidates=simplified(options.candidates), constraints=constraints)
+    converted = replace(options, candidates=simplified(options.candidates), constraints=constraints)
+    return options if converted == options else converted
 
 
 class ResultStep(Protocol):

@@ -123,9 +123,7 @@ def create_app(
     add_docs(app)
     declare_headers(app, settings)
     if settings.api_keys or settings.api_keys_file:
-        declare_api_keys(app)
-        if settings.rate_limit_per_minute > 0:
-            declare_rate_limit(app)
+        declare_api_keys(app, rate_limited=settings.rate_limit_per_minute > 0)
     return app
 
 
@@ -210,9 +208,19 @@ UNAUTHORISED = {
 }
 
 
-def declare_api_keys(app: FastAPI) -> None:
+OVER_THE_LIMIT = {
+    "description": ERROR_RESPONSES[429]["description"],
+    "content": ERROR_SCHEMA,
+    "headers": {"X-Request-ID": HEADERS["X-Request-ID"], "Retry-After": HEADERS["Retry-After"]},
+}
+
+
+def declare_api_keys(app: FastAPI, rate_limited: bool = False) -> None:
     """With API keys on, the OpenAPI document says so: the two ways a key may be sent, asked of
-    every operation but the public ones, so that /docs offers to send one ("Authorize")."""
+    every operation but the public ones, so that /docs offers to send one ("Authorize"). Every
+    such operation may answer 401, and with a rate limit 429 too: /info and /metrics to a
+    request without a valid key, which spends its address's allowance
+    (``security.UNPRICED_PATHS``; the document named 429 for the inference routes only)."""
     schemes = {
         "bearer": {"type": "http", "scheme": "bearer"},
         "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
@@ -229,33 +237,8 @@ def declare_api_keys(app: FastAPI) -> None:
                         operation["security"] = [{name: []} for name in schemes]
                         # every guarded route may answer 401, /info and /metrics too
                         operation["responses"].setdefault("401", UNAUTHORISED)
-            app.openapi_schema = schema
-        return app.openapi_schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
-
-
-OVER_THE_LIMIT = {
-    "description": ERROR_RESPONSES[429]["description"],
-    "content": ERROR_SCHEMA,
-    "headers": {"X-Request-ID": HEADERS["X-Request-ID"], "Retry-After": HEADERS["Retry-After"]},
-}
-
-
-def declare_rate_limit(app: FastAPI) -> None:
-    """With API keys and a rate limit, every operation but the public ones may answer 429:
-    /info and /metrics too, to a request without a valid key, which spends its address's
-    allowance (``security.UNPRICED_PATHS``), and the OpenAPI document says so (it named 429
-    for the inference routes only)."""
-    plain = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = plain()
-            for path, operations in schema["paths"].items():
-                for method, operation in operations.items():
-                    if not is_public(method.upper(), path):
-                        operation["responses"].setdefault("429", OVER_THE_LIMIT)
+                        if rate_limited:
+                            operation["responses"].setdefault("429", OVER_THE_LIMIT)
             app.openapi_schema = schema
         return app.openapi_schema
 
