@@ -310,11 +310,12 @@ def test_a_split_over_its_share_of_the_memory_limit_serves_the_faster_engine_alo
     )
 
 
-def test_the_timed_onnx_runtime_engines_stop_spinning_after_each_run(
+def test_the_timed_onnx_runtime_engines_spin_after_each_run_as_served(
     tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A pool left spinning after its run takes a core from the engine timed next in the turn
-    (1.7-2.2x slower on amx): every ONNX Runtime engine the choice times stops after each run."""
+    """Stopped after each run, a lone call woke the pool and was timed 1.1-1.4x its served time
+    on amx: every ONNX Runtime engine the choice times spins after its run as a served one does
+    (time_in_turns pauses before each block so that the next engine is not slowed by it)."""
     timed: list[OnnxEngine] = []
     time_in_turns = precision_choice.time_in_turns
 
@@ -327,4 +328,5 @@ def test_the_timed_onnx_runtime_engines_stop_spinning_after_each_run(
     assert {engine.precision for engine in timed} == {"fp32", "int8"}
     for engine in timed:
         options = engine.session.get_session_options()
-        assert options.get_session_config_entry("session.force_spinning_stop") == "1"
+        with pytest.raises(RuntimeError, match="does not have configuration"):
+            options.get_session_config_entry("session.force_spinning_stop")

@@ -39,7 +39,7 @@ def test_openmp_sleeps_only_before_torch_loads(
 
 
 @pytest.mark.parametrize("spin_after_run", [True, False])
-def test_onnx_session_spins_within_a_run_and_after_it_unless_timed_beside_others(
+def test_onnx_session_spins_within_a_run_and_after_it_unless_asked_to_stop(
     four_cores: None, tiny_onnx_cache: Path, spin_after_run: bool
 ) -> None:
     from tiankong.engines.onnx_engine import build_session
@@ -52,5 +52,5 @@ def test_onnx_session_spins_within_a_run_and_after_it_unless_timed_beside_others
         if spin_after_run:  # served: ORT's default
             with pytest.raises(RuntimeError, match="does not have configuration"):
                 options.get_session_config_entry("session.force_spinning_stop")
-        else:  # timed in turns with other engines (precision_choice.TIMED_SPIN_AFTER_RUN)
+        else:  # spin_after_run=False: the pool stops at the end of each run
             assert options.get_session_config_entry("session.force_spinning_stop") == "1"

@@ -175,3 +175,46 @@ def test_other_programs_share_of_the_cpus_is_measured(monkeypatch: pytest.Monkey
     # CPUs 0 and 1 did 3 CPU-seconds in 2 s, 1.2 of them ours; CPU 2's program doesn't count
     assert host.others_share(before) == pytest.approx((3.0 - 1.2) / 4.0)
     assert host.others_share(None) is None
+
+
+class CountingEngine:
+    """Counts its calls; a call takes ``ms`` of the clock that ``time_in_turns`` reads."""
+
+    def __init__(self, clock: list[float], ms: float, log: list[str], name: str) -> None:
+        self.clock, self.ms, self.log, self.name = clock, ms, log, name
+
+    def mask_logits(self, batch: object) -> None:
+        self.clock[0] += self.ms / 1000
+        self.log.append(self.name)
+
+
+def test_engines_timed_in_turns_pause_then_settle_before_each_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each block starts with a quiet pause (the engine before, ONNX Runtime spinning after its
+    run as served, goes quiet), then untimed calls for at least SETTLE_CALLS and SETTLE_MS, then
+    the timed ones; a lone engine has no one to wait for."""
+    from tiankong.export import precision_choice
+
+    clock, log = [0.0], list[str]()
+
+    def sleep(seconds: float) -> None:
+        clock[0] += seconds
+        log.append(f"pause {seconds * 1000:g}")
+
+    monkeypatch.setattr(precision_choice.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(precision_choice.time, "sleep", sleep)
+    engines = {
+        "a": CountingEngine(clock, 3.0, log, "a"),
+        "b": CountingEngine(clock, 40.0, log, "b"),
+    }
+    ms = precision_choice.time_in_turns(engines, None, rounds=4, turns=2)  # type: ignore[arg-type]
+    assert ms == pytest.approx({"a": 3.0, "b": 40.0})
+    assert (precision_choice.SETTLE_CALLS, precision_choice.SETTLE_MS) == (2, 10.0)
+    quiet = f"pause {precision_choice.QUIET_MS:g}"
+    # a: 3 ms calls until 10 ms have passed (4), then 2 timed; b: SETTLE_CALLS, then 2 timed
+    block = [quiet, *["a"] * (4 + 2), quiet, *["b"] * (2 + 2)]
+    assert log == block * 2
+    log.clear()
+    precision_choice.time_in_turns({"a": engines["a"]}, None, rounds=2, turns=1)  # type: ignore[arg-type]
+    assert log == ["a"] * (4 + 2)

@@ -98,6 +98,8 @@ def recipe(
             "rounds": {str(size): rounds for size, rounds in precision_choice.ROUNDS.items()},
             "turns": precision_choice.TURNS,
             "settle_calls": precision_choice.SETTLE_CALLS,
+            "settle_ms": precision_choice.SETTLE_MS,
+            "quiet_ms": precision_choice.QUIET_MS,
             "split": {
                 "rule": precision_choice.SPLIT_RULE,
                 "gain": precision_choice.SPLIT_GAIN,

@@ -55,24 +55,35 @@ if TYPE_CHECKING:
 FULL_BATCH = 16  # texts in the timed full batch (the guard sentences' batch)
 ROUNDS = {1: 20, FULL_BATCH: 5}  # timed calls per batch size and engine
 TURNS = 4  # the blocks each engine's timed calls come in, taking turns (time_in_turns)
-SETTLE_CALLS = 2  # untimed calls at each block's start: the engine before goes quiet
+# untimed calls at each block's start, at least SETTLE_CALLS and SETTLE_MS of them: the
+# engine's own threads wake from the quiet pause before the block
+SETTLE_CALLS = 2
+SETTLE_MS = 10.0
+# the pause before each block, in which the engine timed before goes quiet: ONNX Runtime's
+# pool, as served, spins after its run for tens of ms (docs/PERFORMANCE.md, "The
+# thirty-first session")
+QUIET_MS = 50.0
 SPLIT_GAIN = 1.2  # two engines serve only where each is this much faster at its own size
-SPLIT_RULE = 6  # in the cache key: bump it when split_pair, with_split or what is measured change
-# (5: ONNX Runtime's sessions keep no CPU arena; 6: time_in_turns times blocks, not lone calls)
+SPLIT_RULE = 7  # in the cache key: bump it when split_pair, with_split or what is measured change
+# (5: ONNX Runtime's sessions keep no CPU arena; 6: time_in_turns times blocks, not lone calls;
+# 7: ONNX Runtime timed as served, each block after a quiet pause)
 SPLIT_SIZES = {1: 20, 2: 12, 4: 8, 8: 6, FULL_BATCH: 5}  # a pair's sizes, calls at each
 # other programs' share of the CPUs while the engines were timed past which the choice's line
 # says so (a review's run beside a process using one of two cores chose ONNX FP32, whose lone
 # requests then ran 1.5x OpenVINO bf16's, the choice on the quiet machine)
 BUSY_SHARE = 0.2
-# The timed ONNX Runtime engines stop spinning after each run: a pool left spinning (ORT's
-# default, as served) takes a core from the engine timed next and made it 1.7-2.2x slower on
-# amx (docs/PERFORMANCE.md, "Spinning"). In the cache key: a change measures again.
-TIMED_SPIN_AFTER_RUN = False
+# The timed ONNX Runtime engines spin after each run, as served: stopped (as before the
+# thirty-first session), a lone call woke the pool and was timed 1.1-1.4x its served time on
+# amx, so a split that served lone requests faster was measured away. The pool left spinning
+# would take a core from the engine timed next (1.7-2.2x slower, docs/PERFORMANCE.md,
+# "Spinning"): time_in_turns pauses QUIET_MS before each block. In the cache key.
+TIMED_SPIN_AFTER_RUN = True
 
 
 def timed_onnx_engine(onnx_file: Path, precision: str, threads: int) -> OnnxEngine:
     """An ONNX Runtime engine on the CPU to time in turns with others (``time_in_turns``): the
-    one place such an engine is built, so that none is left spinning after its run."""
+    one place such an engine is built, spinning after its run as a served one does
+    (``TIMED_SPIN_AFTER_RUN``)."""
     from tiankong.engines.onnx_engine import OnnxEngine
 
     return OnnxEngine(onnx_file, "cpu", precision, threads, spin_after_run=TIMED_SPIN_AFTER_RUN)
@@ -387,22 +398,29 @@ def time_in_turns(
     rounds: int,
     turns: int = TURNS,
     settle: int = SETTLE_CALLS,
+    quiet_ms: float = QUIET_MS,
 ) -> dict[str, float]:
     """Median milliseconds per ``mask_logits`` call, ``rounds`` timed calls an engine. The
     engines take turns in blocks (up to ``TURNS`` of them), so a change in the machine's load
-    falls on all of them; each block starts with ``SETTLE_CALLS`` untimed calls, in which the
-    engine timed before it goes quiet. One call each in turns timed every engine against the
-    last one's still-busy threads: on amx ONNX Runtime FP32's lone call took 2.14 ms so against
-    1.15 alone, OpenVINO bf16's 2.11 against 1.40, which hid the batch-1 lead a split is made
-    of (docs/PERFORMANCE.md, "The twenty-ninth session"). ONNX Runtime engines timed here are
-    built by ``timed_onnx_engine``, or each slows the next."""
+    falls on all of them. Where several take turns, each block starts with a pause of
+    ``quiet_ms``, in which the engine timed before goes quiet (ONNX Runtime's pool spins after
+    its run, as served), then untimed calls, at least ``settle`` of them and SETTLE_MS
+    together, in which the engine's own threads wake. One call each in turns timed every
+    engine against the last one's still-busy threads: on amx ONNX Runtime FP32's lone call
+    took 2.14 ms so against 1.15 alone, OpenVINO bf16's 2.11 against 1.40, which hid the
+    batch-1 lead a split is made of (docs/PERFORMANCE.md, "The twenty-ninth session"). ONNX
+    Runtime engines timed here are built by ``timed_onnx_engine``."""
     turns = min(turns, rounds)
     per_turn = math.ceil(rounds / turns)
     samples: dict[str, list[float]] = {key: [] for key in engines}
     for _ in range(turns):
         for key, engine in engines.items():
-            for _ in range(settle):
+            if len(engines) > 1 and quiet_ms:
+                time.sleep(quiet_ms / 1000)
+            settled, calls = time.perf_counter() + SETTLE_MS / 1000, 0
+            while calls < settle or time.perf_counter() < settled:
                 engine.mask_logits(batch)
+                calls += 1
             for _ in range(per_turn):
                 started = time.perf_counter()
                 engine.mask_logits(batch)
