@@ -12,8 +12,9 @@ on the INT8 guard's first sentence (batch 1) and first 16 (batch 16), median mil
 3. **In turns, in blocks**: each engine makes ``--settle`` untimed calls, then ``--per-block``
    timed ones, in turns; the untimed calls let the engine timed before it go quiet.
 4. **As measured now**: ``precision_choice.time_in_turns`` (blocks, its own settings).
-5. **After idle**: ONNX Runtime FP32 at batch 1 (the measurement's build, and the server's, which
-   spins after a run), one call after each of several sleeps, as a lone request after a pause.
+5. **After idle**: ONNX Runtime FP32 at batch 1 (stopped after each run, and as served and timed
+   by the measurement, spinning after a run), one call after each of several sleeps, as a lone
+   request after a pause.
 
 Markdown to stdout. No server and no export: run it after ``tiankong export`` or a first start.
 """
@@ -121,8 +122,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("| engine | " + " | ".join(f"after {pause:g} ms" for pause in PAUSES_MS) + " |")
     print("|---|" + "---:|" * len(PAUSES_MS))
     built = {
-        "as timed (no spinning after a run)": engines["onnx fp32"],
-        "as served (spins after a run)": OnnxEngine(args.fp32_file, "cpu", "fp32", args.threads),
+        "stopped after each run": OnnxEngine(
+            args.fp32_file, "cpu", "fp32", args.threads, spin_after_run=False
+        ),
+        "as served and timed (spins after a run)": engines["onnx fp32"],
     }
     for label, engine in built.items():
         medians = after_idle(engine, batches[1], 30)
