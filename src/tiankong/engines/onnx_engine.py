@@ -48,8 +48,8 @@ def build_session(
     When the CUDA provider was asked for but did not load (no GPU or driver, CUDA or cuDNN
     libraries missing), that is an error, unless ``cpu_fallback`` (``--device auto``) allows
     serving on the CPU with a warning. ``spin_after_run=False`` stops the pool's spinning at
-    the end of each run: for sessions timed in turns with other engines, which a pool left
-    spinning would slow (``precision_choice.TIMED_SPIN_AFTER_RUN``); served sessions spin.
+    the end of each run (for a bench's comparison); served sessions spin, and so do the ones
+    ``--precision auto`` times (``precision_choice.TIMED_SPIN_AFTER_RUN``).
     """
     import onnxruntime as ort
 
