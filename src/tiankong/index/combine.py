@@ -61,15 +61,14 @@ def plausible(
     model_score: float,
     best_model_score: float | None,
     length: int = 1,
-    ratio: float | None = None,
+    ratio: float = MIN_MODEL_RATIO,
 ) -> bool:
     """Whether the model finds a fill of ``length`` tokens plausible enough for the index to
-    move it: per token, at least ``ratio`` (``min_model_ratio``; None: MIN_MODEL_RATIO) of its
-    best fill of that blank."""
+    move it: per token, at least ``ratio`` (``min_model_ratio``) of its best fill of that
+    blank."""
     if best_model_score is None:
         return True
-    floor = MIN_MODEL_RATIO if ratio is None else ratio
-    return model_score >= best_model_score * floor ** max(1, length)
+    return model_score >= best_model_score * ratio ** max(1, length)
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ const EXAMPLES = {
   idiom: { text: "画龙点[MASK]", mode: "single" },
   poem: { text: "春眠不觉晓，处处闻啼[MASK]。", mode: "single" },
   common: { text: "中国的首都是北[MASK]。", mode: "single" },
-  // each example answers right with the bundled model and its index (test_browser checks
-  // it): 手机没电了，赶紧去[MASK][MASK]。 showed 赶紧去赶紧, 太阳从东[MASK]升起。 东北, and
+  // each example answers right with the bundled model and its index (test_page_examples
+  // checks it): 手机没电了，赶紧去[MASK][MASK]。 showed 赶紧去赶紧, 太阳从东[MASK]升起。 东北, and
   // 他做事一向[MASK] with four idioms 马马虎虎, the first things a teacher clicked
   wholeWord: { text: "我饿了，我们去[MASK][MASK]吧。", mode: "whole_word" },
   choice: {
