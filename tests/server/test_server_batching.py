@@ -587,6 +587,7 @@ async def test_info_shows_batching_caches_and_the_int8_guard(
         "queue_depth": 0,
         "searches": 0,
         "search_rows_reserved": 0,
+        "searches_waiting": 0,
         "engine_busy": False,
     }
     assert info["caches"]["results"] == {"size": 1024, "entries": 1, "hits": 0, "misses": 1}

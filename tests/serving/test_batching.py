@@ -527,37 +527,130 @@ async def test_search_rows_fill_whole_batches_when_no_plain_request_came_lately(
 
 async def test_a_search_reserves_its_rows_in_the_queue_but_not_ahead_of_plain_items() -> None:
     async with started(Recorder(), max_queue=10) as batcher:
-        with batcher.search_admission(4):
+        async with batcher.search_admission(4):
             assert batcher.describe()["search_rows_reserved"] == 4
-            with (
-                pytest.raises(OverloadedError, match="4 forward rows queued"),
-                batcher.search_admission(7),
-            ):
-                pass
             batcher.admit(10)  # a plain request: search rows never go before it
-        with batcher.search_admission(8):  # a search reserves at most half the queue
+        async with batcher.search_admission(8):  # a search reserves at most half the queue
             assert batcher.describe()["search_rows_reserved"] == 5
         assert batcher.describe()["search_rows_reserved"] == 0
         async with engine_held(batcher):
             plain = submit_all(batcher, [Item("p")])
             await until(lambda: batcher.depth == 1)
             # larger than the queue: admitted while no other search is ahead, plain or not
-            with batcher.search_admission(50):
+            async with batcher.search_admission(50):
                 assert batcher.describe()["searches"] == 1
                 # it reserves half the queue, not all of it: a small search still gets in
                 assert batcher.describe()["search_rows_reserved"] == 5
-                with batcher.search_admission(3):
+                async with batcher.search_admission(3):
                     assert batcher.describe()["searches"] == 2
-                with pytest.raises(OverloadedError), batcher.search_admission(5):
-                    pass  # 1 plain + 5 reserved + 5 > 10
         assert await asyncio.gather(*plain) == ["P"]
-    async with started(Recorder(), max_queue=1) as batcher:  # half of 1 rounds to one row
-        with (
-            batcher.search_admission(50),
-            pytest.raises(OverloadedError),
-            batcher.search_admission(50),
-        ):
-            pass
+
+
+async def test_a_search_that_does_not_fit_waits_for_the_searches_running() -> None:
+    """Two users proofreading a paragraph each at once: the second check got a 503 on an idle
+    server, because the first search held half the queue. It waits for the first now."""
+    async with started(Recorder(), max_queue=10) as batcher:
+        order: list[str] = []
+        first_done = asyncio.Event()
+
+        async def search(name: str, cost: int, hold: asyncio.Event | None = None) -> None:
+            async with batcher.search_admission(cost):
+                order.append(f"{name} in")
+                if hold is not None:
+                    await hold.wait()
+                order.append(f"{name} out")
+
+        first = asyncio.create_task(search("first", 7, first_done))
+        await until(lambda: order == ["first in"])
+        second = asyncio.create_task(search("second", 7))  # 5 reserved + 7 > 10: it waits
+        await until(lambda: batcher.describe()["searches_waiting"] == 1)
+        third = asyncio.create_task(search("third", 1))  # it would fit, but comes later
+        await until(lambda: batcher.describe()["searches_waiting"] == 2)
+        with pytest.raises(OverloadedError, match="forward rows queued"):
+            # the searches waiting reserve the whole queue (5 + 1, and 5 more would be 11)
+            async with batcher.search_admission(6):
+                pass
+        assert order == ["first in"]
+        first_done.set()
+        await asyncio.gather(first, second, third)
+        assert order == [
+            "first in",
+            "first out",
+            "second in",
+            "second out",
+            "third in",
+            "third out",
+        ]
+        assert batcher.describe()["searches_waiting"] == 0
+        assert batcher.describe()["search_rows_reserved"] == 0
+
+
+async def test_a_search_waiting_for_room_times_out_then_leaves_the_line() -> None:
+    observer = Observer()
+    async with started(Recorder(), observer, max_queue=4, timeout_s=0.05) as batcher:
+        async with batcher.search_admission(4):
+            with pytest.raises(RequestTimeoutError, match="did not start"):
+                async with batcher.search_admission(4):
+                    pass
+            assert batcher.describe()["searches_waiting"] == 0
+            assert observer.events.get("timeout") == 1
+            # its own deadline, when the request has one, instead of the timeout
+            with pytest.raises(RequestTimeoutError):
+                async with batcher.search_admission(4, deadline=time.monotonic()):
+                    pass
+        async with batcher.search_admission(4):  # the line is empty again
+            assert batcher.describe()["searches"] == 1
+
+
+async def test_a_search_waiting_for_room_is_refused_when_the_server_closes() -> None:
+    async with started(Recorder(), max_queue=4, timeout_s=30) as batcher:
+        release = asyncio.Event()
+
+        async def running() -> None:
+            async with batcher.search_admission(4):
+                await release.wait()
+
+        holder = asyncio.create_task(running())
+        await until(lambda: batcher.searches == 1)
+
+        async def waiting() -> None:
+            async with batcher.search_admission(4):
+                pass
+
+        waiter = asyncio.create_task(waiting())
+        await until(lambda: batcher.describe()["searches_waiting"] == 1)
+        closing = asyncio.create_task(batcher.close(timeout_s=5))
+        with pytest.raises(ShuttingDownError):
+            await waiter
+        release.set()
+        await holder
+        await closing
+
+
+async def test_a_cancelled_search_leaves_the_line_and_the_next_one_gets_in() -> None:
+    async with started(Recorder(), max_queue=4, timeout_s=30) as batcher:
+        release = asyncio.Event()
+        entered: list[str] = []
+
+        async def search(name: str, hold: asyncio.Event | None = None) -> None:
+            async with batcher.search_admission(4):
+                entered.append(name)
+                if hold is not None:
+                    await hold.wait()
+
+        holder = asyncio.create_task(search("holder", release))
+        await until(lambda: entered == ["holder"])
+        gone = asyncio.create_task(search("gone"))  # its client goes away while it waits
+        await until(lambda: batcher.describe()["searches_waiting"] == 1)
+        last = asyncio.create_task(search("last"))
+        await until(lambda: batcher.describe()["searches_waiting"] == 2)
+        gone.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await gone
+        assert batcher.describe()["searches_waiting"] == 1
+        release.set()
+        await asyncio.gather(holder, last)
+        assert entered == ["holder", "last"]
 
 
 async def test_a_request_deadline_replaces_the_timeout() -> None:
@@ -603,7 +696,7 @@ async def test_a_search_step_past_its_deadline_is_counted_once_by_its_search() -
 async def test_close_lets_admitted_searches_finish_their_steps() -> None:
     recorder = Recorder()
     async with started(recorder) as batcher:
-        with batcher.search_admission(2):
+        async with batcher.search_admission(2):
             closing = asyncio.create_task(batcher.close(timeout_s=5))
             await until(lambda: batcher.closing)
             with pytest.raises(ShuttingDownError):

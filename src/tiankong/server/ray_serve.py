@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -117,8 +117,10 @@ class RayBatchScheduler:
             sizes.extend(batch_size for _, batch_size in outcomes)
         return [result for result, _ in outcomes]
 
-    def search_admission(self, cost: int) -> AbstractContextManager[None]:
-        return self.batcher.search_admission(cost)
+    def search_admission(
+        self, cost: int, deadline: float | None = None
+    ) -> AbstractAsyncContextManager[None]:
+        return self.batcher.search_admission(cost, deadline)
 
     def run_batch(self, jobs: list[EngineJob]) -> list[Outcome]:
         """One forward pass for the batch, on the engine thread; each result with its batch size."""

@@ -33,7 +33,12 @@ Policy ("continuous" batching; the engine is the one scarce resource):
   search counts every row waiting or reserved. Over ``max_queue`` the request is refused whole
   with ``OverloadedError`` (503 + Retry-After); a request larger than the whole queue is
   admitted only when no request of its own kind is ahead of it (a search: no other search);
-  a search reserves at most half the queue, leaving room for other searches.
+  a search reserves at most half the queue, leaving room for other searches. A search that
+  does not fit beside the searches running **waits for them**, first come first served, up to
+  its deadline (then 504), as long as the searches waiting reserve no more than the queue
+  (past that, 503): the room it waits for is theirs to give back. Two users proofreading a
+  paragraph each at once got a 503 on an idle server (the first search held half the queue).
+  The wait is fair: a search that comes later waits behind those already waiting.
 * **Timeouts and cancellation.** Each request waits at most ``timeout_s``, or until the
   ``deadline`` it passes (``RequestTimeoutError``, 504). A request that is cancelled (timeout,
   client gone) cancels its futures and takes its queued items out of the queue before it
@@ -59,9 +64,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import asynccontextmanager
 from typing import Any, Generic, TypeVar
 
 from tiankong.errors import (
@@ -113,6 +119,9 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         self.exclusive_waiting = 0
         self.search_reserved = 0  # forward rows reserved by the searches admitted and not ended
         self.searches = 0  # searches admitted and not ended
+        # searches waiting for room, in arrival order: each one's share of the queue
+        self.search_waiters: deque[tuple[object, int]] = deque()
+        self.search_room = asyncio.Condition()  # notified when a search ends or leaves the line
         self.last_plain_at = -PLAIN_RECENT_S  # when the last plain item arrived
         self.engine_lock = asyncio.Lock()  # FIFO-fair: batches and exclusive jobs take turns
         self.executor: ThreadPoolExecutor | None = None
@@ -137,6 +146,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         """Refuse new work, finish what is queued or running, then stop the worker."""
         self.closing = True
         self.wake.set()
+        async with self.search_room:  # the searches waiting for room are refused
+            self.search_room.notify_all()
         timeout_s = self.limits.drain_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
         if self.scheduler is not None and not self.scheduler.done():
@@ -198,6 +209,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             "queue_depth": self.depth,
             "searches": self.searches,
             "search_rows_reserved": self.search_reserved,
+            "searches_waiting": len(self.search_waiters),
             "engine_busy": self.busy,
         }
 
@@ -207,28 +219,44 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         if self.broken is not None or self.scheduler is None:
             raise EngineError("The engine worker is not running; see the server log.")
 
-    def admit(self, count: int, ahead: int | None = None, lane: int | None = None) -> None:
-        """Raise OverloadedError unless ``count`` more rows fit in the queue behind ``ahead``
-        (default: the plain rows waiting). A request larger than the queue is admitted when
-        ``lane`` (default ``ahead``), the rows of its own kind ahead of it, is 0."""
+    def admit(self, count: int) -> None:
+        """Raise OverloadedError unless ``count`` more plain rows fit in the queue behind the
+        plain rows and exclusive jobs waiting (search rows never go before them). A request
+        larger than the queue is admitted when nothing is ahead of it."""
         self.check_open()
         self.prune()
-        depth = self.plain_depth if ahead is None else ahead
-        own = depth if lane is None else lane
-        if own and depth + count > self.limits.max_queue:
+        depth = self.plain_depth
+        if depth and depth + count > self.limits.max_queue:
             self.observer.count_batcher_event("overloaded")
             raise OverloadedError(
                 f"The server is busy ({depth} forward rows queued); retry shortly."
             )
 
-    @contextmanager
-    def search_admission(self, cost: int) -> Iterator[None]:
+    def search_share(self, cost: int) -> int:
+        """The rows a search of ``cost`` reserves while it runs: at most half the queue."""
+        return min(cost, max(1, self.limits.max_queue // 2))
+
+    def search_fits(self, cost: int) -> bool:
+        """Whether a search of ``cost`` fits behind every row waiting or reserved (one larger
+        than the queue fits when no other search is running)."""
+        reserved = self.search_reserved
+        return not reserved or self.plain_depth + reserved + cost <= self.limits.max_queue
+
+    @asynccontextmanager
+    async def search_admission(
+        self, cost: int, deadline: float | None = None
+    ) -> AsyncIterator[None]:
         """Admit a search of ``cost`` forward rows (everything queued or reserved is ahead of
         it) and keep its rows reserved until the block ends: at most half the queue, so that one
         large search leaves room for others (one larger than the queue reserved it all, and every
-        other search was a 503 for as long as it ran)."""
-        self.admit(cost, ahead=self.plain_depth + self.search_reserved, lane=self.search_reserved)
-        reserved = min(cost, max(1, self.limits.max_queue // 2))
+        other search was a 503 for as long as it ran). One that does not fit now waits for the
+        searches running to end (``wait_for_room``) until ``deadline`` (``time.monotonic()``;
+        default ``timeout_s`` from now)."""
+        self.check_open()
+        self.prune()
+        if self.search_waiters or not self.search_fits(cost):
+            await self.wait_for_room(cost, deadline)
+        reserved = self.search_share(cost)
         self.search_reserved += reserved
         self.searches += 1
         try:
@@ -237,6 +265,45 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             self.search_reserved -= reserved
             self.searches -= 1
             self.wake.set()  # a closing scheduler waits for the searches to end
+            async with self.search_room:
+                self.search_room.notify_all()
+
+    async def wait_for_room(self, cost: int, deadline: float | None) -> None:
+        """Wait, behind the searches already waiting, until a search of ``cost`` fits; 503 at
+        once when the searches waiting already reserve the whole queue, 504 at ``deadline``,
+        and the shutdown's 503 when the server starts closing meanwhile."""
+        share = self.search_share(cost)
+        waiting = sum(rows for _, rows in self.search_waiters)
+        if waiting + share > self.limits.max_queue:
+            self.observer.count_batcher_event("overloaded")
+            depth = self.plain_depth + self.search_reserved + waiting
+            raise OverloadedError(
+                f"The server is busy ({depth} forward rows queued); retry shortly."
+            )
+        me = (object(), share)
+        self.search_waiters.append(me)
+        timeout_s = self.limits.timeout_s if deadline is None else deadline - time.monotonic()
+        try:
+            async with asyncio.timeout(max(0.0, timeout_s)), self.search_room:
+                await self.search_room.wait_for(
+                    lambda: (
+                        self.closing
+                        or self.broken is not None
+                        or (self.search_waiters[0] is me and self.search_fits(cost))
+                    )
+                )
+        except TimeoutError:
+            self.observer.count_batcher_event("timeout")
+            raise RequestTimeoutError(
+                f"The request did not start within {self.limits.timeout_s:g} s: other searches "
+                "held the engine; retry later or send fewer texts."
+            ) from None
+        finally:
+            self.search_waiters.remove(me)
+            if self.search_waiters:  # the next in line may fit now
+                async with self.search_room:
+                    self.search_room.notify_all()
+        self.check_open()
 
     def check_steps_open(self) -> None:
         """A search step may still run while the batcher drains, not once it has stopped."""

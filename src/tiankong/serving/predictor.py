@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import replace
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -89,8 +89,11 @@ class EngineScheduler(Protocol):
         step's rows (after plain jobs); ``deadline``: the request's, in ``time.monotonic()``."""
         ...
 
-    def search_admission(self, cost: int) -> AbstractContextManager[None]:
-        """Admit a search of ``cost`` forward rows (503 when the queue is full) for a block."""
+    def search_admission(
+        self, cost: int, deadline: float | None = None
+    ) -> AbstractAsyncContextManager[None]:
+        """Admit a search of ``cost`` forward rows for a block: it waits for the searches
+        running to make room until ``deadline`` (504), 503 when too many wait already."""
         ...
 
     async def run_exclusive(self, job: Callable[[], JobT]) -> JobT:
@@ -263,7 +266,8 @@ class Predictor:
         answers: list[FillResult | TiankongError | None] = [None] * len(requests)
         searches = [index for index, request in enumerate(requests) if not request.plain]
         # admitted before anything runs: a full queue refuses the request before engine work
-        with self.searching(sum(requests[index].forward_rows() for index in searches)):
+        cost_of_searches = sum(requests[index].forward_rows() for index in searches)
+        async with self.searching(cost_of_searches, deadline):
             for (k, use_index), plain in plain_groups(requests).items():
                 prepared = [requests[index].prepared for index in plain]
                 results = await self.run(prepared, k, allowed, use_index, deadline)
@@ -282,8 +286,8 @@ class Predictor:
         assert len(finished) == len(requests)
         return finished
 
-    def searching(self, cost: int) -> AbstractContextManager[None]:
-        return self.batcher.search_admission(cost) if cost else nullcontext()
+    def searching(self, cost: int, deadline: float) -> AbstractAsyncContextManager[None]:
+        return self.batcher.search_admission(cost, deadline) if cost else nullcontext()
 
     async def submit_rows(self, jobs: list[RowJob], deadline: float) -> list[np.ndarray]:
         """One search step through the batcher (called on the loop by a search thread)."""

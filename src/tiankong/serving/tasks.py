@@ -68,11 +68,10 @@ class TaskServing(Generic[RequestT, ResultT]):
         if not requests:
             return []
         predictor = self.predictor
-        with predictor.batcher.search_admission(cost):
+        deadline = predictor.deadline()
+        async with predictor.batcher.search_admission(cost, deadline):
             try:
-                return await self.steps.run_steps(
-                    partial(self.task.run, list(requests)), predictor.deadline()
-                )
+                return await self.steps.run_steps(partial(self.task.run, list(requests)), deadline)
             except (TiankongError, SearchStopped):
                 raise
             except Exception as error:  # an engine fault is ours, not the user's
