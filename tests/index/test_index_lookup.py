@@ -371,13 +371,21 @@ def test_a_context_cut_at_an_unknown_character_is_not_the_whole_text(
     start = lookup.lookup(ids(tokenizer, "画"), [], 1)  # 画[MASK]: the text's start and end
     assert start is not None and start.whole and holds_evidence(start)
     unknown = ids(tokenizer, "😀")
-    assert unknown == [lookup.unknown_id]
+    assert unknown == [tokenizer.token_to_id("[UNK]")]
     cut = lookup.lookup(unknown + ids(tokenizer, "画"), [], 1)
     assert cut is not None and not cut.whole and not holds_evidence(cut)
     cut_right = lookup.lookup([], ids(tokenizer, "龙") + unknown, 1)
     assert cut_right is not None and not cut_right.whole
     ended = lookup.lookup(ids(tokenizer, "花落知多"), ids(tokenizer, "。") + unknown, 1)
     assert ended is not None and ended.whole
+    # another blank: the text goes on past it (画[MASK]: 画 is the whole of [MASK]画[MASK])
+    other_blank = [tokenizer.token_to_id("[MASK]")]
+    beside = lookup.lookup(other_blank + ids(tokenizer, "画"), [], 1)
+    assert beside is not None and not beside.whole and not holds_evidence(beside)
+    after_a_sentence = lookup.lookup(
+        ids(tokenizer, "花落知多"), ids(tokenizer, "。") + other_blank, 1
+    )
+    assert after_a_sentence is not None and after_a_sentence.whole
 
 
 def test_example_is_trimmed_around_the_match() -> None:

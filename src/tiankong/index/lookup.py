@@ -61,7 +61,7 @@ class BlankMatch:
     # the fills of ``fills``: breaks ties between fills that the best context counts equally.
     backoff: dict[tuple[int, ...], int] | None = None
     # Han characters among the matched context tokens (left + right), and whether the match
-    # holds the query's whole context (both sides up to the text's ends or another blank):
+    # holds the query's whole context (both sides up to the text's ends, not another blank):
     # what the evidence rule (``holds_evidence``) reads.
     context_han: int = 0
     whole: bool = False
@@ -160,7 +160,8 @@ class BlankLookup:
             [SEPARATOR, *(i for t, i in vocab.items() if t.startswith("[") and t.endswith("]"))]
         )
         self.han_ids = frozenset(i for t, i in vocab.items() if len(t) == 1 and is_han(t))
-        self.unknown_id = vocab.get("[UNK]", -1)
+        # a context that stops at one of these has more of the text beyond it (``stops_short``)
+        self.short_ids = frozenset(vocab[t] for t in ("[UNK]", "[MASK]") if t in vocab)
         # A context also ends at a sentence's end mark, which it keeps (a fill before 。 is
         # told from one that goes on): the next sentence is not this blank's context
         # (他很开[MASK]。欲穷千里目… matched 黄河入海流。欲穷千里目… and gave 流).
@@ -354,26 +355,29 @@ class BlankLookup:
     ) -> tuple[list[int], list[int], bool]:
         """The blank's left and right contexts as a lookup reads them (``clean_context``, each
         ending at a sentence's end mark), and whether either was cut there with more of the
-        text beyond it, or at a character the vocabulary doesn't know ([UNK]: “, —, an emoji):
-        the match can then never hold the query's whole context (老师[MASK]“春眠不觉晓 held two
-        characters, 老师, and 老师一句扑不破 was shown as the 出处 of 一)."""
+        text beyond it, at a character the vocabulary doesn't know ([UNK]: “, —, an emoji) or at
+        another blank: the match can then never hold the query's whole context (老师[MASK]“春眠
+        不觉晓 held two characters, 老师, and 老师一句扑不破 was shown as the 出处 of 一; in 今天
+        [MASK]天气[MASK]很[MASK][MASK] the last blank's context, 很, was taken for the whole
+        text, and 罪龙尤很多望风雷 was shown as the 出处 of 多望)."""
         kept_left = clean_context(left, self.stop_ids, from_end=True, ends=self.sentence_ends)
         kept_right = clean_context(right, self.stop_ids, from_end=False, ends=self.sentence_ends)
         outward_left, outward_right = list(left)[::-1], list(right)
         cut = (
             self.goes_on(outward_left, kept_left)
             or self.goes_on(outward_right, kept_right)
-            or self.unknown_next(outward_left, kept_left)
-            or self.unknown_next(outward_right, kept_right)
+            or self.stops_short(outward_left, kept_left)
+            or self.stops_short(outward_right, kept_right)
         )
         return kept_left, kept_right, cut
 
-    def unknown_next(self, context: list[int], kept: list[int]) -> bool:
-        """Whether ``context`` (read outwards) stops at an [UNK] right past ``kept`` (not past
-        a sentence end that ``kept`` ends with: 好。” holds its sentence whole)."""
+    def stops_short(self, context: list[int], kept: list[int]) -> bool:
+        """Whether ``context`` (read outwards) stops at an [UNK] or another blank's [MASK]
+        right past ``kept`` (not past a sentence end that ``kept`` ends with: 好。” holds its
+        sentence whole, as 好。[MASK] does)."""
         if kept and kept[-1] in self.sentence_ends:
             return False
-        return len(kept) < len(context) and int(context[len(kept)]) == self.unknown_id
+        return len(kept) < len(context) and int(context[len(kept)]) in self.short_ids
 
     def goes_on(self, context: list[int], kept: list[int]) -> bool:
         """Whether ``context`` (read outwards from the blank) goes on past a sentence end that
