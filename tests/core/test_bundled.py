@@ -190,6 +190,31 @@ def test_a_corpus_typo_is_never_lifted_above_the_right_form() -> None:
     assert all(c.memory is None or c.memory["count"] < candidates[0].memory["count"] for c in typo)
 
 
+def test_a_blank_is_not_answered_by_a_long_corpus_fragment_the_model_finds_absurd() -> None:
+    """The index's share of a [BLANK] fill was length-normalised with the model's chain, so a
+    long corpus fragment gained by its length: 叶公好[BLANK] ranked 画真龙出, 尚有祖风 and
+    尚俄有孚 (the model's 7e-13 to 3e-17, each with an 出处) over 龙, and 一[BLANK]千金 put
+    枝不用 first (a review's reproduction)."""
+    masker = FillMasker.load()
+    fills = masker.predict("叶公好[BLANK]", top_k=5).sequences
+    assert fills[0].fill == "龙" and fills[0].memory is not None
+    first = masker.predict("一[BLANK]千金", top_k=5).sequences[0]
+    assert len(first.fill) == 1 and first.memory is not None, first
+
+
+def test_a_context_that_stops_at_another_blank_is_not_the_whole_text() -> None:
+    """A blank's context ends at another blank, but the text goes on past it: the match is not
+    the whole text, so it needs three Han characters of it. 今天[MASK]天气[MASK]很[MASK][MASK]
+    showed 罪龙尤很多望风雷 as the 出处 of 多 and 望 on one character, 很."""
+    masker = FillMasker.load()
+    result = masker.predict("今天[MASK]天气[MASK]很[MASK][MASK]", top_k=5)
+    assert all(c.memory is None for mask in result.masks for c in mask)
+    # a blank that ends a sentence before the next one still holds its sentence whole
+    poem = masker.predict("春眠不觉[MASK]，处处闻啼[MASK]。", top_k=1)
+    assert [mask[0].token for mask in poem.masks] == ["晓", "鸟"]
+    assert all(mask[0].memory is not None for mask in poem.masks)
+
+
 def test_joint_fills_are_characters_never_punctuation() -> None:
     """A whole word or a [BLANK] fill is a word's characters: the bundled model answered
     手机没电了，赶紧去[MASK][MASK]。 with 了。 (the sentence 赶紧去了。。). A constraint

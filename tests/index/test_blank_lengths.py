@@ -53,9 +53,13 @@ def test_a_longer_one_off_fill_does_not_outrank_the_idiom(grounded: FillMasker) 
     assert 0 < shares.pop() < 1
 
 
-def test_the_ranking_score_is_log_p_over_length_to_the_alpha(grounded: FillMasker) -> None:
-    """Fills rank by log P / length ** length_alpha (best first; the length in tokens: the tiny
-    vocabulary has words, style is one); ``normalised`` is the per-token score."""
+def test_the_ranking_score_is_the_models_log_p_over_length_to_the_alpha(
+    grounded: FillMasker,
+) -> None:
+    """Fills rank by the model's part, log P / length ** length_alpha, plus the index's part
+    unnormalised (best first; the length in tokens: the tiny vocabulary has words, style is
+    one); ``normalised`` is the per-token score. An unsupported fill's rank is its model score,
+    normalised, weighed by the share the index left it; at alpha 0 the rank is the score."""
     from tiankong.core.options import PredictOptions
 
     encode = grounded.encoder.tokenizer.encode
@@ -64,9 +68,20 @@ def test_the_ranking_score_is_log_p_over_length_to_the_alpha(grounded: FillMaske
         return len(encode(fill, add_special_tokens=False).ids)
 
     for alpha in (PredictOptions.length_alpha, 0.0, 1.0):
-        fills = grounded.predict("他只想守株[BLANK]。", length_alpha=alpha).sequences
-        ranks = [math.log(f.score) / tokens(f.fill) ** alpha for f in fills]
-        assert ranks == sorted(ranks, reverse=True), (alpha, [f.fill for f in fills])
+        fills = grounded.predict("他只想守株[BLANK]。", length_alpha=alpha, top_k=50).sequences
+        assert [f.rank_score for f in fills] == sorted((f.rank_score for f in fills), reverse=True)
+        for fill in fills:
+            assert fill.model_score is not None
+            normalised_model = fill.model_score ** (1 / tokens(fill.fill) ** alpha)
+            if alpha == 0.0:
+                assert fill.rank_score == pytest.approx(fill.score, rel=1e-9)
+            elif fill.memory is None:
+                share = fill.score / fill.model_score
+                assert fill.rank_score == pytest.approx(share * normalised_model, rel=1e-9)
+            else:  # (1 - w) x the normalised model score + the index part, score - (1 - w) x model
+                assert fill.score <= fill.rank_score <= fill.score + normalised_model
+        supported = [f for f in fills if f.memory is not None]
+        assert supported and (alpha == 0.0 or any(f.rank_score > f.score for f in fills))
     for fill in fills:  # of the score, which for an unsupported fill is the model's, weighed
         per_token = math.exp(math.log(fill.score) / tokens(fill.fill))
         assert fill.normalised == pytest.approx(per_token, rel=1e-9)

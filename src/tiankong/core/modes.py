@@ -74,6 +74,28 @@ def weighed(grounded: list[Grounded], share: float | None = None) -> list[Ground
     return sorted(grounded, key=lambda item: -item.hypothesis.log_prob)
 
 
+def rank_score(item: Grounded, length: int, alpha: float) -> float:
+    """What a [BLANK]'s fills of every length are ranked by: the model's part of the score,
+    length-normalised (its joint probability to the power 1 / length ** ``alpha``), plus the
+    index's part as it is. The index's part, ``w * n(f) / n(context)``, is already a share of
+    the blank's fills, not a product of per-character probabilities, so normalising it too
+    lifted long corpus fragments the model finds absurd: 叶公好[BLANK] ranked 画真龙出 (the
+    model's 7e-13) over 龙, and 一[BLANK]千金 一篇诗律抵千金 over every short fill. ``alpha`` 0
+    ranks by the combined joint score itself."""
+    joint = math.exp(item.hypothesis.log_prob)
+    if alpha == 0.0:
+        return joint
+    # the model's weight: 1 - w where the index supports the fill, else the share the
+    # unsupported fills are weighed by (``weighed``)
+    model_weight = (
+        item.model_share
+        if item.memory is not None
+        else math.exp(item.hypothesis.log_prob - item.model_log_prob)
+    )
+    index_part = max(0.0, joint - model_weight * math.exp(item.model_log_prob))
+    return model_weight * math.exp(item.model_log_prob / length**alpha) + index_part
+
+
 class Scorer(Protocol):
     """What the search modes need from a model (``FillMasker`` is one): tokenize, score rows of
     token ids at their mask indices, and decode one text's probabilities."""
@@ -248,7 +270,8 @@ class SearchModes:
     ) -> list[SequenceFill]:
         words = options.constraints.allowed_fills if options.constraints else frozenset()
         fills = []
-        for hypothesis, model_log_prob, evidence, _ in grounded:
+        for item in grounded:
+            hypothesis, model_log_prob, evidence = item.hypothesis, item.model_log_prob, item.memory
             pieces = [self.encoder.token_string(int(t or 0)) for t in hypothesis.token_ids]
             fill = "".join(pieces)
             if words and fill not in words:
@@ -263,7 +286,7 @@ class SearchModes:
                     normalised=math.exp(hypothesis.log_prob / length),
                     model_score=math.exp(model_log_prob),
                     memory=evidence,
-                    rank_score=math.exp(hypothesis.log_prob / length**alpha),
+                    rank_score=rank_score(item, length, alpha),
                 )
             )
         return fills[: options.top_k] if alpha == 0.0 else fills

@@ -38,7 +38,8 @@ class SequenceFill:
     model_score: float | None = None  # the model's joint probability before the index
     memory: Memory = None
     # what the fills are ranked by: ``score`` for whole words; for a [BLANK]'s fills of several
-    # lengths exp(log score / length ** length_alpha) (neither ``score`` nor ``normalised``
+    # lengths the model's part normalised, exp(log P / length ** length_alpha), plus the
+    # index's part as it is (``modes.rank_score``; neither ``score`` nor ``normalised``
     # follows their order, and the page and the CLI showed numbers out of rank order)
     rank_score: float = 0.0
 

@@ -299,8 +299,8 @@ class SequenceOut(BaseModel):
     rank_score: float = Field(
         default=0.0,
         description="What the fills are ranked by: score for whole words; for a [BLANK]'s "
-        "fills exp(log score / length ** length_alpha), so lengths compare (the list's "
-        "order).",
+        "fills the model's part of the score as exp(log P / length ** length_alpha), so "
+        "lengths compare, plus the corpus index's part as it is (the list's order).",
     )
 
 
