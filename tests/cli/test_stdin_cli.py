@@ -5,11 +5,12 @@ byte-order mark are removed."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import CLI, run_cli
 
 from tiankong.cli import INTERRUPTED
 
@@ -152,3 +153,20 @@ def test_a_ctrl_c_the_parent_ignores_stays_ignored(tiny_model_dir: Path) -> None
     process.stdin.close()
     assert json.loads(process.stdout.readline())["sequence"].startswith("画龙点")
     assert process.wait(timeout=60) == 0
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("flag", ["--candidates", "--allowed", "--exclude"])
+def test_an_option_of_bytes_that_are_not_utf8_is_one_sentence(flag: str) -> None:
+    """GBK bytes for 天 in an option were a traceback ending in TypeError (a review's
+    reproduction); they are exit 2 with one sentence, as in the text."""
+    done = subprocess.run(
+        [*CLI, "predict", "天[MASK]", flag, b"\xcc\xec", "--engine", "fake"],
+        capture_output=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=180,
+    )
+    assert done.returncode == 2, done.stderr
+    message = done.stderr.decode("utf-8", "replace").strip()
+    assert "not valid Unicode" in message and "Traceback" not in message
+    assert len(message.splitlines()) == 1, message

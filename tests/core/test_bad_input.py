@@ -211,6 +211,26 @@ def test_a_candidate_the_model_cannot_read_is_bad_option(fake: FillMasker, odd: 
     assert caught.value.code == "bad_option"
 
 
+@pytest.mark.parametrize("field", ["candidates", "allowed", "exclude"])
+def test_an_option_that_is_not_unicode_is_bad_option(fake: FillMasker, field: str) -> None:
+    """GBK bytes in --candidates, --allowed or --exclude reach Python as lone surrogates: the
+    tokenizer's TypeError was a traceback (a review's reproduction); the text's own check
+    already refused them."""
+    with pytest.raises(TiankongError, match="not valid Unicode") as caught:
+        fake.predict(
+            "天[MASK]", **{field: ("\udccc\udcec",) if field != "candidates" else ["\udccc"]}
+        )
+    assert caught.value.code == "bad_option"
+
+
+@pytest.mark.parametrize("word", ["##好", "##鸟"])
+@pytest.mark.parametrize("field", ["candidates", "allowed", "exclude"])
+def test_a_word_piece_option_is_bad_option(fake: FillMasker, field: str, word: str) -> None:
+    with pytest.raises(TiankongError, match="word piece") as caught:
+        fake.predict("天[MASK]", **{field: (word,)})
+    assert caught.value.code == "bad_option"
+
+
 @pytest.mark.parametrize("special", ["[SEP]", "[CLS]", "鸟[PAD]", "[UNK]", "好[UNK]"])
 def test_a_special_token_candidate_is_bad_option(fake: FillMasker, special: str) -> None:
     """As the Hugging Face route refuses such a target: a special token is never a fill."""

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tiankong.core.decoding import allowed_top, softmax, top_indices, top_k, top_k_constrained
+from tiankong.core.decoding import (
+    allowed_top,
+    ids_of,
+    softmax,
+    top_indices,
+    top_k,
+    top_k_constrained,
+)
 
 
 def reference(scores: np.ndarray, k: int) -> list[int]:
@@ -131,3 +138,10 @@ def test_constrained_top_k_never_returns_a_token_outside_allowed() -> None:
     assert [c.token_id for c in chosen] == [20, 41]
     allowed[9] = True
     assert [c.token_id for c in top_k_constrained(row, 2, allowed, str)] == [9, 20]
+
+
+def test_a_constraint_entry_never_lists_a_word_piece() -> None:
+    """## alone is the vocabulary's empty word piece: an allowed ## answered '' beside #."""
+    vocab = {"#": 0, "##": 1, "好": 2, "##好": 3}
+    assert sorted(ids_of(("##",), vocab)) == [0]
+    assert sorted(ids_of(("好",), vocab)) == [2]

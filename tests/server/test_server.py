@@ -158,6 +158,10 @@ FAR_APART = "[MASK]" + "长" * 300 + "[MASK]"
         ({"top_k": 5}, 422, "invalid_request"),
         ({"text": POEM, "topk": 5}, 422, "invalid_request"),
         ([POEM], 422, "invalid_request"),
+        # word pieces: an allowed ##好 put the piece 好 beside the character 好 in the answers
+        ({"text": POEM, "allowed": ["##鸟"]}, 400, "bad_option"),
+        ({"text": POEM, "exclude": ["##鸟"]}, 400, "bad_option"),
+        ({"text": POEM, "candidates": ["鸟", "##鸟"]}, 400, "bad_option"),
     ],
 )
 def test_predict_bad_input(client: TestClient, body: Any, status: int, code: str) -> None:

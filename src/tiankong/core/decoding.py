@@ -244,11 +244,12 @@ def preset_array(
 
 
 def ids_of(entries: tuple[str, ...], vocab: dict[str, int]) -> list[int]:
-    """Vocabulary ids for listed entries: whole entries that are tokens, and their characters."""
+    """Vocabulary ids for listed entries: whole entries that are tokens, and their characters;
+    never a word piece (## alone is the vocabulary's empty piece: it was answered as '')."""
     ids = []
     for entry in entries:
         for piece in {entry, *entry}:
-            if piece in vocab:
+            if piece in vocab and not piece.startswith("##"):
                 ids.append(vocab[piece])
     return ids
 

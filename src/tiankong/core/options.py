@@ -10,7 +10,7 @@ from typing import Any
 from tiankong.config import Settings
 from tiankong.core.beam_search import ORDERS
 from tiankong.core.decoding import PRESETS, Constraints
-from tiankong.core.text import BLANK, MASK, normalize_masks
+from tiankong.core.text import BLANK, LONE_SURROGATE, MASK, normalize_masks
 from tiankong.errors import BadOptionError
 
 MODES = ("single", "whole_word", "candidates")
@@ -180,15 +180,40 @@ def check_candidates(candidates: tuple[str, ...]) -> None:
 
 def check_option(option: object, name: str) -> None:
     """One candidate's (or Hugging Face target's, ``name``) rule: a non-empty string of at most
-    MAX_OPTION_CHARS characters, without a blank marker."""
+    MAX_OPTION_CHARS characters, without a blank marker, not a word piece."""
     if not isinstance(option, str) or not option.strip():
         raise BadOptionError(f"Every {name} must be a non-empty string.")
+    check_entry_unicode(option, name)
     if len(option.strip()) > MAX_OPTION_CHARS:
         raise BadOptionError(
             f"The {name} '{option[:20]}' is longer than {MAX_OPTION_CHARS} characters."
         )
     if MASK in normalize_masks(option) or BLANK in normalize_masks(option):
         raise BadOptionError(f"A {name} can't contain [MASK] or [BLANK].")
+    check_not_word_piece(option, name)
+
+
+def check_entry_unicode(entry: str, name: str) -> None:
+    """An option is text: a lone surrogate (bytes that weren't UTF-8, as Python decodes a
+    command line) reached the tokenizer, whose TypeError was a traceback from --candidates,
+    --allowed and --exclude. The entry itself is not repeated: it can't be printed."""
+    if LONE_SURROGATE.search(entry):
+        raise BadOptionError(
+            f"One {name} is not valid Unicode (bytes that aren't UTF-8, or a lone surrogate); "
+            "send UTF-8."
+        )
+
+
+def check_not_word_piece(entry: str, name: str) -> None:
+    """A candidate, target or constraint entry is a character or word, never a word piece:
+    ##好 was read as # # 好 (the Hugging Face route scored the token #), and an allowed ##好
+    put the piece 好 beside the character 好 in the answers."""
+    entry = entry.strip()
+    if entry.startswith("##") and entry != "##":
+        raise BadOptionError(
+            f"The {name} '{entry}' is a word piece; give the character or word "
+            f"('{entry.removeprefix('##')}')."
+        )
 
 
 def check_constraint_words(constraints: Constraints) -> None:
@@ -200,6 +225,9 @@ def check_constraint_words(constraints: Constraints) -> None:
         if any(MASK in normalize_masks(word) or BLANK in normalize_masks(word) for word in words):
             # as for a candidate: [BLANK] was read as its characters and answered ] and [
             raise BadOptionError(f"An entry of '{field}' can't contain [MASK] or [BLANK].")
+        for word in words:
+            check_entry_unicode(word, f"{field} entry")
+            check_not_word_piece(word, f"{field} entry")
 
 
 def stripped(constraints: Constraints) -> Constraints:

@@ -160,14 +160,7 @@ def target_tokens(predictor: Predictor, targets: Sequence[str]) -> dict[str, lis
     unknown_id = masker.encoder.vocab.get("[UNK]")
     target_ids: dict[str, list[int]] = {}
     for target in targets:
-        check_option(target, "target")  # the candidates' rule, named for this field
-        if (
-            target.strip().startswith("##") and target.strip() != "##"
-        ):  # read as # # 好, it was scored as the token #
-            raise BadOptionError(
-                f"The target '{target.strip()}' is a word piece; give the character or word "
-                f"('{target.strip().removeprefix('##')}')."
-            )
+        check_option(target, "target")  # the candidates' rule (a word piece too), named so
         token_ids = masker.option_tokens(target, "target")
         if unknown_id in token_ids:
             raise BadOptionError(
