@@ -327,3 +327,24 @@ def test_fill_on_ray_refuses_its_files_before_ray_starts(tmp_path: Path) -> None
     done = run_cli("fill", "in.txt", "-o", "afile", "--ray", *NO_MODEL, cwd=tmp_path)
     refused(done, "--ray writes a folder, and 'afile' is a file; name a folder.")
     assert "Ray" not in done.stderr.replace("--ray", "")
+
+
+@pytest.mark.parametrize("command", ["fill", "check"])
+def test_a_file_run_that_answers_no_line_is_exit_2(
+    command: str, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """An empty input, or one whose every line is bad, said "filled 0 lines, 1 bad" with exit
+    0, and a script took the run for done (a review's reproduction). A run that answers some
+    lines keeps exit 0, its bad lines in the errors file; a finished run rerun does too."""
+    empty, bad, mixed = tmp_path / "empty.txt", tmp_path / "bad.txt", tmp_path / "mixed.txt"
+    empty.write_text("", encoding="utf-8")
+    bad.write_text("字" * 10_001 + "[MASK]\n", encoding="utf-8")
+    mixed.write_text("字" * 10_001 + "[MASK]\n画龙点[MASK]\n", encoding="utf-8")
+    flags = model_flags(tiny_model_dir)
+    refused(run_cli(command, str(empty), "-o", str(tmp_path / "e.jsonl"), *flags), "holds no text")
+    done = run_cli(command, str(bad), "-o", str(tmp_path / "b.jsonl"), *flags)
+    refused(done, f"No line of {bad} could be")
+    assert "(1 bad; see" in done.stderr
+    for _ in range(2):  # the second run resumes the finished one
+        done = run_cli(command, str(mixed), "-o", str(tmp_path / "m.jsonl"), *flags)
+        assert done.returncode == 0, done.stderr

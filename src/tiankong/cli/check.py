@@ -168,7 +168,7 @@ def print_check(result: CheckResult, as_json: bool, console: Console) -> None:
 def check_file(job: FillJob, settings: Settings) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from tiankong.cli.fill import summary_line
+    from tiankong.cli.fill import refuse_if_none_done, summary_line
     from tiankong.offline.check_file import run_check_file
     from tiankong.offline.fill import Checkpoint, check_files, count_records, input_format
 
@@ -199,6 +199,7 @@ def check_file(job: FillJob, settings: Settings) -> None:
 
         state = run_check_file(job, checker, on_progress, on_start)
     console.print(summary_line("checked", start, state, job), soft_wrap=True, highlight=False)
+    refuse_if_none_done("checked", state, job)
 
 
 def eval_check(file: Path, settings: Settings, json_out: Path | None, verbose: bool) -> None:

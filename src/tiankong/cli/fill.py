@@ -40,6 +40,7 @@ from tiankong.cli.predict import (
 from tiankong.cli.root import app
 from tiankong.config import Settings
 from tiankong.core.options import PredictOptions
+from tiankong.errors import BadDataFileError
 
 if TYPE_CHECKING:
     from tiankong.offline.resume import Checkpoint, FillJob
@@ -190,6 +191,21 @@ def fill_command(
 
         state = run_fill(job, settings, options, on_progress, on_start)
     console.print(summary_line("filled", start, state, job), soft_wrap=True, highlight=False)
+    refuse_if_none_done("filled", state, job)
+
+
+def refuse_if_none_done(verb: str, state: Checkpoint, job: FillJob) -> None:
+    """A file run that answered no line at all, this run and any it resumed, is exit 2: an
+    empty input, or every line bad, was "filled 0 lines, 1 bad" with exit 0, and a script
+    took the run for done. A run with some lines answered keeps exit 0, its bad lines in the
+    errors file."""
+    if state.filled:
+        return
+    if not state.failed:
+        raise BadDataFileError(f"{job.input} holds no text, so no line was {verb}.")
+    raise BadDataFileError(
+        f"No line of {job.input} could be {verb} ({state.failed:,} bad; see {job.error_file})."
+    )
 
 
 def summary_line(verb: str, start: Checkpoint, state: Checkpoint, job: FillJob) -> str:
