@@ -55,10 +55,10 @@ from tiankong.core.text import (
 )
 from tiankong.engines import Engine, create_engine, engine_calls, pad_batch
 from tiankong.errors import (
-    BadInputError,
     BadOptionError,
     ModelUnavailableError,
     TopKOutOfRangeError,
+    each_text,
 )
 from tiankong.index.grounding import MemoryChoice, choose_memory
 from tiankong.model_sources import resolve_model
@@ -296,13 +296,7 @@ class FillMasker:
                 "predict_batch takes a list of texts, not one string; use predict for one text."
             )
         options = self._asked(top_k, options, changes)
-        prepared = []
-        for number, text in enumerate(texts):
-            try:
-                prepared.append(self._prepared(text, options))
-            except BadInputError as error:  # which of 1,500 texts had no [MASK]: it didn't say
-                raise type(error)(f"texts[{number}]: {error.message}") from None
-        return self.run_requests(prepared)
+        return self.run_requests(each_text(texts, partial(self._prepared, options=options)))
 
     def _asked(
         self, top_k: int | None, options: PredictOptions | None, changes: dict[str, Any]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tiankong import FillMasker, Settings
-from tiankong.errors import BadOptionError, EmptyTextError, TextTooLongError
+from tiankong.errors import BadInputError, BadOptionError, EmptyTextError, TextTooLongError
 from tiankong.index import build_index
 from tiankong.offline.check_eval import CheckItem, Scores
 from tiankong.tasks.check import CheckMethod, CheckResult, Edit, Proofreader
@@ -134,6 +134,9 @@ def test_library_misuse_is_one_sentence(checker: Proofreader) -> None:
         checker.check_batch("画龙点晴")
     with pytest.raises(BadOptionError, match=r"takes a loaded FillMasker .* not NoneType"):
         Proofreader(None)  # type: ignore[arg-type]
+    # which text of a batch was bad, as predict_batch says it (it named none)
+    with pytest.raises(BadInputError, match=r"^texts\[1\]: The text is empty"):
+        checker.check_batch(["画龙点晴", ""])
 
 
 def test_the_extra_groups_are_read_both_ways() -> None:

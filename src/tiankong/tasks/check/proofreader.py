@@ -51,7 +51,7 @@ import numpy as np
 from tiankong.core.beam_search import RowScorer
 from tiankong.core.script import between, has_han, memory_in, neighbours_traditional
 from tiankong.core.text import BLANK, MASK, normalize_masks
-from tiankong.errors import BadOptionError
+from tiankong.errors import BadOptionError, each_text
 from tiankong.index.grounding import CorpusMemory
 from tiankong.service import FillMasker
 from tiankong.tasks.check.confusion import ConfusionSets
@@ -257,7 +257,7 @@ class Proofreader:
             raise BadOptionError(
                 "check_batch takes a list of texts, not one string; use check for one text."
             )
-        return self.run([self.prepare(text) for text in texts])
+        return self.run(each_text(texts, self.prepare))
 
     def run(
         self, requests: Sequence[CheckRequest], score_rows: RowScorer | None = None
