@@ -397,3 +397,21 @@ def test_stdout_as_the_output_is_refused_by_name(tmp_path: Path) -> None:
     job = FillJob(source, Path("-"), output_format="jsonl")
     with pytest.raises(BadOptionError, match="writes its output to a file, with a checkpoint"):
         run_fill(job, CHEAP, PredictOptions())
+
+
+def test_a_report_the_system_refuses_is_refused_before_the_work(tmp_path: Path) -> None:
+    """``eval --json /proc/report.json`` passed the permission check (root may write
+    anywhere by ``os.access``), ran the whole evaluation, then could not write its report. The
+    path is now opened before the work, and a file the probe made is removed again."""
+    from tiankong.offline.files import check_report
+
+    source = tmp_path / "items.jsonl"
+    source.write_text("{}\n", encoding="utf-8")
+    with pytest.raises(BadOptionError, match="can't be written"):
+        check_report(Path("/proc/tiankong-report.json"), source)
+    report = tmp_path / "report.json"
+    check_report(report, source)
+    assert not report.exists()
+    report.write_text("kept\n", encoding="utf-8")
+    check_report(report, source)
+    assert report.read_text(encoding="utf-8") == "kept\n"

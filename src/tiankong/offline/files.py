@@ -111,6 +111,21 @@ def check_writable(path: Path, what: str) -> None:
             )
     if not os.access(target, os.W_OK | (os.X_OK if target != path else 0)):
         raise BadOptionError(f"The {what} '{path}' can't be written (permission denied).")
+    if target in (path, path.parent):  # tried: root passes os.access where a write fails
+        probe(path, what)
+
+
+def probe(path: Path, what: str) -> None:
+    """Open ``path`` for appending (nothing is written), removing it again if this made it:
+    ``eval --json /proc/report.json`` ran the whole evaluation, then could not write."""
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as error:
+        raise BadOptionError(f"The {what} '{path}' can't be written ({error.strerror}).") from None
+    if not existed:
+        os.unlink(path)
 
 
 def check_report(report: Path, source: Path) -> None:
