@@ -162,3 +162,26 @@ def test_a_tokenizer_json_reads_text_as_transformers_does(
     ours = TextEncoder.from_folder(folder, TextLimits(5, 128, 1000)).tokenizer
     theirs = AutoTokenizer.from_pretrained(str(folder))
     assert ours.encode(text, add_special_tokens=False).tokens == theirs.tokenize(text)
+
+
+def test_a_tokenizer_json_that_left_out_mask_still_reads_it_whole(tmp_path: Path) -> None:
+    """transformers adds tokenizer_config.json's special tokens (BERT's where it names none)
+    to any tokenizer, so a tokenizer.json whose added_tokens left out [MASK] still reads it
+    as one token there; tiankong split it into [, mask, ] and refused every text as if its
+    markers were the user's fault (a review's reproduction)."""
+    import json
+    import shutil
+
+    from tiankong.core.models import BUNDLED_ROOT, DEFAULT_MODEL
+
+    source = BUNDLED_ROOT / DEFAULT_MODEL
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(source / name, tmp_path / name)
+    tokenizer = json.loads((tmp_path / "tokenizer.json").read_text(encoding="utf-8"))
+    tokenizer["added_tokens"] = [t for t in tokenizer["added_tokens"] if t["content"] != MASK]
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+    full = TextEncoder.from_folder(source, TextLimits())
+    cut = TextEncoder.from_folder(tmp_path, TextLimits())
+    for text in ("天[MASK]", "春眠不觉晓，处处闻啼[MASK]。", "a[MASK]b [MASK]"):
+        assert cut.prepare(text).input_ids == full.prepare(text).input_ids
+        assert len(cut.prepare(text).mask_indices) == text.count(MASK)

@@ -117,6 +117,7 @@ class TextEncoder:
                 handle_chinese_chars=chinese,
             )._tokenizer
             add_folder_tokens(tokenizer, folder, config)
+        keep_special_tokens(tokenizer, config)
         tokenizer.no_truncation()
         tokenizer.no_padding()
         return cls(tokenizer, limits)
@@ -172,6 +173,32 @@ class TextEncoder:
     def token_string(self, token_id: int) -> str:
         token = self.tokenizer.id_to_token(token_id) or ""
         return token[2:] if token.startswith("##") else token
+
+
+SPECIAL_TOKENS = {  # tokenizer_config.json's names, and BERT's tokens where it names none
+    "mask_token": MASK,
+    "cls_token": "[CLS]",
+    "sep_token": "[SEP]",
+    "pad_token": "[PAD]",
+    "unk_token": "[UNK]",
+}
+
+
+def keep_special_tokens(tokenizer: Tokenizer, config: dict[str, object]) -> None:
+    """The special tokens the vocabulary holds are read whole, as transformers reads them
+    (it adds tokenizer_config.json's, or BERT's, to any tokenizer): a tokenizer.json whose
+    ``added_tokens`` left out [MASK] split every [MASK] into [, mask, ], and each text was
+    refused as if its markers were the user's fault."""
+    from tokenizers import AddedToken
+
+    vocab = tokenizer.get_vocab(with_added_tokens=False)
+    added = {token.content for token in tokenizer.get_added_tokens_decoder().values()}
+    for name, default in SPECIAL_TOKENS.items():
+        token = config.get(name, default)
+        if isinstance(token, dict):  # transformers 4 wrote an AddedToken's fields
+            token = token.get("content")
+        if isinstance(token, str) and token in vocab and token not in added:
+            tokenizer.add_special_tokens([AddedToken(token, special=True, normalized=False)])
 
 
 def add_folder_tokens(tokenizer: Tokenizer, folder: Path, config: dict[str, object]) -> None:
