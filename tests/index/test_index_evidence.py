@@ -199,3 +199,21 @@ def test_with_the_index_off_traditional_text_is_used_as_typed(masker: FillMasker
     off = masker.predict("處處聞啼[MASK]。", index=False)
     assert off.text == "處處聞啼[MASK]。"
     assert all(c.memory is None and c.score == c.model_score for c in off.masks[0])
+
+
+def test_the_hugging_face_route_reads_traditional_text_as_the_pipeline_does(
+    masker: FillMasker,
+) -> None:
+    """The README's Hugging Face section: the index is off on that route, so the model reads
+    處處聞啼[MASK]。 as typed and answers in its own script, as the pipeline does; /predict with
+    the index on answers 鳥 (test_the_issues_examples)."""
+    from fastapi.testclient import TestClient
+
+    from tiankong import Settings
+    from tiankong.server import create_app
+
+    with TestClient(create_app(Settings(), masker)) as client:
+        [best, *_] = client.post("/", json={"inputs": "處處聞啼[MASK]。"}).json()
+        assert best["sequence"] == "處處聞啼鸟。"
+        grounded = client.post("/predict", json={"text": "處處聞啼[MASK]。"}).json()
+        assert grounded["sequence"] == "處處聞啼鳥。"
