@@ -83,8 +83,9 @@ def page(browser: Browser) -> Iterator[Page]:
         "console",
         lambda message: (
             problems.append(message.text)
-            # the no-mask test's 400, the API-key test's 401s, the error-id test's 500
-            if message.type == "error" and not re.search("status of (40[01]|500)", message.text)
+            # the no-mask test's 400, the API-key test's 401s, the error-id test's 500, the
+            # busy server's 503s
+            if message.type == "error" and not re.search("status of (40[01]|50[03])", message.text)
             else None
         ),
     )
@@ -390,6 +391,43 @@ def test_answers_that_are_no_api_json_and_500s_are_reported_as_they_are(
     page.get_by_test_id("input").press("Enter")
     expect(error).to_contain_text("服务器内部出错了")
     expect(error).to_contain_text("错误编号: ab12")
+
+
+def test_a_busy_server_is_asked_again_after_the_seconds_it_names(page: Page, base_url: str) -> None:
+    """A full queue answers 503 with Retry-After: the page showed "the server is busy" where a
+    second's wait answered (several people proofreading at once). It asks again after the
+    seconds the server names, a few times; a Retry-After too long to wait is shown as the
+    error it is."""
+    busy = '{"error": {"code": "overloaded", "message": "The server is busy; retry shortly."}}'
+    asked: list[str] = []
+
+    def busy_twice(route: Any) -> None:
+        asked.append(route.request.post_data or "")
+        if len(asked) <= 2:
+            route.fulfill(
+                status=503,
+                body=busy,
+                content_type="application/json",
+                headers={"Retry-After": "1"},
+            )
+        else:
+            route.continue_()
+
+    page.goto(base_url)
+    page.route("**/predict", busy_twice)
+    page.get_by_test_id("input").press("Enter")
+    expect(page.get_by_test_id("output")).to_be_visible(timeout=15_000)
+    expect(page.get_by_test_id("error")).to_be_hidden()
+    assert len(asked) == 3 and len(set(asked)) == 1  # the same request, asked again
+    page.unroute("**/predict")
+    page.route(
+        "**/predict",
+        lambda route: route.fulfill(
+            status=503, body=busy, content_type="application/json", headers={"Retry-After": "60"}
+        ),
+    )
+    page.get_by_test_id("input").press("Enter")
+    expect(page.get_by_test_id("error")).to_contain_text("服务器正忙")
 
 
 def test_a_words_characters_meet_in_the_sentence(page: Page, base_url: str) -> None:

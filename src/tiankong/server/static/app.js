@@ -204,6 +204,26 @@ function setBusy(busy) {
 // waiting: its own deadline (--request-timeout, 30 s by default) answers 504 well before this.
 // The error's words name the 90 s (i18n.js, no_answer).
 const ANSWER_WITHIN_MS = 90000;
+// A busy server (503 with Retry-After: its queue full) is asked again after the seconds it
+// names, up to BUSY_RETRIES times within the page's own deadline: a class proofreading at
+// once got "the server is busy" where a second's wait answered them all. A Retry-After past
+// BUSY_WAIT_MAX_S, or none, is shown as the error it is.
+const BUSY_RETRIES = 5;
+const BUSY_WAIT_MAX_S = 10;
+
+function busyWaitMs(response) {
+  if (response.status !== 503) return null;
+  const seconds = Number(response.headers.get("Retry-After"));
+  if (!Number.isFinite(seconds) || seconds < 0 || seconds > BUSY_WAIT_MAX_S) return null;
+  return seconds * 1000;
+}
+
+function pause(ms, signal) {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => { clearTimeout(timer); resolve(); }, { once: true });
+  });
+}
 
 async function predict() {
   if (state.busy) {
@@ -224,12 +244,20 @@ async function predict() {
   const deadline = new AbortController();
   const timer = setTimeout(() => deadline.abort(), ANSWER_WITHIN_MS);
   try {
-    const response = await fetch(checking ? "check" : "predict", {
-      method: "POST",
-      headers: { "Content-Type": "application/json", ...authHeaders() },
-      body: JSON.stringify(checking ? { text: sent } : requestBody()),
-      signal: deadline.signal,
-    });
+    const body = JSON.stringify(checking ? { text: sent } : requestBody());
+    let response;
+    for (let attempt = 0; ; attempt++) {
+      response = await fetch(checking ? "check" : "predict", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", ...authHeaders() },
+        body,
+        signal: deadline.signal,
+      });
+      const wait = busyWaitMs(response);
+      if (wait === null || attempt >= BUSY_RETRIES) break;
+      await pause(wait, deadline.signal);
+      if (deadline.signal.aborted) throw new Error("no answer");
+    }
     const data = await response.json().catch(() => null);
     if (deadline.signal.aborted) throw new Error("no answer"); // cut off mid-body
     if (currentMode() !== mode) return; // the mode changed while it ran: not this mode's answer
