@@ -177,6 +177,8 @@ def test_an_init_model_whose_weights_do_not_load_is_one_sentence(
         ({"shuffle_buffer": 10}, "--shuffle-buffer"),
         ({"eval_lines": 10}, "--eval-lines"),
         ({"given": frozenset({"--seq-len"})}, "--seq-len"),  # typed, at its default value
+        ({"masking": "word"}, "--masking"),
+        ({"given": frozenset({"--masking"})}, "--masking"),  # --masking token was taken
     ],
 )
 def test_options_csv_fine_tuning_would_ignore_are_refused(

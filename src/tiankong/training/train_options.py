@@ -153,6 +153,7 @@ PARTIAL_OPTIONS = (
     ("--mask-rate", "mask_rate", "text", "every file is CSV, masked at its [MASK]s only"),
     ("--shuffle-buffer", "shuffle_buffer", "text_data", "it mixes raw-text lines; --data is CSV"),
     ("--data-workers", "data_workers", "text_data", "they batch raw text; --data is CSV"),
+    ("--masking", "masking", "text_data", "it masks raw text; --data is CSV"),
     ("--eval-lines", "eval_lines", "text_heldout", "there is no raw-text --heldout file"),
     ("--eval-every", "eval_every", "heldout", "there is no --heldout file to evaluate"),
     ("--skip-bad-rows", "skip_bad_rows", "csv", "there is no CSV file"),
@@ -305,7 +306,6 @@ def validate_options(options: TrainOptions) -> None:
         raise BadOptionError("Give at least one training file with --data.")
     check_files(options.data, "--data")
     check_files(options.heldout, "--heldout")
-    csv_data = all(is_csv(spec) for spec in options.data)
     if not 0.0 < options.mask_rate < 1.0:
         raise BadOptionError(  # "between 0 and 1" read as if 0 were allowed
             f"--mask-rate must be more than 0 and less than 1; got {options.mask_rate:g}."
@@ -334,8 +334,6 @@ def validate_options(options: TrainOptions) -> None:
         raise BadOptionError(
             f"--masking '{options.masking}' is not one of {', '.join(MASKING_KINDS)}."
         )
-    if options.masking != "token" and csv_data:
-        raise BadOptionError("--masking applies to raw-text pretraining, not to CSV fine-tuning.")
     if options.masking != "token" and importlib.util.find_spec("jieba") is None:
         raise BadOptionError(
             f"--masking {options.masking} segments words with jieba: pip install 'tiankong[train]'."
