@@ -219,6 +219,28 @@ def test_an_all_blank_key_list_in_the_env_stops_serve(twin: dict[str, str]) -> N
     assert "An API key is empty" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("keys", ["correct horse battery staple", "k1 k2", "k1, k 2"])
+def test_a_key_list_in_the_env_is_split_at_commas_only(keys: str) -> None:
+    """click split the twin at whitespace first: TIANKONG_API_KEYS='correct horse battery
+    staple' was four keys, each let in (Bearer horse answered 200), where --api-key with the
+    phrase is refused (a review's reproduction). Commas alone split it now, so the phrase is
+    one key and the key rule refuses it, as it refuses the flag."""
+    from typer.testing import CliRunner
+
+    from tiankong.cli import app, register_commands
+
+    register_commands()
+    done = CliRunner().invoke(
+        app, ["serve", "--model", "/nonexistent/model"], env={"TIANKONG_API_KEYS": keys}
+    )
+    assert isinstance(done.exception, BadOptionError), done.exception
+    assert done.exception.message == "An API key must be printable ASCII without spaces."
+    fine = CliRunner().invoke(
+        app, ["serve", "--model", "/nonexistent/model"], env={"TIANKONG_API_KEYS": "k1, k2"}
+    )
+    assert "does not exist" in str(getattr(fine.exception, "message", fine.exception))
+
+
 @pytest.mark.processes
 def test_serve_takes_keys_from_the_env_twins(tmp_path: Path) -> None:
     """The CLI: TIANKONG_API_KEYS (comma-separated) and a keys file that doesn't exist, which

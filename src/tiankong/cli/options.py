@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import Field, is_dataclass
 from typing import Annotated, Any, TypeVar, get_origin, get_type_hints
@@ -76,15 +77,28 @@ def flag_parameter(table: type, row: Field[Any], flag: Flag) -> inspect.Paramete
     )
 
 
-def built(table: type[T], values: dict[str, Any]) -> T:
-    """The table instance from flag values (None = not given), checked."""
+def split_listed(row: Field[Any], value: list[str], from_environment: bool) -> list[str]:
+    """A repeatable flag's values; from its env twin, the variable's text whole, for
+    ``comma_list`` to split at commas alone: click splits an env value at whitespace first, so
+    TIANKONG_API_KEYS='correct horse battery staple' was four keys, each let in, where --api-key
+    with that phrase is refused (a key has no spaces)."""
+    if not from_environment:
+        return value
+    return [os.environ.get(env_twin(row.name), "")]
+
+
+def built(
+    table: type[T], values: dict[str, Any], from_environment: frozenset[str] = frozenset()
+) -> T:
+    """The table instance from flag values (None = not given), checked; ``from_environment``:
+    the rows whose value click read from their env twin."""
     changes = {}
     for row, flag in rows(table):
         value = values.get(row.name)
         if value is None:
             continue
         if isinstance(value, list):  # repeated flags, or the env twin's comma-separated list
-            value = comma_list(value)
+            value = comma_list(split_listed(row, value, row.name in from_environment))
         elif flag.choices and isinstance(value, str):
             value = value.lower()
         changes[row.name] = value
@@ -133,10 +147,15 @@ def settings_flags(command: F) -> F:
     @functools.wraps(command)
     def run(**values: Any) -> Any:
         arguments = {n: v for n, v in values.items() if n not in flags and n != CONTEXT}
+        context: typer.Context | None = values.get(CONTEXT)
+        from_environment = frozenset(
+            row
+            for n, (_, row, _) in flags.items()
+            if context and getattr(context.get_parameter_source(n), "name", None) == "ENVIRONMENT"
+        )
         for table_name, table in tables.items():
             mine = {row: values.get(n) for n, (t, row, _) in flags.items() if t == table_name}
-            arguments[table_name] = built(table, mine)
-        context: typer.Context | None = values.get(CONTEXT)
+            arguments[table_name] = built(table, mine, from_environment)
         if "given" in signature.parameters and context:  # set on the command line or the twin
             arguments["given"] = frozenset(
                 row
@@ -152,10 +171,8 @@ def settings_flags(command: F) -> F:
             )
         return command(**arguments)
 
-    if {"given", "typed"} & set(signature.parameters):  # typer passes it to its type's parameter
-        out.append(
-            inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
-        )
+    # typer passes it to its type's parameter: which flags were given, and where from
+    out.append(inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
     # typer reads the signature; a generated flag may follow a parameter without a default
     run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         out, __validate_parameters__=False
