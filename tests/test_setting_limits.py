@@ -210,3 +210,36 @@ def test_the_top_k_settings(tiny_model_dir: Path) -> None:
     assert len(masker.predict("春眠不觉晓，处处闻啼[MASK]。").masks[0]) == 3
     with pytest.raises(BadOptionError, match="max_top_k must be 1 or more; got 0"):
         FillMasker.load(settings=replace(settings, max_top_k=0))
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        # inf held the engine for good: every request a 504 while the probes said 200
+        ({"batch_window_ms": float("inf")}, "--batch-window-ms must be a finite number; got inf."),
+        ({"batch_window_ms": float("nan")}, "--batch-window-ms must be a finite number; got nan."),
+        ({"batch_window_ms": 60_001.0}, "--batch-window-ms must be from 0 to 60000; got 60001."),
+        # 1e10 was an OverflowError traceback from the drain's watchdog at SIGTERM
+        ({"drain_timeout_s": 1e10}, "--drain-timeout must be 86400 or less; got 1e+10."),
+        (
+            {"request_timeout_s": float("inf")},
+            "--request-timeout must be a finite number; got inf.",
+        ),
+        ({"client_timeout_s": 86_401.0}, "--client-timeout must be 86400 or less; got 86401."),
+        ({"int8_min_agreement": float("nan")}, "must be a finite number; got nan."),
+    ],
+)
+def test_a_time_setting_past_what_a_timer_takes_is_refused(
+    changes: dict[str, float], words: str
+) -> None:
+    """A review's reproductions: each was taken at startup and broke the server later."""
+    with pytest.raises(BadOptionError) as refused:
+        check_settings(Settings(**changes))
+    assert refused.value.message.endswith(words), refused.value.message
+
+
+@pytest.mark.processes
+def test_an_infinite_batch_window_in_the_env_stops_serve() -> None:
+    done = run_cli("serve", "--port", "1", env={"TIANKONG_BATCH_WINDOW_MS": "inf"})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == "error: --batch-window-ms must be a finite number; got inf."

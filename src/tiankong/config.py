@@ -9,6 +9,7 @@ never read the environment. A new setting is one row; see docs/ARCHITECTURE.md, 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
@@ -55,6 +56,14 @@ def cache_folder(kind: str, override: str | None = None) -> Path:
     if override:
         return Path(override).expanduser()
     return Path(user_cache_dir("tiankong")) / kind
+
+
+# The longest a server setting may wait: beyond them a timer overflows (--drain-timeout 1e10
+# was an OverflowError traceback from the drain's watchdog at SIGTERM) or the server never
+# answers (--batch-window-ms inf held the engine for good, every request a 504, the probes
+# 200); a day, and a minute for the batch window, are past any use.
+MAX_TIMEOUT_S = 86_400.0
+MAX_BATCH_WINDOW_MS = 60_000.0
 
 
 @dataclass(frozen=True)
@@ -204,6 +213,7 @@ class Settings:
         help="Once the engine was busy, wait this long for a batch to fill (default {default}; "
         "0 = never wait). A request to an idle engine runs at once.",
         at_least=0,
+        at_most=MAX_BATCH_WINDOW_MS,
     )
     max_batch_size: int = setting(
         32, "--max-batch-size", help="Most texts per engine call (default {default}).", at_least=1
@@ -226,6 +236,7 @@ class Settings:
         "--request-timeout",
         help="Seconds a request may queue and run before 504 (default {default}).",
         more_than=0,
+        at_most=MAX_TIMEOUT_S,
     )
     # forward rows one request may ask for: PreparedRequest.forward_rows, summed over its texts
     max_request_cost: int = setting(
@@ -280,12 +291,14 @@ class Settings:
         help="Seconds a client has to send a request's headers, and again its body "
         "(default {default}).",
         more_than=0,
+        at_most=MAX_TIMEOUT_S,
     )
     drain_timeout_s: float = setting(
         10.0,
         "--drain-timeout",
         help="Seconds requests in flight get to finish after SIGTERM (default {default}).",
         more_than=0,
+        at_most=MAX_TIMEOUT_S,
     )
     # No flag: set in code, or by the env twin where Ray Serve builds the app.
     # Below 1 every text is refused, the servers' warm-up first (a startup traceback).
@@ -450,6 +463,8 @@ def check_rows(values: Any) -> None:
             )
         if value is None:
             continue
+        if isinstance(value, float) and not math.isfinite(value):  # nan, inf: never a setting
+            raise BadOptionError(f"{label(row, flag)} must be a finite number; got {value}.")
         if isinstance(value, str) and not value.strip():  # '' fell back to the default, or
             # read as a path: --model "" served the bundled model, " " the working folder
             raise BadOptionError(f"{label(row, flag)} is empty; give a value or leave it out.")
