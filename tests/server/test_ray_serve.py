@@ -242,6 +242,20 @@ def test_operations_routes(ray_url: str, standalone: TestClient) -> None:
     assert metrics.status_code == 200
     assert "tiankong_batch_size_bucket" in metrics.text
     assert 'tiankong_requests_total{method="POST",route="/predict",status="200"}' in metrics.text
+    # the replica's access line names the request's id, in the replica's log (it was written
+    # nowhere: the replica never showed tiankong's own lines)
+    named = httpx.post(
+        f"{ray_url}/predict", json={"text": POEM}, headers={"X-Request-ID": "ray-log-check-7"}
+    )
+    assert named.status_code == 200
+    logs = Path(ray._private.worker.global_worker.node.get_logs_dir_path())
+    deadline = time.monotonic() + 30
+    while not any(
+        'POST /predict HTTP/1.1" 200' in text and "id=ray-log-check-7" in text
+        for text in (path.read_text("utf-8", "replace") for path in logs.rglob("*.err"))
+    ):
+        assert time.monotonic() < deadline, "no access line in the replicas' logs"
+        time.sleep(0.5)
 
 
 # --- without a cluster: the scheduler, and the options Ray gets ------------------------------

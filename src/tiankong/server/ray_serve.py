@@ -179,7 +179,11 @@ class TiankongReplica:
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         from tiankong.server import create_app
+        from tiankong.server.uvicorn_server import show_logs
 
+        # tiankong's lines on the replica's stderr, which Ray keeps in the replica's log: the
+        # access line with the request's id was written nowhere (a review's reproduction)
+        show_logs(self.settings.log_level)
         app = create_app(self.settings, scheduler=self.scheduler)
         app.add_middleware(ReplicaHeaders, replica=self.replica)
         return app
