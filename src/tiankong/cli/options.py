@@ -147,7 +147,7 @@ def settings_flags(command: F) -> F:
     @functools.wraps(command)
     def run(**values: Any) -> Any:
         arguments = {n: v for n, v in values.items() if n not in flags and n != CONTEXT}
-        context: typer.Context | None = values.get(CONTEXT)
+        context: typer.Context | None = values.get(own_context or CONTEXT)
         from_environment = frozenset(
             row
             for n, (_, row, _) in flags.items()
@@ -171,8 +171,13 @@ def settings_flags(command: F) -> F:
             )
         return command(**arguments)
 
-    # typer passes it to its type's parameter: which flags were given, and where from
-    out.append(inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
+    # typer passes the context to one parameter of its type (which flags were given, and where
+    # from): the command's own where it takes one (eval's), else this one
+    own_context = next((p.name for p in out if p.annotation is typer.Context), None)
+    if own_context is None:
+        out.append(
+            inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+        )
     # typer reads the signature; a generated flag may follow a parameter without a default
     run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         out, __validate_parameters__=False
