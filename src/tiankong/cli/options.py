@@ -148,26 +148,25 @@ def settings_flags(command: F) -> F:
     def run(**values: Any) -> Any:
         arguments = {n: v for n, v in values.items() if n not in flags and n != CONTEXT}
         context: typer.Context | None = values.get(own_context or CONTEXT)
+        # where click took each value: COMMANDLINE, ENVIRONMENT (the twin) or DEFAULT
+        source = {
+            n: getattr(context.get_parameter_source(n), "name", "DEFAULT") if context else "DEFAULT"
+            for n in values
+        }
         from_environment = frozenset(
-            row
-            for n, (_, row, _) in flags.items()
-            if context and getattr(context.get_parameter_source(n), "name", None) == "ENVIRONMENT"
+            row for n, (_, row, _) in flags.items() if source[n] == "ENVIRONMENT"
         )
         for table_name, table in tables.items():
             mine = {row: values.get(n) for n, (t, row, _) in flags.items() if t == table_name}
             arguments[table_name] = built(table, mine, from_environment)
         if "given" in signature.parameters and context:  # set on the command line or the twin
             arguments["given"] = frozenset(
-                row
-                for n, (_, row, _) in flags.items()
-                if getattr(context.get_parameter_source(n), "name", "DEFAULT") != "DEFAULT"
+                row for n, (_, row, _) in flags.items() if source[n] != "DEFAULT"
             )
         if "typed" in signature.parameters and context:
             rows_of = {n: row for n, (_, row, _) in flags.items()}
             arguments["typed"] = frozenset(
-                rows_of.get(n, n)
-                for n in values
-                if getattr(context.get_parameter_source(n), "name", None) == "COMMANDLINE"
+                rows_of.get(n, n) for n in values if source[n] == "COMMANDLINE"
             )
         return command(**arguments)
 

@@ -10,7 +10,7 @@ from typing import Any
 from tiankong.config import Settings
 from tiankong.core.beam_search import ORDERS
 from tiankong.core.decoding import PRESETS, Constraints
-from tiankong.core.text import BLANK, LONE_SURROGATE, MASK, normalize_masks
+from tiankong.core.text import BLANK, MASK, check_unicode, normalize_masks
 from tiankong.errors import BadOptionError
 
 MODES = ("single", "whole_word", "candidates")
@@ -183,7 +183,8 @@ def check_option(option: object, name: str) -> None:
     MAX_OPTION_CHARS characters, without a blank marker, not a word piece."""
     if not isinstance(option, str) or not option.strip():
         raise BadOptionError(f"Every {name} must be a non-empty string.")
-    check_entry_unicode(option, name)
+    # an option is text: a lone surrogate (GBK bytes in --candidates) was a TypeError traceback
+    check_unicode(option, f"One {name}", BadOptionError)
     if len(option.strip()) > MAX_OPTION_CHARS:
         raise BadOptionError(
             f"The {name} '{option[:20]}' is longer than {MAX_OPTION_CHARS} characters."
@@ -191,17 +192,6 @@ def check_option(option: object, name: str) -> None:
     if MASK in normalize_masks(option) or BLANK in normalize_masks(option):
         raise BadOptionError(f"A {name} can't contain [MASK] or [BLANK].")
     check_not_word_piece(option, name)
-
-
-def check_entry_unicode(entry: str, name: str) -> None:
-    """An option is text: a lone surrogate (bytes that weren't UTF-8, as Python decodes a
-    command line) reached the tokenizer, whose TypeError was a traceback from --candidates,
-    --allowed and --exclude. The entry itself is not repeated: it can't be printed."""
-    if LONE_SURROGATE.search(entry):
-        raise BadOptionError(
-            f"One {name} is not valid Unicode (bytes that aren't UTF-8, or a lone surrogate); "
-            "send UTF-8."
-        )
 
 
 def check_not_word_piece(entry: str, name: str) -> None:
@@ -226,7 +216,7 @@ def check_constraint_words(constraints: Constraints) -> None:
             # as for a candidate: [BLANK] was read as its characters and answered ] and [
             raise BadOptionError(f"An entry of '{field}' can't contain [MASK] or [BLANK].")
         for word in words:
-            check_entry_unicode(word, f"{field} entry")
+            check_unicode(word, f"One {field} entry", BadOptionError)
             check_not_word_piece(word, f"{field} entry")
 
 

@@ -240,13 +240,16 @@ def add_folder_tokens(tokenizer: Tokenizer, folder: Path, config: dict[str, obje
             )
 
 
-def check_unicode(text: str) -> None:
+def check_unicode(
+    text: str, what: str = "The text", error: type[BadInputError] = BadInputError
+) -> None:
     """A lone surrogate (a str made from bad UTF-8, as Python decodes a command line or stdin)
     has no UTF-8 form: the tokenizer and OpenCC raise on it. Checked before either sees the
-    text, on every path that takes one."""
+    text, on every path that takes one (``what``, ``error``: an option's name and
+    BadOptionError; the value itself is not repeated, it can't be printed)."""
     if LONE_SURROGATE.search(text):
-        raise BadInputError(  # GBK bytes on stdin were told "a lone surrogate" alone
-            "The text is not valid Unicode (bytes that aren't UTF-8, or a lone surrogate); "
+        raise error(  # GBK bytes on stdin were told "a lone surrogate" alone
+            f"{what} is not valid Unicode (bytes that aren't UTF-8, or a lone surrogate); "
             "send UTF-8."
         )
 
