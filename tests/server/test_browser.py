@@ -824,3 +824,27 @@ def test_every_warning_the_server_words_alike_is_in_the_pages_chinese() -> None:
     fixed = [NO_HAN_WARNING, NO_WHOLE_FILL_WARNING, NO_HAN_TO_CHECK, BLANK_IN_CHECK]
     for warning in [*fixed, NOTHING_CHECKED, MORE_MAY_REMAIN]:
         assert f'"{warning}":' in words, warning
+
+
+def test_every_error_code_has_the_pages_chinese_headline() -> None:
+    """The Chinese page heads an error by its code (i18n.js); a code missing there was shown
+    as the generic 出错了。 over the server's English sentence (a review: batch_too_large,
+    unsupported_media_type, not_found, method_not_allowed)."""
+    import re
+
+    import tiankong.errors as errors
+    import tiankong.tasks.check  # noqa: F401  (any error classes of its own are defined)
+    from tiankong.server.routes import STATIC_DIR
+
+    codes = {"not_found", "method_not_allowed"}  # Starlette's, by their HTTP phrase
+    classes = [errors.TiankongError]
+    while classes:
+        klass = classes.pop()
+        codes.add(klass.code)
+        classes.extend(klass.__subclasses__())
+    words = (STATIC_DIR / "i18n.js").read_text(encoding="utf-8")
+    chinese = words[: words.index("  en: {")]
+    block = chinese[chinese.index("    errors: {") :]
+    block = block[: block.index("    },")]
+    shown = set(re.findall(r"^\s+([a-z_]+): \"", block, re.MULTILINE))
+    assert sorted(codes - shown) == []
