@@ -1,6 +1,6 @@
 """What the corpus index does to single-character answers in running text, per category.
 
-    python scripts/index_flips.py data/eval/check_dev.jsonl [--show 20]
+    python scripts/index_flips.py data/eval/check_dev.jsonl [--show 20] [--at-end]
 
 Every Han character of each *clean* sentence of a proofreading split (``modern_clean``,
 ``classical_clean``, ``idiom_clean``, ``poem_clean``: sentences without errors) is masked in
@@ -8,7 +8,9 @@ turn and filled with the default install (the bundled model and index), with and
 index. The masked character is the answer. Prints, per category, top-1 both ways, the items
 the index turns from right to wrong and from wrong to right, and how many of the first answers
 shown with an 出处 (the index's evidence) are the masked character; ``--show N`` lists the first N
-right-to-wrong items with the evidence the index showed for its answer. The modern sentences
+right-to-wrong items with the evidence the index showed for its answer. ``--at-end`` masks
+instead the last Han character of each clause, the text cut right after it (a blank at the text's
+end with no mark after it: 他画的龙真是画龙点[MASK]). The modern sentences
 are dialogue the index does not hold (docs/INDEX.md, "Running text"); the dev split is where a
 rule may be chosen, the test split only reported.
 """
@@ -40,12 +42,29 @@ def masked_items(split: Path) -> list[tuple[str, str, str]]:
     return items
 
 
+def clause_ends(split: Path) -> list[tuple[str, str, str]]:
+    """(text ending in its one [MASK], the masked character, category): each clause's last Han
+    character of the clean sentences, the text cut right after it."""
+    items = []
+    for line in split.read_text(encoding="utf-8").splitlines():
+        item = json.loads(line)
+        if item["category"] not in CLEAN:
+            continue
+        text = item["text"]
+        for at, char in enumerate(text):
+            after = text[at + 1 : at + 2]
+            if "\u4e00" <= char <= "\u9fff" and not ("\u4e00" <= after <= "\u9fff"):
+                items.append((f"{text[:at]}[MASK]", char, item["category"]))
+    return items
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("split", type=Path)
     parser.add_argument("--show", type=int, default=0, help="right-to-wrong items to list")
+    parser.add_argument("--at-end", action="store_true", help="each clause's last character")
     args = parser.parse_args()
-    items = masked_items(args.split)
+    items = clause_ends(args.split) if args.at_end else masked_items(args.split)
     masker = FillMasker.load()
     counts: Counter[tuple[str, str]] = Counter()
     flips = []

@@ -215,6 +215,32 @@ def test_a_context_that_stops_at_another_blank_is_not_the_whole_text() -> None:
     assert all(mask[0].memory is not None for mask in poem.masks)
 
 
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("他画的龙真是画龙点[MASK]", "睛"),
+        ("他总是守株待[MASK]", "兔"),
+        ("他做事总是画蛇添[MASK]", "足"),
+    ],
+)
+def test_a_blank_that_ends_the_text_is_judged_against_the_models_best_character(
+    text: str, answer: str
+) -> None:
+    """At a text's end with no mark after it the model's best is a full stop (他画的龙真是画龙点
+    [MASK]: 。 0.79), and the plausibility rule measured the index's 睛 against it, so the
+    idiom the index holds (画龙点睛, three characters of the text beside it) was refused and
+    the answer was 。 (a review); with a ！ after the blank it was 睛. The rule's reference is
+    the model's best character now."""
+    masker = FillMasker.load()
+    best = masker.predict(text, top_k=1).masks[0][0]
+    assert best.token == answer and best.memory is not None
+    alone = masker.predict(text, top_k=1, index=False).masks[0][0]
+    assert unicodedata.category(alone.token)[0] == "P"  # the model's own answer is a mark
+    # where the model wants a mark inside the text, the index has no fill to offer there
+    comma = masker.predict("春眠不觉晓[MASK]处处闻啼鸟。", top_k=1).masks[0][0]
+    assert comma.token == "，"
+
+
 def test_joint_fills_are_characters_never_punctuation() -> None:
     """A whole word or a [BLANK] fill is a word's characters: the bundled model answered
     手机没电了，赶紧去[MASK][MASK]。 with 了。 (the sentence 赶紧去了。。). A constraint

@@ -12,7 +12,8 @@ Two rules decide whether the index may touch a fill at all (docs/INDEX.md, "Evid
   source: the index then says nothing, ``memory`` is null and the score is the model's;
 * **plausibility** (``plausible``): the model gives the fill, per token, at least
   MIN_MODEL_RATIO of what it gives its own best fill of that blank (same length: a fill of L
-  tokens needs MIN_MODEL_RATIO ** L of the best joint score). The index lifts fills the model
+  tokens needs MIN_MODEL_RATIO ** L of the best joint score; at one mask the best token that
+  isn't a mark, ``best_fill_score``). The index lifts fills the model
   finds merely unlikely (画龙点睛: 1e-3 of its best), never ones it finds absurd. Where the
   match holds the query's whole context, of MIN_CONTEXT_HAN Han characters or more (the text
   is a corpus line with a blank: 亡羊补[MASK]), the floor is MIN_WHOLE_MODEL_RATIO
@@ -106,6 +107,18 @@ def index_row(
     return index
 
 
+def best_fill_score(model: np.ndarray, skipped: AbstractSet[int] = frozenset()) -> float:
+    """The plausibility rule's reference at one mask: the model's best token there that the
+    index could fill, none of ``skipped`` (the corpus's punctuation: its line breaks, never a
+    fill). At a text's end the model's best is often 。 (他画的龙真是画龙点[MASK]: 。 0.79), and
+    the characters are judged against the best character, as a blank with a mark after it is."""
+    best = int(model.argmax())
+    if best not in skipped:
+        return float(model[best])
+    others = np.delete(model, np.fromiter(skipped, dtype=np.int64, count=len(skipped)))
+    return float(others.max()) if others.size else 0.0
+
+
 def kept_fills(
     model: np.ndarray, match: BlankMatch, position: int = 0, skipped: AbstractSet[int] = frozenset()
 ) -> list[tuple[int, ...]]:
@@ -115,7 +128,7 @@ def kept_fills(
     model finds absurd is a variant or a typo of it (我们不能守株待[MASK]: the model refuses 兔,
     held four times, and 免, one classical line's typo, was lifted first), or the context is a
     coincidence."""
-    floor = min_model_ratio(match) * float(model.max())
+    floor = min_model_ratio(match) * best_fill_score(model, skipped)
     fills = [fill for fill in match.fills if not any(t in skipped for t in fill)]
     refused = max((match.fills[f] for f in fills if model[f[position]] < floor), default=0)
     return [f for f in fills if model[f[position]] >= floor and match.fills[f] >= refused]
