@@ -241,6 +241,17 @@ def test_a_blank_that_ends_the_text_is_judged_against_the_models_best_character(
     assert comma.token == "，"
 
 
+def test_a_runs_evidence_reads_as_the_answer_shown() -> None:
+    """A run of masks answered per mask: each mask's 出处 is a passage whose other characters
+    are the ones shown where the corpus has one (画蛇添[MASK][MASK] read 画蛇添足悟 and showed
+    画蛇添足岂 for 足, a review)."""
+    masker = FillMasker.load()
+    result = masker.predict("画蛇添[MASK][MASK]", top_k=1)
+    shown = "".join(mask[0].token for mask in result.masks)
+    matches = [mask[0].memory["match"] for mask in result.masks if mask[0].memory]
+    assert matches and all(match.endswith(shown) for match in matches), (shown, matches)
+
+
 def test_joint_fills_are_characters_never_punctuation() -> None:
     """A whole word or a [BLANK] fill is a word's characters: the bundled model answered
     手机没电了，赶紧去[MASK][MASK]。 with 了。 (the sentence 赶紧去了。。). A constraint

@@ -152,6 +152,26 @@ def test_a_less_frequent_fill_is_not_moved_where_a_more_frequent_one_was_refused
     assert sorted(kept_fills(row, match)) == [(10,), (20,), (30,)]
 
 
+def test_a_fill_of_a_run_is_plausible_at_every_mask_or_moves_none() -> None:
+    """Two masks in a row: a fill moves one mask only where the model finds each of its tokens
+    plausible at its own mask (白日[MASK][MASK]住 showed 不 with 出处 白日不堑住 where the
+    model refused 堑 and the sentence read 白日不人住); the plausibility reference at a mask
+    is its best token that isn't skipped (a mark)."""
+    first, second = np.full(100, 1e-3), np.full(100, 1e-3)
+    first[10], second[50], second[20] = 0.5, 0.9, 1e-9  # 20: absurd at the second mask
+    match = BlankMatch(
+        left=(1, 2, 3), right=(), fills={(10, 20): 1}, positions={}, exact=True, context_han=3
+    )
+    assert kept_fills(first, match, 0) == [(10, 20)]  # one mask judged alone
+    assert kept_fills(first, match, 0, run=[first, second]) == []
+    second[20] = 0.01
+    assert kept_fills(first, match, 0, run=[first, second]) == [(10, 20)]
+    # a mark the model prefers is no reference: 20 is 1.1e-5 of it, 2e-4 of the best character
+    second[50], second[60], second[20] = 0.9, 0.05, 1e-5
+    assert kept_fills(second, match, 1) == []
+    assert kept_fills(second, match, 1, skipped=frozenset({50})) == [(10, 20)]
+
+
 def test_a_match_of_one_or_two_han_characters_is_no_evidence(
     small_index: Path, tokenizer: Tokenizer
 ) -> None:

@@ -95,13 +95,17 @@ FITTED_WEIGHT = IndexWeight(bias=-2.543, per_token=0.521, per_log_count=-0.127)
 
 
 def index_row(
-    model: np.ndarray, match: BlankMatch, position: int = 0, skipped: AbstractSet[int] = frozenset()
+    model: np.ndarray,
+    match: BlankMatch,
+    position: int = 0,
+    skipped: AbstractSet[int] = frozenset(),
+    run: Sequence[np.ndarray] | None = None,
 ) -> np.ndarray:
     """The index's distribution at one mask, over the fills the model finds plausible there
-    (the fills' token at ``position``) with no token in ``skipped`` at any of the blank's
-    masks (守株[MASK][MASK]: the fill 人， is no evidence for 人); it sums to at most 1."""
+    (``kept_fills``) with no token in ``skipped`` at any of the blank's masks (守株[MASK][MASK]:
+    the fill 人， is no evidence for 人); it sums to at most 1."""
     index = np.zeros_like(model)
-    kept = kept_fills(model, match, position, skipped)
+    kept = kept_fills(model, match, position, skipped, run)
     for fill in kept:
         index[fill[position]] += match.probability(fill)
     return index
@@ -120,18 +124,31 @@ def best_fill_score(model: np.ndarray, skipped: AbstractSet[int] = frozenset()) 
 
 
 def kept_fills(
-    model: np.ndarray, match: BlankMatch, position: int = 0, skipped: AbstractSet[int] = frozenset()
+    model: np.ndarray,
+    match: BlankMatch,
+    position: int = 0,
+    skipped: AbstractSet[int] = frozenset(),
+    run: Sequence[np.ndarray] | None = None,
 ) -> list[tuple[int, ...]]:
-    """The fills the index may move at one mask: the model finds their token there plausible,
-    none of their tokens is ``skipped``, and no fill the corpus holds more often was refused
-    as implausible. A corpus's less frequent fill of a context whose most frequent one the
-    model finds absurd is a variant or a typo of it (我们不能守株待[MASK]: the model refuses 兔,
-    held four times, and 免, one classical line's typo, was lifted first), or the context is a
-    coincidence."""
-    floor = min_model_ratio(match) * best_fill_score(model, skipped)
+    """The fills the index may move at one mask: the model finds their token there plausible
+    (and, given ``run``, the model's rows at every mask of the blank, each of their tokens at
+    its own mask: [MASK][MASK]待兔 showed 守 with 出处 守株待兔 where the model refused 株 and
+    the sentence read 守狐待兔), none of their tokens is ``skipped``, and no fill the corpus
+    holds more often was refused as implausible. A corpus's less frequent fill of a context
+    whose most frequent one the model finds absurd is a variant or a typo of it
+    (我们不能守株待[MASK]: the model refuses 兔, held four times, and 免, one classical line's
+    typo, was lifted first), or the context is a coincidence."""
+    rows = [(position, model)] if run is None else list(enumerate(run))
+    ratio = min_model_ratio(match)
+    floors = [(at, row, ratio * best_fill_score(row, skipped)) for at, row in rows]
+
+    def plausible_fill(fill: tuple[int, ...]) -> bool:
+        return all(row[fill[at]] >= floor for at, row, floor in floors)
+
     fills = [fill for fill in match.fills if not any(t in skipped for t in fill)]
-    refused = max((match.fills[f] for f in fills if model[f[position]] < floor), default=0)
-    return [f for f in fills if model[f[position]] >= floor and match.fills[f] >= refused]
+    held = {fill: plausible_fill(fill) for fill in fills}
+    refused = max((match.fills[f] for f in fills if not held[f]), default=0)
+    return [f for f in fills if held[f] and match.fills[f] >= refused]
 
 
 def combine_distribution(
@@ -140,15 +157,17 @@ def combine_distribution(
     weight: IndexWeight = FITTED_WEIGHT,
     position: int = 0,
     skipped: AbstractSet[int] = frozenset(),
+    run: Sequence[np.ndarray] | None = None,
 ) -> np.ndarray:
     """Mix one mask's vocabulary distribution with a match: for a blank of several masks, the
-    mask at ``position`` gets the index's marginal there. The share of implausible fills, and
-    of ``skipped`` ones (punctuation: ``CorpusMemory.mix``), stays with the model, so the row
-    sums to 1."""
+    mask at ``position`` gets the index's marginal there (``run``: the model's rows at each of
+    them, for the plausibility of a whole fill). The share of implausible fills, and of
+    ``skipped`` ones (punctuation: ``CorpusMemory.mix``), stays with the model, so the row sums
+    to 1."""
     w = weight.of(match)
     if match is None or w == 0.0 or not spans_blank(match, len(next(iter(match.fills), ()))):
         return model
-    index = index_row(model, match, position, skipped)
+    index = index_row(model, match, position, skipped, run)
     kept = float(index.sum())
     if kept == 0.0:
         return model

@@ -89,7 +89,8 @@ class CorpusMemory:
         open_ended: bool = False,
     ) -> MixedRows:
         rows = probabilities
-        matches: dict[int, tuple[BlankMatch, int]] = {}  # mask number -> (match, position)
+        # mask number -> (match, its position in the blank, the blank's mask numbers)
+        matches: dict[int, tuple[BlankMatch, int, list[int]]] = {}
         number_of = {index: number for number, index in enumerate(mask_indices)}
         if found is None:
             found = self.find(input_ids, mask_indices)
@@ -103,13 +104,14 @@ class CorpusMemory:
             )
             if match is None:
                 continue
-            for position in range(blank.length):
-                number = number_of[blank.first + position]
+            numbers = [number_of[blank.first + position] for position in range(blank.length)]
+            run = [probabilities[number] for number in numbers] if blank.length > 1 else None
+            for position, number in enumerate(numbers):
                 row = rows[number]  # (a new view object on every indexing: compare this one)
                 # the corpus's punctuation where the user typed a character is its line
                 # breaks, not a fill: the index proposes none (docs/INDEX.md, "Running text")
                 mixed = combine_distribution(
-                    row, match, FITTED_WEIGHT, position, self.punctuation_ids
+                    row, match, FITTED_WEIGHT, position, self.punctuation_ids, run
                 )
                 if mixed is not row:
                     if rows is probabilities:
@@ -117,7 +119,7 @@ class CorpusMemory:
                     if blank.length == 1 and self.ends_text(blank):
                         mixed = self.without_punctuation(mixed)
                     rows[number] = mixed
-                    matches[number] = (match, position)
+                    matches[number] = (match, position, numbers)
         if not matches:
             return MixedRows(probabilities)
 
@@ -125,13 +127,22 @@ class CorpusMemory:
             found = matches.get(number)
             if found is None:
                 return None
-            match, position = found
-            kept = kept_fills(probabilities[number], match, position, self.punctuation_ids)
+            match, position, numbers = found
+            run = [probabilities[other] for other in numbers] if len(numbers) > 1 else None
+            kept = kept_fills(probabilities[number], match, position, self.punctuation_ids, run)
             # only what the index moved has evidence (combine.index_row, the same fills)
             counts = {fill: match.fills[fill] for fill in kept if fill[position] == token_id}
             if not counts:
                 return None
-            best: tuple[int, ...] = max(counts, key=counts.__getitem__)
+            # of a run's fills, the passage that reads as the answer shows the run's other
+            # masks first (画蛇添[MASK][MASK] answered 足悟 and showed 画蛇添足岂 for 足)
+            tops = [int(rows[other].argmax()) for other in numbers]
+
+            def agrees(fill: tuple[int, ...]) -> int:
+                pairs = enumerate(zip(fill, tops, strict=True))
+                return sum(t == top for p, (t, top) in pairs if p != position)
+
+            best = max(counts, key=lambda fill: (agrees(fill), counts[fill]))
             return self.lookup.evidence(match, best)
 
         return MixedRows(rows, evidence)
