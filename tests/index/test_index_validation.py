@@ -89,6 +89,32 @@ def test_scrambled_suffix_array_of_the_right_size(copy_of: Path) -> None:
         open_index(copy_of)
 
 
+@pytest.mark.parametrize(
+    ("name", "at", "value"),
+    [
+        ("characters.bin", None, b"\xff"),  # every entry past the last code point
+        ("characters.bin", 4 * 5001, b"\xff\xff\xff\xff"),  # one token's character
+        ("characters.bin", 4 * 5001, b"\x00\xd8\x00\x00"),  # a lone surrogate
+        ("tokens.bin", 0, b"\xff\xff"),  # a token id past the vocabulary
+    ],
+)
+def test_characters_that_do_not_decode_are_a_corrupt_index(
+    copy_of: Path, name: str, at: int | None, value: bytes
+) -> None:
+    """A damaged characters.bin was a UnicodeDecodeError traceback at startup, or, one entry
+    damaged, a 500 for every request of a batch that showed a 出处 (a review)."""
+    path = copy_of / name
+    data = bytearray(path.read_bytes())
+    if at is None:
+        data[:] = value * len(data)
+    else:
+        data[at : at + len(value)] = value
+    path.write_bytes(bytes(data))
+    with pytest.raises(IndexCorruptError, match="corrupt") as caught:
+        open_index(copy_of)
+    assert mapping_for(caught.value).exit_code == 3
+
+
 def test_stale_index(small_index: Path, corpus_file: Path, tmp_path: Path) -> None:
     changed = tmp_path / corpus_file.name
     changed.write_text(corpus_file.read_text(encoding="utf-8") + "新的一行文字。\n")

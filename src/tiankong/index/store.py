@@ -131,6 +131,7 @@ class CorpusIndex:
             check_fresh(folder, manifest, [Path(path) for path in sources])
         index = cls(folder, manifest)
         index.check_sorted()
+        index.check_characters()
         return index
 
     @staticmethod
@@ -147,6 +148,34 @@ class CorpusIndex:
                 raise IndexCorruptError(
                     f"The index {self.folder} is corrupt (its suffix array is out of order)."
                 )
+
+    def check_characters(self) -> None:
+        """Every character the evidence is spelled with decodes: a damaged characters.bin was
+        a UnicodeDecodeError traceback at startup, or a 500 for every request of a batch that
+        showed a 出处 (a review). The files are small (a vocabulary's entries, the spellings the
+        tokens don't give back, the passages kept as text)."""
+        for name, values in (
+            ("characters.bin", self.characters),
+            ("spelling_chars.bin", self.spelling_chars),
+        ):
+            code_points = values.astype(np.int64)
+            surrogates = (code_points >= 0xD800) & (code_points <= 0xDFFF)
+            if ((code_points > 0x10FFFF) | surrogates).any():
+                raise IndexCorruptError(
+                    f"The index {self.folder} is corrupt ({name} holds values that are no "
+                    "characters); rebuild it."
+                )
+        if self.tokens.size and int(self.tokens.max()) >= len(self.characters):
+            raise IndexCorruptError(
+                f"The index {self.folder} is corrupt (tokens.bin holds ids past the "
+                "vocabulary); rebuild it."
+            )
+        try:
+            bytes(self.text).decode("utf-8")
+        except UnicodeDecodeError:
+            raise IndexCorruptError(
+                f"The index {self.folder} is corrupt (its passages are not UTF-8); rebuild it."
+            ) from None
 
     def row(self, row: int) -> int:
         """The token position in suffix-array row ``row``."""
