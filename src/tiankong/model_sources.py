@@ -8,6 +8,7 @@ with ``config.json`` and a tokenizer.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -108,7 +109,15 @@ def check_model_folder(path: Path, source: str) -> None:
         raise ModelUnavailableError(
             f"Model '{source}' has an unreadable or corrupt config.json."
         ) from None
+    if not isinstance(config, dict):
+        raise ModelUnavailableError(f"Model '{source}' has a config.json that is no JSON object.")
     model_type = config.get("model_type")
+    if not isinstance(model_type, str) and transformers_installed():
+        # transformers can't load it, and its error read as bad weights at export (a review)
+        raise ModelUnavailableError(
+            f"Model '{source}' has no model_type in its config.json, so its architecture is "
+            'unknown; add one ("model_type": "bert" for a BERT).'
+        )
     if "auto_map" in config and not native_masked_lm(model_type):
         # transformers asked on a terminal, then ran the folder's code; a type it knows loads
         # without it (trust_remote_code is off everywhere)
@@ -141,6 +150,12 @@ def check_model_folder(path: Path, source: str) -> None:
             f"The tokenizer of model '{source}' has no [MASK] token{other}; tiankong reads "
             "Chinese BERT-family vocabularies, whose blanks are [MASK]."
         )
+
+
+def transformers_installed() -> bool:
+    """Whether this install loads models (a serving install runs only cached exports, where a
+    folder's config.json is read for its figures alone)."""
+    return importlib.util.find_spec("transformers") is not None
 
 
 def native_masked_lm(model_type: object) -> bool:

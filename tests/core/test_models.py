@@ -102,6 +102,9 @@ def test_a_sentencepiece_mask_token_is_named(tmp_path: Path, tiny_model_dir: Pat
         ),
         # RoCBert's inputs are more than token ids: its answers were wrong, exit 0
         ({"model_type": "roc_bert"}, "shape and pronunciation ids"),
+        # no model_type: transformers can't load it, and the export's message blamed the
+        # weights ("could not be loaded for export (ValueError)…", a review)
+        ({"model_type": None}, "no model_type in its config.json"),
     ],
 )
 def test_a_model_tiankong_would_answer_wrongly_or_not_safely_is_refused(

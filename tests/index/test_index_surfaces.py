@@ -207,12 +207,13 @@ def test_an_index_for_a_model_that_reads_text_differently(
     bundled index nor one `tiankong index build` made (always bert-base-chinese's tokenizer),
     and the message said to rebuild with "the model's tokenizer", which the CLI couldn't do.
     `index build --model` reads the text as the model does, and the refusal names it."""
+    import shlex
     import shutil
 
     from tiankong import FillMasker, Settings
     from tiankong.errors import IndexTokenizerMismatchError
 
-    lower = tmp_path / "lower"
+    lower = tmp_path / "lower case 模型"  # a path the message's command quotes
     shutil.copytree(tiny_model_dir, lower)
     tokenizer_json = lower / "tokenizer.json"
     data = json.loads(tokenizer_json.read_text(encoding="utf-8"))
@@ -225,7 +226,9 @@ def test_an_index_for_a_model_that_reads_text_differently(
     with pytest.raises(IndexTokenizerMismatchError) as refused:
         FillMasker.load(str(lower), settings, index="bundled")
     assert refused.value.message.startswith("The bundled index reads its text with")
-    assert f"tiankong index build FILES -o DIR --model {lower.resolve()}" in refused.value.message
+    quoted = shlex.quote(str(lower.resolve()))
+    assert f"tiankong index build FILES -o DIR --model {quoted}` and" in refused.value.message
+    assert quoted.startswith("'")  # pasted into a shell, the folder is one argument
     plain = tmp_path / "plain"
     assert run_cli("index", "build", str(corpus_file), "-o", str(plain)).returncode == 0
     with pytest.raises(IndexTokenizerMismatchError, match="was built with another tokenizer"):

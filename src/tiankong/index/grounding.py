@@ -14,6 +14,7 @@ refuses to start), never a silent fallback.
 
 from __future__ import annotations
 
+import shlex
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -270,8 +271,8 @@ def choose_memory(
     # a folder by its path: its name alone was read as a hub id (offline: exit 3)
     given = model.name if model.kind in ("bundled", "hub") else str(model.path)
     rebuild = (
-        f"build one for it with `tiankong index build FILES -o DIR --model {given}` and "
-        "pass --index DIR"
+        "build one for it with `tiankong index build FILES -o DIR --model "
+        f"{shlex.quote(given)}` and pass --index DIR"
     )
     if setting in ("auto", "bundled"):
         try:

@@ -57,7 +57,11 @@ class CorpusEncoder:
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         if tokenizer.get_vocab_size() > np.iinfo(TOKEN_DTYPE).max:
-            raise IndexInputError("The tokenizer's vocabulary has more than 65,535 tokens.")
+            raise IndexInputError(
+                f"The tokenizer's vocabulary has {tokenizer.get_vocab_size():,} tokens, more "
+                "than the 65,535 a corpus index can hold (its token ids are 2 bytes); use this "
+                "model with --index none."
+            )
         self.tokenizer = tokenizer
         self.table = np.full(0x110000, _UNSAFE - 1, dtype=np.int32)  # UNSAFE-1: not classified
         anchor = tokenizer.encode("a", add_special_tokens=False).ids
