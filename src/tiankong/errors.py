@@ -9,7 +9,7 @@ beyond what the user typed.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -235,10 +235,19 @@ def mapping_for(error: TiankongError) -> ErrorMapping:
     return ERROR_TABLE[TiankongError]
 
 
-def each_text(texts: Sequence[str], make: Callable[[str], T]) -> list[T]:
+def each_text(texts: Sequence[str], make: Callable[[str], T], single: str) -> list[T]:
     """``make(text)`` for each of a batch's ``texts``; a BadInputError names its text by
     position, ``texts[1]: The text is empty…`` (which of 1,500 texts had no [MASK]: the error
-    didn't say; ``predict_batch`` and ``check_batch``)."""
+    didn't say; ``predict_batch`` and ``check_batch``, whose one-text method is ``single``).
+    ``texts`` must be a collection of texts: one string was read a character at a time, a
+    dict's keys were filled, None was a TypeError from the loop (a review)."""
+    batch = f"{single}_batch"
+    if isinstance(texts, str | bytes):
+        raise BadOptionError(
+            f"{batch} takes a list of texts, not one string; use {single} for one text."
+        )
+    if isinstance(texts, Mapping) or not isinstance(texts, Iterable):
+        raise BadOptionError(f"{batch} takes a list of texts, not {type(texts).__name__}.")
     made = []
     for number, text in enumerate(texts):
         try:

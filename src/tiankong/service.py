@@ -291,12 +291,9 @@ class FillMasker:
         **changes: Any,
     ) -> list[FillResult]:
         """Like ``predict`` for many texts; the plain ones share engine calls."""
-        if isinstance(texts, str):  # it was read a character at a time: no_mask, or worse
-            raise BadOptionError(
-                "predict_batch takes a list of texts, not one string; use predict for one text."
-            )
         options = self._asked(top_k, options, changes)
-        return self.run_requests(each_text(texts, partial(self._prepared, options=options)))
+        prepared = each_text(texts, partial(self._prepared, options=options), "predict")
+        return self.run_requests(prepared)
 
     def _asked(
         self, top_k: int | None, options: PredictOptions | None, changes: dict[str, Any]

@@ -323,6 +323,19 @@ def test_predict_batch_refuses_one_string(fake: FillMasker) -> None:
     assert caught.value.code == "bad_option"
 
 
+@pytest.mark.parametrize(
+    ("texts", "words"),
+    [(None, "not NoneType"), (123, "not int"), ({"画龙点[MASK]": 1}, "not dict")],
+)
+def test_predict_batch_refuses_what_is_no_list_of_texts(
+    fake: FillMasker, texts: object, words: str
+) -> None:
+    """None and 123 were a TypeError from the loop; a dict's keys were filled (a review)."""
+    with pytest.raises(TiankongError, match=f"predict_batch takes a list of texts, {words}"):
+        fake.predict_batch(texts)  # type: ignore[arg-type]
+    assert len(fake.predict_batch(text for text in ["画龙点[MASK]"])) == 1  # any iterable
+
+
 def test_settings_and_options_of_the_wrong_kind_are_bad_option(fake: FillMasker) -> None:
     """A dict for settings= or options= was an AttributeError."""
     with pytest.raises(

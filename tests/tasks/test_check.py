@@ -132,6 +132,8 @@ def test_library_misuse_is_one_sentence(checker: Proofreader) -> None:
     AttributeError."""
     with pytest.raises(BadOptionError, match="check_batch takes a list of texts"):
         checker.check_batch("画龙点晴")
+    with pytest.raises(BadOptionError, match="check_batch takes a list of texts, not NoneType"):
+        checker.check_batch(None)  # type: ignore[arg-type]
     with pytest.raises(BadOptionError, match=r"takes a loaded FillMasker .* not NoneType"):
         Proofreader(None)  # type: ignore[arg-type]
     # which text of a batch was bad, as predict_batch says it (it named none)

@@ -253,11 +253,7 @@ class Proofreader:
         return self.run([self.prepare(text)])[0]
 
     def check_batch(self, texts: Sequence[str]) -> list[CheckResult]:
-        if isinstance(texts, str):  # it was checked a character at a time, as one text each
-            raise BadOptionError(
-                "check_batch takes a list of texts, not one string; use check for one text."
-            )
-        return self.run(each_text(texts, self.prepare))
+        return self.run(each_text(texts, self.prepare, "check"))
 
     def run(
         self, requests: Sequence[CheckRequest], score_rows: RowScorer | None = None
