@@ -28,6 +28,8 @@ ENV_PREFIX = "TIANKONG_"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 # what --precision names; which engine runs which is the engine's rule (engines/*_engine.py)
 PRECISIONS = ("auto", "fp32", "int8", "bf16", "fp16")
+# what --engine names (engines.create_engine builds them; "fake" answers without a model)
+ENGINES = ("auto", "torch", "onnx", "openvino", "fake")
 # The most intra-op threads one engine may start. A fixed number, not this host's CPUs, so a
 # setting valid on one machine is valid on every other (a Ray driver checks the settings its
 # replicas run elsewhere); 1024 is above the physical cores of any one host a process runs on
@@ -148,7 +150,11 @@ class Settings:
         8000, "--port", help="TCP port (default {default}).", at_least=0, at_most=65535
     )
     engine: str = setting(
-        "auto", "--engine", help="auto, torch, onnx or openvino.", shows_default=True
+        "auto",
+        "--engine",
+        help="auto, torch, onnx or openvino.",
+        shows_default=True,
+        choices=ENGINES,
     )
     precision: str = setting(
         "auto",

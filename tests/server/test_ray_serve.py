@@ -371,6 +371,8 @@ def test_serve_run_arguments_and_environment(monkeypatch: pytest.MonkeyPatch) ->
     [
         (["--replicas", "0"], "replicas must be at least 1"),
         (["--replicas", "3", "--max-replicas", "2"], "0 <= replicas <= max_replicas"),
+        # a 60-line traceback from serve.run, the reason only in the replicas' logs (a review)
+        (["--engine", "bogus"], "--engine: unknown value 'bogus'"),
     ],
 )
 def test_serve_ray_flags_fail_in_one_sentence_before_ray_starts(
@@ -425,6 +427,26 @@ def test_serve_ray_with_an_index_that_is_not_there_is_one_sentence(
     )
     assert done.returncode == 3, done.stderr
     assert f"There is no index at {missing}" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.processes
+def test_a_setting_the_replicas_refuse_is_their_one_sentence(tiny_model_dir: Path) -> None:
+    """A setting only the engine can judge (ONNX Runtime runs no bf16) failed each replica's
+    startup, and serve --ray ended in serve.run's 60-line traceback with the reason only in
+    the replicas' logs (a review); `tiankong serve` without --ray says it in one sentence."""
+    done = subprocess.run(
+        [
+            *[sys.executable, "-m", "tiankong", "serve", "--ray", "--replicas", "1"],
+            *["--model", str(tiny_model_dir), "--port", str(free_port()), "--threads", "1"],
+            *["--engine", "onnx", "--precision", "bf16", "--index", "none"],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "error: The onnx engine runs auto, fp32 or int8, not 'bf16'" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_a_ray_cluster_that_is_not_there_is_one_sentence(monkeypatch: pytest.MonkeyPatch) -> None:

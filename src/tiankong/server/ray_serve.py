@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tiankong import errors as errors_module
 from tiankong.config import (
     ScaleOptions,
     Settings,
@@ -38,9 +40,7 @@ from tiankong.config import (
     threads_per_worker,
 )
 from tiankong.core.request import EngineJob
-from tiankong.errors import (
-    BadOptionError,
-)
+from tiankong.errors import BadOptionError, TiankongError
 from tiankong.host import usable_cores
 from tiankong.offline.ray_cluster import check_replicas_fit, init_ray, starts_local_ray
 from tiankong.service import FillMasker, run_jobs
@@ -165,7 +165,10 @@ class ReplicaHeaders:
 
 
 class TiankongReplica:
-    """One replica: ``create_app`` with a ``RayBatchScheduler``; the model loads in lifespan.
+    """One replica: ``create_app`` with a ``RayBatchScheduler``; the model loads in the
+    constructor, so that a model or setting it can't serve fails the deployment with tiankong's
+    sentence in Ray's status (``replica_error`` reads it there; from the app's lifespan, Ray
+    said only "ASGI lifespan startup failed").
 
     Wrapped by ``serve.ingress()`` (late-bound: Ray calls ``__serve_build_asgi_app__`` on the
     replica, after ``__init__``) and ``serve.deployment`` in ``build_application``.
@@ -174,17 +177,19 @@ class TiankongReplica:
     def __init__(self, settings: Settings) -> None:
         from ray import serve
 
+        from tiankong.server.uvicorn_server import show_logs
+
         self.settings = settings
         self.replica = serve.get_replica_context().replica_id.unique_id
+        # tiankong's lines on the replica's stderr, which Ray keeps in the replica's log: the
+        # access line with the request's id was written nowhere (a review's reproduction)
+        show_logs(settings.log_level)
+        self.masker = FillMasker.load(settings=settings)
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         from tiankong.server import create_app
-        from tiankong.server.uvicorn_server import show_logs
 
-        # tiankong's lines on the replica's stderr, which Ray keeps in the replica's log: the
-        # access line with the request's id was written nowhere (a review's reproduction)
-        show_logs(self.settings.log_level)
-        app = create_app(self.settings, scheduler=self.scheduler)
+        app = create_app(self.settings, self.masker, scheduler=self.scheduler)
         app.add_middleware(ReplicaHeaders, replica=self.replica)
         return app
 
@@ -296,7 +301,10 @@ def serve_on_ray(settings: Settings, scale: ScaleOptions, address: str | None = 
             raise
     try:
         serve.start(http_options={"host": settings.host, "port": settings.port})
-        serve.run(application, name=APP_NAME, route_prefix="/")
+        try:
+            serve.run(application, name=APP_NAME, route_prefix="/")
+        except RuntimeError:
+            raise replica_error(serve.status()) from None
         where = f"http://{settings.host}:{settings.port}/"
         if not local:  # a Serve already running there keeps its own host and port
             where = f"the cluster's Serve proxy ({where} if this run started Serve there)"
@@ -313,6 +321,29 @@ def serve_on_ray(settings: Settings, scale: ScaleOptions, address: str | None = 
         else:
             serve.delete(APP_NAME)
         ray.shutdown()
+
+
+# the last line of a replica's traceback in Ray's deployment status, where its constructor
+# raised one of tiankong's errors
+REPLICA_ERROR = re.compile(r"tiankong\.errors\.(\w+): ([^\n]+)")
+
+
+def replica_error(status: Any) -> Exception:
+    """The error a failed deployment's replicas raised, as tiankong's own (one sentence and its
+    exit code, as ``tiankong serve`` without --ray gives), or a RuntimeError that says where
+    Ray keeps the rest."""
+    application = status.applications.get(APP_NAME)
+    messages = [d.message for d in application.deployments.values()] if application else []
+    for message in messages:
+        found = REPLICA_ERROR.findall(message)
+        if found:
+            name, sentence = found[-1]
+            kind = getattr(errors_module, name, None)
+            if isinstance(kind, type) and issubclass(kind, TiankongError):
+                return kind(sentence)
+    return RuntimeError(
+        "The replicas failed to start on Ray Serve; Ray's session log folder has their logs."
+    )
 
 
 def wait_for_stop() -> None:
