@@ -118,6 +118,15 @@ def test_an_output_that_is_the_input_is_refused_even_with_restart(
         (["eval", "--task", "check", "c.jsonl", "--json", "folder"], "The report 'folder'"),
         # these were refused after the model loaded (here: the missing model's error instead)
         (["fill", "in.txt", "-o", "x.txt"], "The output 'x.txt' would be TXT, by its name"),
+        # TXT asked for was blamed on the name, and an unknown format offered txt (a review)
+        (
+            ["fill", "in.txt", "-o", "x.jsonl", "--output-format", "txt"],
+            "--output-format: unknown value 'txt'; fill writes jsonl or csv",
+        ),
+        (
+            ["fill", "in.txt", "-o", "x.jsonl", "--output-format", "xml"],
+            "--output-format: unknown value 'xml'; fill writes jsonl or csv",
+        ),
         (["fill", "in.txt", "-o", "x.jsonl", "--workers", "0"], "--workers, --chunk-size and"),
         (["check", "in.txt", "-o", "x.csv"], "tiankong check writes JSONL; name the output"),
     ],
@@ -317,6 +326,19 @@ def test_sigterm_ends_fill_on_ray_as_ctrl_c_does(tiny_model_dir: Path, tmp_path:
             run.communicate()
     assert run.returncode == 130, stderr[-2000:]
     assert "interrupted (Ctrl-C or SIGTERM)" in stderr and "SIGTERM received" not in stderr
+
+
+def test_fill_on_ray_that_fills_no_line_is_exit_2(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Every row an error row said "wrote 2 rows to the folder …" with exit 0, where fill
+    without --ray is exit 2, and a script took the run for done (a review)."""
+    (tmp_path / "bad.txt").write_text("没有\n也没有\n", encoding="utf-8")
+    flags = ["--ray", "--workers", "1", *model_flags(tiny_model_dir)]
+    done = run_cli("fill", "bad.txt", "-o", "out", *flags, cwd=tmp_path, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "No line of bad.txt could be filled (2 bad; each row's error is in its 'error'" in (
+        done.stderr
+    )
+    assert "Traceback" not in done.stderr
 
 
 def test_fill_on_ray_refuses_its_files_before_ray_starts(tmp_path: Path) -> None:

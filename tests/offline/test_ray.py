@@ -47,8 +47,8 @@ def test_fill_through_ray_data(local_ray, tiny_model_dir: Path, tmp_path: Path) 
     )
     settings = Settings(model=str(tiny_model_dir), engine="torch", threads=2)
     job = FillJob(source, tmp_path / "out", workers=2, batch_size=4)
-    rows = run_ray_fill(job, settings, PredictOptions(top_k=2))
-    assert rows == len(texts)
+    written = run_ray_fill(job, settings, PredictOptions(top_k=2))
+    assert (written.rows, written.bad) == (len(texts), 0)
     records = read_shards(tmp_path / "out")
     # in input order (Ray's own writer wrote its blocks' files in no fixed order), ids kept
     assert [(r["id"], r["text"]) for r in records] == list(enumerate(texts))
@@ -191,7 +191,7 @@ def test_ray_keeps_jsonl_values_as_written(local_ray, tiny_model_dir: Path, tmp_
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     settings = Settings(model=str(tiny_model_dir), engine="torch", threads=1)
     job = FillJob(source, tmp_path / "out", workers=1, batch_size=2)
-    assert run_ray_fill(job, settings, PredictOptions(top_k=1)) == 4
+    assert run_ray_fill(job, settings, PredictOptions(top_k=1)).rows == 4
     first, second, blank, last = read_shards(tmp_path / "out")
     assert (first["id"], first["code"], first["day"], first["n"]) == (
         "01234",
@@ -219,7 +219,7 @@ def test_an_empty_input_fills_nothing(
     source.write_text(content, encoding="utf-8")
     settings = Settings(model=str(tiny_model_dir), engine="torch", threads=1)
     job = FillJob(source, tmp_path / "out", workers=1)
-    assert run_ray_fill(job, settings, PredictOptions()) == 0
+    assert run_ray_fill(job, settings, PredictOptions()).rows == 0
     assert list((tmp_path / "out").iterdir()) == []
 
 
@@ -236,7 +236,7 @@ def test_ray_fills_only_string_texts_and_writes_any_value(
     numbers = tmp_path / "numbers.jsonl"
     numbers.write_text('{"text": 123}\n{"text": 4.5}\n{"text": null}\n', encoding="utf-8")
     job = FillJob(numbers, tmp_path / "out1", workers=1, batch_size=2)
-    assert run_ray_fill(job, settings, PredictOptions(top_k=1)) == 3
+    assert run_ray_fill(job, settings, PredictOptions(top_k=1)).rows == 3
     rows = read_shards(tmp_path / "out1")
     assert [r["error"] for r in rows] == ["bad_record: no string field 'text'"] * 3
     assert [r["text"] for r in rows] == [None] * 3
@@ -248,14 +248,14 @@ def test_ray_fills_only_string_texts_and_writes_any_value(
         encoding="utf-8",
     )
     job = FillJob(mixed, tmp_path / "out2", text_field="content", workers=1, batch_size=2)
-    assert run_ray_fill(job, settings, PredictOptions(top_k=1)) == 3
+    assert run_ray_fill(job, settings, PredictOptions(top_k=1)).rows == 3
     first, second, third = read_shards(tmp_path / "out2")
     assert first["error"] is None and first["note"] == "a\udc00b" and first["flag"] is True
     assert [second["error"], third["error"]] == ["bad_record: no string field 'content'"] * 2
     flags = tmp_path / "flags.jsonl"
     flags.write_text('{"text": true}\n{"text": false}\n', encoding="utf-8")
     job = FillJob(flags, tmp_path / "out3", workers=1)
-    assert run_ray_fill(job, settings, PredictOptions(top_k=1)) == 2
+    assert run_ray_fill(job, settings, PredictOptions(top_k=1)).rows == 2
     assert {r["error"] for r in read_shards(tmp_path / "out3")} == {
         "bad_record: no string field 'text'"
     }

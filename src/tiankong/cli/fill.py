@@ -159,8 +159,18 @@ def fill_command(
     if ray:
         from tiankong.offline.ray_fill import run_ray_fill
 
-        rows = run_ray_fill(job, settings, options, address=ray_address, checked=checked)
-        Console(stderr=True).print(f"wrote {rows:,} rows to the folder {output} (Ray Data)")
+        written = run_ray_fill(job, settings, options, address=ray_address, checked=checked)
+        if written.rows == written.bad:  # nothing filled is exit 2, as without --ray
+            if not written.rows:
+                raise BadDataFileError(f"{job.input} holds no text, so no line was filled.")
+            raise BadDataFileError(
+                f"No line of {job.input} could be filled ({written.bad:,} bad; each row's "
+                f"error is in its 'error' column in {output})."
+            )
+        Console(stderr=True).print(
+            f"wrote {written.rows:,} rows to the folder {output} (Ray Data), "
+            f"{written.bad:,} of them bad (their 'error' column says why)"
+        )
         return
     console = Console(stderr=True)
     progress = Progress(

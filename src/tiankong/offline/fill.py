@@ -128,6 +128,11 @@ def check_files(job: FillJob) -> None:
     check_writable(checkpoint_temp(job.checkpoint), "checkpoint")  # made, then renamed over
     for what, path in (("output", job.output), ("error file", job.error_file)):
         check_uncompressed_name(path, what)
+    if job.output_format not in ("auto", "jsonl", "csv"):  # txt is an input's format alone
+        raise BadOptionError(
+            f"--output-format: unknown value '{job.output_format}'; fill writes jsonl or csv "
+            "(or auto: by the output's name)."
+        )
     out_kind = format_of(job.output, job.output_format)
     if check and out_kind != "jsonl":
         raise BadOptionError("tiankong check writes JSONL; name the output .jsonl.")

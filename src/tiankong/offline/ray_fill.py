@@ -15,6 +15,7 @@ import csv
 import json
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import IO, Any
@@ -93,8 +94,9 @@ def run_ray_fill(
     address: str | None = None,
     actors: int | None = None,
     checked: tuple[str, str] | None = None,
-) -> int:
-    """Fill ``job.input`` into the folder ``job.output`` on Ray; returns the rows written.
+) -> Written:
+    """Fill ``job.input`` into the folder ``job.output`` on Ray; returns the rows written and
+    how many of them are error rows.
     ``checked``: ``checked_ray_input(job)``'s answer where the caller has it (the CLI, before
     the model loads), so the input is not read through twice."""
     import ray
@@ -106,7 +108,7 @@ def run_ray_fill(
     dataset = read_dataset(job.input, kind, field)
     output = Path(job.output)
     if not dataset.columns() and not dataset.count():  # an empty file, or a header alone
-        return 0
+        return Written(0, 0)
     if field not in dataset.columns():
         raise BadDataFileError(f"Input '{job.input.name}' has no field '{field}'.")
     clashes = [c for c in dataset.columns() if c in OUTPUT_COLUMNS and not c == field == "text"]
@@ -136,10 +138,18 @@ def run_ray_fill(
     return write_shards(filled.iter_rows(), output)
 
 
-def write_shards(rows: Iterable[dict[str, Any]], output: Path) -> int:
+@dataclass(frozen=True)
+class Written:
+    """A Ray fill's output: its rows, and of them the error rows (``error`` not null)."""
+
+    rows: int
+    bad: int
+
+
+def write_shards(rows: Iterable[dict[str, Any]], output: Path) -> Written:
     """``rows`` as JSONL files of ``SHARD_ROWS`` rows each in ``output``, in order
     (``part-000000.jsonl``, ...), each value as Arrow holds it; the rows written."""
-    written = 0
+    written = bad = 0
     handle: IO[str] | None = None
     try:
         for row in rows:
@@ -151,10 +161,11 @@ def write_shards(rows: Iterable[dict[str, Any]], output: Path) -> int:
             assert handle is not None
             handle.write(json_line(row, default=str) + "\n")
             written += 1
+            bad += row.get("error") is not None
     finally:
         if handle is not None:
             handle.close()
-    return written
+    return Written(written, bad)
 
 
 def check_ray_job(job: FillJob) -> None:
