@@ -183,6 +183,22 @@ def test_answers_of_another_length_than_the_masks_are_refused(tiny_masker, tmp_p
     check_scorable(tiny_masker, items, True, path.name)  # --blank: any length
 
 
+def test_an_answer_no_result_can_hold_is_refused(tiny_masker, tmp_path: Path) -> None:
+    """ "[SEP]" as the answer was counted a miss (a review): no result holds it."""
+    from tiankong.offline.evaluate import check_scorable
+
+    path = tmp_path / "items.jsonl"
+    lines = [
+        {"text": "处处闻啼[MASK]。", "answers": ["[SEP]", "鸟"]},  # one answer can be right
+        {"text": "处处闻啼[MASK]。", "answers": ["[SEP]"]},
+    ]
+    path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines), encoding="utf-8")
+    items = read_items(path)
+    check_scorable(tiny_masker, items[:1], False, path.name)
+    with pytest.raises(BadDataFileError, match=r"^items.jsonl line 2: every answer of its"):
+        check_scorable(tiny_masker, items, False, path.name)
+
+
 @pytest.mark.usefixtures("onnx_exports")  # --engine onnx starts without torch
 @pytest.mark.processes
 def test_eval_cli_refuses_an_item_that_can_never_be_right(

@@ -10,8 +10,9 @@ Reads two formats:
 
 An item that could never be scored right is refused with its line, as a malformed one is: an
 answer that is not a string, answers none of which is among the candidates, or (with no
-candidates and no [BLANK]) answers none of which is as many tokens long as the text has masks
-(``check_scorable``, once the model's tokenizer is known).
+candidates and no [BLANK]) answers none of which is as many tokens long as the text has masks,
+or each of which holds a token no result holds ([SEP]) (``check_scorable``, once the model's
+tokenizer is known).
 
 How an item is scored: with ``candidates`` the options are ranked (exact chain probability,
 length-normalised); one mask uses the per-mask ranking; several masks use joint (whole-word)
@@ -214,7 +215,15 @@ def check_scorable(masker: FillMasker, items: Sequence[ClozeItem], blank: bool, 
             masks = len(masker.prepare(item.text).mask_indices)
         except TiankongError:
             continue
-        lengths = [answer_tokens(masker, answer) for answer in item.answers]
+        answers = [answer_ids(masker, answer) for answer in item.answers]
+        lengths = [len(ids) for ids in answers]
+        fitting = [ids for ids in answers if len(ids) == masks]
+        if fitting and all(masker.banned_in(ids) for ids in fitting):
+            raise BadDataFileError(
+                f"{name} line {item.line}: every answer of its length holds a token that never "
+                f"appears in results ({', '.join(item.answers)}: [SEP], [PAD] and the like), "
+                "so it can never be scored right."
+            )
         if masks not in lengths:
             raise BadDataFileError(
                 f"{name} line {item.line}: the text has {masks} [MASK]"
@@ -225,8 +234,8 @@ def check_scorable(masker: FillMasker, items: Sequence[ClozeItem], blank: bool, 
             )
 
 
-def answer_tokens(masker: FillMasker, answer: str) -> int:
-    return len(masker.encoder.tokenizer.encode(answer.strip(), add_special_tokens=False).ids)
+def answer_ids(masker: FillMasker, answer: str) -> list[int]:
+    return list(masker.encoder.tokenizer.encode(answer.strip(), add_special_tokens=False).ids)
 
 
 def predicted_fills(
