@@ -252,7 +252,10 @@ MEMORY_DESCRIPTION = (
 class MemoryOut(BaseModel):
     """Where the corpus index saw this fill."""
 
-    count: int = Field(description="Occurrences of the matched text in the index.")
+    count: int = Field(
+        description="Occurrences of the matched text in the index, counted up to 512 on each "
+        "side of the blank (a lookup reads no more; docs/INDEX.md)."
+    )
     match: str = Field(description="The matched text: left context + fill + right context.")
     example: str = Field(description="A source line, trimmed to about 60 characters (… a cut).")
 
