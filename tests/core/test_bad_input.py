@@ -323,6 +323,21 @@ def test_predict_batch_refuses_one_string(fake: FillMasker) -> None:
     assert caught.value.code == "bad_option"
 
 
+@pytest.mark.parametrize("text", [None, 123, b"\xe7\x94\xbb[MASK]"])
+def test_a_text_that_is_no_string_is_bad_input_not_an_empty_one(
+    fake: FillMasker, text: object
+) -> None:
+    """predict(None) was an EmptyTextError, code empty_text, for a wrong type (a review)."""
+    from tiankong.tasks.check import Proofreader
+
+    with pytest.raises(TiankongError, match="The text must be a string, not") as caught:
+        fake.predict(text)  # type: ignore[arg-type]
+    assert caught.value.code == "bad_input"
+    with pytest.raises(TiankongError, match="The text must be a string, not") as caught:
+        Proofreader(fake).check(text)  # type: ignore[arg-type]
+    assert caught.value.code == "bad_input"
+
+
 @pytest.mark.parametrize(
     ("texts", "words"),
     [(None, "not NoneType"), (123, "not int"), ({"画龙点[MASK]": 1}, "not dict")],

@@ -125,7 +125,7 @@ class TextEncoder:
     def prepare(self, raw_text: str) -> PreparedText:
         """Validate and encode one text; raises a typed BadInputError."""
         if not isinstance(raw_text, str):
-            raise EmptyTextError(f"The text must be a string, not {type(raw_text).__name__}.")
+            raise BadInputError(f"The text must be a string, not {type(raw_text).__name__}.")
         if not raw_text.strip():
             raise EmptyTextError("The text is empty; type a sentence containing [MASK].")
         if len(raw_text) > self.limits.max_text_chars:

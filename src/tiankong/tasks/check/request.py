@@ -26,7 +26,7 @@ from tiankong.core.script import (
     script_of,
 )
 from tiankong.core.text import TextEncoder, check_unicode
-from tiankong.errors import EmptyTextError, TextTooLongError
+from tiankong.errors import BadInputError, EmptyTextError, TextTooLongError
 
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 SENTENCE_END = frozenset("。！？；!?;")
@@ -131,7 +131,7 @@ def check_text(text: object, max_chars: int) -> str:
     string, empty, over ``max_chars`` (``Settings.max_check_chars``), not Unicode. The one
     check of every surface's text, ``eval --task check``'s items too."""
     if not isinstance(text, str):
-        raise EmptyTextError(f"The text must be a string, not {type(text).__name__}.")
+        raise BadInputError(f"The text must be a string, not {type(text).__name__}.")
     if not text.strip():
         raise EmptyTextError("The text is empty; send a sentence to check.")
     if len(text) > max_chars:
