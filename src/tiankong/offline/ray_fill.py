@@ -132,7 +132,7 @@ def run_ray_fill(
         },
         batch_size=job.batch_size,
         batch_format="pyarrow",
-        concurrency=workers,
+        compute=ray.data.ActorPoolStrategy(size=workers),  # concurrency= is deprecated
         num_cpus=actor_cpus,
     )
     return write_shards(filled.iter_rows(), output)
