@@ -61,7 +61,8 @@ def test_fill_reads_utf8_with_a_byte_order_mark(
         source.write_text('{"text": "画龙点[MASK]", "id": 7}\n', encoding="utf-8-sig")
     out = tmp_path / "out.jsonl"
     done = run_cli("fill", str(source), "-o", str(out), *model_flags(tiny_model_dir))
-    assert done.returncode == 0 and "filled 1 lines, 0 bad" in done.stderr, done.stderr
+    assert done.returncode == 0 and "filled 1 line, 0 bad" in done.stderr, done.stderr
+    assert "(see " not in done.stderr  # no errors file to look at (it was named: a review)
     [row] = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert row["text"] == "画龙点[MASK]" and str(row["id"]) == "7"
 
@@ -253,7 +254,7 @@ def test_ray_address_in_the_environment_leaves_a_run_without_ray_alone(
         env={"RAY_ADDRESS": "auto"},
         cwd=tmp_path,
     )
-    assert done.returncode == 0 and "filled 1 lines, 0 bad" in done.stderr, done.stderr
+    assert done.returncode == 0 and "filled 1 line, 0 bad" in done.stderr, done.stderr
     # a shell set up for `serve run` (the TIANKONG_* twins): a plain serve goes on to load its
     # model (exit 3 for one that isn't there), not refused for the replicas
     done = run_cli("serve", *NO_MODEL, env={"TIANKONG_REPLICAS": "3", "RAY_ADDRESS": "auto"})

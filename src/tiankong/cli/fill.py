@@ -224,11 +224,16 @@ def summary_line(verb: str, start: Checkpoint, state: Checkpoint, job: FillJob) 
     name alone hid a folder)."""
     now, failed = state.filled - start.filled, state.failed - start.failed
     done = (
-        f"{start.lines_done:,} lines already done, {now:,} {verb} now, {failed:,} bad now"
+        f"{lines(start.lines_done)} already done, {now:,} {verb} now, {failed:,} bad now"
         if start.lines_done
-        else f"{verb} {now:,} lines, {failed:,} bad"
+        else f"{verb} {lines(now)}, {failed:,} bad"
     )
-    return f"{done} (see {job.error_file}); output: {job.output}"
+    errors = f" (see {job.error_file})" if state.failed else ""  # a file with bad lines in it
+    return f"{done}{errors}; output: {job.output}"
+
+
+def lines(count: int) -> str:
+    return f"{count:,} line{'' if count == 1 else 's'}"
 
 
 def stop_as_interrupted(signum: int, frame: FrameType | None) -> None:
