@@ -94,14 +94,36 @@ def not_utf8(what: str, error: UnicodeDecodeError) -> str:
     """The one sentence for an input file that isn't UTF-8 (``fill``, ``check``, ``eval``,
     ``index build``, ``train``), with the way out: a UTF-16 file (Windows' "Unicode", with NUL
     bytes or its byte-order mark) was told to convert from GBK."""
-    start = bytes(error.object[:256])
-    utf16 = start.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in start
-    hint = (
-        "it looks like UTF-16: convert it (iconv -f UTF-16 -t UTF-8)"
-        if utf16
-        else "save it as UTF-8 (from GBK: iconv -f GBK -t UTF-8)"
-    )
+    data = bytes(error.object)
+    start = data[:256]
+    if start.startswith((b"\xff\xfe", b"\xfe\xff")) or (b"\x00" in start and reads_as_utf16(start)):
+        hint = "it looks like UTF-16: convert it (iconv -f UTF-16 -t UTF-8)"
+    elif b"\x00" in start:  # NUL bytes, and not UTF-16's pattern of them: no text at all
+        hint = "it doesn't look like a text file (it has NUL bytes); give a UTF-8 text file"
+    elif error.reason == "unexpected end of data" and error.end >= len(data):
+        # valid UTF-8 cut short in its last character (a truncated copy), told to be GBK
+        hint = "it ends in the middle of a character, as a file cut short does; copy it again"
+    else:
+        hint = "save it as UTF-8 (from GBK: iconv -f GBK -t UTF-8)"
     return f"{what} can't be read as UTF-8 text ({error.reason}); {hint}."
+
+
+def reads_as_utf16(start: bytes) -> bool:
+    """Whether bytes without a byte-order mark read as UTF-16 text, little- or big-endian
+    (``not_utf8`` asks where they hold a NUL, as UTF-16's ASCII and line breaks do and GBK never):
+    printable characters and line breaks throughout (a binary file's bytes decode to control
+    characters, unassigned code points and lone surrogates)."""
+    start = start[: len(start) // 2 * 2]
+    if len(start) < 4:
+        return False
+    for codec in ("utf-16-le", "utf-16-be"):
+        try:
+            text = start.decode(codec)
+        except UnicodeDecodeError:
+            continue
+        if all(char.isprintable() or char in "\r\n\t" for char in text[:-1]):
+            return True  # (the last may be half a surrogate pair, cut at 256 bytes)
+    return False
 
 
 class IndexInputError(BadInputError):

@@ -184,6 +184,17 @@ def test_bad_inputs(tmp_path: Path) -> None:
     (tmp_path / "gbk.txt").write_bytes("画龙点睛\n".encode("gbk"))
     with pytest.raises(IndexInputError, match=r"save it as UTF-8 \(from GBK: iconv -f GBK "):
         build_index([tmp_path / "gbk.txt"], tmp_path / "out", progress=False)
+    # a binary file was told "it looks like UTF-16", UTF-8 cut short "from GBK" (a review);
+    # UTF-16 without its byte-order mark is still told so
+    (tmp_path / "zip.txt").write_bytes(b"PK\x03\x04\x14\x00\x00\x00\x08\x00\x8b\xe9\xff\x01")
+    with pytest.raises(IndexInputError, match=r"it doesn't look like a text file"):
+        build_index([tmp_path / "zip.txt"], tmp_path / "out", progress=False)
+    (tmp_path / "cut.txt").write_bytes("画龙点睛".encode()[:-1])
+    with pytest.raises(IndexInputError, match=r"it ends in the middle of a character"):
+        build_index([tmp_path / "cut.txt"], tmp_path / "out", progress=False)
+    (tmp_path / "u16.txt").write_bytes("画龙点睛\n春眠不觉晓\n".encode("utf-16-le"))
+    with pytest.raises(IndexInputError, match=r"it looks like UTF-16"):
+        build_index([tmp_path / "u16.txt"], tmp_path / "out", progress=False)
     (tmp_path / "fake.txt.xz").write_text("画龙点睛\n", encoding="utf-8")  # not xz at all
     with pytest.raises(IndexInputError, match="can't be read as xz-compressed text"):
         build_index([tmp_path / "fake.txt.xz"], tmp_path / "out", progress=False)
