@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from functools import cached_property, partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -139,6 +140,13 @@ def find_onnx_export(model: ResolvedModel, precision: str, settings: Settings) -
     from tiankong.export.export_cache import ensure_export
 
     return ensure_export(model, precision, settings)
+
+
+Answer = TypeVar("Answer")  # a FillResult, or a batch's error in its place
+NO_INDEX_WARNING = (
+    "index was asked for, but no corpus index is loaded: {reason}; the answers are the "
+    "model's own."  # the reason may hold brackets of its own: (--index none)
+)
 
 
 class FillMasker:
@@ -281,7 +289,8 @@ class FillMasker:
         '鸟'
         """
         options = self._asked(top_k, options, changes)
-        return self.run_requests([self._prepared(text, options)])[0]
+        results = self.run_requests([self._prepared(text, options)])
+        return self.index_warned(results, changes.get("index") is True)[0]
 
     def predict_batch(
         self,
@@ -293,7 +302,22 @@ class FillMasker:
         """Like ``predict`` for many texts; the plain ones share engine calls."""
         options = self._asked(top_k, options, changes)
         prepared = each_text(texts, partial(self._prepared, options=options), "predict")
-        return self.run_requests(prepared)
+        return self.index_warned(self.run_requests(prepared), changes.get("index") is True)
+
+    def index_warned(self, results: list[Answer], asked: bool) -> list[Answer]:
+        """``results`` with a warning where ``index`` was asked for (true, given: left unset,
+        the default says nothing) and this model has no index: they are the model's own, and
+        said nothing of it (``predict(..., index=True)``; the server's requests likewise).
+        Anything in ``results`` that is no FillResult (a batch's error) is left as it is."""
+        if not asked or self.memory is not None:
+            return results
+        warning = NO_INDEX_WARNING.format(reason=self.index.reason)
+        return [
+            replace(result, warnings=[*result.warnings, warning])
+            if isinstance(result, FillResult)
+            else result
+            for result in results
+        ]
 
     def _asked(
         self, top_k: int | None, options: PredictOptions | None, changes: dict[str, Any]

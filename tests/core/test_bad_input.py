@@ -473,3 +473,14 @@ def test_oversized_bodies_are_413_on_every_route(client: TestClient) -> None:
     big = json.dumps({"text": "字" * 400_000 + MASK}, ensure_ascii=False).encode()
     for path in ("/predict", "/batch_predict", "/", "/no/such/route"):
         assert_error(post_raw(client, path, big), 413, "body_too_large")
+
+
+def test_the_index_asked_for_where_there_is_none_is_said(fake: FillMasker) -> None:
+    """predict(..., index=True) on a model with no index answered with the model's own numbers
+    without a word, where the server's same request gets a warning (a review)."""
+    assert fake.memory is None
+    asked = fake.predict("画龙点[MASK]", index=True)
+    assert any(w.startswith("index was asked for, but no corpus index") for w in asked.warnings)
+    assert not fake.predict("画龙点[MASK]").warnings  # left unset, the default: nothing said
+    [batch] = fake.predict_batch(["画龙点[MASK]"], index=True)
+    assert batch.warnings == asked.warnings

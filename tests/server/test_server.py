@@ -762,7 +762,7 @@ def test_index_asked_of_a_server_without_one_is_warned(client: TestClient) -> No
     word; left unset (the default) or false, nothing is said."""
     info = client.get("/info").json()["index"]
     assert info["used"] == "none"
-    warned = f"index was asked for, but this server has no corpus index: {info['reason']}"
+    warned = f"index was asked for, but no corpus index is loaded: {info['reason']}"
     assert "((" not in warned and "))" not in warned  # it read "(… (--index none))"
 
     def warnings(response: Any) -> list[str]:

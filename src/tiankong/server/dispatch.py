@@ -12,7 +12,6 @@ lock.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from tiankong.config import Settings
 from tiankong.core.options import PredictOptions
@@ -43,27 +42,14 @@ def options_from_fields(
     )
 
 
-NO_INDEX_WARNING = (
-    "index was asked for, but this server has no corpus index: {reason}; the answers are the "
-    "model's own."  # the reason may hold brackets of its own: (--index none)
-)
-
-
 def index_warned(
     predictor: Predictor, fields: OptionFields, answers: list[FillResult | TiankongError]
 ) -> list[FillResult | TiankongError]:
-    """``answers`` with a warning where the request set ``index`` true and the server has no
-    index: it was answered by the model alone without a word (left unset, the default, it
-    says nothing). Added after the result cache, which keeps answers without it."""
-    if not ("index" in fields.model_fields_set and fields.index) or predictor.masker.memory:
-        return answers
-    warning = NO_INDEX_WARNING.format(reason=predictor.masker.index.reason)
-    return [
-        replace(answer, warnings=[*answer.warnings, warning])
-        if isinstance(answer, FillResult)
-        else answer
-        for answer in answers
-    ]
+    """``answers`` with the library's warning (``FillMasker.index_warned``) where the request
+    set ``index`` true and the server has no index. Added after the result cache, which keeps
+    answers without it."""
+    asked = "index" in fields.model_fields_set and bool(fields.index)
+    return predictor.masker.index_warned(answers, asked)
 
 
 async def fill_one(
