@@ -175,6 +175,45 @@ def own_threads() -> list[str]:
     return sorted(t.name for t in threading.enumerate() if t.name != "AnyIO worker thread")
 
 
+class SleepyFakeEngine(FakeEngine):
+    def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
+        time.sleep(0.6)
+        return super().mask_logits(batch)
+
+
+def test_a_client_that_pipelined_and_hung_up_is_a_499_without_a_traceback(
+    tiny_masker: FillMasker, tiny_model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two requests pipelined on one connection, the client gone while the first runs: uvicorn
+    told only the second (the one it parsed last), so the first ran on and its answer, written
+    to the closed connection, was an "unhandled error" traceback counted as a 200 (a review).
+    Both are told now: the first is a 499, as a lone request that hangs up is."""
+    settings = Settings(engine="fake", threads=1, model=str(tiny_model_dir), result_cache_size=0)
+    engine = SleepyFakeEngine(len(tiny_masker.encoder.vocab))
+    app = create_app(settings, fake_masker(tiny_masker, settings, engine))
+    with serve_with_runner(app, settings) as (url, _):
+        host, port = url.removeprefix("http://").split(":")
+        requests = b""
+        for text in ("先[MASK]", "后[MASK]"):
+            body = json.dumps({"text": text}).encode()
+            requests += (
+                b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(requests)
+            time.sleep(0.2)  # the first on the engine, the second parsed behind it
+        time.sleep(1.5)
+        metrics = httpx.get(f"{url}/metrics").text
+    counted = {
+        line.split('status="')[1].split('"')[0]: float(line.split()[-1])
+        for line in metrics.splitlines()
+        if line.startswith("tiankong_requests_total") and 'route="/predict"' in line
+    }
+    assert counted == {"499": 1.0}, counted
+    assert "unhandled error" not in caplog.text
+
+
 def test_clients_hanging_up_mid_request_leak_nothing(
     tiny_masker: FillMasker, tiny_model_dir: Path
 ) -> None:

@@ -24,6 +24,7 @@ import asyncio
 import json
 import logging
 from http import HTTPStatus
+from typing import Any
 
 from tiankong.errors import BadInputError, HeadersTooLargeError, TiankongError, mapping_for
 from tiankong.server import request_ids
@@ -73,6 +74,7 @@ def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
         head_timer: asyncio.TimerHandle | None = None
         head_bytes = 0
         head_refused = False
+        running_cycles: list[Any] = []  # noqa: RUF012  (replaced, never changed in place)
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -104,7 +106,15 @@ def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
                 # raised in httptools' callback: uvicorn stops parsing and calls
                 # send_400_response, which answers 431
                 raise HeadTooLargeSignal
+            running = self.cycle
             super().on_headers_complete()
+            if running is not None and running is not self.cycle and not running.response_complete:
+                # a pipelined request: uvicorn now holds only the new cycle, and on a hang-up
+                # tells only it (connection_lost below tells the one still running too)
+                self.running_cycles = [*self.unfinished(), running]
+
+        def unfinished(self) -> list[Any]:
+            return [cycle for cycle in self.running_cycles if not cycle.response_complete]
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -113,6 +123,15 @@ def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self.disarm_head_timer()
+            # A request running while the next was pipelined behind it never learnt the client
+            # had gone: it ran to its end, and its answer, written to the closed transport,
+            # was an "unhandled error" traceback counted as a 200 (a review). Each is told, as
+            # uvicorn tells the last: its receive() answers http.disconnect (a 499, the work
+            # stopped) and its send() writes nothing.
+            for cycle in self.unfinished():
+                cycle.disconnected = True
+                cycle.message_event.set()
+            self.running_cycles = []
             super().connection_lost(exc)
 
         def arm_head_timer(self) -> None:
