@@ -85,6 +85,20 @@ async def serving(
         await predictor.close()
 
 
+class Ledger:
+    """A rate-limit allowance that writes down what it is charged and given back."""
+
+    def __init__(self) -> None:
+        self.spent: list[int] = []
+        self.refunded: list[int] = []
+
+    def spend(self, cost: int) -> None:
+        self.spent.append(cost)
+
+    def refund(self, cost: int) -> None:
+        self.refunded.append(cost)
+
+
 def sample(metrics: ServerMetrics, name: str) -> float:
     return metrics.registry.get_sample_value(name, {}) or 0.0
 
@@ -96,9 +110,9 @@ async def test_behind_the_server_its_rows_go_through_the_batcher(tiny_masker: Fi
         await task.warm_up()  # an exclusive turn, outside the batch metrics
         assert sample(metrics, "tiankong_batch_size_count") == 0
         requests = [task.prepare(text) for text in TEXTS]
-        spent: list[int] = []
-        assert await task.run(requests, spend=spent.append) == library
-        assert spent == [len(TEXTS)]  # priced once, and the price spent once
+        spent = Ledger()
+        assert await task.run(requests, allowance=spent) == library
+        assert spent.spent == [len(TEXTS)]  # priced once, and the price spent once
         assert sample(metrics, "tiankong_batch_size_count") >= 1
         real_tokens = sum(len(request.input_ids) for request in requests)
         assert sample(metrics, "tiankong_batch_real_tokens_total") == real_tokens
@@ -108,10 +122,49 @@ async def test_behind_the_server_its_rows_go_through_the_batcher(tiny_masker: Fi
 async def test_the_cost_cap_refuses_it_before_any_engine_work(tiny_masker: FillMasker) -> None:
     async with serving(tiny_masker, max_request_cost=2) as (task, metrics):
         requests = [task.prepare(text) for text in TEXTS]
-        spent: list[int] = []
+        spent = Ledger()
         with pytest.raises(
             BadOptionError, match="First characters for 3 rows, over the limit of 2"
         ):
-            await task.run(requests, spend=spent.append)
-        assert spent == [] and sample(metrics, "tiankong_batch_size_count") == 0
+            await task.run(requests, allowance=spent)
+        assert spent.spent == [] and sample(metrics, "tiankong_batch_size_count") == 0
         assert await task.run(requests[:2]) == FirstCharacter(tiny_masker).run(requests[:2])
+
+
+@pytest.mark.anyio
+async def test_a_request_the_queue_refuses_gets_its_allowance_back(
+    tiny_masker: FillMasker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full queue's 503 came after the rate limit had charged the request's rows, so a
+    client that waited the Retry-After it was told met a 429 for rows that never ran (a
+    review). Refused before any of it ran, the charge is given back; the task's searches and
+    the fill path's requests alike."""
+    from contextlib import asynccontextmanager
+
+    from tiankong.errors import OverloadedError
+
+    @asynccontextmanager
+    async def full(cost: int, deadline: float | None = None) -> AsyncIterator[None]:
+        raise OverloadedError("The server is busy; retry shortly.")
+        yield
+
+    async with serving(tiny_masker) as (task, _):
+        requests = [task.prepare(text) for text in TEXTS]
+        monkeypatch.setattr(task.predictor.batcher, "search_admission", full)
+        ledger = Ledger()
+        with pytest.raises(OverloadedError):
+            await task.run(requests, allowance=ledger)
+        assert ledger.spent == ledger.refunded == [len(TEXTS)]
+        # the fill path: the queue refuses the plain texts before any ran
+        predictor = task.predictor
+        options = tiny_masker.options(1)
+        prepared = [predictor.prepare_request(MASK + text[1:], options) for text in TEXTS]
+
+        async def refused(*args: object, **kwargs: object) -> list[object]:
+            raise OverloadedError("The server is busy; retry shortly.")
+
+        monkeypatch.setattr(predictor, "run", refused)
+        ledger = Ledger()
+        with pytest.raises(OverloadedError):
+            await predictor.run_many(prepared, allowance=ledger)
+        assert ledger.spent == ledger.refunded == [len(TEXTS)]

@@ -58,7 +58,7 @@ async def check(
     """Proofread one text: each suspected wrong character with its fix, score and 出处."""
     started = time.perf_counter()
     request = checking.prepare(body.text)
-    [result] = await checking.run([request], spend=allowance.spend)
+    [result] = await checking.run([request], allowance=allowance)
     return JSONBody({**result.to_dict(), "latency_ms": elapsed_ms(started)})
 
 
@@ -80,7 +80,7 @@ async def batch_check(
             ready.append((number, checking.prepare(text)))
         except TiankongError as error:
             answers[number] = error_payload(error)
-    results = await checking.run([request for _, request in ready], spend=allowance.spend)
+    results = await checking.run([request for _, request in ready], allowance=allowance)
     for (number, _), result in zip(ready, results, strict=True):
         answers[number] = result.to_dict()
     model = checking.predictor.masker.model.name

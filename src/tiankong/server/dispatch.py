@@ -58,7 +58,7 @@ async def fill_one(
     """The answer for one text, by the path its prepared request decided; its cost in forward
     rows (over the cap: 400) is spent from the client's rate-limit allowance."""
     request = predictor.prepare_request(text, options)
-    return await predictor.run_request(request, spend=allowance.spend)
+    return await predictor.run_request(request, allowance=allowance)
 
 
 async def fill_many(
@@ -73,7 +73,7 @@ async def fill_many(
             requests.append((index, predictor.prepare_request(text, options)))
         except TiankongError as error:
             answers[index] = error
-    results = await predictor.run_many([request for _, request in requests], spend=allowance.spend)
+    results = await predictor.run_many([request for _, request in requests], allowance=allowance)
     for (index, _), result in zip(requests, results, strict=True):
         answers[index] = result
     finished = [answer for answer in answers if answer is not None]

@@ -105,7 +105,7 @@ async def plain_outputs(
     """The pipeline's answers for plain requests (``allowed``: single-token targets), run like
     every other route's (``Predictor.run_many``: priced once, batched, finished)."""
     outputs: list[PipelineOutput] = []
-    for answer in await predictor.run_many(requests, allowed, spend=allowance.spend):
+    for answer in await predictor.run_many(requests, allowed, allowance=allowance):
         if isinstance(answer, TiankongError):
             raise answer
         outputs.append(pipeline_output(whole(answer)))
@@ -201,7 +201,7 @@ async def ranked_targets(
     # every text has one blank, checked before any engine work
     requests = [whole_text(predictor.prepare_request(text, options)) for text in texts]
     outputs: list[PipelineOutput] = []
-    for answer in await predictor.run_many(requests, spend=allowance.spend):
+    for answer in await predictor.run_many(requests, allowance=allowance):
         if isinstance(answer, TiankongError):
             raise answer
         outputs.append(

@@ -52,6 +52,7 @@ from tiankong.errors import (
     BadInputError,
     BadOptionError,
     EngineError,
+    OverloadedError,
     RequestTimeoutError,
     TiankongError,
     new_error_id,
@@ -113,6 +114,14 @@ class ServingObserver(BatchObserver, Protocol):
 
 # Builds the scheduler once the model is loaded (create_app's ``scheduler`` argument).
 SchedulerFactory = Callable[[FillMasker, Settings, ServingObserver], EngineScheduler]
+
+
+class Spending(Protocol):
+    """A client's rate-limit allowance (``server.middleware.security.Allowance``)."""
+
+    def spend(self, cost: int) -> None: ...
+
+    def refund(self, cost: int) -> None: ...
 
 
 class Predictor:
@@ -238,10 +247,10 @@ class Predictor:
         return time.monotonic() + self.limits.timeout_s
 
     async def run_request(
-        self, request: PreparedRequest, spend: Callable[[int], None] | None = None
+        self, request: PreparedRequest, allowance: Spending | None = None
     ) -> FillResult:
         """One prepared request (``run_many`` of one): its answer, or its typed error raised."""
-        [answer] = await self.run_many([request], spend=spend)
+        [answer] = await self.run_many([request], allowance=allowance)
         if isinstance(answer, TiankongError):
             raise answer
         return answer
@@ -250,20 +259,38 @@ class Predictor:
         self,
         requests: Sequence[PreparedRequest],
         allowed: np.ndarray | None = None,
-        spend: Callable[[int], None] | None = None,
+        allowance: Spending | None = None,
     ) -> list[FillResult | TiankongError]:
         """The one run of prepared requests on a server. Answers in input order under one
         deadline, each finished (``FillMasker.finish``): the plain texts share engine calls
         (``allowed``: the Hugging Face route's single-token targets), the searches run one by
-        one. The cost is checked once, here, and given to ``spend`` (the client's rate-limit
-        allowance) before anything runs. A search that can't be filled, or isn't done by the
+        one. The cost is checked once, here, and spent from ``allowance`` (the client's
+        rate-limit allowance) before anything runs, and given back where a full queue refuses
+        the request before any of it ran. A search that can't be filled, or isn't done by the
         deadline, gets its typed error; when some timed out and no text at all was answered,
         the request is a ``RequestTimeoutError`` (504). Engine faults still fail the request."""
         cost = self.check_cost(requests)
-        if spend is not None:
-            spend(cost)
-        deadline = self.deadline()
+        if allowance is not None:
+            allowance.spend(cost)
         answers: list[FillResult | TiankongError | None] = [None] * len(requests)
+        try:
+            return await self.answer_all(requests, allowed, answers)
+        except OverloadedError:
+            # refused by a full queue before any of it ran: the client is told to come back
+            # after Retry-After, and charged for rows that never ran it met the rate limit's
+            # 429 then (a review); a refusal after part of a batch ran keeps the charge
+            if allowance is not None and all(answer is None for answer in answers):
+                allowance.refund(cost)
+            raise
+
+    async def answer_all(
+        self,
+        requests: Sequence[PreparedRequest],
+        allowed: np.ndarray | None,
+        answers: list[FillResult | TiankongError | None],
+    ) -> list[FillResult | TiankongError]:
+        """``run_many``'s work, each answer put in ``answers`` as it comes."""
+        deadline = self.deadline()
         searches = [index for index, request in enumerate(requests) if not request.plain]
         # admitted before anything runs: a full queue refuses the request before engine work
         cost_of_searches = sum(requests[index].forward_rows() for index in searches)

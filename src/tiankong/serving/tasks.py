@@ -15,13 +15,19 @@ this written again: one ``Task`` and one ``TaskServing`` for it in the app's lif
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Generic
 
 from tiankong.core.task import RequestT, ResultT, Task
-from tiankong.errors import BadOptionError, EngineError, TiankongError, new_error_id
-from tiankong.serving.predictor import Predictor
+from tiankong.errors import (
+    BadOptionError,
+    EngineError,
+    OverloadedError,
+    TiankongError,
+    new_error_id,
+)
+from tiankong.serving.predictor import Predictor, Spending
 from tiankong.serving.search_steps import SearchStopped, StepRunner
 
 logger = logging.getLogger("tiankong.server")
@@ -57,31 +63,41 @@ class TaskServing(Generic[RequestT, ResultT]):
         return cost
 
     async def run(
-        self, requests: Sequence[RequestT], spend: Callable[[int], None] | None = None
+        self, requests: Sequence[RequestT], allowance: Spending | None = None
     ) -> list[ResultT]:
-        """The results in order; the cost is checked once, here, and given to ``spend`` (the
-        client's rate-limit allowance); ``RequestTimeoutError`` (504) past the request
-        timeout."""
+        """The results in order; the cost is checked once, here, and spent from ``allowance``
+        (the client's rate-limit allowance; given back where the queue refuses the request,
+        before any of it ran); ``RequestTimeoutError`` (504) past the request timeout."""
         cost = self.check_cost(requests)
-        if spend is not None:
-            spend(cost)
+        if allowance is not None:
+            allowance.spend(cost)
         if not requests:
             return []
         predictor = self.predictor
         deadline = predictor.deadline()
-        async with predictor.batcher.search_admission(cost, deadline):
-            try:
-                return await self.steps.run_steps(partial(self.task.run, list(requests)), deadline)
-            except (TiankongError, SearchStopped):
-                raise
-            except Exception as error:  # an engine fault is ours, not the user's
-                error_id = new_error_id()
-                logger.error("%s run %s failed", type(self.task).__name__, error_id, exc_info=error)
-                raise EngineError(
-                    f"The engine failed on this request ({type(error).__name__}); error id "
-                    f"{error_id} in the server log.",
-                    error_id=error_id,
-                ) from None
+        admitted = False
+        try:
+            async with predictor.batcher.search_admission(cost, deadline):
+                admitted = True
+                return await self.run_admitted(requests, deadline)
+        except OverloadedError:
+            if allowance is not None and not admitted:
+                allowance.refund(cost)  # nothing of it ran (Predictor.run_many's rule)
+            raise
+
+    async def run_admitted(self, requests: Sequence[RequestT], deadline: float) -> list[ResultT]:
+        try:
+            return await self.steps.run_steps(partial(self.task.run, list(requests)), deadline)
+        except (TiankongError, SearchStopped):
+            raise
+        except Exception as error:  # an engine fault is ours, not the user's
+            error_id = new_error_id()
+            logger.error("%s run %s failed", type(self.task).__name__, error_id, exc_info=error)
+            raise EngineError(
+                f"The engine failed on this request ({type(error).__name__}); error id "
+                f"{error_id} in the server log.",
+                error_id=error_id,
+            ) from None
 
     async def warm_up(self) -> None:
         """The task's first run, as the fill warm-up does: an exclusive turn on the engine

@@ -63,6 +63,13 @@ class RateLimiter:
             return 0.0
         return (1.0 - bucket.tokens) / self.refill_per_s
 
+    def credit(self, client: str, amount: float) -> None:
+        """Give back ``amount`` tokens ``debit`` took (a request refused before any work: its
+        forward rows never ran), up to the bucket's capacity."""
+        bucket = self.buckets.get(client)
+        if bucket is not None and amount > 0:
+            bucket.tokens = min(self.capacity, bucket.tokens + amount)
+
     def debit(self, client: str, amount: float) -> None:
         """Take ``amount`` more tokens from ``client``'s bucket, into debt if need be."""
         bucket = self.buckets.get(client)

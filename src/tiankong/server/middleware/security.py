@@ -165,7 +165,8 @@ class SecurityMiddleware:
 
 class Allowance:
     """A request's client's bucket: ``spend(cost)`` debits a priced request's cost beyond the
-    one token its admission took."""
+    one token its admission took, ``refund(cost)`` gives it back
+    (``serving.predictor.Spending``)."""
 
     def __init__(self, limiter: RateLimiter | None = None, client: str = "") -> None:
         self.limiter = limiter
@@ -174,6 +175,13 @@ class Allowance:
     def spend(self, cost: int) -> None:
         if self.limiter is not None and self.client:
             self.limiter.debit(self.client, cost - 1)
+
+    def refund(self, cost: int) -> None:
+        """Give back what ``spend(cost)`` took: the request was refused before any of its work
+        ran (a full queue's 503), and a client that waited the Retry-After it was given was
+        then refused again, by the rate limit, for rows that never ran (a review)."""
+        if self.limiter is not None and self.client:
+            self.limiter.credit(self.client, cost - 1)
 
 
 def allowance_of(scope: Scope) -> Allowance:
