@@ -566,7 +566,9 @@ async def test_a_search_that_does_not_fit_waits_for_the_searches_running() -> No
         await until(lambda: batcher.describe()["searches_waiting"] == 1)
         third = asyncio.create_task(search("third", 1))  # it would fit, but comes later
         await until(lambda: batcher.describe()["searches_waiting"] == 2)
-        with pytest.raises(OverloadedError, match="forward rows queued"):
+        with pytest.raises(
+            OverloadedError, match=r"searches waiting hold 6 of the queue.s 10 forward rows"
+        ):
             # the searches waiting reserve the whole queue (5 + 1, and 5 more would be 11)
             async with batcher.search_admission(6):
                 pass

@@ -276,9 +276,11 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         waiting = sum(rows for _, rows in self.search_waiters)
         if waiting + share > self.limits.max_queue:
             self.observer.count_batcher_event("overloaded")
-            depth = self.plain_depth + self.search_reserved + waiting
+            # the rows the line holds, not the queue's depth: it said "387 forward rows
+            # queued" of a 256-row queue whose /info showed none queued (a review)
             raise OverloadedError(
-                f"The server is busy ({depth} forward rows queued); retry shortly."
+                f"The server is busy (searches waiting hold {waiting:,} of the queue's "
+                f"{self.limits.max_queue:,} forward rows); retry shortly."
             )
         me = (object(), share)
         self.search_waiters.append(me)
