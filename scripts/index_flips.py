@@ -29,50 +29,47 @@ CLEAN = ("modern_clean", "classical_clean", "idiom_clean", "poem_clean")
 BATCH = 64
 
 
-def masked_items(split: Path) -> list[tuple[str, str, str]]:
-    """(text with one [MASK], the masked character, category) for every Han character."""
-    items = []
-    for line in split.read_text(encoding="utf-8").splitlines():
-        item = json.loads(line)
-        if item["category"] not in CLEAN:
-            continue
-        text = item["text"]
-        for at, char in enumerate(text):
-            if "\u4e00" <= char <= "\u9fff":
-                items.append((f"{text[:at]}[MASK]{text[at + 1 :]}", char, item["category"]))
-    return items
+Item = tuple[str, str, str]  # text with its [MASK]s, the masked characters, category
 
 
-def clause_ends(split: Path) -> list[tuple[str, str, str]]:
-    """(text ending in its one [MASK], the masked character, category): each clause's last Han
-    character of the clean sentences, the text cut right after it."""
-    items = []
-    for line in split.read_text(encoding="utf-8").splitlines():
-        item = json.loads(line)
-        if item["category"] not in CLEAN:
-            continue
-        text = item["text"]
-        for at, char in enumerate(text):
-            after = text[at + 1 : at + 2]
-            if "\u4e00" <= char <= "\u9fff" and not ("\u4e00" <= after <= "\u9fff"):
-                items.append((f"{text[:at]}[MASK]", char, item["category"]))
-    return items
+def is_han(char: str) -> bool:
+    return "\u4e00" <= char <= "\u9fff"
 
 
-def runs_of_two(split: Path) -> list[tuple[str, str, str]]:
-    """(text with two [MASK]s in a row, the two masked characters, category): every pair of
-    Han characters in a row of the clean sentences."""
-    items = []
-    for line in split.read_text(encoding="utf-8").splitlines():
-        item = json.loads(line)
-        if item["category"] not in CLEAN:
-            continue
-        text = item["text"]
-        for at in range(len(text) - 1):
-            pair = text[at : at + 2]
-            if all("\u4e00" <= char <= "\u9fff" for char in pair):
-                items.append((f"{text[:at]}[MASK][MASK]{text[at + 2 :]}", pair, item["category"]))
-    return items
+def clean_sentences(split: Path) -> list[tuple[str, str]]:
+    """(text, category) of the split's clean sentences."""
+    items = [json.loads(line) for line in split.read_text(encoding="utf-8").splitlines()]
+    return [(item["text"], item["category"]) for item in items if item["category"] in CLEAN]
+
+
+def masked_items(split: Path) -> list[Item]:
+    """Every Han character masked, one at a time."""
+    return [
+        (f"{text[:at]}[MASK]{text[at + 1 :]}", char, category)
+        for text, category in clean_sentences(split)
+        for at, char in enumerate(text)
+        if is_han(char)
+    ]
+
+
+def clause_ends(split: Path) -> list[Item]:
+    """Each clause's last Han character masked, the text cut right after it."""
+    return [
+        (f"{text[:at]}[MASK]", char, category)
+        for text, category in clean_sentences(split)
+        for at, char in enumerate(text)
+        if is_han(char) and not is_han(text[at + 1 : at + 2] or " ")
+    ]
+
+
+def runs_of_two(split: Path) -> list[Item]:
+    """Every two Han characters in a row masked together."""
+    return [
+        (f"{text[:at]}[MASK][MASK]{text[at + 2 :]}", text[at : at + 2], category)
+        for text, category in clean_sentences(split)
+        for at in range(len(text) - 1)
+        if is_han(text[at]) and is_han(text[at + 1])
+    ]
 
 
 def main() -> None:
