@@ -20,6 +20,7 @@ from tiankong.index import (
 from tiankong.index.combine import (
     MIN_MODEL_RATIO,
     MIN_WHOLE_MODEL_RATIO,
+    Run,
     holds_evidence,
     index_row,
     kept_fills,
@@ -163,9 +164,9 @@ def test_a_fill_of_a_run_is_plausible_at_every_mask_or_moves_none() -> None:
         left=(1, 2, 3), right=(), fills={(10, 20): 1}, positions={}, exact=True, context_han=3
     )
     assert kept_fills(first, match, 0) == [(10, 20)]  # one mask judged alone
-    assert kept_fills(first, match, 0, run=[first, second]) == []
+    assert kept_fills(first, match, 0, run=Run.of([first, second])) == []
     second[20] = 0.01
-    assert kept_fills(first, match, 0, run=[first, second]) == [(10, 20)]
+    assert kept_fills(first, match, 0, run=Run.of([first, second])) == [(10, 20)]
     # a mark the model prefers is no reference: 20 is 1.1e-5 of it, 2e-4 of the best character
     second[50], second[60], second[20] = 0.9, 0.05, 1e-5
     assert kept_fills(second, match, 1) == []

@@ -99,7 +99,7 @@ def index_row(
     match: BlankMatch,
     position: int = 0,
     skipped: AbstractSet[int] = frozenset(),
-    run: Sequence[np.ndarray] | None = None,
+    run: Run | None = None,
 ) -> np.ndarray:
     """The index's distribution at one mask, over the fills the model finds plausible there
     (``kept_fills``) with no token in ``skipped`` at any of the blank's masks (守株[MASK][MASK]:
@@ -123,12 +123,25 @@ def best_fill_score(model: np.ndarray, skipped: AbstractSet[int] = frozenset()) 
     return float(others.max()) if others.size else 0.0
 
 
+@dataclass(frozen=True)
+class Run:
+    """The model's rows at every mask of a blank, each with its plausibility reference
+    (``best_fill_score``), worked out once for the blank's mixing and its evidence."""
+
+    rows: tuple[np.ndarray, ...]
+    bests: tuple[float, ...]
+
+    @classmethod
+    def of(cls, rows: Sequence[np.ndarray], skipped: AbstractSet[int] = frozenset()) -> Run:
+        return cls(tuple(rows), tuple(best_fill_score(row, skipped) for row in rows))
+
+
 def kept_fills(
     model: np.ndarray,
     match: BlankMatch,
     position: int = 0,
     skipped: AbstractSet[int] = frozenset(),
-    run: Sequence[np.ndarray] | None = None,
+    run: Run | None = None,
 ) -> list[tuple[int, ...]]:
     """The fills the index may move at one mask: the model finds their token there plausible
     (and, given ``run``, the model's rows at every mask of the blank, each of their tokens at
@@ -138,9 +151,12 @@ def kept_fills(
     whose most frequent one the model finds absurd is a variant or a typo of it
     (我们不能守株待[MASK]: the model refuses 兔, held four times, and 免, one classical line's
     typo, was lifted first), or the context is a coincidence."""
-    rows = [(position, model)] if run is None else list(enumerate(run))
     ratio = min_model_ratio(match)
-    floors = [(at, row, ratio * best_fill_score(row, skipped)) for at, row in rows]
+    if run is None:  # this mask alone
+        floors = [(position, model, ratio * best_fill_score(model, skipped))]
+    else:
+        pairs = zip(run.rows, run.bests, strict=True)
+        floors = [(at, row, ratio * best) for at, (row, best) in enumerate(pairs)]
 
     def plausible_fill(fill: tuple[int, ...]) -> bool:
         return all(row[fill[at]] >= floor for at, row, floor in floors)
@@ -157,7 +173,7 @@ def combine_distribution(
     weight: IndexWeight = FITTED_WEIGHT,
     position: int = 0,
     skipped: AbstractSet[int] = frozenset(),
-    run: Sequence[np.ndarray] | None = None,
+    run: Run | None = None,
 ) -> np.ndarray:
     """Mix one mask's vocabulary distribution with a match: for a blank of several masks, the
     mask at ``position`` gets the index's marginal there (``run``: the model's rows at each of

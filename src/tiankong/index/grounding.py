@@ -30,6 +30,7 @@ from tiankong.core.results import Memory
 from tiankong.errors import BadOptionError, IndexTokenizerMismatchError
 from tiankong.index.combine import (
     FITTED_WEIGHT,
+    Run,
     combine_distribution,
     combine_score,
     kept_fills,
@@ -90,8 +91,8 @@ class CorpusMemory:
         open_ended: bool = False,
     ) -> MixedRows:
         rows = probabilities
-        # mask number -> (match, its position in the blank, the blank's mask numbers)
-        matches: dict[int, tuple[BlankMatch, int, list[int]]] = {}
+        # mask number -> (match, its position in the blank, the blank's mask numbers, its rows)
+        matches: dict[int, tuple[BlankMatch, int, list[int], Run]] = {}
         number_of = {index: number for number, index in enumerate(mask_indices)}
         if found is None:
             found = self.find(input_ids, mask_indices)
@@ -106,7 +107,7 @@ class CorpusMemory:
             if match is None:
                 continue
             numbers = [number_of[blank.first + position] for position in range(blank.length)]
-            run = [probabilities[number] for number in numbers] if blank.length > 1 else None
+            run = Run.of([probabilities[number] for number in numbers], self.punctuation_ids)
             for position, number in enumerate(numbers):
                 row = rows[number]  # (a new view object on every indexing: compare this one)
                 # the corpus's punctuation where the user typed a character is its line
@@ -120,7 +121,7 @@ class CorpusMemory:
                     if blank.length == 1 and self.ends_text(blank):
                         mixed = self.without_punctuation(mixed)
                     rows[number] = mixed
-                    matches[number] = (match, position, numbers)
+                    matches[number] = (match, position, numbers, run)
         if not matches:
             return MixedRows(probabilities)
 
@@ -128,8 +129,7 @@ class CorpusMemory:
             found = matches.get(number)
             if found is None:
                 return None
-            match, position, numbers = found
-            run = [probabilities[other] for other in numbers] if len(numbers) > 1 else None
+            match, position, numbers, run = found
             kept = kept_fills(probabilities[number], match, position, self.punctuation_ids, run)
             # only what the index moved has evidence (combine.index_row, the same fills)
             counts = {fill: match.fills[fill] for fill in kept if fill[position] == token_id}
