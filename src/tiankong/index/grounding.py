@@ -124,6 +124,13 @@ class CorpusMemory:
                     matches[number] = (match, position, numbers, run)
         if not matches:
             return MixedRows(probabilities)
+        # the answer shown at each mask of a run (its mixed row's best), for its evidence below
+        shown = {
+            number: int(rows[number].argmax())
+            for _, _, numbers, _ in matches.values()
+            if len(numbers) > 1
+            for number in numbers
+        }
 
         def evidence(number: int, token_id: int) -> Memory:
             found = matches.get(number)
@@ -135,13 +142,12 @@ class CorpusMemory:
             counts = {fill: match.fills[fill] for fill in kept if fill[position] == token_id}
             if not counts:
                 return None
+
             # of a run's fills, the passage that reads as the answer shows the run's other
             # masks first (画蛇添[MASK][MASK] answered 足悟 and showed 画蛇添足岂 for 足)
-            tops = [int(rows[other].argmax()) for other in numbers]
-
             def agrees(fill: tuple[int, ...]) -> int:
-                pairs = enumerate(zip(fill, tops, strict=True))
-                return sum(t == top for p, (t, top) in pairs if p != position)
+                pairs = enumerate(zip(fill, numbers, strict=True))
+                return sum(t == shown[other] for p, (t, other) in pairs if p != position)
 
             best = max(counts, key=lambda fill: (agrees(fill), counts[fill]))
             return self.lookup.evidence(match, best)
