@@ -74,9 +74,10 @@ def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
         head_timer: asyncio.TimerHandle | None = None
         head_bytes = 0
         head_refused = False
-        running_cycles: list[Any] = []  # noqa: RUF012  (replaced, never changed in place)
+        running_cycles: list[Any]  # requests still running behind a pipelined one
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            self.running_cycles = []
             super().connection_made(transport)
             self.arm_head_timer()
 
