@@ -149,6 +149,22 @@ def test_a_passage_that_reads_differently_lifts_no_word(masker: FillMasker) -> N
         assert all(c.memory is None for mask in found.masks for c in mask), mode
 
 
+@pytest.mark.parametrize(
+    ("text", "half"),
+    [("塞翁失马，焉知非[MASK]。", "骅"), ("洞里久餐松[MASK]。", "乳"), ("发根风露冷[MASK]。", "飕")],
+)
+def test_a_passage_that_reads_on_with_a_rare_character_is_no_evidence(
+    masker: FillMasker, text: str, half: str
+) -> None:
+    """A review's find: 塞翁失马，焉知非[MASK]。 was answered 骅 (the model's 1.6e-5) with the
+    出处 伯乐尚未遇，焉知非骅骝: 骝 is not in the vocabulary, so the index holds an [UNK] there,
+    which was read as the passage's end, and the half word as a whole fill (100 of 120 such
+    classical lines answered so, 1 of 120 where the next character is a known one)."""
+    found = masker.predict(text)
+    assert found.masks[0][0].token != half
+    assert all(c.memory is None for c in found.masks[0] if c.token == half)
+
+
 def test_an_option_in_the_other_script_is_scored_alike_in_both_directions(
     masker: FillMasker,
 ) -> None:

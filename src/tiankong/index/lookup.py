@@ -162,6 +162,7 @@ class BlankLookup:
         self.han_ids = frozenset(i for t, i in vocab.items() if len(t) == 1 and is_han(t))
         # a context that stops at one of these has more of the text beyond it (``stops_short``)
         self.short_ids = frozenset(vocab[t] for t in ("[UNK]", "[MASK]") if t in vocab)
+        self.unknown_id = vocab.get("[UNK]")
         # A context also ends at a sentence's end mark, which it keeps (a fill before 。 is
         # told from one that goes on): the next sentence is not this blank's context
         # (他很开[MASK]。欲穷千里目… matched 黄河入海流。欲穷千里目… and gave 流).
@@ -186,15 +187,32 @@ class BlankLookup:
     def boundary(self, position: int) -> bool:
         """Whether the corpus has a passage's end or punctuation at ``position`` (outside the
         tokens: the corpus's own ends)."""
-        if position < 0 or position >= len(self.tokens):
-            return True
-        return bool(self.is_boundary[int(self.tokens[position])])
+        return bool(self.ends_at(np.asarray([position], dtype=np.int64))[0])
 
     def ends_at(self, positions: np.ndarray) -> np.ndarray:
-        """``boundary`` at each of ``positions``, as one array."""
+        """``boundary`` at each of ``positions``, as one array: an [UNK] that spells a Han
+        character is not one (``rare_han``)."""
         inside = (positions >= 0) & (positions < len(self.tokens))
         tokens = self.tokens.take(positions, mode="clip").astype(np.int64)
-        return ~inside | self.is_boundary[tokens]
+        return ~inside | (self.is_boundary[tokens] & ~self.rare_han(positions, tokens))
+
+    def rare_han(self, positions: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """Which of ``positions`` (holding ``tokens``) hold a Han character the vocabulary
+        lacks: an [UNK] the index spells as one. The passage reads on there, as at any other
+        character: 焉知非[MASK]。 took 骅 for a whole fill from 焉知非骅骝, with that line as
+        its 出处, because the [UNK] of 骝 was read as the passage's end."""
+        rare = np.zeros(len(positions), dtype=bool)
+        spelled_at = self.index.spelling_positions
+        unknown = np.flatnonzero(tokens == self.unknown_id)
+        if self.unknown_id is None or not unknown.size or not len(spelled_at):
+            return rare
+        at = positions[unknown]
+        found = np.minimum(np.searchsorted(spelled_at, at), len(spelled_at) - 1)
+        chars = self.index.spelling_chars[found]
+        rare[unknown] = (spelled_at[found] == at) & np.fromiter(
+            (is_han(chr(int(char))) for char in chars), dtype=bool, count=len(chars)
+        )
+        return rare
 
     def han_in(self, *parts: Sequence[int]) -> int:
         """How many of the tokens in ``parts`` are Han characters."""
@@ -430,7 +448,7 @@ class BlankLookup:
                 return none
             inside = (next_to >= 0) & (next_to < len(self.tokens))
             tokens = self.tokens.take(next_to, mode="clip").astype(np.int64)
-            reads_on = inside & self.is_han[tokens]
+            reads_on = inside & (self.is_han[tokens] | self.rare_han(next_to, tokens))
             if ends_clause:
                 reads_on &= ~self.is_particle[tokens]
             return np.asarray(reads_on, dtype=bool)
