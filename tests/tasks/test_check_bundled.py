@@ -58,6 +58,8 @@ def test_fixes_with_their_source(
     assert len(result.edits) == 1
     memory = result.edits[0].memory
     assert memory is not None and source in memory["match"]
+    # the written character is never offered as its own fix (守株待免 listed 免, a review's find)
+    assert all(a.suggestion != result.edits[0].original for a in result.edits[0].alternatives)
 
 
 @pytest.mark.parametrize(
@@ -219,6 +221,19 @@ def test_a_typo_off_two_idioms_by_no_confusable_gets_no_wrong_idiom(checker: Pro
     拘: an idiom's fix by a character outside the confusion sets now needs 300 times."""
     for text in ("他对工作一丝不拘。", "一丝不拘"):
         assert "挂" not in checker.check(text).corrected
+
+
+def test_a_typo_off_two_idioms_offers_both(checker: Proofreader) -> None:
+    """一丝不荀: 荀 is a confusable of neither 苟 nor 挂, so the model chose, and 一丝不挂 was the
+    one fix, at 1.0, with no 一丝不苟 offered (a review's find). The idiom not chosen is an
+    alternative, and the two share the score with the written character."""
+    [edit] = checker.check("他对工作一丝不荀，从来不出差错。").edits
+    assert edit.source == "idioms"
+    assert {edit.suggestion, *(a.suggestion for a in edit.alternatives)} == {"苟", "挂"}
+    assert edit.score + sum(a.score for a in edit.alternatives) <= 1.0
+    # one idiom to choose, by a confusable (一丝不狗: 苟): alone, as before
+    [edit] = checker.check("他对工作一丝不狗，从来不出差错。").edits
+    assert (edit.suggestion, edit.alternatives) == ("苟", [])
 
 
 @pytest.mark.parametrize(

@@ -536,7 +536,7 @@ class Proofreader:
                 alike = self.candidates.get(written, ())
                 options = [o for o in near[slot] if o[0] in alike] or near[slot]
                 option = max(options, key=lambda near_idiom: float(row[near_idiom[0]]))
-                edit = self.idiom_edit(window, slot, option, row, matches.get(slot))
+                edit = self.idiom_edit(window, slot, option, row, matches.get(slot), options)
             if edit is None and slot in masked:
                 edit = self.model_edit(window, slot, masked[slot])
             if edit is not None:
@@ -629,7 +629,7 @@ class Proofreader:
                 alternatives = [
                     Alternative(self.id_to_char(other[0]), round(match.probability(other), 4))
                     for other, _ in ranked
-                    if other != fill
+                    if other not in (fill, (token,))  # not the written one (守株待免: 免)
                 ][:ALTERNATIVES]
                 return self.edit(
                     window,
@@ -649,7 +649,12 @@ class Proofreader:
         near: tuple[int, str, bool],
         row: np.ndarray,
         match: Any,
+        weighed: Sequence[tuple[int, str, bool]] = (),
     ) -> Edit | None:
+        """The fix to ``near``'s idiom. ``weighed``: the idioms one character off here that it
+        was chosen from; the others are its alternatives, and their model scores count against
+        its own (一丝不荀: 荀 is a confusable of neither 苟 nor 挂, and 一丝不挂 was the one
+        fix, at 0.9999, with no 一丝不苟 offered)."""
         token = window.input_ids[window.positions[slot]]
         suggestion, idiom, known = near
         original = max(float(row[token]), 1e-12)
@@ -679,8 +684,18 @@ class Proofreader:
             if evidence is not None and idiom not in str(evidence["example"]):
                 evidence = None  # 好景不常在 -> 长 quoted 算好春长在，好花长见: not the idiom
         memory = evidence or {"count": 1, "match": idiom, "example": idiom}
-        score = 1.0 if known else float(row[suggestion]) / (float(row[suggestion]) + original)
-        return self.edit(window, slot, suggestion, score, [], memory, "idioms")
+        others = sorted(
+            {other for other, _, _ in weighed if other not in (suggestion, token)},
+            key=lambda other: (-float(row[other]), other),
+        )
+        # each a share of the written character's score and the idioms' (one idiom: as before)
+        total = original + float(row[suggestion]) + sum(float(row[other]) for other in others)
+        score = 1.0 if known else float(row[suggestion]) / total
+        alternatives = [
+            Alternative(self.id_to_char(other), round(float(row[other]) / total, 4))
+            for other in others[:ALTERNATIVES]
+        ]
+        return self.edit(window, slot, suggestion, score, alternatives, memory, "idioms")
 
     def model_edit(self, window: Window, slot: int, row: np.ndarray) -> Edit | None:
         token = window.input_ids[window.positions[slot]]
