@@ -151,7 +151,11 @@ def test_a_passage_that_reads_differently_lifts_no_word(masker: FillMasker) -> N
 
 @pytest.mark.parametrize(
     ("text", "half"),
-    [("塞翁失马，焉知非[MASK]。", "骅"), ("洞里久餐松[MASK]。", "乳"), ("发根风露冷[MASK]。", "飕")],
+    [
+        ("塞翁失马，焉知非[MASK]。", "骅"),
+        ("洞里久餐松[MASK]。", "乳"),
+        ("发根风露冷[MASK]。", "飕"),
+    ],
 )
 def test_a_passage_that_reads_on_with_a_rare_character_is_no_evidence(
     masker: FillMasker, text: str, half: str
