@@ -78,6 +78,7 @@ function applyLanguage() {
     element.placeholder = t(element.dataset.i18nPlaceholder);
   }
   $("lang-toggle").textContent = t("langButton");
+  $("lang-toggle").lang = state.lang === "zh" ? "en" : "zh-CN"; // 中文 read as Chinese
   document.title = `${t("title")} tiankong`;
   if ($("latency").title) $("latency").title = t("serverTime");
   refreshInfo(); // the system panel's words (线程, 段文本) follow now, not at the next refresh
@@ -235,6 +236,13 @@ async function predict() {
     $("api-key").focus();
     return;
   }
+  if (currentMode() === "candidates" && !splitList($("candidates").value).length) {
+    // said here, in the page's language: the server's 400 read "candidates is an empty list
+    // ... or leave it out", in English, of a box this mode can't leave out (a review)
+    showNote("candidatesEmpty");
+    $("candidates").focus();
+    return;
+  }
   hideError();
   $("text-note").hidden = true;
   setBusy(true);
@@ -260,7 +268,12 @@ async function predict() {
     }
     const data = await response.json().catch(() => null);
     if (deadline.signal.aborted) throw new Error("no answer"); // cut off mid-body
-    if (currentMode() !== mode) return; // the mode changed while it ran: not this mode's answer
+    if (currentMode() !== mode) {
+      // the mode changed while it ran: not this mode's answer, so the text is asked again in
+      // the mode shown now (the answer was dropped and nothing came, a review)
+      state.again = true;
+      return;
+    }
     if (!response.ok) {
       showError(data && data.error ? data.error : { code: "http", message: `HTTP ${response.status}` });
       if (response.status === 401) $("api-key").focus();
@@ -453,11 +466,13 @@ async function copySentence() {
     await navigator.clipboard.writeText(text);
   } catch (_) { // no clipboard API (plain http on a remote host): the old way
     const scratch = make("textarea");
+    const focused = document.activeElement; // the scratch box takes the focus: it comes back
     scratch.value = text;
     document.body.append(scratch);
     scratch.select();
     document.execCommand("copy");
     scratch.remove();
+    if (focused instanceof HTMLElement) focused.focus(); // (it fell to the page, a review)
   }
   $("copied").hidden = false;
   setTimeout(() => { $("copied").hidden = true; }, 1500);

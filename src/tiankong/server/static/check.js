@@ -1,6 +1,6 @@
 // 校对 (proofreading) mode: POST /check, the sentence with each suspect underlined, its
 // suggestion and score; one click accepts a fix. Model and corpus text enter through textContent.
-import { formatPercent, make, sourceLine } from "./render.js";
+import { chinese, formatPercent, make, sourceLine } from "./render.js";
 
 // The server's offsets count characters (code points); a JS string's indices count UTF-16
 // units, two for an emoji or a CJK Extension B character, so the text is sliced as an array.
@@ -11,7 +11,7 @@ function characters(text) {
 // Draw ``data`` (a /check answer) into ``box``; ``onAccept(edit)`` applies one fix.
 export function renderCheck(box, data, t, onAccept) {
   box.replaceChildren();
-  const sentence = make("p", "sentence check-sentence");
+  const sentence = chinese(make("p", "sentence check-sentence"));
   sentence.dataset.testid = "check-sentence";
   const chars = characters(data.text);
   let last = 0;
@@ -45,7 +45,7 @@ export function renderCheck(box, data, t, onAccept) {
     const button = make("button", "candidate check-fix");
     button.type = "button";
     button.dataset.testid = "accept-fix";
-    button.append(make("span", "token", `${edit.original} → ${edit.suggestion}`));
+    button.append(chinese(make("span", "token", `${edit.original} → ${edit.suggestion}`)));
     const score = make("span", "score");
     score.append(make("span", "main-score", formatPercent(edit.score * 100)));
     score.append(make("span", "sub-score", t(`checkSource_${edit.source}`)));
@@ -68,7 +68,7 @@ export function renderCheck(box, data, t, onAccept) {
 const CONTEXT_CHARS = 6;
 
 function contextOf(chars, edit) {
-  const line = make("span", "fix-context");
+  const line = chinese(make("span", "fix-context"));
   line.dataset.testid = "fix-context";
   const from = Math.max(0, edit.start - CONTEXT_CHARS);
   const to = Math.min(chars.length, edit.end + CONTEXT_CHARS);

@@ -12,6 +12,13 @@ export function make(tag, className, text) {
   return element;
 }
 
+// Chinese content (the user's text, fills, corpus lines) is marked so, whatever the page's own
+// language: under the English page a screen reader read 鸟 and 春眠不觉晓 with an English voice.
+export function chinese(element) {
+  element.lang = "zh-CN";
+  return element;
+}
+
 // Scores below a hundredth of a percent are noise to a reader: "<0.01%", not "2.1e-8%".
 export function formatPercent(percent) {
   if (percent >= 10) return `${percent.toFixed(1)}%`;
@@ -89,7 +96,7 @@ export function sourceLine(memory, t) {
   const line = make("p", "source");
   line.dataset.testid = "source";
   line.append(make("span", "source-label", `${t("source")} ×${memory.count}`));
-  const text = make("span", "source-text");
+  const text = chinese(make("span", "source-text"));
   const at = memory.match ? memory.example.indexOf(memory.match) : -1;
   if (at < 0) {
     text.textContent = memory.example;
@@ -121,7 +128,7 @@ function scoreRow({ rank, label, probability, detail, testid, barTestid, onChoos
   button.dataset.testid = testid;
   button.setAttribute("aria-pressed", "false");
   button.append(make("span", "rank", String(rank + 1)));
-  button.append(make("span", "token", label));
+  button.append(chinese(make("span", "token", label)));
   const track = make("span", "bar-track");
   const bar = make("span", "bar");
   if (barTestid) bar.dataset.testid = barTestid;
