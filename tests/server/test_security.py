@@ -597,3 +597,26 @@ def test_a_request_refused_for_its_key_is_counted_under_its_route(keyed: TestCli
     metrics = keyed.get("/metrics", headers={"Authorization": f"Bearer {KEYS[0]}"}).text
     assert 'method="GET",route="/info",status="401"' in metrics
     assert 'route="unmatched",status="404"' in metrics
+
+
+def test_every_answer_says_nosniff_and_the_page_modules_are_revalidated(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    """JSON answers and the page's modules had no X-Content-Type-Options (only the page had
+    it); the modules had no Cache-Control, so a browser could keep an old app.js beside a new
+    page after an upgrade; /docs could be framed by another site (a review)."""
+    with make_client(tiny_masker, tiny_model_dir) as client:
+        answers = {
+            "page": client.get("/"),
+            "module": client.get("/static/app.js"),
+            "predict": client.post("/predict", json={"text": POEM}),
+            "error": client.post("/predict", json={"text": "没有空"}),
+            "missing": client.get("/no-such-path"),
+            "docs": client.get("/docs"),
+        }
+        for name, response in answers.items():
+            assert response.headers.get_list("x-content-type-options") == ["nosniff"], name
+        assert answers["error"].status_code == 400 and answers["missing"].status_code == 404
+        assert answers["module"].headers["cache-control"] == "no-cache"
+        assert answers["module"].headers["etag"]
+        assert "frame-ancestors 'none'" in answers["docs"].headers["content-security-policy"]

@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
@@ -119,7 +119,7 @@ def create_app(
     )
     for router in ROUTERS:
         app.include_router(router)
-    app.mount(STATIC_PATH, StaticFiles(directory=routes.STATIC_DIR), name="static")
+    app.mount(STATIC_PATH, RevalidatedFiles(directory=routes.STATIC_DIR), name="static")
     add_docs(app)
     declare_headers(app, settings)
     if settings.api_keys or settings.api_keys_file:
@@ -273,6 +273,17 @@ def load_masker(settings: Settings) -> FillMasker:
     return FillMasker.load(settings=settings)
 
 
+class RevalidatedFiles(StaticFiles):
+    """The page's own modules, asked for again (with their ETag) on every load, as the page is
+    (``routes.PAGE_HEADERS``): without a Cache-Control a browser could keep an old app.js
+    beside a new index.html after an upgrade."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers.setdefault("Cache-Control", "no-cache")
+        return response
+
+
 def add_docs(app: FastAPI) -> None:
     """Swagger UI at /docs, from the swagger-ui-bundle package when it is installed (offline),
     else from FastAPI's default CDN."""
@@ -283,14 +294,18 @@ def add_docs(app: FastAPI) -> None:
     @app.api_route("/docs", methods=["GET", "HEAD"], include_in_schema=False)  # HEAD: its Allow
     async def docs() -> HTMLResponse:
         if assets is None:
-            return get_swagger_ui_html(openapi_url="/openapi.json", title=app.title)
-        return get_swagger_ui_html(
-            openapi_url="/openapi.json",
-            title=app.title,
-            swagger_js_url="/docs-assets/swagger-ui-bundle.js",
-            swagger_css_url="/docs-assets/swagger-ui.css",
-            swagger_favicon_url="/docs-assets/favicon-32x32.png",
-        )
+            page = get_swagger_ui_html(openapi_url="/openapi.json", title=app.title)
+        else:
+            page = get_swagger_ui_html(
+                openapi_url="/openapi.json",
+                title=app.title,
+                swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+                swagger_css_url="/docs-assets/swagger-ui.css",
+                swagger_favicon_url="/docs-assets/favicon-32x32.png",
+            )
+        # never inside another site's frame (its inline script rules out a stricter policy)
+        page.headers["Content-Security-Policy"] = "frame-ancestors 'none'"
+        return page
 
 
 def swagger_assets() -> Path | None:

@@ -46,8 +46,7 @@ PAGE_HEADERS = {
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
         "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     ),
-    "X-Content-Type-Options": "nosniff",
-    "Cache-Control": "no-cache",
+    "Cache-Control": "no-cache",  # (nosniff: on every answer, middleware/guard.py)
 }
 
 router = APIRouter(route_class=ServingRoute)

@@ -60,6 +60,9 @@ ALWAYS_ANSWERED = frozenset({"/health"})  # liveness: the process is still up wh
 EXCHANGE = "tiankong.exchange"  # the scope key of a request's Exchange
 
 
+NOSNIFF = (b"x-content-type-options", b"nosniff")
+
+
 class Exchange:
     """One HTTP request's state across the stages: its status, body and client."""
 
@@ -100,7 +103,11 @@ class Exchange:
             self.status = message["status"]
             self.response_started = True
             route = getattr(self.scope.get("route"), "path", None)  # set once routed
-            headers = [*message.get("headers", ()), (request_ids.HEADER, self.request_id.encode())]
+            headers = [
+                *message.get("headers", ()),
+                (request_ids.HEADER, self.request_id.encode()),
+                NOSNIFF,  # every answer read as the type it says (JSON, the page's modules)
+            ]
             if (self.scope["method"], route) in INFERENCE_ROUTES:
                 headers.append(self.timing.header(time.perf_counter()))
             if not self.body_read and not any(name == b"connection" for name, _ in headers):
