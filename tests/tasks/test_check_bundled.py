@@ -266,3 +266,16 @@ def test_a_paragraph_on_one_line_is_checked_as_its_sentences_are(checker: Proofr
     alone = [checker.check(sentence).corrected for sentence in sentences]
     assert checker.check("".join(sentences)).corrected == "".join(alone)
     assert len(checker.check("".join(sentences)).edits) == 6
+
+
+def test_a_crowded_sentence_says_more_may_remain(checker: Proofreader) -> None:
+    """Four 我门 and three other typos in one sentence: the first check fixes three (two of the
+    model's, one of the index's) and passes other suspects over, and said nothing, because
+    only the model's fixes were counted; the page then read 修改都已采用 (a review's find)."""
+    from tiankong.tasks.check.proofreader import MORE_MAY_REMAIN
+
+    crowded = "我门今天去学校，老师说我门要好好学习，大家都很高心，我门一起唱哥，然后我门回家吃反。"
+    result = checker.check(crowded)
+    assert "我门" in result.corrected  # the premise: not every typo is found at once
+    assert MORE_MAY_REMAIN in result.warnings
+    assert MORE_MAY_REMAIN not in checker.check("我门今天去学校。").warnings

@@ -91,7 +91,7 @@ export const I18N = {
         "句子里有空（[MASK] 或 [BLANK]）：校对只检查写出来的字，不填空；要填空请用「单字」模式。",
       "None of the text's Chinese characters is one the model reads (each is outside its vocabulary), so nothing was checked.":
         "句子里的汉字都不在模型的词表里，所以什么也没有检查。",
-      "A sentence got as many of the model's fixes as are looked for in one sentence at once; check it again once they are accepted, as more may remain.":
+      "A sentence got as many fixes as are looked for in one sentence at once; check it again once they are accepted, as more may remain.":
         "有一句的修改已达到一次能找出的上限：采用之后请再校对一次，可能还有错字。",
     },
     fallbackError: "出错了。",

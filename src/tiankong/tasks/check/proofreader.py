@@ -72,11 +72,12 @@ NOTHING_CHECKED = (
     "None of the text's Chinese characters is one the model reads (each is outside its "
     "vocabulary), so nothing was checked."
 )
-# model-found fixes in a sentence whose other suspects were passed over (``suspects``) past
-# which its answer says more may remain (MORE_MAY_REMAIN): most of the suspects were typos
+# fixes in a sentence whose other suspects were passed over (``suspects``) past which its
+# answer says more may remain (MORE_MAY_REMAIN): most of the suspects were typos. Fixes of any
+# source count: 2 of the model's beside 1 of the index's left three 我门 of four, unsaid
 CROWDED_EDITS = 3
 MORE_MAY_REMAIN = (
-    "A sentence got as many of the model's fixes as are looked for in one sentence at once; "
+    "A sentence got as many fixes as are looked for in one sentence at once; "
     "check it again once they are accepted, as more may remain."
 )
 
@@ -85,7 +86,7 @@ def check_warnings(text: str, checked: int, crowded: bool = False) -> list[str]:
     """What a check's answer says besides its edits: no Chinese character to check, none the
     model reads (𠮷𠮷 came back clean with no word: ``checked``, the characters checked, was
     0), a fill blank typed where the text is proofread (守株待[MASK] came back "no errors
-    found"), or (``crowded``) a sentence with ``CROWDED_EDITS`` model-found fixes whose other
+    found"), or (``crowded``) a sentence with ``CROWDED_EDITS`` fixes whose other
     suspects were passed over, where more may remain (a review's sentence of seven typos:
     three fixed, then "every fix accepted")."""
     warnings = [] if has_han(text) else [NO_HAN_TO_CHECK]
@@ -287,7 +288,7 @@ class Proofreader:
             ]
             crowded = any(
                 number + k in passed_over
-                and sum(edit.source == "model" for edit in window_edits) >= CROWDED_EDITS
+                and len(window_edits) >= CROWDED_EDITS
                 for k, window_edits in enumerate(its)
             )
             number += len(request.windows)
