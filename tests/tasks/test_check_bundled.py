@@ -201,7 +201,11 @@ def test_a_poem_typed_one_line_a_row_is_checked_line_by_line(checker: Proofreade
     assert [(edit.start, edit.original) for edit in result.edits] == [(10, "箱")]
 
 
-@pytest.mark.parametrize("gap", [" ", "\t", "\u3000", "\u200b", "\u200d", "\ufeff"])
+@pytest.mark.parametrize(
+    # ... and variation selectors (a review: 画\ufe00龙点晴 went unfixed)
+    "gap",
+    [" ", "\t", "\u3000", "\u200b", "\u200d", "\ufeff", "\ufe00", "\ufe0f", "\U000e0100"],
+)
 def test_an_idiom_typed_with_spaces_or_invisible_characters_is_fixed(
     checker: Proofreader, gap: str
 ) -> None:
