@@ -221,4 +221,4 @@ def test_a_lone_surrogate_is_bad_input_before_the_script_is_converted(
     from tiankong.errors import BadInputError
 
     with pytest.raises(BadInputError, match="lone surrogate"):
-        prepare_request(text, PredictOptions(), tiny_masker.prepare, convert_script=True)
+        prepare_request(text, PredictOptions(), tiny_masker.prepare, indexed=True)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tiankong import FillMasker
@@ -169,6 +171,30 @@ def test_a_passage_that_reads_on_with_a_rare_character_is_no_evidence(
     assert all(c.memory is None for c in found.masks[0] if c.token == half)
 
 
+@pytest.mark.parametrize(
+    ("text", "filled"),
+    [
+        ("白日依山[MASK]，黄河入海[MASK]。", "白日依山尽，黄河入海流。"),
+        ("春[MASK]不觉晓，处处闻啼[MASK]。", "春眠不觉晓，处处闻啼鸟。"),
+        ("床前[MASK]月光，疑是地上[MASK]。", "床前明月光，疑是地上霜。"),
+    ],
+)
+def test_whole_words_of_several_blanks_read_each_blanks_evidence(
+    masker: FillMasker, text: str, filled: str
+) -> None:
+    """Whole-word mode over separate blanks answered the model's joint fill (白日依山外，黄河入海
+    边) under per-blank lists of 尽 (90%) and 流 (65%), each with its 出处 (a review's find):
+    each mask's mixed row now weighs the joint fills, and their best joins the beam. A joint
+    fill of separate blanks is no one corpus span: no 出处 of its own."""
+    found = masker.predict(text, mode="whole_word")
+    assert found.sequence == filled
+    assert [mask[0].token for mask in found.masks] == list(found.sequences[0].fills)
+    assert all(fill.memory is None for fill in found.sequences)
+    alone = masker.predict(text, mode="whole_word", index=False)
+    assert alone.sequence != filled  # the model's own joint fill, as before
+    assert all(fill.score == fill.model_score for fill in alone.sequences)
+
+
 def test_an_option_in_the_other_script_is_scored_alike_in_both_directions(
     masker: FillMasker,
 ) -> None:
@@ -237,3 +263,33 @@ def test_the_hugging_face_route_reads_traditional_text_as_the_pipeline_does(
         assert best["sequence"] == "處處聞啼鸟。"
         grounded = client.post("/predict", json={"text": "處處聞啼[MASK]。"}).json()
         assert grounded["sequence"] == "處處聞啼鳥。"
+
+
+@pytest.mark.parametrize(
+    ("text", "mode"),
+    [
+        ("手机没电了，赶紧去[MASK][MASK]。", "whole_word"),
+        ("白日依山[MASK]，黄河入海[MASK]。", "whole_word"),
+        ("画龙点[BLANK]", "single"),
+        ("守株待[BLANK]，不劳而获。", "single"),
+    ],
+)
+def test_forward_rows_bound_the_rows_the_index_scores_too(
+    masker: FillMasker, text: str, mode: str
+) -> None:
+    """The cost cap and the queue trust the estimate, which left out the rows the index's
+    searches score: its fills of a blank as chains (up to ten of each length), and, since
+    whole words read several blanks in each joint fill's context, those rows (白日依山[MASK]，
+    黄河入海[MASK]。 scores 22 rows; the estimate without them was 17)."""
+    request = masker.prepare_request(text, masker.options(5, mode=mode))
+    scored: list[int] = []
+
+    def score_rows(rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
+        scored.append(len(rows))
+        return masker.score_rows(rows, asked)
+
+    masker.run_search(request, score_rows)
+    assert request.indexed
+    assert sum(scored) <= request.forward_rows()
+    unindexed = masker.prepare_request(text, masker.options(5, mode=mode, index=False))
+    assert not unindexed.indexed and unindexed.forward_rows() < request.forward_rows()

@@ -28,6 +28,9 @@ def no_evidence(mask_number: int, token_id: int) -> Memory:
     return None
 
 
+PROPOSALS = 10  # the index's own fills offered for a whole-word or [BLANK] blank
+
+
 class Grounding(NamedTuple):
     """A whole fill's score with the index mixed in, its evidence, and the share of it that
     is the model's: ``1 - w`` where the index moved it, 1 where it didn't. The fills of one

@@ -19,7 +19,7 @@ from tiankong.core.memory import FillMemory, Grounding
 from tiankong.core.options import PredictOptions
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import CandidateScore, FillResult, Memory, SequenceFill
-from tiankong.core.text import BLANK, MASK, PreparedText, TextEncoder, fill_text
+from tiankong.core.text import BLANK, MASK, PreparedText, TextEncoder, fill_text, mask_runs
 
 
 class Weighed(Protocol):
@@ -157,7 +157,7 @@ class SearchModes:
         if options.mode != "whole_word":
             return result
         hypotheses = self.search(prepared.input_ids, prepared.mask_indices, options)
-        grounded = self.ground(prepared, hypotheses, options)
+        grounded = self.ground(prepared, hypotheses, options, rows=probabilities)
         fills = self.sequences(prepared.text, grounded, options, 0.0)
         # the best joint fill, not the per-mask argmax, is this mode's answer
         return replace(
@@ -219,13 +219,14 @@ class SearchModes:
         options: PredictOptions,
         open_ended: bool = False,
         weigh: bool = True,
+        rows: np.ndarray | None = None,
     ) -> list[Grounded]:
         """The corpus index's part in a joint fill of ONE blank (a run of masks): the index's
         own fills of that length join the beam's (scored by the model as a chain), and each
         fill's joint probability is mixed with the count of left + fill + right; ``weigh``:
         then the unsupported ones weighed and all best first (``weighed``; a [BLANK] weighs
-        its lengths' fills together). Without an index, or for several blanks, the beam's
-        fills as they are."""
+        its lengths' fills together). Several blanks: ``ground_blanks``, given the text's
+        per-mask ``rows``. Without an index, the beam's fills as they are."""
         plain = [Grounded(h, h.log_prob, None) for h in hypotheses]
         memory = self.masker.memory
         masks = prepared.mask_indices
@@ -233,7 +234,10 @@ class SearchModes:
             return plain
         first, length = masks[0], len(masks)
         if masks != list(range(first, first + length)):
-            return plain  # several blanks: a joint fill isn't one corpus span
+            # several blanks: a joint fill isn't one corpus span
+            if rows is None:
+                return plain
+            return self.ground_blanks(prepared, hypotheses, options, memory, rows)
         seen = {tuple(h.token_ids) for h in hypotheses}
         proposals = [
             ids
@@ -264,6 +268,79 @@ class SearchModes:
                 Grounded(combined, hypothesis.log_prob, grounding.memory, grounding.model_share)
             )
         return weighed(grounded) if weigh else grounded
+
+    def ground_blanks(
+        self,
+        prepared: PreparedText,
+        hypotheses: list[Hypothesis],
+        options: PredictOptions,
+        memory: FillMemory,
+        rows: np.ndarray,
+    ) -> list[Grounded]:
+        """Several blanks. No corpus span holds their joint fill, but each blank can be read as
+        its list is, in the context of the fill's other blanks: for each joint fill and each
+        blank, the text with the other blanks filled, this blank's row scored and mixed with
+        the index (``FillMemory.mix``), and the fill's model probability weighed by its tokens'
+        mixed probability there over the model's. The fill of each mask's mixed best joins the
+        beam (scored by the model as a chain). No ``memory``: each blank's list shows its own.
+        白日依山[MASK]，黄河入海[MASK]。 whole-word read 外边, the model's, under per-blank lists
+        of 尽 (90%) and 流 (65%) with their 出处. Read with the other blank filled, 说的[MASK]是这
+        个道理 keeps 就, where its list, whose context stops at the other blank, shows 不."""
+        mixed = memory.mix(prepared.input_ids, prepared.mask_indices, rows).probabilities
+        if mixed is rows:  # nothing matched
+            return [Grounded(h, h.log_prob, None) for h in hypotheses]
+        seen = {tuple(h.token_ids) for h in hypotheses}
+        allowed = np.flatnonzero(self.default_allowed)
+        best = tuple(int(allowed[np.argmax(row[allowed])]) for row in mixed)
+        if best not in seen and options.constraints is None:  # constrained beams: renormalised
+            [chain] = score_chains(
+                [(prepared.input_ids, prepared.mask_indices, list(best))], self.masker.score_rows
+            )
+            hypotheses = [*hypotheses, Hypothesis(best, chain.log_prob)]
+        masks = prepared.mask_indices
+        blanks = mask_runs(masks)
+        # each blank read once per fill of the others (joint fills that differ only in this
+        # blank share the reading): its ids, and per joint fill and blank, the reading's number
+        readings: dict[tuple[tuple[int, ...], int], int] = {}
+        used: list[list[int]] = []
+        for hypothesis in hypotheses:
+            tokens = [int(token or 0) for token in hypothesis.token_ids]
+            ids = list(prepared.input_ids)
+            for number, index in enumerate(masks):
+                ids[index] = tokens[number]
+            for blank_number, blank in enumerate(blanks):
+                context = list(ids)
+                for number in blank:
+                    context[masks[number]] = prepared.input_ids[masks[number]]
+                key = (tuple(context), blank_number)
+                used.append([readings.setdefault(key, len(readings)), blank_number])
+        keys = list(readings)
+        scored = self.masker.score_rows(
+            [list(context) for context, _ in keys],
+            [[masks[number] for number in blanks[blank]] for _, blank in keys],
+        )
+        read = [
+            memory.mix(list(context), [masks[n] for n in blanks[blank]], row).probabilities
+            for (context, blank), row in zip(keys, scored, strict=True)
+        ]
+        weights: list[float] = []
+        for reading, blank_number in used:
+            row, its_read = scored[reading], read[reading]
+            hypothesis = hypotheses[len(weights) // len(blanks)]
+            tokens = [int(hypothesis.token_ids[n] or 0) for n in blanks[blank_number]]
+            weights.append(
+                sum(
+                    math.log(max(float(its_read[n, token]), 1e-300))
+                    - math.log(max(float(row[n, token]), 1e-300))
+                    for n, token in enumerate(tokens)
+                )
+            )
+        grounded = []
+        for number, hypothesis in enumerate(hypotheses):
+            weight = sum(weights[number * len(blanks) : (number + 1) * len(blanks)])
+            combined = Hypothesis(hypothesis.token_ids, min(0.0, hypothesis.log_prob + weight))
+            grounded.append(Grounded(combined, hypothesis.log_prob, None))
+        return sorted(grounded, key=lambda item: -item.hypothesis.log_prob)
 
     def sequences(
         self, text: str, grounded: list[Grounded], options: PredictOptions, alpha: float

@@ -31,6 +31,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from tiankong.core.memory import PROPOSALS
 from tiankong.core.options import PredictOptions, check_blank, one_blank
 from tiankong.core.results import FillResult
 from tiankong.core.script import (
@@ -42,7 +43,14 @@ from tiankong.core.script import (
     script_of,
     written_in,
 )
-from tiankong.core.text import BLANK, MASK, PreparedText, check_unicode, normalize_masks
+from tiankong.core.text import (
+    BLANK,
+    MASK,
+    PreparedText,
+    check_unicode,
+    mask_runs,
+    normalize_masks,
+)
 
 Path = Literal["plain", "search"]
 # What a request asks for, decided once by ``request_kind``: the search modes, the cost
@@ -87,6 +95,7 @@ class PreparedRequest:
     script: Script | None = None
     typed_options: tuple[str, ...] = ()  # the candidates as typed, when converted
     template: str = ""  # candidates: the text with its one blank written as [BLANK]
+    indexed: bool = False  # the corpus index takes part (its searches score rows of their own)
 
     @property
     def plain(self) -> bool:
@@ -104,11 +113,23 @@ class PreparedRequest:
         options = self.options
         if self.kind == "candidates":  # one chain per option, one row per character
             return 1 + sum(len(option.strip()) for option in options.candidates)
+        # with the index: its fills of a blank scored as chains (``PROPOSALS`` of each length);
+        # several blanks: each read in each joint fill's context, and the fill of the mixed
+        # rows' best as a chain (``SearchModes.ground_blanks``)
+        proposed = PROPOSALS if self.indexed else 0
         if self.kind == "blank":  # a beam search for each length 1..max_blank_length
             lengths = range(1, options.max_blank_length + 1)
-            return 1 + sum(length * options.beam_width for length in lengths)
+            return 1 + sum(length * (options.beam_width + proposed) for length in lengths)
         if self.kind == "whole_word":
-            return 1 + len(self.prepared.mask_indices) * options.beam_width
+            masks = self.prepared.mask_indices
+            blanks = len(mask_runs(masks))
+            if not self.indexed:
+                extra = 0
+            elif blanks == 1:
+                extra = proposed * len(masks)
+            else:
+                extra = (options.beam_width + 1) * blanks + len(masks)
+            return 1 + len(masks) * options.beam_width + extra
         return 1  # plain, or constraints alone: one forward pass, a restricted top-k
 
 
@@ -116,20 +137,20 @@ def prepare_request(
     text: str,
     options: PredictOptions,
     prepare: Callable[[str], PreparedText],
-    convert_script: bool = False,
+    indexed: bool = False,
 ) -> PreparedRequest:
     """Tokenize ``text`` and decide its kind; typed errors (400 / exit 2) for bad input, before
     anything is queued. ``options`` are validated already, once, where they entered
     (``FillMasker.options`` or ``FillMasker.prepare_request``). ``prepare`` tokenizes (the
-    server passes its cached one). ``convert_script``: traditional input is converted to
-    simplified (the request uses the corpus index, which holds simplified text;
-    ``core/script.py``)."""
+    server passes its cached one). ``indexed``: the request uses the corpus index, so
+    traditional input is converted to simplified (the index holds simplified text;
+    ``core/script.py``), and its searches cost the index's rows too (``forward_rows``)."""
     if not isinstance(text, str):
         prepare(text)  # raises the typed error for a non-string
     check_unicode(text)  # before OpenCC converts it
     normalised = normalize_masks(text)
     script, typed_options = None, options.candidates
-    if convert_script:
+    if indexed:
         found, simplified_options = script_of(normalised), in_simplified(options)
         # a traditional option on a simplified text (鳥 for 处处闻啼[MASK]) is scored as its
         # simplified form, as on a traditional text, and shown as typed: the model read 鳥
@@ -140,14 +161,14 @@ def prepare_request(
     kind = request_kind(normalised, options)
     if kind == "plain":
         return PreparedRequest(
-            text, normalised, options, prepare(text), kind, script, typed_options
+            text, normalised, options, prepare(text), kind, script, typed_options, indexed=indexed
         )
     prepared = prepare(normalised.replace(BLANK, MASK))
     if BLANK in normalised:
         check_blank(normalised)
     template = one_blank(normalised) if kind == "candidates" else ""
     return PreparedRequest(
-        text, normalised, options, prepared, kind, script, typed_options, template
+        text, normalised, options, prepared, kind, script, typed_options, template, indexed
     )
 
 

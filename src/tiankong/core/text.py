@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -295,3 +296,14 @@ def bert_class(folder: Path, config: dict[str, object]) -> bool:
         return named.removesuffix("Fast") in BERT_TOKENIZERS
     model_type = read_json(folder / "config.json").get("model_type")
     return model_type in BERT_TOKENIZER_TYPES
+
+
+def mask_runs(mask_indices: Sequence[int]) -> list[list[int]]:
+    """The blanks of ``mask_indices``: the numbers of each run of adjacent masks."""
+    runs: list[list[int]] = []
+    for number, index in enumerate(mask_indices):
+        if runs and mask_indices[runs[-1][-1]] + 1 == index:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return runs

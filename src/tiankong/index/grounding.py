@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from tiankong.core.memory import Grounding, MixedRows
+from tiankong.core.memory import PROPOSALS, Grounding, MixedRows
 from tiankong.core.models import ResolvedModel
 from tiankong.core.results import Memory
 from tiankong.errors import BadOptionError, IndexTokenizerMismatchError
@@ -50,7 +50,6 @@ def is_punctuation(char: str) -> bool:
 
 
 Found = list[tuple[Blank, BlankMatch]]  # CorpusMemory.find: the blanks that matched
-PROPOSALS = 10  # the index's own fills offered for a whole-word or [BLANK] blank
 
 
 class CorpusMemory:

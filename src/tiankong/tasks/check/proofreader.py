@@ -287,8 +287,7 @@ class Proofreader:
                 if (typed := in_typed_script(edit, request)) is not None
             ]
             crowded = any(
-                number + k in passed_over
-                and len(window_edits) >= CROWDED_EDITS
+                number + k in passed_over and len(window_edits) >= CROWDED_EDITS
                 for k, window_edits in enumerate(its)
             )
             number += len(request.windows)
