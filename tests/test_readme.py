@@ -561,8 +561,9 @@ def test_hf_client_example(bundled_masker: Any, monkeypatch: pytest.MonkeyPatch)
             continue
         if match := re.fullmatch(r"(\S) first, then (\S)", claim):
             assert [e.token_str for e in value] == [match.group(1), match.group(2)]
-        elif claim == "whole words":
+        elif words := re.fullmatch(r"whole words, (\S+) first", claim):
             assert sorted(e.token_str for e in value) == sorted(targets)
+            assert value[0].token_str == words.group(1)
         else:
             pytest.fail(f"no check for the README claim {claim!r}")
 

@@ -18,11 +18,14 @@ from tiankong.core.options import MAX_CANDIDATES, MAX_OPTION_CHARS, MODES, RANGE
 
 IDIOM = "画龙点[MASK]"
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
-COMMON_SENSE = "太阳从东[MASK]升起。"
+# the page's examples (static/app.js), which answer right with the bundled model and its
+# index: 太阳从东[MASK]升起。 answered 东北, 手机没电了，赶紧去[MASK][MASK]。 赶紧去赶紧, and
+# 他做事一向[MASK] with four idioms 马马虎虎, here too (a review; test_page_examples checks both)
+COMMON_SENSE = "中国的首都是北[MASK]。"
 WEATHER = "今天天气很[MASK]。"  # targets 好/坏: two one-character answers that both fit
-WHOLE_WORD = "手机没电了，赶紧去[MASK][MASK]。"
-IDIOM_CLOZE = "他做事一向[MASK]，从来不出差错。"
-IDIOM_OPTIONS = ["一丝不苟", "马马虎虎", "半途而废", "画蛇添足"]
+WHOLE_WORD = "我饿了，我们去[MASK][MASK]吧。"
+CHOICE = "他画的龙栩栩如生，真是画龙点[MASK]。"
+CHOICE_OPTIONS = ["睛", "晴", "精", "请"]
 BLANK_TEXT = "今天天气很[BLANK]，我们去公园吧。"
 DEFAULTS = PredictOptions()
 
@@ -35,8 +38,8 @@ PREDICT_EXAMPLES: dict[str, Any] = {
         "value": {"text": WHOLE_WORD, "mode": "whole_word", "beam_width": 8, "top_k": 5},
     },
     "candidates": {
-        "summary": "Candidates 候选: rank idioms for one blank",
-        "value": {"text": IDIOM_CLOZE, "mode": "candidates", "candidates": IDIOM_OPTIONS},
+        "summary": "Candidates 候选: rank your options for one blank",
+        "value": {"text": CHOICE, "mode": "candidates", "candidates": CHOICE_OPTIONS},
     },
     "blank": {
         "summary": "Unknown length [BLANK] 不定长: fills of 1 to 3 characters",
@@ -73,7 +76,10 @@ HF_EXAMPLES: dict[str, Any] = {
     },
     "word_targets": {
         "summary": "Multi-character targets: scored as a chain, not cut to their first character",
-        "value": {"inputs": IDIOM_CLOZE, "parameters": {"targets": IDIOM_OPTIONS}},
+        "value": {
+            "inputs": "我饿了，我们去[MASK]吧。",
+            "parameters": {"targets": ["吃饭", "睡觉"]},
+        },
     },
     "several_inputs": {
         "summary": "Several inputs: one list per input",
