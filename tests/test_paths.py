@@ -25,3 +25,13 @@ def test_every_lookup_of_a_typed_path_says_it_is_missing(tmp_path: Path) -> None
     with pytest.raises(IndexUnavailableError, match="no index"):
         read_manifest(Path(SENTENCE))
     assert open_export(tmp_path / SENTENCE, None) is None
+
+
+def test_a_model_given_as_dot_is_named_by_its_folder(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--model .`` from inside the model's folder named it "" in every answer and in /info
+    (a review's find): a path's own name, where "." has none."""
+    monkeypatch.chdir(tiny_model_dir)
+    for given in (".", "./", str(tiny_model_dir)):
+        assert resolve_model(given).name == tiny_model_dir.name

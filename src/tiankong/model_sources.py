@@ -62,7 +62,8 @@ def resolve_model(source: str | None, flag: str = "--model") -> ResolvedModel:
         for entry in BUNDLED_MODELS:  # a bundled model named by its folder is still bundled
             if path.resolve() == (BUNDLED_ROOT / entry.folder).resolve():
                 return ResolvedModel(entry.name, path.resolve(), "bundled", entry.summary)
-        return ResolvedModel(path.name, path.resolve(), "local", read_summary(path))
+        # the folder's own name: ``--model .`` was named "" in every answer and in /info
+        return ResolvedModel(path.resolve().name, path.resolve(), "local", read_summary(path))
     path = download_from_hub(source, flag)
     check_model_folder(path, source)
     return ResolvedModel(source, path, "hub", read_summary(path))

@@ -135,6 +135,28 @@ def test_an_init_model_it_cannot_train_is_one_sentence(
     assert refused.value.message == (
         f"--seq-len 32 is more than the 16 positions of model '{short}'; give --seq-len 16 or less."
     )
+    # a RoBERTa-style model's positions start after its padding id: 18 of them hold 16
+    # tokens, and --seq-len 18 was an index error in the first step (a review's find)
+    from transformers import RobertaConfig, RobertaForMaskedLM
+
+    roberta = tmp_path / "roberta"
+    fields = {k: getattr(config, k) for k in ("vocab_size", "hidden_size", "intermediate_size")}
+    RobertaForMaskedLM(
+        RobertaConfig(
+            **fields,
+            num_hidden_layers=1,
+            num_attention_heads=config.num_attention_heads,
+            max_position_embeddings=18,
+            pad_token_id=1,
+        )
+    ).save_pretrained(roberta)
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(roberta)
+    with pytest.raises(BadOptionError) as refused:
+        train(options(tmp_path / "x", data, config=None, init=str(roberta), seq_len=18))
+    assert refused.value.message == (
+        f"--seq-len 18 is more than the 16 positions of model '{roberta}'; give --seq-len 16 "
+        "or less."
+    )
     gpt2 = tmp_path / "gpt2"
     shutil.copytree(tiny_model_dir, gpt2)
     fields = json.loads((gpt2 / "config.json").read_text())

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tiankong.core.models import unloadable_weights
+from tiankong.core.models import unloadable_weights, usable_positions
 from tiankong.errors import ModelUnavailableError
 from tiankong.training.train_options import (
     CHECKPOINT_DIR,
@@ -48,9 +48,9 @@ def find_starting_point(options: TrainOptions) -> StartingPoint:
     if options.resume:
         check_resumed_shape(options, init_config)
         folder = options.out / CHECKPOINT_DIR
-        start = StartingPoint(folder, str(folder), positions_of(read_config(folder)))
+        start = StartingPoint(folder, str(folder), positions_of(folder))
     elif options.init and init_config is not None:
-        start = StartingPoint(resolved.path, options.init, positions_of(init_config))
+        start = StartingPoint(resolved.path, options.init, positions_of(resolved.path))
     else:
         name = options.config or ""
         start = StartingPoint(None, f"--config {name}", NEW_MODEL_POSITIONS, name)
@@ -58,9 +58,12 @@ def find_starting_point(options: TrainOptions) -> StartingPoint:
     return start
 
 
-def positions_of(config: dict[str, Any]) -> int:
-    value = config.get("max_position_embeddings")
-    return value if isinstance(value, int) and value > 0 else NEW_MODEL_POSITIONS
+def positions_of(folder: Path) -> int:
+    """The most tokens a row of the model in ``folder`` may hold, by the server's rule
+    (``usable_positions``): a RoBERTa-style model's positions start after its padding id, so
+    130 of them hold 128 tokens (training packed 130 and failed in the engine, a traceback)."""
+    found = usable_positions(folder)
+    return found.usable if found is not None and found.usable > 0 else NEW_MODEL_POSITIONS
 
 
 def load_tokenizer(start: StartingPoint) -> Any:
