@@ -185,3 +185,48 @@ def test_a_tokenizer_json_that_left_out_mask_still_reads_it_whole(tmp_path: Path
     for text in ("天[MASK]", "春眠不觉晓，处处闻啼[MASK]。", "a[MASK]b [MASK]"):
         assert cut.prepare(text).input_ids == full.prepare(text).input_ids
         assert len(cut.prepare(text).mask_indices) == text.count(MASK)
+
+
+@pytest.mark.parametrize(
+    ("part", "value"),
+    [
+        ("normalizer", None),
+        (
+            "normalizer",
+            {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]},
+        ),
+        ("pre_tokenizer", {"type": "WhitespaceSplit"}),
+    ],
+)
+@pytest.mark.parametrize("class_name", ["BertTokenizer", "PreTrainedTokenizerFast"])
+def test_a_tokenizer_json_of_another_kind_reads_text_as_transformers_does(
+    tmp_path: Path, part: str, value: object, class_name: str
+) -> None:
+    """transformers 5's BertTokenizer sets BERT's normalizer and pre-tokenizer over whatever
+    tokenizer.json holds; tiankong kept a file's own where it was not a BertNormalizer: with
+    none, 今天天气 read 今 ##天 ##天 ##气 where the pipeline reads one character a token, and a
+    random model's answers were another's (a review's find). Another class reads the file as
+    it is, both sides."""
+    import json
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from tiankong.core.models import BUNDLED_ROOT, DEFAULT_MODEL
+
+    source = BUNDLED_ROOT / DEFAULT_MODEL
+    for name in ("tokenizer.json", "tokenizer_config.json", "config.json"):
+        shutil.copy(source / name, tmp_path / name)
+    tokenizer = json.loads((tmp_path / "tokenizer.json").read_text(encoding="utf-8"))
+    tokenizer[part] = value
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config["tokenizer_class"] = class_name
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    ours = TextEncoder.from_folder(tmp_path, TextLimits(5, 128, 1000)).tokenizer
+    theirs = AutoTokenizer.from_pretrained(str(tmp_path))
+    for text in ("今天天气很[MASK]。", "ＡＢＣ和Café都好", "Mr.Smith's 猫丢了", "iPhone 15 很贵"):
+        assert (
+            ours.encode(text, add_special_tokens=False).ids
+            == theirs(text, add_special_tokens=False)["input_ids"]
+        ), text

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenizers import Tokenizer, normalizers
+from tokenizers import Tokenizer, normalizers, pre_tokenizers
 from tokenizers.implementations import BertWordPieceTokenizer
 
 from tiankong.errors import (
@@ -99,17 +99,19 @@ class TextEncoder:
         chinese = bool(config.get("tokenize_chinese_chars", True))
         if (folder / "tokenizer.json").is_file():
             tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-            if isinstance(tokenizer.normalizer, normalizers.BertNormalizer) and bert_class(
-                folder, config
-            ):
-                # a cased tokenizer.json beside a config that doesn't say so: the pipeline
-                # lower-cased Café and iPhone, tiankong read them as [UNK]
+            if bert_class(folder, config):
+                # whatever tokenizer.json holds, as transformers' BertTokenizer reads it: a
+                # cased BertNormalizer beside a config that doesn't say so (the pipeline
+                # lower-cased Café and iPhone, tiankong read them as [UNK]), none at all or
+                # another (今天 read as 今 ##天, ＡＢＣ as abc), another pre-tokenizer (Mr.Smith's
+                # read whole)
                 tokenizer.normalizer = normalizers.BertNormalizer(
                     clean_text=True,
                     handle_chinese_chars=chinese,
                     strip_accents=strip,
                     lowercase=lowercase,
                 )
+                tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         else:
             tokenizer = BertWordPieceTokenizer(
                 str(folder / "vocab.txt"),
