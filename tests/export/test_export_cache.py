@@ -183,6 +183,26 @@ def test_export_to_folder_rules(model: ResolvedModel, cache: Path, tmp_path: Pat
     )
 
 
+def test_export_to_a_full_disk_is_one_sentence(
+    model: ResolvedModel, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Copying the export into --out on a full disk was an OSError's traceback, exit 1 (a
+    review's find, on a 300 kB tmpfs); the half-copied folder goes."""
+    from tiankong.export import export_cache
+
+    export_to_folder(model, "fp32", settings_for(cache), tmp_path / "warm")  # the cache made
+
+    def full(*_: object, **__: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(export_cache.shutil, "copy2", full)
+    out = tmp_path / "full" / "fp32"
+    with pytest.raises(BadOptionError) as refused:
+        export_to_folder(model, "fp32", settings_for(cache), out)
+    assert refused.value.message == f"--out '{out}' can't be written (No space left on device)."
+    assert not out.exists() and list(out.parent.iterdir()) == []
+
+
 CREATE_ENGINE = """
 import logging, sys
 logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s")

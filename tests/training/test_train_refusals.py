@@ -450,3 +450,32 @@ def test_text_that_begins_like_a_bzip2_header_is_text(files: Path, tmp_path: Pat
     packed.write_bytes(bz2.compress(notes.read_bytes()))
     assert compression_of(packed) == "bzip2"
     assert train(options(tmp_path / "run", (str(notes),))).steps == 2
+
+
+@pytest.mark.parametrize("at", ["checkpoint", "model"])
+def test_a_full_disk_while_saving_is_one_sentence(
+    files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at: str
+) -> None:
+    """A full disk when the run saved was safetensors' SafetensorError, a traceback and exit 1
+    after the run's work (a review's find, on a 300 kB tmpfs): now one sentence naming --out and
+    the system's words, exit 2. ``at``: the first checkpoint, or the model after the last."""
+    import safetensors
+    import transformers.modeling_utils as modeling
+
+    saved = modeling.safe_save_file
+    calls = {"n": 0}
+
+    def full(*args: object, **kwargs: object) -> object:
+        calls["n"] += 1
+        if at == "checkpoint" or calls["n"] > 1:  # the last checkpoint is the first save
+            raise safetensors.SafetensorError(
+                "Error while serializing: I/O error: No space left on device (os error 28)"
+            )
+        return saved(*args, **kwargs)
+
+    monkeypatch.setattr(modeling, "safe_save_file", full)
+    out = tmp_path / "run"
+    with pytest.raises(BadOptionError) as refused:
+        train(options(out, (str(files / "t.txt"),)))
+    assert refused.value.message.startswith(f"--out '{out}' can't be written (")
+    assert "No space left on device" in refused.value.message

@@ -423,13 +423,14 @@ def export_to_folder(
         out.parent.mkdir(parents=True, exist_ok=True)
         temp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=out.parent))
     try:
-        for name in export.manifest["files"]:
-            shutil.copy2(export.folder / name, temp / name)
-        shutil.copy2(export.folder / MANIFEST_FILE, temp / MANIFEST_FILE)
-        os.chmod(temp, folder_mode())  # mkdtemp's 0700 suits the private cache, not --out
-        if out.exists():
-            discard(out)
-        os.rename(temp, out)
+        with made_here(out, "--out"):  # a full disk was a traceback, exit 1 (a review)
+            for name in export.manifest["files"]:
+                shutil.copy2(export.folder / name, temp / name)
+            shutil.copy2(export.folder / MANIFEST_FILE, temp / MANIFEST_FILE)
+            os.chmod(temp, folder_mode())  # mkdtemp's 0700 suits the private cache, not --out
+            if out.exists():
+                discard(out)
+            os.rename(temp, out)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise

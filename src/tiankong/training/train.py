@@ -23,6 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from tiankong.core.output_folder import made_here
 from tiankong.errors import BadDataFileError, BadOptionError
 from tiankong.training.starting_point import (
     find_starting_point,
@@ -151,6 +152,20 @@ def evaluate(model: Any, batches: list[dict[str, Any]], bf16: bool = False) -> t
     return total_loss / count, correct / count
 
 
+@contextmanager
+def written_to(out: Path) -> Iterator[None]:
+    """Around writing the run's files in ``out`` (checkpoints, the model, its record): a full
+    disk is one sentence and exit 2 (``made_here``), not a traceback after the run's work;
+    safetensors' error, no OSError, carries the system's words."""
+    from safetensors import SafetensorError
+
+    with made_here(out, "--out"):
+        try:
+            yield
+        except SafetensorError as error:
+            raise OSError(str(error)) from None
+
+
 def save_checkpoint(
     folder: Path,
     model: Any,
@@ -161,6 +176,19 @@ def save_checkpoint(
     run_recipe: dict[str, Any],
 ) -> None:
     """Write a resumable checkpoint atomically (into a temp folder, then rename)."""
+    with written_to(folder.parent):
+        write_checkpoint(folder, model, tokenizer, optimizer, scheduler, state, run_recipe)
+
+
+def write_checkpoint(
+    folder: Path,
+    model: Any,
+    tokenizer: Any,
+    optimizer: Any,
+    scheduler: Any,
+    state: TrainState,
+    run_recipe: dict[str, Any],
+) -> None:
     import shutil
 
     import torch
@@ -422,8 +450,9 @@ def train(
     model.to("cpu")
     if options.save_fp16:
         model = model.half()
-    model.save_pretrained(options.out)
-    saved_tokenizer.save_pretrained(options.out)
+    with written_to(options.out):
+        model.save_pretrained(options.out)
+        saved_tokenizer.save_pretrained(options.out)
     summary = TrainSummary(
         out=str(options.out),
         steps=state.step,
@@ -449,5 +478,6 @@ def train(
             "torch": torch.__version__,
         },
     }
-    (options.out / "training.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
+    with written_to(options.out):
+        (options.out / "training.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
     return summary
