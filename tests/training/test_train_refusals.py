@@ -479,3 +479,21 @@ def test_a_full_disk_while_saving_is_one_sentence(
         train(options(out, (str(files / "t.txt"),)))
     assert refused.value.message.startswith(f"--out '{out}' can't be written (")
     assert "No space left on device" in refused.value.message
+
+
+def test_text_with_nothing_to_mask_is_refused(files: Path, tmp_path: Path) -> None:
+    """A held-out file of one character, or of emoji (read as [UNK], never masked), scored
+    NaN loss and NaN% accuracy in the summary and in training.json, and --data of emoji
+    trained at a NaN loss to the end, all exit 0 (a review's find)."""
+    data = (str(files / "t.txt"),)
+    short = files / "short.txt"
+    short.write_text("春\n", encoding="utf-8")
+    emoji = files / "emoji.txt"
+    emoji.write_text("😀😃😄😁😆😅🤣😂🙂🙃\n" * 50, encoding="utf-8")
+    for name in (short, emoji):
+        with pytest.raises(BadDataFileError, match=r"^--heldout .* gives no token to score"):
+            train(options(tmp_path / "x", data, heldout=(str(name),)))
+    with pytest.raises(BadDataFileError, match=r"^--data .* gives no token to mask"):
+        train(options(tmp_path / "y", (str(emoji),)))
+    summary = train(options(tmp_path / "z", data, heldout=data))  # real text: scored
+    assert summary.heldout_loss is not None and summary.heldout_loss == summary.heldout_loss

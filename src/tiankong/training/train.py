@@ -12,6 +12,7 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -128,6 +129,22 @@ def trains_in_bf16(precision: str, device_type: str, pretraining: bool) -> bool:
     if precision != "auto":
         return precision == "bf16"
     return device_type == "cuda" or (pretraining and cpu_has_bf16())
+
+
+def checked_first(
+    batches: Iterator[dict[str, Any]], options: TrainOptions
+) -> Iterator[dict[str, Any]]:
+    """``batches``, refused where the first has no masked token: text of characters the
+    vocabulary lacks (emoji, rare symbols: [UNK], never masked) trained at a NaN loss to the
+    end, exit 0 (a review's find)."""
+    first = next(batches)
+    if not bool((first["labels"] != -100).any()):
+        raise BadDataFileError(
+            f"--data {', '.join(options.data)} gives no token to mask in its first batch: its "
+            "text holds only characters the vocabulary lacks (emoji, rare symbols) or lines "
+            "too short for a mask; give Chinese text the model's vocabulary holds."
+        )
+    return itertools.chain([first], batches)
 
 
 def to_device(batch: dict[str, Any], device: Any) -> dict[str, Any]:
@@ -385,6 +402,7 @@ def train(
             next(batches)
         torch.set_rng_state(saved["torch_rng"].cpu())
 
+    batches = checked_first(batches, options)
     model.train()
     started = time.monotonic() - state.elapsed_s
     clock["started"] = started

@@ -6,6 +6,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+from tiankong.errors import BadDataFileError
 from tiankong.training.masking import MaskingPlan, word_masked_batches
 from tiankong.training.train_data import (
     ClozeRow,
@@ -209,4 +210,11 @@ def heldout_batches(
         torch.manual_seed(1234)
         for start in range(0, len(encoded), 64):
             batches.append(collator([{"input_ids": ids} for ids in encoded[start : start + 64]]))
+    if not any(bool((batch["labels"] != -100).any()) for batch in batches):
+        # its loss and accuracy were NaN, in the summary and training.json, exit 0 (a review)
+        raise BadDataFileError(
+            f"--heldout {', '.join(options.heldout)} gives no token to score: its lines are too "
+            "short for a mask, or hold only characters the vocabulary lacks (emoji, rare "
+            "symbols); give more held-out text."
+        )
     return batches, 0
