@@ -18,6 +18,7 @@ from tiankong.cli.fill import stop_as_interrupted
 from tiankong.cli.options import (
     FLAG,
     FROM_FLAGS,
+    int8_warned,
     refuse_field_for_txt,
     refuse_unread,
     settings_flags,
@@ -38,7 +39,7 @@ def load_checker(settings: Settings) -> Proofreader:
     from tiankong.service import FillMasker
     from tiankong.tasks.check import Proofreader
 
-    return Proofreader(FillMasker.load(settings=settings))
+    return Proofreader(int8_warned(FillMasker.load(settings=settings)))
 
 
 def names_a_file(text: str) -> bool:

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tiankong.cli.options import FLAG, FROM_FLAGS, refuse_unread, settings_flags
+from tiankong.cli.options import FLAG, FROM_FLAGS, int8_warned, refuse_unread, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import Settings
 from tiankong.core.options import PredictOptions
@@ -106,7 +106,7 @@ def eval_command(
     ).validated()
     if compare_index and compare:
         raise BadOptionError("Use --compare-index or --compare, not both.")
-    masker = FillMasker.load(settings=settings)
+    masker = int8_warned(FillMasker.load(settings=settings))
     check_scorable(masker, items, blank, file.name)  # before any run: its tokenizer decides
     runs = [(masker, options)]
     if compare_index:
@@ -122,7 +122,7 @@ def eval_command(
         if not other_engine:
             raise BadOptionError("--compare takes ENGINE:PRECISION, e.g. onnx:int8.")
         other = settings.with_overrides(engine=other_engine, precision=other_precision or "auto")
-        runs.append((FillMasker.load(settings=other), options))
+        runs.append((int8_warned(FillMasker.load(settings=other)), options))
     console = Console()
     reports, outcomes = [], []
     for run_masker, run_options in runs:

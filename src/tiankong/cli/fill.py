@@ -22,6 +22,7 @@ from rich.progress import (
 from tiankong.cli.options import (
     FLAG,
     FROM_FLAGS,
+    int8_warned,
     refuse_field_for_txt,
     refuse_without_ray,
     settings_flags,
@@ -135,7 +136,9 @@ def fill_command(
     else:  # the files (and the input's encoding) are checked before the model loads
         check_files(job)
         total = count_records(input_file, input_kind(input_file, input_format))
-    masker = FillMasker.load(settings=settings)  # validates the model and the options up front
+    masker = int8_warned(
+        FillMasker.load(settings=settings)
+    )  # validates the model and the options up front
     options = decoding_options(
         masker,
         top_k,

@@ -222,3 +222,19 @@ def refuse_field_for_txt(typed: frozenset[str], input_format: str) -> None:
     """``--field`` typed for a TXT input, which has no fields (it was ignored)."""
     if input_format == "txt":
         refuse_unread(typed, TXT_UNREAD, "to JSONL and CSV input (a TXT file is one text a line)")
+
+
+def int8_warned(masker: Any) -> Any:
+    """``masker``, after a warning on stderr where it serves INT8 that failed its quality guard
+    (``--precision int8`` serves it as asked): ``export`` and ``serve`` said so, and predict,
+    fill, eval and check answered with it silently (a review's find)."""
+    quality = getattr(masker.engine, "quality", None) or {}
+    if masker.engine.precision == "int8" and quality.get("passed") is False:
+        typer.echo(
+            f"warning: INT8 for '{masker.model.name}' failed its quality guard (top-1 "
+            f"agreement with FP32 {100 * float(quality['top1_agreement']):.1f}%, under the "
+            f"{100 * float(quality.get('min_agreement', 0.0)):.0f}% it needs); it answers as "
+            "asked, though --precision auto would not serve it.",
+            err=True,
+        )
+    return masker

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
+from tiankong.cli.options import FLAG, FROM_FLAGS, int8_warned, settings_flags
 from tiankong.cli.root import app
 from tiankong.cli.stdin import print_line_error, stdin_lines
 from tiankong.config import Settings
@@ -137,7 +137,7 @@ def predict_command(
     """
     from tiankong.service import FillMasker
 
-    masker = FillMasker.load(settings=settings)
+    masker = int8_warned(FillMasker.load(settings=settings))
     options = decoding_options(
         masker,
         top_k,
