@@ -298,46 +298,27 @@ class SearchModes:
             )
             hypotheses = [*hypotheses, Hypothesis(best, chain.log_prob)]
         masks = prepared.mask_indices
-        blanks = mask_runs(masks)
-        # each blank read once per fill of the others (joint fills that differ only in this
-        # blank share the reading): its ids, and per joint fill and blank, the reading's number
-        readings: dict[tuple[tuple[int, ...], int], int] = {}
-        used: list[list[int]] = []
-        for hypothesis in hypotheses:
-            tokens = [int(token or 0) for token in hypothesis.token_ids]
-            ids = list(prepared.input_ids)
-            for number, index in enumerate(masks):
-                ids[index] = tokens[number]
-            for blank_number, blank in enumerate(blanks):
-                context = list(ids)
-                for number in blank:
-                    context[masks[number]] = prepared.input_ids[masks[number]]
-                key = (tuple(context), blank_number)
-                used.append([readings.setdefault(key, len(readings)), blank_number])
-        keys = list(readings)
-        scored = self.masker.score_rows(
-            [list(context) for context, _ in keys],
-            [[masks[number] for number in blanks[blank]] for _, blank in keys],
-        )
-        read = [
-            memory.mix(list(context), [masks[n] for n in blanks[blank]], row).probabilities
-            for (context, blank), row in zip(keys, scored, strict=True)
+        runs = [tuple(run) for run in mask_runs(masks)]
+        # per joint fill, each blank's context: the text with the fill's other blanks filled
+        # (fills that differ only in this blank share it, and it is read once)
+        contexts = [
+            [(filled_except(prepared.input_ids, masks, h.token_ids, run), run) for run in runs]
+            for h in hypotheses
         ]
-        weights: list[float] = []
-        for reading, blank_number in used:
-            row, its_read = scored[reading], read[reading]
-            hypothesis = hypotheses[len(weights) // len(blanks)]
-            tokens = [int(hypothesis.token_ids[n] or 0) for n in blanks[blank_number]]
-            weights.append(
-                sum(
-                    math.log(max(float(its_read[n, token]), 1e-300))
-                    - math.log(max(float(row[n, token]), 1e-300))
-                    for n, token in enumerate(tokens)
-                )
-            )
+        unique = list(dict.fromkeys(key for keys in contexts for key in keys))
+        scored = self.masker.score_rows(
+            [list(ids) for ids, _ in unique], [[masks[n] for n in run] for _, run in unique]
+        )
+        read = {
+            key: (row, memory.mix(list(key[0]), [masks[n] for n in key[1]], row).probabilities)
+            for key, row in zip(unique, scored, strict=True)
+        }
         grounded = []
-        for number, hypothesis in enumerate(hypotheses):
-            weight = sum(weights[number * len(blanks) : (number + 1) * len(blanks)])
+        for hypothesis, keys in zip(hypotheses, contexts, strict=True):
+            weight = sum(
+                log_ratio(*read[key], [int(hypothesis.token_ids[n] or 0) for n in key[1]])
+                for key in keys
+            )
             combined = Hypothesis(hypothesis.token_ids, min(0.0, hypothesis.log_prob + weight))
             grounded.append(Grounded(combined, hypothesis.log_prob, None))
         return sorted(grounded, key=lambda item: -item.hypothesis.log_prob)
@@ -514,3 +495,27 @@ class ScheduledScorer:
 
     def option_tokens(self, option: str, name: str) -> list[int]:
         return self.scorer.option_tokens(option, name)
+
+
+def filled_except(
+    input_ids: Sequence[int],
+    masks: Sequence[int],
+    token_ids: Sequence[int | None],
+    run: tuple[int, ...],
+) -> tuple[int, ...]:
+    """``input_ids`` with every mask but those of ``run`` (mask numbers) filled by ``token_ids``."""
+    ids = list(input_ids)
+    for number, index in enumerate(masks):
+        if number not in run:
+            ids[index] = int(token_ids[number] or 0)
+    return tuple(ids)
+
+
+def log_ratio(model: np.ndarray, mixed: np.ndarray, tokens: Sequence[int]) -> float:
+    """The log of ``tokens``' probability in the ``mixed`` rows over the ``model``'s, one row a
+    token: what the index moved them by."""
+    return sum(
+        math.log(max(float(mixed[n, token]), 1e-300))
+        - math.log(max(float(model[n, token]), 1e-300))
+        for n, token in enumerate(tokens)
+    )
