@@ -696,7 +696,7 @@ def test_docs_and_openapi_examples(client: TestClient) -> None:
         "examples"
     ]
     texts = {example["value"]["text"] for example in examples.values()}
-    assert {IDIOM, POEM, "太阳从东[MASK]升起。", "手机没电了，赶紧去[MASK][MASK]。"} <= texts
+    assert {IDIOM, POEM, "中国的首都是北[MASK]。", "我饿了，我们去[MASK][MASK]吧。"} <= texts
     modes = {example["value"].get("mode") for example in examples.values()}
     assert {"whole_word", "candidates"} <= modes
     assert any("[BLANK]" in text for text in texts)
