@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,13 @@ class TorchEngine:
         # of 12 is stored in steps of 0.008.
         fp32_head = copy.deepcopy(mlm_head(model)) if precision == "fp16" else None
         if precision == "int8":
-            model = torch.ao.quantization.quantize_dynamic(model, int8_linears(model), torch.qint8)
+            with warnings.catch_warnings():
+                # torch 2.13 deprecates its quantized tensors, in a UserWarning that reached
+                # the CLI's output on every run (a review); the engine keeps working
+                warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor")
+                model = torch.ao.quantization.quantize_dynamic(
+                    model, int8_linears(model), torch.qint8
+                )
         elif precision == "fp16":
             model = model.half()
         self.model = model.to(self.device).eval()
