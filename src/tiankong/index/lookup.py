@@ -22,6 +22,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from tiankong.core.decoding import is_han
+from tiankong.core.text import mask_runs
 from tiankong.index.store import CorpusIndex, SearchRange
 from tiankong.index.tokens import SEPARATOR, default_tokenizer
 
@@ -187,14 +188,22 @@ class BlankLookup:
     def boundary(self, position: int) -> bool:
         """Whether the corpus has a passage's end or punctuation at ``position`` (outside the
         tokens: the corpus's own ends)."""
-        return bool(self.ends_at(np.asarray([position], dtype=np.int64))[0])
+        if position < 0 or position >= len(self.tokens):
+            return True
+        token = int(self.tokens[position])
+        if token == self.unknown_id:
+            return not self.rare_han(np.asarray([position]), np.asarray([token]))[0]
+        return bool(self.is_boundary[token])
 
     def ends_at(self, positions: np.ndarray) -> np.ndarray:
         """``boundary`` at each of ``positions``, as one array: an [UNK] that spells a Han
         character is not one (``rare_han``)."""
         inside = (positions >= 0) & (positions < len(self.tokens))
         tokens = self.tokens.take(positions, mode="clip").astype(np.int64)
-        return ~inside | (self.is_boundary[tokens] & ~self.rare_han(positions, tokens))
+        ends = ~inside | self.is_boundary[tokens]
+        if self.unknown_id is not None and self.unknown_id in tokens:  # rare: looked up then
+            ends &= ~self.rare_han(positions, tokens)
+        return ends
 
     def rare_han(self, positions: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """Which of ``positions`` (holding ``tokens``) hold a Han character the vocabulary
@@ -206,7 +215,8 @@ class BlankLookup:
         unknown = np.flatnonzero(tokens == self.unknown_id)
         if self.unknown_id is None or not unknown.size or not len(spelled_at):
             return rare
-        at = positions[unknown]
+        # searched in the table's own type: another one made numpy copy the whole table first
+        at = positions[unknown].astype(spelled_at.dtype)
         found = np.minimum(np.searchsorted(spelled_at, at), len(spelled_at) - 1)
         chars = self.index.spelling_chars[found]
         rare[unknown] = (spelled_at[found] == at) & np.fromiter(
@@ -448,7 +458,9 @@ class BlankLookup:
                 return none
             inside = (next_to >= 0) & (next_to < len(self.tokens))
             tokens = self.tokens.take(next_to, mode="clip").astype(np.int64)
-            reads_on = inside & (self.is_han[tokens] | self.rare_han(next_to, tokens))
+            reads_on = inside & self.is_han[tokens]
+            if self.unknown_id is not None and self.unknown_id in tokens:
+                reads_on |= inside & self.rare_han(next_to, tokens)
             if ends_clause:
                 reads_on &= ~self.is_particle[tokens]
             return np.asarray(reads_on, dtype=bool)
@@ -656,11 +668,8 @@ class Blank:
 def blanks_of(input_ids: Sequence[int], mask_indices: Sequence[int]) -> list[Blank]:
     """Group masks into blanks (consecutive masks are one whole fill, e.g. 充电) with their
     contexts; the contexts stop at the neighbouring blanks and specials in ``lookup``."""
-    blanks: list[Blank] = []
-    for index in mask_indices:
-        if blanks and blanks[-1].first + blanks[-1].length == index:
-            last = blanks[-1]
-            blanks[-1] = Blank(last.first, last.length + 1, last.left, [])
-        else:
-            blanks.append(Blank(index, 1, list(input_ids[:index]), []))
-    return [Blank(b.first, b.length, b.left, list(input_ids[b.first + b.length :])) for b in blanks]
+    blanks = []
+    for run in mask_runs(mask_indices):
+        first, last = mask_indices[run[0]], mask_indices[run[-1]]
+        blanks.append(Blank(first, len(run), list(input_ids[:first]), list(input_ids[last + 1 :])))
+    return blanks
