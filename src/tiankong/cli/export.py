@@ -60,10 +60,10 @@ def export_command(
         if not quality.get("passed"):
             # kept, as `serve --precision int8` serves it: it was asked for by name; said
             # plainly, because --precision auto would not serve it
+            from tiankong.engines.onnx_engine import failed_guard
+
             typer.echo(
-                f"warning: this INT8 export failed its quality guard (top-1 agreement "
-                f"{100 * quality['top1_agreement']:.1f}%, under the "
-                f"{100 * float(quality.get('min_agreement', 0.0)):.0f}% it needs); it is kept as "
-                "asked, though --precision auto would not serve it.",
+                f"warning: this INT8 export {failed_guard(quality)}; it is kept as asked, though "
+                "--precision auto would not serve it.",
                 err=True,
             )

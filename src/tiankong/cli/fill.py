@@ -136,9 +136,8 @@ def fill_command(
     else:  # the files (and the input's encoding) are checked before the model loads
         check_files(job)
         total = count_records(input_file, input_kind(input_file, input_format))
-    masker = int8_warned(
-        FillMasker.load(settings=settings)
-    )  # validates the model and the options up front
+    # validates the model and the options up front
+    masker = int8_warned(FillMasker.load(settings=settings))
     options = decoding_options(
         masker,
         top_k,

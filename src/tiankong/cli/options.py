@@ -230,10 +230,10 @@ def int8_warned(masker: Any) -> Any:
     fill, eval and check answered with it silently (a review's find)."""
     quality = getattr(masker.engine, "quality", None) or {}
     if masker.engine.precision == "int8" and quality.get("passed") is False:
+        from tiankong.engines.onnx_engine import failed_guard
+
         typer.echo(
-            f"warning: INT8 for '{masker.model.name}' failed its quality guard (top-1 "
-            f"agreement with FP32 {100 * float(quality['top1_agreement']):.1f}%, under the "
-            f"{100 * float(quality.get('min_agreement', 0.0)):.0f}% it needs); it answers as "
+            f"warning: INT8 for '{masker.model.name}' {failed_guard(quality)}; it answers as "
             "asked, though --precision auto would not serve it.",
             err=True,
         )

@@ -225,6 +225,16 @@ def served_precision(asked: str, device: str, int8_passed: bool | None) -> str:
     return "int8" if int8_passed else "fp32"
 
 
+def failed_guard(quality: dict[str, Any]) -> str:
+    """How an INT8 export that failed its guard is said, by ``export`` and by every command
+    that answers with it (``--precision int8`` keeps it as asked)."""
+    return (
+        f"failed its quality guard (top-1 agreement "
+        f"{100 * float(quality['top1_agreement']):.1f}%, under the "
+        f"{100 * float(quality.get('min_agreement', 0.0)):.0f}% it needs)"
+    )
+
+
 def guard_line(model_name: str, quality: dict[str, Any], served: str) -> str:
     """One line on what the INT8 guard found for this export, and the precision ``served``."""
     recipe = quality.get("recipe") or {}

@@ -192,44 +192,33 @@ def save_checkpoint(
     state: TrainState,
     run_recipe: dict[str, Any],
 ) -> None:
-    """Write a resumable checkpoint atomically (into a temp folder, then rename)."""
-    with written_to(folder.parent):
-        write_checkpoint(folder, model, tokenizer, optimizer, scheduler, state, run_recipe)
-
-
-def write_checkpoint(
-    folder: Path,
-    model: Any,
-    tokenizer: Any,
-    optimizer: Any,
-    scheduler: Any,
-    state: TrainState,
-    run_recipe: dict[str, Any],
-) -> None:
+    """Write a resumable checkpoint atomically (into a temp folder, then rename); a full
+    disk is one sentence (``written_to``)."""
     import shutil
 
     import torch
 
-    temp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(temp, ignore_errors=True)
-    model.save_pretrained(temp)
-    tokenizer.save_pretrained(temp)
-    torch.save(
-        {
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "state": asdict(state),
-            "recipe": run_recipe,
-        },
-        temp / "trainer_state.pt",
-    )
-    old = folder.with_name(folder.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if folder.exists():
-        folder.rename(old)
-    temp.rename(folder)
-    shutil.rmtree(old, ignore_errors=True)
+    with written_to(folder.parent):
+        temp = folder.with_name(folder.name + ".tmp")
+        shutil.rmtree(temp, ignore_errors=True)
+        model.save_pretrained(temp)
+        tokenizer.save_pretrained(temp)
+        torch.save(
+            {
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                "state": asdict(state),
+                "recipe": run_recipe,
+            },
+            temp / "trainer_state.pt",
+        )
+        old = folder.with_name(folder.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if folder.exists():
+            folder.rename(old)
+        temp.rename(folder)
+        shutil.rmtree(old, ignore_errors=True)
 
 
 class TrainingStopped(KeyboardInterrupt):
