@@ -81,7 +81,7 @@ class HeadersTooLargeError(BadInputError):
 
 
 class UnsupportedMediaTypeError(BadInputError):
-    """A body this server can't read as sent: compressed (``Content-Encoding``)."""
+    """A body this server can't read as sent: compressed (``Content-Encoding``), or not JSON."""
 
     code = "unsupported_media_type"
 

@@ -173,8 +173,6 @@ def test_predict_bad_input(client: TestClient, body: Any, status: int, code: str
     [
         (b'{"text": "[MASK]"', "application/json", "not valid JSON"),
         (b"", "application/json", "missing"),
-        (b"text=[MASK]", "application/x-www-form-urlencoded", "Content-Type: application/json"),
-        ('{"text": "画龙点[MASK]"}'.encode(), "", "Content-Type: application/json"),
         (b'{"text": "\xff[MASK]"}', "application/json", "UTF-8"),
         # valid UTF-8, told "send UTF-8" before
         (
@@ -194,6 +192,28 @@ def test_predict_bad_body(
         client.post("/predict", content=content, headers=headers), 422, "invalid_request"
     )
     assert words in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type"),
+    [
+        (b"text=[MASK]", "application/x-www-form-urlencoded"),  # curl -d without -H
+        ('{"text": "画龙点[MASK]"}'.encode(), "text/plain"),
+        ('{"text": "画龙点[MASK]"}'.encode(), ""),
+    ],
+)
+def test_a_body_not_sent_as_json_is_415(
+    client: TestClient, content: bytes, content_type: str
+) -> None:
+    """Another content type than JSON is 415 Unsupported Media Type, as HTTP has it for a body
+    the route can't read as sent (it was a 422, a malformed request); the sentence says what
+    to send."""
+    headers = {"content-type": content_type} if content_type else {}
+    response = client.post("/predict", content=content, headers=headers)
+    error = assert_error(response, 415, "unsupported_media_type")
+    assert error["message"] == (
+        "Send the body as JSON, with the header Content-Type: application/json."
+    )
 
 
 LONE_SURROGATE = (

@@ -87,7 +87,7 @@ def test_a_valid_json_request_skips_fastapis_generic_handler(
     assert send(client, "/predict", VALID.encode(), "application/json")[0] == 200
     assert send(client, "/batch_predict", b'{"texts": ["a[MASK]"]}', "application/json")[0] == 200
     assert solved == []
-    assert send(client, "/predict", VALID.encode(), "text/plain")[0] == 422
+    assert send(client, "/predict", VALID.encode(), "text/plain")[0] == 415
     assert send(client, "/predict", b'{"text": 5}', "application/json")[0] == 422
     assert client.get("/predict", params={"text": "a[MASK]"}).status_code == 200
     assert solved == ["/predict"] * 3

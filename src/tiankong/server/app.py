@@ -160,7 +160,8 @@ HEADERS: dict[str, dict[str, Any]] = {
     },
 }
 ANY_ROUTE_ERRORS = {  # what any route may answer, whatever its own list says
-    "415": "The body is compressed (a Content-Encoding); send it uncompressed.",
+    "415": "The body is not sent as JSON: another Content-Type, or compressed (a "
+    "Content-Encoding); send it as application/json, uncompressed.",
     "431": "The request head is larger than 1 MiB.",
     "500": "A fault of the server itself (engine_error, internal_error); error_id finds the "
     "traceback in the server log.",

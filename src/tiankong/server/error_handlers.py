@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from tiankong.errors import (
+    BadInputError,
     BodyTooLargeError,
     ClientTimeoutError,
     InvalidRequestError,
@@ -72,8 +73,10 @@ def body_too_slow(timeout_s: float) -> ClientTimeoutError:
     )
 
 
-def describe_validation(errors: list[Any], content_type: str) -> str:
-    """One sentence for the most specific problem FastAPI found in the request: of a union's
+def validation_error(errors: list[Any], content_type: str) -> BadInputError:
+    """The error for the most specific problem FastAPI found in the request: a 415 for a body
+    sent as another content type than JSON (``text/plain``, a form), else a 422 whose sentence
+    names the problem. Of a union's
     errors (``inputs``: a text or a list of texts), the one that reached furthest into the
     value (``inputs.1`` for a list with a number in it, not the text branch's "a valid
     string"); the first of equals."""
@@ -81,13 +84,15 @@ def describe_validation(errors: list[Any], content_type: str) -> str:
     kind = first.get("type", "")
     location = error_location(first)
     if kind == "json_invalid":
-        return "The body is not valid JSON."
+        return InvalidRequestError("The body is not valid JSON.")
     if kind in ("model_attributes_type", "dict_type") and not location:
         if "json" not in content_type:
-            return "Send the body as JSON, with the header Content-Type: application/json."
-        return "The body must be a JSON object."
+            return UnsupportedMediaTypeError(
+                "Send the body as JSON, with the header Content-Type: application/json."
+            )
+        return InvalidRequestError("The body must be a JSON object.")
     if kind == "missing" and not location:
-        return "The request body is missing; send a JSON object."
+        return InvalidRequestError("The request body is missing; send a JSON object.")
     field = ".".join(location) or "request"
     # a union's other branches failing the same value are not more problems (inputs, inputs.1)
     others = [
@@ -98,7 +103,7 @@ def describe_validation(errors: list[Any], content_type: str) -> str:
     more = f" ({len(others)} more problem(s))" if others else ""
     # a validator's own sentence, without pydantic's "Value error, " before it
     said = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
-    return f"{field}: {said}{more}."
+    return InvalidRequestError(f"{field}: {said}{more}.")
 
 
 def error_location(error: Mapping[str, Any]) -> list[str]:
@@ -121,8 +126,8 @@ async def handle_tiankong_error(request: Request, error: Exception) -> JSONRespo
 
 async def handle_validation_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
-    message = describe_validation(list(error.errors()), request.headers.get("content-type", ""))
-    return error_response(InvalidRequestError(message))
+    content_type = request.headers.get("content-type", "")
+    return error_response(validation_error(list(error.errors()), content_type))
 
 
 async def handle_http_error(request: Request, error: Exception) -> Response:
