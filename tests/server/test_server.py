@@ -543,6 +543,47 @@ def test_hf_targets_rank_only_the_targets_with_model_probabilities(
     assert [row["token_str"] for row in one.json()] == ["鸟"]
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/predict", {"text": POEM, "exclude": ["好"] * 2001}),
+        ("/predict", {"text": POEM, "allowed": ["鸟"] * 100_000}),
+        ("/", {"inputs": POEM, "parameters": {"targets": ["鸟"] * 2001}}),
+    ],
+)
+def test_long_constraint_lists_are_refused_before_their_entries_are_read(
+    client: TestClient, path: str, body: dict[str, Any]
+) -> None:
+    """Each entry is tokenized on its own on the event loop: 100,000 of them held every other
+    request (a review: /health waited 4.7 s). A list over the limit is refused by its length."""
+    field = "targets" if path == "/" else next(key for key in ("allowed", "exclude") if key in body)
+    error = assert_error(client.post(path, json=body), 400, "bad_option")
+    assert error["message"].startswith("At most 2000 entries in") and field in error["message"]
+
+
+def test_repeated_constraint_entries_are_read_once(
+    client: TestClient, tiny_masker: FillMasker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within the limit, a repeated entry is tokenized once; the answer is the same."""
+    calls: list[str] = []
+    option_tokens = FillMasker.option_tokens
+
+    def counting(self: FillMasker, option: str, name: str) -> list[int]:
+        calls.append(option)
+        return option_tokens(self, option, name)
+
+    monkeypatch.setattr(FillMasker, "option_tokens", counting)
+    once = client.post("/predict", json={"text": POEM, "exclude": ["鸟"]}).json()
+    calls.clear()
+    many = client.post("/predict", json={"text": POEM, "exclude": [" 鸟", "鸟"] * 1000}).json()
+    assert calls == ["鸟"]
+    assert many["predictions"] == once["predictions"]
+    targets = {"inputs": POEM, "parameters": {"targets": ["鸟", "龙", "鸟 "] * 600}}
+    calls.clear()
+    assert len(client.post("/", json=targets).json()) == 2
+    assert calls == ["鸟", "龙"]
+
+
 def test_hf_targets_capped_by_top_k(client: TestClient) -> None:
     body = {"inputs": POEM, "parameters": {"targets": ["鸟", "龙", "睛"], "top_k": 2}}
     assert len(client.post("/", json=body).json()) == 2

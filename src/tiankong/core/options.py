@@ -15,6 +15,11 @@ from tiankong.errors import BadOptionError
 
 MODES = ("single", "whole_word", "candidates")
 MAX_CANDIDATES = 50
+# allowed / exclude entries (and the HF route's targets) a request may list: each is tokenized
+# on its own, about 25 us, before any engine work, and a list of 100,000 held every other
+# request of the server (its /health too) for 4-5 s (a review); a restriction to a script is
+# a preset (chinese_only), not a list of its characters
+MAX_CONSTRAINT_ENTRIES = 2000
 # each numeric option's range, checked here and published in the OpenAPI document
 RANGES: dict[str, tuple[float, float]] = {
     "beam_width": (1, 64),
@@ -210,6 +215,7 @@ def check_constraint_words(constraints: Constraints) -> None:
     """Each ``allowed`` and ``exclude`` entry is a character or word: an empty one would match
     the vocabulary's empty token (bert-base-chinese has one) and fill the blank with nothing."""
     for field, words in (("allowed", constraints.allowed), ("exclude", constraints.exclude)):
+        check_entry_count(words, f"'{field}'")
         if any(not isinstance(word, str) or not word.strip() for word in words):
             raise BadOptionError(f"Every entry of '{field}' must be a non-empty string.")
         if any(MASK in normalize_masks(word) or BLANK in normalize_masks(word) for word in words):
@@ -220,13 +226,22 @@ def check_constraint_words(constraints: Constraints) -> None:
             check_not_word_piece(word, f"{field} entry")
 
 
+def check_entry_count(entries: object, field: str) -> None:
+    """A list of at most MAX_CONSTRAINT_ENTRIES entries, counted before any entry is read."""
+    if isinstance(entries, tuple | list) and len(entries) > MAX_CONSTRAINT_ENTRIES:
+        raise BadOptionError(
+            f"At most {MAX_CONSTRAINT_ENTRIES} entries in {field}; got {len(entries)} (to keep "
+            "to Han characters, use the preset chinese_only)."
+        )
+
+
 def stripped(constraints: Constraints) -> Constraints:
-    """The entries as they are read everywhere (the CLI's lists, the tokenizer): the whole
-    fills compared " 好" with 好 and found none."""
+    """The entries as they are read everywhere (the CLI's lists, the tokenizer), each once: the
+    whole fills compared " 好" with 好 and found none."""
     return replace(
         constraints,
-        allowed=tuple(word.strip() for word in constraints.allowed),
-        exclude=tuple(word.strip() for word in constraints.exclude),
+        allowed=tuple(dict.fromkeys(word.strip() for word in constraints.allowed)),
+        exclude=tuple(dict.fromkeys(word.strip() for word in constraints.exclude)),
     )
 
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import APIRouter, Body
 
-from tiankong.core.options import PredictOptions, check_option
+from tiankong.core.options import PredictOptions, check_entry_count, check_option
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.core.text import fill_text
@@ -156,17 +156,20 @@ def target_tokens(predictor: Predictor, targets: Sequence[str]) -> dict[str, lis
     for it and no special token is ever an answer."""
     if not targets:
         raise BadOptionError("targets is empty; give at least one candidate or leave it out.")
+    check_entry_count(targets, "targets")
     masker = predictor.masker
     unknown_id = masker.encoder.vocab.get("[UNK]")
     target_ids: dict[str, list[int]] = {}
     for target in targets:
         check_option(target, "target")  # the candidates' rule (a word piece too), named so
+        if target.strip() in target_ids:
+            continue  # read once
         token_ids = masker.option_tokens(target, "target")
         if unknown_id in token_ids:
             raise BadOptionError(
                 f"The target '{target}' has a character that is not in the model's vocabulary."
             )
-        target_ids.setdefault(target.strip(), token_ids)
+        target_ids[target.strip()] = token_ids
     return target_ids
 
 

@@ -14,7 +14,14 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from tiankong.config import Settings
 from tiankong.core.beam_search import ORDERS
 from tiankong.core.decoding import PRESETS
-from tiankong.core.options import MAX_CANDIDATES, MAX_OPTION_CHARS, MODES, RANGES, PredictOptions
+from tiankong.core.options import (
+    MAX_CANDIDATES,
+    MAX_CONSTRAINT_ENTRIES,
+    MAX_OPTION_CHARS,
+    MODES,
+    RANGES,
+    PredictOptions,
+)
 
 IDIOM = "画龙点[MASK]"
 POEM = "春眠不觉晓，处处闻啼[MASK]。"
@@ -186,9 +193,12 @@ class OptionFields(BaseModel):
         description="Only these characters or words may fill a mask (a word allows its "
         "characters; where a word of several characters is listed, the whole fills of "
         "whole-word mode and [BLANK]s are the listed entries themselves).",
+        json_schema_extra={"maxItems": MAX_CONSTRAINT_ENTRIES},
     )
     exclude: list[Text] | None = Field(
-        default=None, description="Characters or words whose characters never fill a mask."
+        default=None,
+        description="Characters or words whose characters never fill a mask.",
+        json_schema_extra={"maxItems": MAX_CONSTRAINT_ENTRIES},
     )
     preset: Text | None = Field(
         default=None,
@@ -395,7 +405,8 @@ class HFParameters(BaseModel):
     targets: Text | list[Text] | None = Field(
         default=None,
         description="Rank only these candidates. Characters are ranked per mask as in the "
-        "pipeline; words of several characters are scored by their exact chain probability.",
+        "pipeline; words of several characters are scored by their exact chain probability. "
+        f"At most {MAX_CONSTRAINT_ENTRIES}.",
     )
     tokenizer_kwargs: dict[str, Any] | None = Field(
         default=None,
