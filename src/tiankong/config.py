@@ -9,6 +9,7 @@ never read the environment. A new setting is one row; see docs/ARCHITECTURE.md, 
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -132,6 +133,22 @@ def origin_problem(origin: str) -> str | None:
         f"--cors-origin '{origin}' is not an origin; write it as the browser sends it, "
         "scheme://host[:port] with no path or trailing slash (https://app.example)."
     )
+
+
+def proxy_problem(address: str) -> str | None:
+    """A ``--forwarded-allow-ip``: an IP address, a network (``10.0.0.0/8``) or ``*``, the
+    forms uvicorn matches a connection's address against; anything else would match nothing,
+    and the proxy's X-Forwarded-For would be ignored without a word."""
+    if address == "*":
+        return None
+    try:
+        ipaddress.ip_network(address, strict=False)
+    except ValueError:
+        return (
+            f"--forwarded-allow-ip '{address}' is not an IP address or network; give the "
+            "reverse proxy's address (127.0.0.1), a network (10.0.0.0/8) or *."
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -283,6 +300,14 @@ class Settings:
         help="Allow cross-origin requests from this origin (repeatable; the env twin takes "
         "a comma-separated list). Default: no CORS.",
         each=origin_problem,
+    )
+    forwarded_allow_ips: tuple[str, ...] = setting(
+        (),
+        "--forwarded-allow-ip",
+        help="A reverse proxy's address (or network, or *) whose X-Forwarded-For names the "
+        "client (repeatable; the env twin takes a comma-separated list). Default: none, the "
+        "connection's own address is the client's.",
+        each=proxy_problem,
     )
     rate_limit_per_minute: int = setting(
         0,

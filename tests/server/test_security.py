@@ -620,3 +620,55 @@ def test_every_answer_says_nosniff_and_the_page_modules_are_revalidated(
         assert answers["module"].headers["cache-control"] == "no-cache"
         assert answers["module"].headers["etag"]
         assert "frame-ancestors 'none'" in answers["docs"].headers["content-security-policy"]
+
+
+def client_seen(settings: Settings, peer: str, forwarded: str) -> str:
+    """The client address an app sees under ``tiankong serve``'s uvicorn configuration, for a
+    connection from ``peer`` that sends ``X-Forwarded-For: forwarded``."""
+    import asyncio
+
+    from tiankong.server.uvicorn_server import uvicorn_config
+
+    seen: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope["client"][0])
+
+    config = uvicorn_config(app, settings)  # type: ignore[arg-type]
+    config.load()
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/info",
+        "raw_path": b"/info",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"x-forwarded-for", forwarded.encode())],
+        "client": (peer, 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+    asyncio.run(config.loaded_app(scope, None, None))
+    return seen[0]
+
+
+def test_x_forwarded_for_names_the_client_only_from_a_named_proxy() -> None:
+    """uvicorn's default trusted X-Forwarded-For from 127.0.0.1, so behind a local proxy that
+    passes the client's header on, each request could name a new address and the per-address
+    rate limit (and the key-guessing limit) never applied (a review). Now only the proxies
+    given with --forwarded-allow-ip are believed."""
+    plain = Settings(engine="fake")
+    assert client_seen(plain, "127.0.0.1", "203.0.113.7") == "127.0.0.1"
+    proxied = Settings(engine="fake", forwarded_allow_ips=("127.0.0.1",))
+    assert client_seen(proxied, "127.0.0.1", "203.0.113.7") == "203.0.113.7"
+    assert client_seen(proxied, "198.51.100.2", "203.0.113.7") == "198.51.100.2"  # not a proxy
+    network = Settings(engine="fake", forwarded_allow_ips=("10.0.0.0/8",))
+    assert client_seen(network, "10.1.2.3", "203.0.113.7") == "203.0.113.7"
+
+
+@pytest.mark.parametrize("address", ["nonsense", "127.0.0.1:8000", "", "10.0.0.0/33"])
+def test_a_forwarded_allow_ip_that_matches_nothing_is_refused(address: str) -> None:
+    with pytest.raises(BadOptionError, match="--forwarded-allow-ip"):
+        check_settings(Settings(forwarded_allow_ips=(address,)))

@@ -104,6 +104,11 @@ def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
         ws="none",  # no WebSocket routes: an upgrade request is answered as plain HTTP
         timeout_keep_alive=KEEP_ALIVE_S,
         timeout_graceful_shutdown=CLOSE_GRACE_S,
+        # X-Forwarded-For names the client (the rate limit's address, the access line's) only
+        # from the proxies named: uvicorn's default trusts it from 127.0.0.1, so through a
+        # local proxy that passes the header on, a client chose its own address (a review)
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=list(settings.forwarded_allow_ips) or None,
     )
 
 
