@@ -80,6 +80,10 @@ class HeadersTooLargeError(BadInputError):
     code = "headers_too_large"
 
 
+class UrlTooLongError(BadInputError):
+    code = "url_too_long"
+
+
 class UnsupportedMediaTypeError(BadInputError):
     """A body this server can't read as sent: compressed (``Content-Encoding``), or not JSON."""
 
@@ -228,6 +232,7 @@ EXIT_INTERNAL = 1
 ERROR_TABLE: dict[type[TiankongError], ErrorMapping] = {
     BodyTooLargeError: ErrorMapping(413, EXIT_BAD_INPUT),
     HeadersTooLargeError: ErrorMapping(431, EXIT_BAD_INPUT),
+    UrlTooLongError: ErrorMapping(414, EXIT_BAD_INPUT),
     UnsupportedMediaTypeError: ErrorMapping(415, EXIT_BAD_INPUT),
     InvalidRequestError: ErrorMapping(422, EXIT_BAD_INPUT),
     BadInputError: ErrorMapping(400, EXIT_BAD_INPUT),

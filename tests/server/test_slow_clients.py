@@ -186,6 +186,20 @@ def test_a_long_get_url_is_still_served(base_url: str) -> None:
     assert len(query) > 60_000 and answer.startswith(b"HTTP/1.1 200 OK\r\n"), answer[:300]
 
 
+def test_a_url_past_httptools_limit_is_414_with_the_way_out(base_url: str) -> None:
+    """A URL over 65,535 bytes can't be parsed (httptools keeps its offsets in 16 bits); it was
+    told "The request is not valid HTTP.", which it was (a review)."""
+    query = urlencode({"text": "春" * 8_000 + "[MASK]"})
+    with connect(base_url) as sock:
+        sock.sendall(f"GET /predict?{query} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        answer = read_answer(sock)
+    assert answer.startswith(b"HTTP/1.1 414 "), answer[:200]
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    error = json.loads(rest)["error"]
+    assert error["code"] == "url_too_long" and "POST" in error["message"]
+    assert b"\r\nx-content-type-options: nosniff\r\n" in head  # as every answer says
+
+
 def test_a_request_that_is_not_http_gets_the_error_shape(base_url: str) -> None:
     with connect(base_url) as sock:
         sock.sendall(b"\x16\x03\x01 this is not HTTP\r\n\r\n")
@@ -195,6 +209,7 @@ def test_a_request_that_is_not_http_gets_the_error_shape(base_url: str) -> None:
     body = json.loads(rest)
     assert body == {"error": {"code": "bad_input", "message": "The request is not valid HTTP."}}
     assert re.search(rb"\r\nx-request-id: [0-9a-f]{16}\r\n", head)  # it had none
+    assert b"\r\nx-content-type-options: nosniff\r\n" in head
 
 
 def test_websocket_upgrades_are_not_spoken(base_url: str) -> None:

@@ -34,7 +34,7 @@ from tiankong.config import Settings, check_settings
 from tiankong.server import check_routes, hf, routes
 from tiankong.server.error_handlers import install_error_handlers
 from tiankong.server.metrics import INFERENCE_ROUTES, ServerMetrics
-from tiankong.server.middleware.guard import STATIC_PATH, RequestGuard
+from tiankong.server.middleware.guard import DOCS_ASSETS_PATH, STATIC_PATH, RequestGuard
 from tiankong.server.middleware.security import cors_layer, is_public, security_layer
 from tiankong.server.schemas import ERROR_RESPONSES
 from tiankong.server.state import ServerState
@@ -111,10 +111,15 @@ def create_app(
         cors=cors_layer(settings),
         security=security_layer(settings),  # API keys and rate limit, before any body is read
         known_paths=frozenset(
-            route.path
-            for router in ROUTERS
-            for route in router.routes
-            if isinstance(route, APIRoute) and "{" not in route.path
+            [
+                *(
+                    route.path
+                    for router in ROUTERS
+                    for route in router.routes
+                    if isinstance(route, APIRoute) and "{" not in route.path
+                ),
+                "/openapi.json",  # FastAPI's own route, which sets no route in the scope
+            ]
         ),
     )
     for router in ROUTERS:
@@ -162,6 +167,7 @@ HEADERS: dict[str, dict[str, Any]] = {
 ANY_ROUTE_ERRORS = {  # what any route may answer, whatever its own list says
     "415": "The body is not sent as JSON: another Content-Type, or compressed (a "
     "Content-Encoding); send it as application/json, uncompressed.",
+    "414": "The URL is longer than 65,535 bytes (url_too_long); send a long text by POST.",
     "431": "The request head is larger than 1 MiB.",
     "500": "A fault of the server itself (engine_error, internal_error); error_id finds the "
     "traceback in the server log.",
@@ -290,7 +296,7 @@ def add_docs(app: FastAPI) -> None:
     else from FastAPI's default CDN."""
     assets = swagger_assets()
     if assets is not None:
-        app.mount("/docs-assets", StaticFiles(directory=assets), name="docs-assets")
+        app.mount(DOCS_ASSETS_PATH, StaticFiles(directory=assets), name="docs-assets")
 
     @app.api_route("/docs", methods=["GET", "HEAD"], include_in_schema=False)  # HEAD: its Allow
     async def docs() -> HTMLResponse:

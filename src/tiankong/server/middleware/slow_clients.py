@@ -26,11 +26,20 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
-from tiankong.errors import BadInputError, HeadersTooLargeError, TiankongError, mapping_for
+from tiankong.errors import (
+    BadInputError,
+    HeadersTooLargeError,
+    TiankongError,
+    UrlTooLongError,
+    mapping_for,
+)
 from tiankong.server import request_ids
 
 logger = logging.getLogger("tiankong.server")
-MAX_HEAD_BYTES = 1_048_576  # far above real heads; httptools refuses URLs over 64 kB anyway
+MAX_HEAD_BYTES = 1_048_576  # far above real heads
+# httptools' URL parser keeps offsets in 16 bits: a longer URL fails to parse (uvicorn's
+# "Invalid HTTP request received."), and is answered 414 with the way out, a POST
+MAX_URL_BYTES = 65_535
 
 
 def raw_error(error: TiankongError) -> bytes:
@@ -45,7 +54,7 @@ def raw_error(error: TiankongError) -> bytes:
     head = (
         f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
         f"content-length: {len(body)}\r\n{request_ids.HEADER.decode()}: {named}\r\n"
-        "connection: close\r\n\r\n"
+        "x-content-type-options: nosniff\r\nconnection: close\r\n\r\n"
     )
     logger.info("answered %d %s before the app id=%s", status, error.code, named)
     return head.encode() + body
@@ -94,6 +103,11 @@ def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
             error: TiankongError = BadInputError("The request is not valid HTTP.")
             if self.head_refused:
                 error = head_too_large()
+            elif len(self.url) > MAX_URL_BYTES:
+                error = UrlTooLongError(
+                    f"The URL is longer than {MAX_URL_BYTES:,} bytes, the most this server "
+                    "reads; send a long text in a JSON body with POST."
+                )
             self.transport.write(raw_error(error))
             self.transport.close()
 

@@ -59,6 +59,7 @@ export const I18N = {
       timeout: "请求超时了：请稍后再试，或一次少发几句。",
       client_timeout: "请求发送得太慢，连接已断开。",
       headers_too_large: "请求头太大了。",
+      url_too_long: "网址太长了：长文本请用 POST 发送。",
       engine_error: "模型运行出错了。",
       internal_error: "服务器内部出错了。",
       bad_input: "输入不合要求。",
