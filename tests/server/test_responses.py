@@ -92,3 +92,31 @@ def test_server_timing_counts_a_searchs_engine_steps(
     )
     assert float(parts["engine"]) > 0
     assert float(parts["queue"]) + float(parts["engine"]) <= float(parts["total"])
+
+
+def engine_ms(response: Any) -> float:
+    parts = dict(
+        part.strip().split(";dur=") for part in response.headers["server-timing"].split(",")
+    )
+    return float(parts["engine"])
+
+
+@pytest.mark.parametrize("cache_size", [1024, 0])
+def test_a_cached_answer_shows_in_server_timing_unless_the_cache_is_off(
+    tiny_masker: Any, tiny_model_dir: Any, cache_size: int
+) -> None:
+    """What README's "Shared result cache" says: a repeated request is answered from the cache
+    with engine;dur=0.000, which another client can see; --result-cache-size 0 turns it off."""
+    from reliability_helpers import fake_masker
+
+    from tiankong import Settings
+    from tiankong.server import create_app
+
+    settings = Settings(
+        engine="fake", threads=1, model=str(tiny_model_dir), result_cache_size=cache_size
+    )
+    with TestClient(create_app(settings, fake_masker(tiny_masker, settings))) as client:
+        body = {"text": "春眠不觉晓，处处闻啼[MASK]。"}
+        first, again = (client.post("/predict", json=body) for _ in range(2))
+    assert first.json()["predictions"] == again.json()["predictions"] and engine_ms(first) > 0
+    assert (engine_ms(again) == 0) == (cache_size > 0)

@@ -745,6 +745,11 @@ def test_metrics(client: TestClient) -> None:
     assert "/no/such/page/123" not in client.get("/metrics").text  # unmatched paths share a label
     assert client.get("/static/app.js").status_code == 200  # the page's files: their own label
     assert metric_value(client, "tiankong_requests_total", route="/static", status="200") >= 1
+    # /docs's files and the OpenAPI document were counted among the unknown paths (a review)
+    assert client.get("/docs-assets/swagger-ui.css").status_code == 200
+    assert client.get("/openapi.json").status_code == 200
+    for route in ("/docs-assets", "/openapi.json"):
+        assert metric_value(client, "tiankong_requests_total", route=route, status="200") >= 1
 
 
 def test_docs_and_openapi_examples(client: TestClient) -> None:

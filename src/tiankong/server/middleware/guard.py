@@ -158,6 +158,8 @@ def log_access(scope: Scope, exchange: Exchange, elapsed_s: float) -> None:
 
 
 STATIC_PATH = "/static"  # where server/app.py mounts the page's files
+DOCS_ASSETS_PATH = "/docs-assets"  # and /docs's (Swagger UI's script, style and icon)
+MOUNTS = (STATIC_PATH, DOCS_ASSETS_PATH)  # a mount sets no route: one label each
 
 
 def route_label(scope: Scope, known_paths: AbstractSet[str] = frozenset()) -> str:
@@ -170,8 +172,8 @@ def route_label(scope: Scope, known_paths: AbstractSet[str] = frozenset()) -> st
     route = getattr(scope.get("route"), "path", None)
     if route is None and (scope["method"], scope["path"]) in INFERENCE_ROUTES:
         route = scope["path"]  # these routes' templates are their paths
-    if route is None and scope["path"].startswith(f"{STATIC_PATH}/"):
-        route = STATIC_PATH  # the page's files (a mount sets no route): one label
+    if route is None:
+        route = next((mount for mount in MOUNTS if scope["path"].startswith(f"{mount}/")), None)
     if route is None and scope["path"] in known_paths:
         route = scope["path"]  # /info or /metrics answered 401 before routing
     return route or "unmatched"
