@@ -214,6 +214,42 @@ def test_a_choice_of_openvino_int8_serves_the_ir_in_the_auto_entry(
     assert (engine.model_file, engine.precision, engine.quality) == (ir, "int8", {"choice": choice})
 
 
+def test_engine_onnx_keeps_onnx_runtime_where_the_measurement_serves_openvino(
+    tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path
+) -> None:
+    """The measurement is made once for every engine; under --engine onnx it served OpenVINO
+    (a review: `eval --compare onnx` compared OpenVINO with itself). Now the fastest of ONNX
+    Runtime's own candidates that passes the guard serves, and the line says why."""
+    candidates = [
+        {"engine": "onnx", "precision": "fp32", "b1_ms": 3.0, "batch_ms": 40.0,
+         "top1_agreement": 1.0},
+        {"engine": "onnx", "precision": "int8", "b1_ms": 1.0, "batch_ms": 10.0,
+         "top1_agreement": 0.99},
+        {"engine": "openvino", "precision": "fp32", "b1_ms": 0.5, "batch_ms": 5.0,
+         "top1_agreement": 1.0},
+    ]  # fmt: skip
+    choice = {"engine": "openvino", "precision": "fp32", "file": None, "split": None,
+              "candidates": candidates, "min_agreement": 0.98, "cpu": "amx",
+              "line": "fp32 (openvino) on amx"}  # fmt: skip
+
+    def find_export(model: ResolvedModel, precision: str, asked: Settings) -> OnnxExport:
+        if precision == "auto":
+            return OnnxExport(tmp_path, {"precision": "auto", "choice": choice})
+        return ensure_export(model, precision, asked)
+
+    model = resolve_model(str(tiny_model_dir))
+    cache = str(tiny_onnx_cache)
+    served = {}
+    for name in ("auto", "onnx"):
+        settings = Settings(engine=name, threads=1, onnx_cache_dir=cache)
+        served[name] = measured_engine(model, settings, find_export)
+    assert isinstance(served["auto"], OpenVinoEngine)
+    assert isinstance(served["onnx"], OnnxEngine) and served["onnx"].precision == "int8"
+    assert served["onnx"].quality["choice"]["line"] == (
+        "fp32 (openvino) on amx; --engine onnx keeps ONNX Runtime, so int8 (onnx) serves"
+    )
+
+
 LINE = "int8 (onnx) for batches under 3 texts, int8 (openvino) from 3"
 # the pair's candidates as the choice lists them: ONNX Runtime INT8 is the faster by the
 # geometric mean (1 x 10 against 2 x 6 ms), so the split names it to serve alone

@@ -83,6 +83,7 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
         # no torch), and the guard-only path would build the same export again and fail the
         # same way, seconds later. A cache folder that can't be made fails the same way too.
         choice = guard_only_choice(model, settings, find_export, error)
+    choice = within_engine(choice, settings.engine)
     choice = within_batch_cap(choice, settings.max_batch_size)
     choice = within_memory(choice, memory_limit())
     split = choice.get("split")
@@ -95,6 +96,30 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
         engine = SplitEngine(lone, engine, int(split["below_rows"]), quality)
     log.info("%s", choice_line(model.name, choice))
     return engine
+
+
+def within_engine(choice: dict[str, Any], engine: str) -> dict[str, Any]:
+    """``--engine onnx`` keeps ONNX Runtime: where the measurement (made once for every engine)
+    serves OpenVINO, the fastest of ONNX Runtime's own measured candidates that passes the
+    guard serves alone instead (``precision_choice.choose`` over them; FP32, the reference,
+    always passes). It served OpenVINO bf16 under ``--engine onnx``, which refuses
+    ``--precision bf16`` (a review). The line says so."""
+    parts = [choice, *([choice["split"]] if choice.get("split") else [])]
+    if engine != "onnx" or all(part["engine"] == "onnx" for part in parts):
+        return choice
+    from tiankong.export.precision_choice import Candidate, choose
+
+    own = [Candidate(**c) for c in choice.get("candidates", ()) if c["engine"] == "onnx"]
+    picked = choose(own, choice["min_agreement"], choice.get("cpu", "")).chosen
+    return {
+        **choice,
+        "engine": "onnx",
+        "precision": picked.precision,
+        "file": None,
+        "split": None,
+        "line": f"{choice['line']}; --engine onnx keeps ONNX Runtime, so {picked.precision} "
+        "(onnx) serves",
+    }
 
 
 def within_batch_cap(choice: dict[str, Any], max_batch_size: int) -> dict[str, Any]:
