@@ -220,7 +220,7 @@ def test_engine_onnx_keeps_onnx_runtime_where_the_measurement_serves_openvino(
     """The measurement is made once for every engine; under --engine onnx it served OpenVINO
     (a review: `eval --compare onnx` compared OpenVINO with itself). Now the fastest of ONNX
     Runtime's own candidates that passes the guard serves, and the line says why."""
-    candidates = [
+    candidates: list[dict[str, Any]] = [
         {"engine": "onnx", "precision": "fp32", "b1_ms": 3.0, "batch_ms": 40.0,
          "top1_agreement": 1.0},
         {"engine": "onnx", "precision": "int8", "b1_ms": 1.0, "batch_ms": 10.0,
@@ -228,9 +228,10 @@ def test_engine_onnx_keeps_onnx_runtime_where_the_measurement_serves_openvino(
         {"engine": "openvino", "precision": "fp32", "b1_ms": 0.5, "batch_ms": 5.0,
          "top1_agreement": 1.0},
     ]  # fmt: skip
-    choice = {"engine": "openvino", "precision": "fp32", "file": None, "split": None,
-              "candidates": candidates, "min_agreement": 0.98, "cpu": "amx",
-              "line": "fp32 (openvino) on amx"}  # fmt: skip
+    own = [precision_choice.Candidate(**c) for c in candidates]
+    measured = precision_choice.choose(own, 0.98, "amx")
+    choice = measured.describe()
+    assert (choice["engine"], choice["onnx_runtime"]) == ("openvino", "int8")
 
     def find_export(model: ResolvedModel, precision: str, asked: Settings) -> OnnxExport:
         if precision == "auto":
@@ -246,7 +247,7 @@ def test_engine_onnx_keeps_onnx_runtime_where_the_measurement_serves_openvino(
     assert isinstance(served["auto"], OpenVinoEngine)
     assert isinstance(served["onnx"], OnnxEngine) and served["onnx"].precision == "int8"
     assert served["onnx"].quality["choice"]["line"] == (
-        "fp32 (openvino) on amx; --engine onnx keeps ONNX Runtime, so int8 (onnx) serves"
+        f"{measured.line()}; --engine onnx keeps ONNX Runtime, so int8 (onnx) serves"
     )
 
 

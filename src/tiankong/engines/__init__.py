@@ -100,25 +100,21 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
 
 def within_engine(choice: dict[str, Any], engine: str) -> dict[str, Any]:
     """``--engine onnx`` keeps ONNX Runtime: where the measurement (made once for every engine)
-    serves OpenVINO, the fastest of ONNX Runtime's own measured candidates that passes the
-    guard serves alone instead (``precision_choice.choose`` over them; FP32, the reference,
-    always passes). It served OpenVINO bf16 under ``--engine onnx``, which refuses
-    ``--precision bf16`` (a review). The line says so."""
+    serves OpenVINO, ONNX Runtime's own pick serves alone instead (``onnx_runtime``: the
+    fastest of its measured candidates that passes the guard, ``PrecisionChoice.within``). It
+    served OpenVINO bf16 under ``--engine onnx``, which refuses ``--precision bf16`` (a
+    review). The line says so."""
     parts = [choice, *([choice["split"]] if choice.get("split") else [])]
     if engine != "onnx" or all(part["engine"] == "onnx" for part in parts):
         return choice
-    from tiankong.export.precision_choice import Candidate, choose
-
-    own = [Candidate(**c) for c in choice.get("candidates", ()) if c["engine"] == "onnx"]
-    picked = choose(own, choice["min_agreement"], choice.get("cpu", "")).chosen
+    precision = choice["onnx_runtime"]
     return {
         **choice,
         "engine": "onnx",
-        "precision": picked.precision,
+        "precision": precision,
         "file": None,
         "split": None,
-        "line": f"{choice['line']}; --engine onnx keeps ONNX Runtime, so {picked.precision} "
-        "(onnx) serves",
+        "line": f"{choice['line']}; --engine onnx keeps ONNX Runtime, so {precision} (onnx) serves",
     }
 
 

@@ -64,7 +64,9 @@ SETTLE_MS = 10.0
 # thirty-first session")
 QUIET_MS = 50.0
 SPLIT_GAIN = 1.2  # two engines serve only where each is this much faster at its own size
-SPLIT_RULE = 7  # in the cache key: bump it when split_pair, with_split or what is measured change
+# in the cache key: bump it when split_pair, with_split, what is measured or what the choice
+# records change (8: ONNX Runtime's own pick, for --engine onnx)
+SPLIT_RULE = 8
 # (5: ONNX Runtime's sessions keep no CPU arena; 6: time_in_turns times blocks, not lone calls;
 # 7: ONNX Runtime timed as served, each block after a quiet pause)
 SPLIT_SIZES = {1: 20, 2: 12, 4: 8, 8: 6, FULL_BATCH: 5}  # a pair's sizes, calls at each
@@ -147,6 +149,12 @@ class PrecisionChoice:
             (reference.b1_ms / candidate.b1_ms) * (reference.batch_ms / candidate.batch_ms)
         )
 
+    def within(self, engine: str) -> PrecisionChoice:
+        """The choice among ``engine``'s own candidates, one engine (``--engine onnx`` keeps
+        ONNX Runtime: its FP32 reference always passes)."""
+        own = [c for c in self.candidates if c.engine == engine]
+        return choose(own, self.min_agreement, self.cpu)
+
     def line(self) -> str:
         """``bf16 (openvino) on amx: 1.9x onnx int8 at batch 16, 0.43x at batch 1, agreement
         99.0%; ...``: what serves, against the runner-up, and why others don't."""
@@ -205,6 +213,7 @@ class PrecisionChoice:
                     for size, figures in split.ms.items()
                 },
             },
+            "onnx_runtime": self.within("onnx").chosen.precision,  # what --engine onnx serves
             "cpu": self.cpu,
             "min_agreement": self.min_agreement,
             "full_batch": FULL_BATCH,
