@@ -21,8 +21,10 @@ import math
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MEMBERSHIP = Path("/proc/self/cgroup")  # this process's cgroup in each hierarchy
@@ -253,3 +255,15 @@ def machine_memory() -> int | None:
     except (AttributeError, OSError, ValueError):
         return None
     return pages * size if pages > 0 and size > 0 else None
+
+
+def process_thread(owner: Any, prefix: str) -> ThreadPoolExecutor:
+    """``owner``'s one worker thread named ``prefix``, made once per process: a child forked
+    from a process that had used it (a multiprocessing pool, a DataLoader's workers, gunicorn's
+    preload) inherits an executor whose thread did not come with it, and its first task waited
+    on that thread forever (a review: the index lookups of a FillMasker used before the fork)."""
+    made = owner.__dict__.get(f"_{prefix}_thread")
+    if made is None or made[0] != os.getpid():
+        made = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix=prefix))
+        owner.__dict__[f"_{prefix}_thread"] = made
+    return made[1]

@@ -61,6 +61,7 @@ from tiankong.errors import (
     TopKOutOfRangeError,
     each_text,
 )
+from tiankong.host import process_thread
 from tiankong.index.grounding import MemoryChoice, choose_memory
 from tiankong.model_sources import resolve_model
 
@@ -444,9 +445,9 @@ class FillMasker:
 
         return self.lookup_thread.submit(find_all).result
 
-    @cached_property
+    @property
     def lookup_thread(self) -> ThreadPoolExecutor:
-        return ThreadPoolExecutor(1, thread_name_prefix="tiankong-index")
+        return process_thread(self, "tiankong-index")  # one per process, a forked one too
 
     def decode(
         self,

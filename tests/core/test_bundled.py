@@ -302,3 +302,26 @@ def test_the_index_grounds_no_blank_fill_across_punctuation() -> None:
     for text in ("床前[BLANK]光", "守株待[BLANK]", "举头望[BLANK]"):
         fills = masker.predict(text).sequences
         assert not [f.fill for f in fills if f.memory and not f.fill.isalnum()], text
+
+
+FORKED: dict[str, FillMasker] = {}  # the masker a forked child inherits
+
+
+def fill_in_child(text: str) -> str:
+    return FORKED["masker"].predict(text).sequence
+
+
+def test_a_masker_used_before_a_fork_answers_in_the_child() -> None:
+    """The index lookups run on a thread of the masker's; a child forked after a lookup (a
+    multiprocessing pool, a DataLoader's workers) inherited the executor but not its thread,
+    and its first predict waited forever (a review). Within a timeout, not forever."""
+    import multiprocessing
+
+    masker = FillMasker.load(settings=Settings(engine="onnx", precision="fp32", threads=1))
+    assert masker.memory is not None  # the bundled index: the lookups' thread is in use
+    assert masker.predict("春眠不觉晓，处处闻啼[MASK]。").sequence == "春眠不觉晓，处处闻啼鸟。"
+    FORKED["masker"] = masker
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        answer = pool.apply_async(fill_in_child, ("春眠不觉晓，处处闻啼[MASK]。",))
+        assert answer.get(timeout=60) == "春眠不觉晓，处处闻啼鸟。"
+    FORKED.clear()

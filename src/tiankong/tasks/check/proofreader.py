@@ -52,6 +52,7 @@ from tiankong.core.beam_search import RowScorer
 from tiankong.core.script import between, has_han, memory_in, neighbours_traditional
 from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import BadOptionError, each_text
+from tiankong.host import process_thread
 from tiankong.index.grounding import CorpusMemory
 from tiankong.service import FillMasker
 from tiankong.tasks.check.confusion import ConfusionSets
@@ -494,10 +495,11 @@ class Proofreader:
             and index.count(right) > 0
         )
 
-    @cached_property
+    @property
     def lookup_thread(self) -> ThreadPoolExecutor:
-        """The check's own lookup thread: a long text's lookups never hold up /predict's."""
-        return ThreadPoolExecutor(1, thread_name_prefix="tiankong-check-index")
+        """The check's own lookup thread (a long text's lookups never hold up /predict's), one
+        per process, a forked one too."""
+        return process_thread(self, "tiankong-check-index")
 
     @property
     def shortest_context(self) -> int:
