@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from itertools import chain
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from tiankong.config import Settings, threads_per_worker
 from tiankong.core.models import ResolvedModel
@@ -63,6 +63,9 @@ CSV_COLUMNS = ["line", "text", "sequence", "top_token", "top_score", "result"]
 # The keys a JSONL output line gets besides the input's own fields.
 RESULT_KEYS = frozenset(["line", "predictions", *FillResult.__dataclass_fields__])
 Row = tuple[int, str | None, str, dict[str, Any]]  # line, text or None, problem, input fields
+
+if TYPE_CHECKING:
+    from tiankong.service import FillMasker
 
 
 def format_of(path: Path, requested: str) -> str:
@@ -295,8 +298,19 @@ def load_worker(settings: Settings) -> None:
 def fill_chunk(
     records: list[tuple[int, str | None, str]], options: PredictOptions, batch_size: int
 ) -> list[tuple[int, str, dict[str, Any]]]:
-    """Results in input order: (line, "ok" | "error", payload). Batches are length-sorted."""
-    masker = _masker
+    """``fill_records`` on this worker's masker (``load_worker``)."""
+    return fill_records(_masker, records, options, batch_size)
+
+
+def fill_records(
+    masker: FillMasker,
+    records: list[tuple[int, str | None, str]],
+    options: PredictOptions,
+    batch_size: int,
+) -> list[tuple[int, str, dict[str, Any]]]:
+    """Results in input order: (line, "ok" | "error", payload); a record's text is None where
+    it has none (its problem says why). Plain texts run in length-sorted batches of
+    ``batch_size``; a search runs alone. The one filling of fill and of fill --ray's actors."""
     outcomes: dict[int, tuple[str, dict[str, Any]]] = {}
     plain: list[tuple[int, str, PreparedRequest]] = []
     search: list[tuple[int, str, PreparedRequest]] = []

@@ -1,4 +1,6 @@
-"""`tiankong fill --ray`: the same filling on Ray Data, for inputs too large for one machine.
+"""`tiankong fill --ray`: the same filling on Ray Data, spread over a cluster's actors. The input
+file is read whole by one task (docs/SCALE.md: about ten times its size in memory), so it is the
+filling that scales out, not the reading.
 
 Ray Data reads the input (JSONL, CSV or TXT), ``map_batches`` runs a pool of actors that each
 load the model once, and the driver writes the results, in input order, as JSONL shards of
@@ -23,15 +25,15 @@ from typing import IO, Any
 from tiankong.config import Settings, threads_per_worker
 from tiankong.core.options import PredictOptions
 from tiankong.core.text import LONE_SURROGATE
-from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
+from tiankong.errors import BadDataFileError, BadOptionError
 from tiankong.index.sources import json_value, not_json
 from tiankong.offline.files import csv_records, json_line, open_text, require_input
 from tiankong.offline.fill import (
     checked_records,
+    fill_records,
     format_of,
     input_format,
     no_string_field,
-    record_of,
 )
 from tiankong.offline.ray_cluster import init_ray
 from tiankong.offline.resume import FillJob
@@ -54,21 +56,30 @@ class FillActor:
 
     def __call__(self, batch: Any) -> Any:
         """``batch``: a ``pyarrow.Table`` (as numpy or pandas, a whole number column with a null
-        became floats, 1.0 and NaN); the input columns go through as they are."""
+        became floats, 1.0 and NaN); the input columns go through as they are. The texts are
+        filled as ``tiankong fill`` fills a chunk (``fill_records``: length-sorted engine
+        batches; each engine call filled one row before). A block whose rows all lack the
+        field has no such column: each row is then a bad record (the job failed)."""
         import pyarrow as pa
 
-        values = batch.column(self.field).to_pylist()
-        kept = {
-            name: batch.column(name) for name in batch.column_names if name not in OUTPUT_COLUMNS
-        }
-        columns: dict[str, Any] = {name: [] for name in OUTPUT_COLUMNS}
-        for text in values:
-            payload: dict[str, Any]
-            error: str | None
-            if not isinstance(text, str):  # a number, a boolean, null or missing: as fill says
-                payload, error = {}, f"bad_record: {no_string_field(self.field)}"
+        names = batch.column_names
+        values = batch.column(self.field).to_pylist() if self.field in names else []
+        values += [None] * (batch.num_rows - len(values))
+        kept = {name: batch.column(name) for name in names if name not in OUTPUT_COLUMNS}
+        records = [
+            (row, text if isinstance(text, str) else None, no_string_field(self.field))
+            for row, text in enumerate(values)  # a number, a boolean, null or missing
+        ]
+        columns: dict[str, list[Any]] = {name: [] for name in OUTPUT_COLUMNS}
+        for (_, text, _), (_, status, payload) in zip(
+            records, fill_records(self.masker, records, self.options, len(records)), strict=True
+        ):
+            if status == "error":
+                error = f"{payload['code']}: {payload['message']}"
+                # a lone surrogate (bad_input) has no UTF-8 form: the text as a column holds it
+                payload = {} if text is None else {"text": LONE_SURROGATE.sub("\ufffd", text)}
             else:
-                payload, error = self.fill(text)
+                error = None
             for name in OUTPUT_COLUMNS:
                 columns[name].append(payload.get(name))
             columns["error"][-1] = error
@@ -77,14 +88,6 @@ class FillActor:
             )
         results = {name: pa.array(column, pa.string()) for name, column in columns.items()}
         return pa.table({**kept, **results})
-
-    def fill(self, text: str) -> tuple[dict[str, Any], str | None]:
-        """One text's result payload, or its error and the text as a column can hold it."""
-        try:
-            return record_of(text, self.masker.predict(text, options=self.options)), None
-        except TiankongError as failure:  # a lone surrogate (bad_input) has no UTF-8 form
-            shown = LONE_SURROGATE.sub("\ufffd", text)
-            return {"text": shown}, f"{failure.code}: {failure.message}"
 
 
 def run_ray_fill(
