@@ -135,3 +135,20 @@ def test_a_lone_surrogate_in_another_field_is_written_not_a_crash(
     assert run_check_file(job, checker).lines_done == 1
     [row] = [json.loads(line) for line in job.output.read_text(encoding="utf-8").splitlines()]
     assert row["note"] == "a\ud800" and row["text"] == "画龙点晴"
+
+
+def test_a_check_is_not_resumed_on_another_engine_or_precision(
+    checker: Proofreader, tmp_path: Path
+) -> None:
+    """As fill's: --precision auto chooses by the threads, and a resume with other --threads
+    proofread the rest on bf16 after an fp32 start, in one output (a review). The checkpoint
+    records what served."""
+    job = interrupted_run(checker, tmp_path)
+    saved = json.loads(job.checkpoint.read_text(encoding="utf-8"))
+    engine = checker.masker.engine
+    assert (saved["engine"], saved["precision"]) == (engine.name, engine.precision)
+    job.checkpoint.write_text(
+        json.dumps({**saved, "engine": "openvino", "precision": "bf16"}), encoding="utf-8"
+    )
+    with pytest.raises(BadDataFileError, match=r"was started on bf16 \(openvino\) and this run"):
+        run_check_file(job, checker)

@@ -28,6 +28,7 @@ from tiankong.offline.fill import (
 from tiankong.offline.resume import (
     Checkpoint,
     FillJob,
+    check_served,
     check_weights,
     claimed,
     commit_chunk,
@@ -77,7 +78,10 @@ def check_rows(
     settings, method = checker.masker.settings, checker.method
     key, run = keyed
     state = start_state(job, key, earlier_key=earlier_check_key(settings, method), run=run)
-    model = checker.masker.model
+    model, engine = checker.masker.model, checker.masker.engine
+    # as fill's: the first part on fp32 and the rest on bf16 (other --threads) mixed two
+    # precisions' answers in one output (a review)
+    check_served(job, state, str(engine.name), str(engine.precision))
     check_weights(job, state, model, model_weights(model))
     if on_start:
         on_start(Checkpoint(**asdict(state)))
