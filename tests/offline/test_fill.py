@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -830,3 +831,29 @@ def test_a_refused_resume_names_index_and_constraints_as_flags(
     with pytest.raises(BadDataFileError) as refused:
         run_fill(job, settings, allowed)
     assert '(--allowed ["的"] (the run\'s: []))' in refused.value.message
+
+
+def test_a_resume_is_refused_on_another_build_of_the_index(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The index was keyed by its --index as typed: rebuilt in place from other text, it
+    resumed, and the output mixed the two builds' answers (a review). The checkpoint records
+    the build."""
+    from tiankong.index import build_index
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("春眠不觉晓，处处闻啼鸟。\n画龙点睛\n", encoding="utf-8")
+    folder = tmp_path / "idx"
+    build_index([corpus], folder, progress=False)
+    indexed = replace(settings, index=str(folder))
+    source = write_jsonl(tmp_path / "in.jsonl", TEXTS)
+    job = FillJob(source, tmp_path / "out.jsonl", chunk_size=16)
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(job, indexed, PredictOptions(), interrupt_at_once)
+    built = json.loads(job.checkpoint.read_text(encoding="utf-8"))["index"]
+    assert len(built) == 16
+    corpus.write_text("守株待兔\n", encoding="utf-8")
+    shutil.rmtree(folder)
+    build_index([corpus], folder, progress=False)
+    with pytest.raises(BadDataFileError, match="another build of the corpus index"):
+        run_fill(job, indexed, PredictOptions())

@@ -28,10 +28,12 @@ from tiankong.offline.fill import (
 from tiankong.offline.resume import (
     Checkpoint,
     FillJob,
+    check_index,
     check_served,
     check_weights,
     claimed,
     commit_chunk,
+    index_build,
     model_weights,
     open_append,
     run_description,
@@ -83,6 +85,7 @@ def check_rows(
     # precisions' answers in one output (a review)
     check_served(job, state, str(engine.name), str(engine.precision))
     check_weights(job, state, model, model_weights(model))
+    check_index(job, state, index_build(checker.masker))
     if on_start:
         on_start(Checkpoint(**asdict(state)))
     for _ in range(state.lines_done):

@@ -44,11 +44,13 @@ from tiankong.offline.resume import (
     FILL_ANSWER_SETTINGS,
     Checkpoint,
     FillJob,
+    check_index,
     check_served,
     check_weights,
     checkpoint_temp,
     claimed,
     commit_chunk,
+    index_build,
     model_weights,
     open_append,
     run_description,
@@ -371,6 +373,7 @@ def run_fill(
         state = start_state(job, key, earlier_key=run_key(settings, options), run=run)
         check_served(job, state, *on_a_worker(pool, served_here))
         check_weights(job, state, *on_a_worker(pool, weights_here))
+        check_index(job, state, on_a_worker(pool, index_here))
         if on_start:
             on_start(Checkpoint(**asdict(state)))
         fill_rows(job, options, pool, rows, columns, state, on_progress)
@@ -447,6 +450,11 @@ def served_here() -> tuple[str, str]:
 def weights_here() -> tuple[ResolvedModel, str]:
     """The model served and its weights' identity (``resume.model_weights``)."""
     return _masker.model, model_weights(_masker.model)
+
+
+def index_here() -> str:
+    """The build of the corpus index served (``resume.index_build``)."""
+    return index_build(_masker)
 
 
 def chunk_results(

@@ -75,6 +75,10 @@ class Checkpoint:
     # recorded: the name alone let a run resume on other weights under the same name (the
     # bundled model, replaced in an upgrade, or a folder retrained in place)
     weights: str = ""
+    # the corpus index's build (``index_build``; "none" without one); "" in a checkpoint from
+    # before it was recorded: an index rebuilt in place under the same --index resumed, and
+    # the output mixed the two builds' answers (a review)
+    index: str = ""
     # where the errors were written (absolute); "" in a checkpoint from before it was recorded:
     # a resume naming another --errors file cut that file to the first one's length
     errors: str = ""
@@ -241,6 +245,25 @@ def check_weights(job: FillJob, state: Checkpoint, model: ResolvedModel, weights
             "--restart to start over on it."
         )
     state.weights = weights
+
+
+def index_build(masker: Any) -> str:
+    """The identity of the corpus index ``masker`` mixes in (its name and build: the result
+    cache's key, ``FillMemory.key``), 16 hex digits, or "none"."""
+    memory = masker.memory
+    if memory is None:
+        return "none"
+    return hashlib.sha256(memory.key.encode()).hexdigest()[:16]
+
+
+def check_index(job: FillJob, state: Checkpoint, build: str) -> None:
+    """A resumed run must mix in the index build its first part did (``index_build``)."""
+    if state.index and state.index != build:
+        raise BadDataFileError(
+            f"'{job.output.name}' was started with another build of the corpus index (it was "
+            "rebuilt since); pass --restart to start over with this one."
+        )
+    state.index = build
 
 
 def start_state(
