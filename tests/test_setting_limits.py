@@ -210,6 +210,9 @@ def test_the_top_k_settings(tiny_model_dir: Path) -> None:
     assert len(masker.predict("春眠不觉晓，处处闻啼[MASK]。").masks[0]) == 3
     with pytest.raises(BadOptionError, match="max_top_k must be 1 or more; got 0"):
         FillMasker.load(settings=replace(settings, max_top_k=0))
+    # each within its own range, the two disagreeing: every call without a top_k was refused
+    with pytest.raises(BadOptionError, match=r"default_top_k \(100\) is more than max_top_k"):
+        FillMasker.load(settings=replace(settings, default_top_k=100))
 
 
 @pytest.mark.parametrize(

@@ -447,6 +447,12 @@ def check_settings(values: Any) -> None:
         if key in CHECKED:
             return
     check_rows(values)
+    if isinstance(values, Settings) and values.default_top_k > values.max_top_k:
+        # each row passed, and every request that names no top_k was refused (a review)
+        raise BadOptionError(
+            f"default_top_k ({values.default_top_k}) is more than max_top_k "
+            f"({values.max_top_k}): every request without a top_k would be refused."
+        )
     with suppress(TypeError):
         CHECKED.add(key)
 

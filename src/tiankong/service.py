@@ -10,6 +10,7 @@ text -> validate/tokenize (text.py) -> pad (engines.pad_batch) -> engine -> deco
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -205,6 +206,10 @@ class FillMasker:
         return cls(model, encoder, engine, settings, choice)
 
     def check_top_k(self, k: int) -> int:
+        """``k`` as a Python int within 1..max_top_k: a numpy integer (a top_k read from pandas
+        or numpy) counts as the integer it is (it was refused as not one: a review)."""
+        if type(k) is not int and isinstance(k, numbers.Integral) and not isinstance(k, bool):
+            k = int(k)  # (an ABC's isinstance only off the plain int's path)
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= self.settings.max_top_k:
             raise TopKOutOfRangeError(
                 f"top_k must be an integer from 1 to {self.settings.max_top_k}; got {k!r}."
@@ -220,7 +225,9 @@ class FillMasker:
     def _checked(self, options: PredictOptions) -> PredictOptions:
         """The one check of a request's options, where they enter: top_k against this model's
         ``max_top_k``, then every option's rule (``PredictOptions.validated``)."""
-        self.check_top_k(options.top_k)
+        top_k = self.check_top_k(options.top_k)
+        if type(options.top_k) is not int:  # a numpy integer: the options hold Python's
+            options = replace(options, top_k=top_k)
         options = options.validated()
         if options.mode == "candidates":  # refused here, before a server spends any allowance
             for option in options.candidates:

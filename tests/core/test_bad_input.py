@@ -30,7 +30,7 @@ from tiankong import FillMasker, Settings
 from tiankong.core.options import MASK_RUN
 from tiankong.core.results import FillResult
 from tiankong.core.text import BLANK, MASK, normalize_masks
-from tiankong.errors import TiankongError
+from tiankong.errors import TiankongError, TopKOutOfRangeError
 from tiankong.server import create_app
 
 ODD_PIECES = [
@@ -484,3 +484,15 @@ def test_the_index_asked_for_where_there_is_none_is_said(fake: FillMasker) -> No
     assert not fake.predict("画龙点[MASK]").warnings  # left unset, the default: nothing said
     [batch] = fake.predict_batch(["画龙点[MASK]"], index=True)
     assert batch.warnings == asked.warnings
+
+
+def test_a_numpy_integer_top_k_is_the_integer_it_is(fake: FillMasker) -> None:
+    """A top_k read from pandas or numpy was refused as not an integer: "top_k must be an
+    integer from 1 to 50; got np.int64(3)" (a review)."""
+    import numpy as np
+
+    result = fake.predict("春眠不觉晓，处处闻啼[MASK]。", top_k=np.int64(3))
+    assert len(result.masks[0]) == 3
+    assert [len(r.masks[0]) for r in fake.predict_batch(["画龙点[MASK]"], top_k=np.int32(2))] == [2]
+    with pytest.raises(TopKOutOfRangeError, match="got 0"):
+        fake.predict("画龙点[MASK]", top_k=np.int64(0))
