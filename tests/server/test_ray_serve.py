@@ -32,6 +32,7 @@ from tiankong.errors import (
     RequestTimeoutError,
     ShuttingDownError,
 )
+from tiankong.host import usable_cores
 from tiankong.server import create_app
 from tiankong.server.metrics import ServerMetrics
 from tiankong.server.ray_serve import (
@@ -333,6 +334,9 @@ def test_deployment_options_fixed_and_autoscaling() -> None:
     for bad in (ScaleOptions(replicas=0), ScaleOptions(replicas=3, max_replicas=2)):
         with pytest.raises(BadOptionError):
             deployment_options(settings, bad)
+    # threads 0, the engine's own choice, is every core: it reserved none (a review)
+    own = deployment_options(Settings(threads=0), ScaleOptions(replicas=8))
+    assert own["ray_actor_options"] == {"num_cpus": usable_cores()}
 
 
 def test_serve_run_arguments_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -206,7 +206,7 @@ def deployment_options(settings: Settings, scale: ScaleOptions) -> dict[str, Any
         "name": DEPLOYMENT_NAME,
         # a full batch on the engine and the next one filling up
         "max_ongoing_requests": 2 * settings.max_batch_size,
-        "ray_actor_options": {"num_cpus": settings.threads},  # the engine's intra-op threads
+        "ray_actor_options": {"num_cpus": reserved_cpus(settings)},
     }
     if scale.autoscaling:
         target = scale.target_ongoing_requests or max(1, settings.max_batch_size // 4)
@@ -219,6 +219,13 @@ def deployment_options(settings: Settings, scale: ScaleOptions) -> dict[str, Any
     else:
         options["num_replicas"] = scale.replicas
     return options
+
+
+def reserved_cpus(settings: Settings) -> int:
+    """The CPUs a replica reserves: its engine's intra-op threads. ``threads`` 0 (the engine's
+    own choice) takes every core, so it reserves the cores of this machine: it reserved none,
+    and eight replicas, each with every core, fit a 2-CPU node (a review)."""
+    return settings.threads or usable_cores()
 
 
 def build_application(settings: Settings, scale: ScaleOptions | None = None) -> Application:
@@ -295,7 +302,7 @@ def serve_on_ray(settings: Settings, scale: ScaleOptions, address: str | None = 
     if local:  # a replica Ray can't place kept serve.run waiting forever
         try:
             cpus = float(ray.cluster_resources().get("CPU", 0.0))
-            check_replicas_fit(max(1, scale.replicas), settings.threads, cpus)
+            check_replicas_fit(max(1, scale.replicas), reserved_cpus(settings), cpus)
         except BaseException:
             ray.shutdown()
             raise
