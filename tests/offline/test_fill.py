@@ -622,14 +622,15 @@ def test_jsonl_keeps_its_other_fields(settings: Settings, tmp_path: Path) -> Non
     assert [{k: r[k] for k in record} for r, record in zip(rows, records, strict=True)] == records
     assert list(rows[0])[:4] == ["id", "text", "meta", "line"]  # input fields first
     assert [r["line"] for r in rows] == [1, 2] and len(rows[1]["predictions"]) == 2
-    # to CSV: the first record's keys are the input columns; objects and lists go in as JSON
+    # to CSV: every record's keys are the input columns, in the order they first appear (the
+    # first record's alone made the second a bad record: a review); objects and lists as JSON
     job = FillJob(source, tmp_path / "out.csv")
     state = run_fill(job, settings, PredictOptions())
     header, rows_csv = read_csv(job.output)
-    assert header == ["id", "text", "meta", *CSV_COLUMNS[:1], *CSV_COLUMNS[2:]]
-    assert json.loads(rows_csv[0]["meta"]) == {"source": "唐诗"}
-    assert (state.filled, state.failed) == (1, 1)  # "tags" has no column: a bad record
-    assert "field 'tags' is not a CSV column" in read_jsonl(job.error_file)[0]["message"]
+    assert header == ["id", "text", "meta", "tags", *CSV_COLUMNS[:1], *CSV_COLUMNS[2:]]
+    assert json.loads(rows_csv[0]["meta"]) == {"source": "唐诗"} and rows_csv[0]["tags"] == ""
+    assert json.loads(rows_csv[1]["tags"]) == ["成语"] and rows_csv[1]["meta"] == ""
+    assert (state.filled, state.failed) == (2, 0)
 
 
 def strict_json(line: str) -> object:
@@ -857,3 +858,34 @@ def test_a_resume_is_refused_on_another_build_of_the_index(
     build_index([corpus], folder, progress=False)
     with pytest.raises(BadDataFileError, match="another build of the corpus index"):
         run_fill(job, indexed, PredictOptions())
+
+
+def test_a_csv_output_resumes_under_the_header_it_was_started_with(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Its columns were the first JSONL record's keys before they were every record's: a run
+    begun then goes on only under the same header, or is refused, never appended with rows of
+    more columns than the header names."""
+    source = tmp_path / "in.jsonl"
+    lines = [{"id": i, "text": text} for i, text in enumerate(TEXTS)]
+    lines[40]["note"] = "后来才有的字段"
+    source.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines), encoding="utf-8"
+    )
+    job = FillJob(source, tmp_path / "out.csv", chunk_size=16)
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(job, settings, PredictOptions(), interrupt_at_once)
+    assert read_csv(job.output)[0][:3] == ["id", "text", "note"]
+    state = run_fill(job, settings, PredictOptions())  # the same header: it goes on
+    header, rows = read_csv(job.output)
+    assert state.lines_done == len(TEXTS) and rows[-1]["id"] == str(len(TEXTS) - 1)
+    assert [r["note"] for r in rows if r["note"]] == ["后来才有的字段"]
+    with pytest.raises(KeyboardInterrupt):  # a run begun as the earlier code began it
+        run_fill(replace(job, resume=False), settings, PredictOptions(), interrupt_at_once)
+    text = job.output.read_text(encoding="utf-8")
+    job.output.write_text(text.replace("id,text,note,", "id,text,", 1), encoding="utf-8")
+    saved = json.loads(job.checkpoint.read_text(encoding="utf-8"))
+    saved["output_bytes"] = len(job.output.read_bytes())
+    job.checkpoint.write_text(json.dumps(saved), encoding="utf-8")
+    with pytest.raises(BadDataFileError, match="was started with the columns id, text, line"):
+        run_fill(job, settings, PredictOptions())

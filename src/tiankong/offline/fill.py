@@ -251,15 +251,19 @@ def no_string_field(field: str) -> str:
 
 def input_columns(path: Path, kind: str, field: str) -> list[str]:
     """The input's own columns, which a CSV output keeps before the result columns: a CSV's
-    header, or the keys of a JSONL file's first record. A TXT file has none (its line is the
-    result's ``text``). A column named like a result column is refused, so none is lost."""
+    header, or every key of a JSONL file's records, in the order they first appear (the first
+    record's alone refused each later record with a field it lacked: a review). A TXT file has
+    none (its line is the result's ``text``). A column named like a result column is refused,
+    so none is lost."""
     columns: list[str] = []
     if kind == "csv":
         with open_text(path, "Input file", newline="") as handle:
             columns = list(csv_records(handle, path).fieldnames or [])
     elif kind == "jsonl":
-        first = next((f for _, _, _, f in read_records(path, kind, field) if f), {})
-        columns = list(first)
+        keys: dict[str, None] = {}
+        for _, _, _, fields in read_records(path, kind, field):
+            keys.update(dict.fromkeys(fields))
+        columns = list(keys)
     clashes = [c for c in columns if c in CSV_COLUMNS and not c == field == "text"]
     if clashes:
         raise BadDataFileError(
@@ -400,15 +404,17 @@ def fill_rows(
             kept[line] = fields
             yield line, None if problem else text, problem
 
+    header = None if columns is None else columns + [c for c in CSV_COLUMNS if c not in columns]
+    if header is not None and state.output_bytes:
+        check_header(job, header)
     with (
         writes_told(job.checkpoint),
         open_append(job.output, state.output_bytes) as output,
         open_append(job.error_file, state.error_bytes) as errors,
     ):
         writer = None
-        if columns is not None:
-            result_columns = [c for c in CSV_COLUMNS if c not in columns]
-            writer = csv.DictWriter(output, columns + result_columns)
+        if header is not None:
+            writer = csv.DictWriter(output, header)
             if state.output_bytes == 0:
                 writer.writeheader()
         for results in chunk_results(job, pool, options, records()):
@@ -440,6 +446,19 @@ def on_a_worker(pool: ProcessPoolExecutor | None, ask: Callable[[], T]) -> T:
     """``ask``'s answer where the lines are filled: here, or on one worker of the pool (they
     share the settings, so the answer)."""
     return ask() if pool is None else pool.submit(ask).result()
+
+
+def check_header(job: FillJob, header: list[str]) -> None:
+    """A resumed CSV output goes on under the header its first part wrote: a JSONL input's
+    columns were its first record's keys before they were every record's, and a run begun
+    then would append rows of more columns than its header names."""
+    with open_text(job.output, "Output file", newline="") as handle:
+        written = next(csv.reader(handle), [])
+    if written != header:
+        raise BadDataFileError(
+            f"'{job.output.name}' was started with the columns {', '.join(written)}, and this "
+            f"run writes {', '.join(header)}; pass --restart to start over."
+        )
 
 
 def served_here() -> tuple[str, str]:
