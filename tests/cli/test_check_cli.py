@@ -209,3 +209,20 @@ def test_check_file_takes_input_format_where_the_name_says_none(
     done = run_cli("check", *flags)
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text(encoding="utf-8"))["text"] == "画龙点晴"
+
+
+def test_a_file_name_that_is_not_there_is_refused_not_proofread(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """`check 我的作文.txt` with the file elsewhere proofread the name and said "no errors
+    found", exit 0 (a review): an editor was told the essay was clean. Refused before the model
+    loads; piped on stdin, the same words are checked."""
+    done = run_cli("check", "我的作文.txt", *model_flags(tiny_model_dir), cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        "error: '我的作文.txt' looks like a file name, but no such file is here; give the "
+        "file's path with -o OUT.jsonl to check it (or pipe a sentence on stdin to check the "
+        "words).\n"
+    )
+    piped = run_cli("check", "--json", *model_flags(tiny_model_dir), stdin="我的作文.txt\n")
+    assert piped.returncode == 0 and json.loads(piped.stdout)["text"] == "我的作文.txt"

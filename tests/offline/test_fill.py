@@ -877,7 +877,7 @@ def test_a_csv_output_resumes_under_the_header_it_was_started_with(
         run_fill(job, settings, PredictOptions(), interrupt_at_once)
     assert read_csv(job.output)[0][:3] == ["id", "text", "note"]
     state = run_fill(job, settings, PredictOptions())  # the same header: it goes on
-    header, rows = read_csv(job.output)
+    _, rows = read_csv(job.output)
     assert state.lines_done == len(TEXTS) and rows[-1]["id"] == str(len(TEXTS) - 1)
     assert [r["note"] for r in rows if r["note"]] == ["后来才有的字段"]
     with pytest.raises(KeyboardInterrupt):  # a run begun as the earlier code began it

@@ -48,6 +48,15 @@ def names_a_file(text: str) -> bool:
     return len(text) < 4096 and "\n" not in text and os.path.isfile(text)
 
 
+# what a file name ends with, where a sentence doesn't: `check 我的作文.txt` with the file
+# elsewhere proofread the name and said "no errors found" (a review)
+FILE_SUFFIXES = (".txt", ".jsonl", ".json", ".ndjson", ".csv", ".tsv", ".md")
+
+
+def looks_like_a_file(text: str) -> bool:
+    return text.lower().endswith(FILE_SUFFIXES) and not any(c.isspace() for c in text)
+
+
 FILE_ONLY = {
     "field": "--field",
     "input_format": "--input-format",
@@ -125,6 +134,11 @@ def check_command(
     if text is not None and names_a_file(text):
         raise BadOptionError(
             f"'{text}' is a file; check it with -o: tiankong check {text} -o OUT.jsonl."
+        )
+    if text is not None and looks_like_a_file(text):
+        raise BadOptionError(
+            f"'{text}' looks like a file name, but no such file is here; give the file's path "
+            "with -o OUT.jsonl to check it (or pipe a sentence on stdin to check the words)."
         )
     checker = load_checker(settings)
     console = Console(soft_wrap=True)  # a long sentence is one line, also in a file
