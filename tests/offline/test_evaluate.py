@@ -134,6 +134,10 @@ def test_eval_cli_prints_the_table_and_writes_json(tiny_model_dir: Path, tmp_pat
             {"content": "他做事总是#idiom#。", "groundTruth": [None]},
             "line 1: each ChID groundTruth must be an idiom",
         ),
+        (  # "needs ... 'answers' (a list)" of a list (a review)
+            {"text": "画龙点[MASK]", "answers": []},
+            "line 1: 'answers' is empty; list at least one right fill",
+        ),
         (  # it was scored as an error item, every time, in the denominator
             {"text": "没有空", "answers": ["的"]},
             "line 1: the text has no \\[MASK\\] \\(or \\[BLANK\\]\\), so it can never be scored",

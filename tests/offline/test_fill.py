@@ -307,11 +307,16 @@ def test_a_csv_without_the_column_leaves_no_output(settings: Settings, tmp_path:
     source = tmp_path / "in.csv"
     source.write_text("id,review\n1,画龙点[MASK]\n", encoding="utf-8")
     for output in (tmp_path / "out.csv", tmp_path / "out.jsonl"):
-        with pytest.raises(BadDataFileError, match="has no column 'text'"):
+        with pytest.raises(BadDataFileError, match="has no column 'text'") as refused:
             run_fill(FillJob(source, output), settings, PredictOptions())
+        assert str(refused.value).endswith("its columns are 'id', 'review'.")  # what it has
         assert not output.exists()
         state = run_fill(FillJob(source, output, text_field="review"), settings, PredictOptions())
         assert state.filled == 1
+    semicolons = tmp_path / "semi.csv"  # one column, named by the whole header line
+    semicolons.write_text("id;text\n1;画龙点[MASK]\n", encoding="utf-8")
+    with pytest.raises(BadDataFileError, match=r"columns are 'id;text' \(is it separated by"):
+        run_fill(FillJob(semicolons, tmp_path / "semi.jsonl"), settings, PredictOptions())
 
 
 def test_file_formats_by_suffix_in_any_case(settings: Settings, tmp_path: Path) -> None:

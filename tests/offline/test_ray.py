@@ -133,7 +133,7 @@ def test_what_ray_data_would_stop_on_is_one_sentence_first(
             BadDataFileError, "Line 3 .* never closed")  # fmt: skip
     # a traceback each: Ray's CSV reader on an empty file, a ZeroDivisionError, Ray's
     # repartition, and the folder made only after Ray had started
-    refused("empty.csv", "", "n", BadDataFileError, "has no column 'text'")
+    refused("empty.csv", "", "n", BadDataFileError, "is empty: it has no header row")
     # a header naming a column twice (it said "has 2 values"), a first record without the
     # field (refused as fill without --ray refuses it)
     refused("twice.csv", "text,id,id\n画龙点[MASK],1,2\n", "o", BadDataFileError,

@@ -152,11 +152,22 @@ def json_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:
         yield value
 
 
+def no_column(what: str, field: str, header: Sequence[str]) -> str:
+    """The sentence for a CSV without the ``field`` column, with the columns it has: a file
+    separated by ';' or tabs reads as one column named by the whole header line, and an empty
+    file as none."""
+    if not header:
+        return f"{what} is empty: it has no header row with a '{field}' column."
+    shown = ", ".join(repr(name) for name in header[:5]) + (", ..." if len(header) > 5 else "")
+    hint = " (is it separated by commas?)" if len(header) == 1 else ""
+    return f"{what} has no column '{field}'; its columns are {shown}{hint}."
+
+
 def csv_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:
     """The column's values, read strictly (``CsvRecords``)."""
     reader = CsvRecords(handle, path, IndexInputError)
     if reader.fieldnames is None or field not in reader.fieldnames:
-        raise IndexInputError(f"{path} has no column '{field}'.")
+        raise IndexInputError(no_column(str(path), field, reader.fieldnames or []))
     for row in reader:
         # one short of the column, or with more values than the header has, was skipped or
         # indexed without a word

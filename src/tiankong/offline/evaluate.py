@@ -112,9 +112,13 @@ def parse_record(record: dict[str, Any], number: int, name: str) -> Iterator[Clo
         yield from parse_chid(record, number, name)
         return
     text, answers = record.get("text"), record.get("answers")
-    if not isinstance(text, str) or not isinstance(answers, list) or not answers:
+    if not isinstance(text, str) or not isinstance(answers, list):
         raise BadDataFileError(
             f"{name} line {number}: needs 'text' (a string with [MASK]) and 'answers' (a list)."
+        )
+    if not answers:  # a list, so "needs 'answers' (a list)" was no help (a review)
+        raise BadDataFileError(
+            f"{name} line {number}: 'answers' is empty; list at least one right fill."
         )
     if not is_strings(answers) or not all(answer.strip() for answer in answers):
         raise BadDataFileError(

@@ -30,7 +30,7 @@ from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
-from tiankong.index.sources import json_value, not_json
+from tiankong.index.sources import json_value, no_column, not_json
 from tiankong.offline.files import (
     check_uncompressed_name,
     check_writable,
@@ -215,7 +215,7 @@ def read_records(path: Path, kind: str, field: str) -> Iterator[Row]:
             reader = csv_records(handle, path)
             header = reader.fieldnames or []
             if field not in header:
-                raise BadDataFileError(f"CSV file '{path.name}' has no column '{field}'.")
+                raise BadDataFileError(no_column(f"CSV file '{path.name}'", field, header))
             for row in reader:  # a record is named by its first line, as CSV errors are
                 problem = reader.problem(row, field)
                 if None in row:  # its fields can't be kept: they don't match the header
