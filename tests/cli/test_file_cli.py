@@ -195,6 +195,28 @@ def test_fill_of_a_folder_says_it_is_a_folder(tmp_path: Path) -> None:
     refused(done, "Input file 'texts' is a folder, not a file.")
 
 
+@pytest.mark.parametrize(
+    ("command", "name", "data"),
+    [("fill", "empty.txt", ""), ("fill", "header.csv", "id,text\n"), ("check", "empty.txt", "")],
+)
+def test_an_input_with_no_record_is_refused_before_any_file_is_made(
+    tmp_path: Path, command: str, name: str, data: str
+) -> None:
+    """It said "filled 0 lines, 0 bad" and then this error, and left an empty output, an
+    errors file and a lock (a review). Refused before the model: NO_MODEL never loads."""
+    (tmp_path / name).write_text(data, encoding="utf-8")
+    done = run_cli(command, name, "-o", "out.jsonl", *NO_MODEL, cwd=tmp_path)
+    verb = "filled" if command == "fill" else "checked"
+    refused(done, f"{name} holds no text, so no line was {verb}.")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_fill_of_stdin_says_it_reads_a_file(tmp_path: Path) -> None:
+    done = run_cli("fill", "-", "-o", "out.jsonl", *NO_MODEL, cwd=tmp_path, stdin="画龙点[MASK]\n")
+    refused(done, "fill reads a file, not standard input ('-')")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_eval_field_of_the_wrong_type_names_the_line(tmp_path: Path) -> None:
     items = tmp_path / "items.jsonl"
     items.write_text(

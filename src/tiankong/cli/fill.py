@@ -41,7 +41,7 @@ from tiankong.cli.predict import (
 from tiankong.cli.root import app
 from tiankong.config import Settings
 from tiankong.core.options import PredictOptions
-from tiankong.errors import BadDataFileError
+from tiankong.errors import BadDataFileError, BadOptionError
 
 if TYPE_CHECKING:
     from tiankong.offline.resume import Checkpoint, FillJob
@@ -114,6 +114,11 @@ def fill_command(
     from tiankong.offline.resume import Checkpoint, FillJob
     from tiankong.service import FillMasker
 
+    if str(input_file) == "-":  # it said "Input file '-' does not exist."
+        raise BadOptionError(
+            "fill reads a file, not standard input ('-'): it resumes by the file's lines. Save "
+            "the texts to a file, one a line, and give its path (predict reads stdin)."
+        )
     job = FillJob(
         input=input_file,
         output=output,
@@ -136,6 +141,7 @@ def fill_command(
     else:  # the files (and the input's encoding) are checked before the model loads
         check_files(job)
         total = count_records(input_file, input_kind(input_file, input_format))
+        refuse_empty(total, job, "filled")
     # validates the model and the options up front
     masker = int8_warned(FillMasker.load(settings=settings))
     options = decoding_options(
@@ -204,6 +210,14 @@ def fill_command(
         state = run_fill(job, settings, options, on_progress, on_start)
     console.print(summary_line("filled", start, state, job), soft_wrap=True, highlight=False)
     refuse_if_none_done("filled", state, job)
+
+
+def refuse_empty(total: int, job: FillJob, verb: str) -> None:
+    """An input with no record is refused before the model loads and before any file is made:
+    it was "filled 0 lines, 0 bad" and then this error, leaving an empty output, an errors
+    file and a lock behind (a review)."""
+    if total == 0:
+        raise BadDataFileError(f"{job.input} holds no text, so no line was {verb}.")
 
 
 def refuse_if_none_done(verb: str, state: Checkpoint, job: FillJob) -> None:
