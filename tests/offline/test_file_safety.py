@@ -415,3 +415,23 @@ def test_a_report_the_system_refuses_is_refused_before_the_work(tmp_path: Path) 
     report.write_text("kept\n", encoding="utf-8")
     check_report(report, source)
     assert report.read_text(encoding="utf-8") == "kept\n"
+
+
+def test_one_line_that_is_not_utf8_is_named_by_its_number(tmp_path: Path) -> None:
+    """A GBK line at line 2,245 of a UTF-8 file was refused with no line to look at (a
+    review); a file that is another encoding from its first line is named as before."""
+    from tiankong.offline.files import open_text
+
+    mixed = tmp_path / "mixed.jsonl"
+    good = '{"text": "画龙点[MASK]"}\n' * 2244
+    mixed.write_bytes(good.encode() + '{"text": "守株待[MASK]"}\n'.encode("gbk"))
+    with pytest.raises(BadDataFileError) as refused, open_text(mixed, "Input file") as handle:
+        handle.read()
+    assert str(refused.value).startswith(
+        f"Input file '{mixed}' (line 2245) can't be read as UTF-8 text (invalid continuation"
+    )
+    gbk = tmp_path / "gbk.txt"
+    gbk.write_bytes("画龙点[MASK]\n".encode("gbk"))
+    with pytest.raises(BadDataFileError) as whole, open_text(gbk, "Input file") as handle:
+        handle.read()
+    assert str(whole.value).startswith(f"Input file '{gbk}' can't be read as UTF-8 text")
