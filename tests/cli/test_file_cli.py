@@ -47,7 +47,8 @@ def test_an_input_that_is_not_utf8_is_exit_2(
     (tmp_path / name).write_bytes(data)
     output = [] if command == "eval" else ["-o", "out.jsonl"]
     done = run_cli(command, name, *output, *model_flags(tiny_model_dir), cwd=tmp_path)
-    refused(done, f"'{name}' can't be read as UTF-8 text")
+    where = " (line 2)" if name == "gbk.csv" else ""  # its header is ASCII: UTF-8 too
+    refused(done, f"'{name}'{where} can't be read as UTF-8 text")
 
 
 @pytest.mark.parametrize("name", ["excel.csv", "bom.jsonl"])
