@@ -98,6 +98,9 @@ def test_what_ray_data_would_stop_on_is_one_sentence_first(
     # (Ray turned the number 1 into the string "1", or stopped on the block)
     refused("array.jsonl", '{"text": "画龙点[MASK]"}\n["a", "b"]\n', "c", BadDataFileError,
             "Line 2 .* not a JSON object")  # fmt: skip
+    # a result-named field after the first block was dropped without a word (a review)
+    refused("late.jsonl", '{"text": "画龙点[MASK]"}\n{"text": "a[MASK]", "error": "x"}\n', "p",
+            BadDataFileError, "Line 2 .* has the field 'error', the name of a result")  # fmt: skip
     refused(
         "typed.jsonl",
         '{"text": "画龙点[MASK]", "id": 1}\n{"text": "好[MASK]", "id": null}\n'

@@ -307,6 +307,13 @@ def check_jsonl_lines(job: FillJob, kind: str) -> None:
                     f"{where} is not a JSON object; on Ray every line must be one {elsewhere}."
                 )
             for field, value in record.items():  # Arrow gives a column one type
+                if field in OUTPUT_COLUMNS and not field == job.text_field == "text":
+                    # the check on the dataset's columns sees the first block's alone, and a
+                    # later block's result-named field was dropped without a word (a review)
+                    raise BadDataFileError(
+                        f"{where} has the field '{field}', the name of a result column "
+                        f"({', '.join(OUTPUT_COLUMNS)}); rename it."
+                    )
                 kind_of = json_type(value)
                 if kind_of in ("a list", "an object"):
                     raise BadDataFileError(
