@@ -293,3 +293,37 @@ def test_forward_rows_bound_the_rows_the_index_scores_too(
     assert sum(scored) <= request.forward_rows()
     unindexed = masker.prepare_request(text, masker.options(5, mode=mode, index=False))
     assert not unindexed.indexed and unindexed.forward_rows() < request.forward_rows()
+
+
+def test_evidence_for_traditional_text_quotes_the_users_words_and_the_answer(
+    tmp_path: Path,
+) -> None:
+    """The match was written with one form per character over the whole query: 出發 made every
+    发 發, so 出發之前，他理了理頭[MASK] answered 髮 with the 出处 頭發, and 然後 turned 皇后 into
+    皇後 (a review). The match is now the user's own sentence with the answer in it."""
+    from tiankong import Settings
+    from tiankong.index import build_index
+
+    corpus = tmp_path / "corpus.txt"
+    lines = ["出发之前，他理了理头发。", "皇后在宮裡梳頭髮，然後出發去看戲。"]
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    build_index([corpus], tmp_path / "idx", progress=False)
+    masker = FillMasker.load(settings=Settings(precision="fp32"), index=str(tmp_path / "idx"))
+    texts = ["出發之前，他理了理頭[MASK]。", "出[MASK]之前，他理了理頭髮。"]
+    texts += ["皇后在宮裡梳頭[MASK]，然後出發去看戲。", "皇[MASK]在宮裡梳頭髮，然後出發去看戲。"]
+    for text in texts:
+        result = masker.predict(text, top_k=1)
+        best = result.masks[0][0]
+        assert best.memory is not None and best.memory["match"] == result.sequence, text
+    blank = masker.predict("出發之前，他理了理頭[BLANK]。", top_k=1).sequences[0]
+    assert blank.memory is not None
+    assert blank.memory["match"] == blank.text == "出發之前，他理了理頭髮。"
+    options = masker.predict("出發之前，他理了理頭[MASK]。", candidates=("髮", "發")).candidates
+    assert [(c.option, c.memory and c.memory["match"]) for c in options] == [
+        ("髮", "出發之前，他理了理頭髮。"),
+        ("發", "出發之前，他理了理頭發。"),  # the option as typed, in the user's sentence
+    ]
+    word = masker.predict("出發之前，他理了理[MASK][MASK]。", mode="whole_word", top_k=1)
+    assert word.sequence == "出發之前，他理了理頭髮。"
+    assert [mask[0].token for mask in word.masks] == ["頭", "髮"]  # as the sentence reads
+    assert all(mask[0].memory["match"] == word.sequence for mask in word.masks)

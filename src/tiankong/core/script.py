@@ -198,7 +198,8 @@ def written_in(
             lean = back_at(0)
             option = typed.pop(0) if typed else lean(candidate.option)
             text = fill_text(one_blank(script.typed), [option], BLANK)
-            found = memory_in(candidate.memory, lean, script.typed_forms)
+            filled = Filled(candidate.text, text, before_blank)
+            found = memory_in(candidate.memory, lean, script.typed_forms, filled)
             return replace(candidate, option=option, text=text, memory=found)
         text = back(candidate.text)
         end = before_blank + len(candidate.option)
@@ -209,11 +210,12 @@ def written_in(
         option = typed.pop(0) if typed else back(candidate.option)
         if len(text) == len(candidate.text) and len(option) == len(candidate.option):
             text = text[:before_blank] + option + text[end:]  # the fill as typed
+        filled = Filled(candidate.text, text, before_blank)
         return replace(
             candidate,
             option=option,
             text=text,
-            memory=memory_in(candidate.memory, back, script.typed_forms),
+            memory=memory_in(candidate.memory, back, script.typed_forms, filled),
         )
 
     # each blank's own conversion: the script's everywhere, or in a mixed text where its place
@@ -233,10 +235,21 @@ def written_in(
     def back_at(blank: int) -> Callable[[str], str]:
         return placed[blank] if blank < len(placed) else (placed[0] if placed else back)
 
+    # each mask is written, and its evidence placed, in the sentence read with the other masks'
+    # best fills: 出發之前，他理了理[MASK][MASK] wrote its second mask 發 beside a [MASK], where
+    # its sequence read 頭髮 (a review)
+    tops = [found[0].token if found else MASK for found in result.masks]
+
+    def in_sentence(mask: int, fill: str) -> str:
+        return in_context(others_filled(result.text, mask, tops), 0, fill, back_at(mask))
+
+    written_tops = [in_sentence(mask, top) for mask, top in enumerate(tops)]
+
     def written(mask: int, candidate: TokenScore) -> TokenScore:
-        token = in_context(result.text, mask, candidate.token, back_at(mask))
+        token = in_sentence(mask, candidate.token)
         token_id = (vocab or {}).get(token, candidate.token_id)
-        found = memory_in(candidate.memory, back_at(mask), script.typed_forms)
+        filled = filled_at(script, mask, tops, written_tops, candidate.token, token)
+        found = memory_in(candidate.memory, back_at(mask), script.typed_forms, filled)
         return replace(candidate, token=token, token_id=token_id, memory=found)
 
     def sequence_as_typed(sequence: SequenceFill) -> SequenceFill:
@@ -253,7 +266,8 @@ def written_in(
             fills = fills_in(text, result.text, sequence.fills)
         if fills is None:
             fills = tuple(back(fill) for fill in sequence.fills)
-        found = memory_in(sequence.memory, back_at(0), script.typed_forms)
+        filled = Filled(sequence.text, text, result.text.find(marker))
+        found = memory_in(sequence.memory, back_at(0), script.typed_forms, filled)
         return replace(sequence, fill="".join(fills), text=text, fills=fills, memory=found)
 
     masks = [[written(m, c) for c in candidates] for m, candidates in enumerate(result.masks)]
@@ -282,6 +296,37 @@ def written_in(
 
 def same(text: str) -> str:
     return text
+
+
+def others_filled(text: str, mask: int, fills: Sequence[str], fill: str = MASK) -> str:
+    """``text`` with each [MASK] but the ``mask``-th holding its ``fills`` entry, and the
+    ``mask``-th ``fill`` (left a [MASK] by default)."""
+    parts = text.split(MASK)
+    return parts[0] + "".join(
+        (fill if index == mask else fills[index]) + part for index, part in enumerate(parts[1:])
+    )
+
+
+def filled_at(
+    script: Script,
+    mask: int,
+    tops: Sequence[str],
+    written_tops: Sequence[str],
+    fill: str,
+    written: str,
+) -> Filled | None:
+    """The sentence with its ``mask``-th [MASK] holding ``fill`` and the others their best
+    fills (``tops``), simplified and as the user reads it (``written``, ``written_tops``), as
+    ``Filled``; None where the typed text and the simplified one don't keep their places."""
+    if len(script.simplified) != len(script.typed):
+        return None
+    parts = script.simplified.split(MASK)
+    at = len(parts[0]) + sum(len(tops[i]) + len(parts[i + 1]) for i in range(mask))
+    return Filled(
+        others_filled(script.simplified, mask, tops, fill),
+        others_filled(script.typed, mask, written_tops, written),
+        at,
+    )
 
 
 def blank_places(text: str, marker: str) -> list[tuple[int, int]]:
@@ -401,26 +446,63 @@ def simplified_only(character: str) -> bool:
 
 
 def memory_in(
-    found: Memory, back: Callable[[str], str], forms: Mapping[str, str] | None = None
+    found: Memory,
+    back: Callable[[str], str],
+    forms: Mapping[str, str] | None = None,
+    filled: Filled | None = None,
 ) -> Memory:
-    """Evidence (出处) with its strings written by ``back``, and the characters of its match
-    (the user's text around the fill, as the index found it) written as the user typed them
-    (``forms``, ``Script.typed_forms``), in the match and where it stands in the example: a
-    quotation converted by OpenCC alone misquoted the user's own words (路上行人欲斷魂 came back
-    路上行人慾斷魂 in both). The rest of the example is OpenCC's conversion of the corpus text.
+    """Evidence (出处) with its strings written by ``back``, and its match (the user's text
+    around the fill, as the index found it) written as the user reads it: where ``filled``
+    (``Filled``: the filled sentence simplified, and as the user reads it) holds the match at
+    the fill, the match is that span of the user's sentence, character for character, and so
+    is its place in the example; else the characters the user typed in one form are put back
+    in it (``forms``, ``Script.typed_forms``). A quotation converted by OpenCC alone misquoted
+    the user's own words (路上行人欲斷魂 came back 路上行人慾斷魂); one form per character
+    applied to the whole match misquoted the answer (出發之前，他理了理頭[MASK] answered 髮 with
+    the 出处 頭發: a review). The rest of the example is OpenCC's conversion of the corpus text.
 
     >>> memory_in({"match": "欲断魂", "example": "行人欲断魂。"}, lambda t: t.replace("欲", "慾"),
     ...           {"欲": "欲"})
     {'match': '欲断魂', 'example': '行人欲断魂。'}
+    >>> memory_in({"match": "出发头发", "example": "出发头发。"}, lambda t: t,
+    ...           filled=Filled("出发头发", "出發頭髮", 3))
+    {'match': '出發頭髮', 'example': '出發頭髮。'}
     """
     if found is None:
         return None
     match, example = found["match"], found["example"]
-    written_match, written_example = as_typed(match, back(match), forms), back(example)
+    written_match = filled.span_of(match) if filled is not None else None
+    if written_match is None:
+        written_match = as_typed(match, back(match), forms)
+    written_example = back(example)
     at = example.find(match)
     if at >= 0 and len(written_example) == len(example):
         written_example = written_example[:at] + written_match + written_example[at + len(match) :]
     return {**found, "match": written_match, "example": written_example}
+
+
+@dataclass(frozen=True)
+class Filled:
+    """A filled sentence as the model and the index read it (simplified) and as the user reads
+    it (``written``: their text as typed, the fill in their script), and where the fill starts
+    in it: the two keep their places where their lengths agree."""
+
+    simplified: str
+    written: str
+    at: int
+
+    def span_of(self, match: str) -> str | None:
+        """The user's own characters where ``match`` stands over the fill in the simplified
+        sentence (the index's match is the text around the fill); None where it can't be
+        placed (the conversion changed the length, or the match is not there)."""
+        if len(self.simplified) != len(self.written) or not match:
+            return None
+        start = self.simplified.find(match)
+        while start >= 0:
+            if start <= self.at < start + len(match):
+                return self.written[start : start + len(match)]
+            start = self.simplified.find(match, start + 1)
+        return None
 
 
 def as_typed(simplified: str, written: str, forms: Mapping[str, str] | None) -> str:
