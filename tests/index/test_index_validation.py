@@ -336,3 +336,40 @@ def test_a_field_no_input_has_is_not_recorded(tmp_path: Path) -> None:
     path.write_text("画龙点睛\n守株待兔\n", encoding="utf-8")
     manifest = build_index([path], tmp_path / "out", field="text", progress=False)
     assert manifest["recipe"]["field"] is None
+
+
+def test_two_sources_of_one_name_in_two_folders_are_each_fresh(tmp_path: Path) -> None:
+    """They were one entry by their name, and the unchanged pair was refused as stale."""
+    first, second = tmp_path / "d1" / "n.txt", tmp_path / "d2" / "n.txt"
+    for path, line in ((first, "春眠不觉晓，处处闻啼鸟。"), (second, "夜来风雨声，花落知多少。")):
+        path.parent.mkdir()
+        path.write_text(line + "\n", encoding="utf-8")
+    build_index([first, second], tmp_path / "idx", progress=False)
+    open_index(tmp_path / "idx", sources=[first, second])
+    second.write_text("夜来风雨声，花落知多小。\n", encoding="utf-8")
+    with pytest.raises(IndexStaleError, match=r"n\.txt changed since it was built"):
+        open_index(tmp_path / "idx", sources=[first, second])
+
+
+def test_an_index_whose_source_was_edited_since_is_refused_where_it_is_used(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """A textbook whose typo was fixed after the build kept its index: the index turned the
+    right 少 back into the typo and quoted text no longer in the file, exit 0 (a review). A
+    source deleted or moved is no change: the index holds its text. /info names sources only
+    by their names."""
+    from tiankong import FillMasker, Settings
+
+    book = tmp_path / "textbook.txt"
+    book.write_text("春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多小。\n", encoding="utf-8")
+    folder = tmp_path / "idx"
+    build_index([book], folder, progress=False)
+    settings = Settings(model=str(tiny_model_dir), engine="torch", threads=1)
+    masker = FillMasker.load(settings=settings, index=str(folder))
+    shown = masker.index.describe()["sources"][0]
+    assert shown["name"] == "textbook.txt" and not {"path", "mtime_ns"} & shown.keys()
+    book.write_text("春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。\n", encoding="utf-8")
+    with pytest.raises(IndexStaleError, match=r"was built from .*textbook\.txt, which has changed"):
+        FillMasker.load(settings=settings, index=str(folder))
+    book.unlink()
+    assert FillMasker.load(settings=settings, index=str(folder)).memory is not None

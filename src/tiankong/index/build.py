@@ -97,6 +97,10 @@ def build_index(
             sources.append(
                 {
                     "name": path.name,
+                    # where it was read, so that opening the index finds a source edited since
+                    # (store.check_recorded_sources); not shown in /info
+                    "path": str(path.resolve()),
+                    "mtime_ns": path.stat().st_mtime_ns,
                     "sha256": file_sha256(path),
                     "bytes": path.stat().st_size,
                     "passages": len(read),

@@ -39,7 +39,7 @@ from tiankong.index.combine import (
 )
 from tiankong.index.lookup import Blank, BlankLookup, BlankMatch, blanks_of
 from tiankong.index.options import option_match, spanning_fills
-from tiankong.index.store import CorpusIndex
+from tiankong.index.store import CorpusIndex, check_recorded_sources
 from tiankong.index.tokens import tokenizer_fingerprint
 
 INDEX_KEYWORDS = ("auto", "bundled", "none")
@@ -292,6 +292,7 @@ def choose_memory(
         return MemoryChoice(setting, CorpusMemory(index, "bundled", tokenizer), why)
     try:
         index = CorpusIndex.open(Path(setting).expanduser(), fingerprint)
+        check_recorded_sources(index.folder, index.manifest)  # a user's corpus, edited since
     except IndexTokenizerMismatchError:
         raise IndexTokenizerMismatchError(
             f"The index {setting} was built with another tokenizer than model '{model.name}' "

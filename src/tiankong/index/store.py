@@ -287,9 +287,15 @@ class CorpusIndex:
         return spelled.tobytes().decode("utf-32-le")
 
     def describe(self) -> dict[str, Any]:
-        """What /info shows: sources, counts, size and how it was built."""
+        """What /info shows: sources (by name: not where they lie on this machine), counts,
+        size and how it was built."""
         keys = ("sources", "counts", "bytes", "tokenizer", "recipe", "versions")
-        return {key: self.manifest.get(key) for key in keys}
+        shown = {key: self.manifest.get(key) for key in keys}
+        shown["sources"] = [
+            {key: value for key, value in source.items() if key not in ("path", "mtime_ns")}
+            for source in shown["sources"] or []
+        ]
+        return shown
 
 
 def find(array: np.ndarray, value: int, side: Literal["left", "right"] = "left") -> int:
@@ -349,11 +355,38 @@ def check_files(folder: Path, manifest: dict[str, Any]) -> None:
 
 
 def check_fresh(folder: Path, manifest: dict[str, Any], sources: list[Path]) -> None:
-    recorded = {source["name"]: source["sha256"] for source in manifest["sources"]}
+    """Each of ``sources`` as it was read for the index: the content of one of the sources of
+    its name, and where its path is recorded, that source's (two sources of one name in two
+    folders were one entry, and an unchanged pair was refused: a review)."""
+    by_path = {source.get("path"): source["sha256"] for source in manifest["sources"]}
+    by_name: dict[str, set[str]] = {}
+    for source in manifest["sources"]:
+        by_name.setdefault(source["name"], set()).add(source["sha256"])
     for path in sources:
         if not path.is_file():
             raise IndexStaleError(f"The index source {path} is gone; rebuild the index.")
-        if recorded.get(path.name) != file_sha256(path):
+        digest = file_sha256(path)
+        where = str(path.resolve())
+        if by_path.get(where, digest) != digest or digest not in by_name.get(path.name, ()):
             raise IndexStaleError(
                 f"The index {folder} is stale: {path.name} changed since it was built; rebuild it."
+            )
+
+
+def check_recorded_sources(folder: Path, manifest: dict[str, Any]) -> None:
+    """An index whose source, where it was read, has changed since the build is stale: it was
+    used without a word, and turned a typo fixed in the text back into the typo (a review).
+    The size and modification time find it without hashing every source on every start; a
+    file that moved or was deleted is not a change (the index holds its text)."""
+    for source in manifest.get("sources") or []:
+        path = Path(source.get("path") or "")
+        if not source.get("path") or not path.is_file():
+            continue
+        stat = path.stat()
+        if (stat.st_size, stat.st_mtime_ns) == (source.get("bytes"), source.get("mtime_ns")):
+            continue
+        if file_sha256(path) != source.get("sha256"):
+            raise IndexStaleError(
+                f"The index {folder} was built from {path}, which has changed since; rebuild "
+                f"it with `tiankong index build FILES -o {folder}`."
             )
