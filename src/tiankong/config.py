@@ -169,7 +169,7 @@ class Settings:
     engine: str = setting(
         "auto",
         "--engine",
-        help="auto, torch, onnx or openvino.",
+        help="auto, torch, onnx or openvino (fake: a stand-in for benchmarks and tests).",
         shows_default=True,
         choices=ENGINES,
     )

@@ -518,3 +518,18 @@ def test_a_longer_target_that_cuts_the_text_is_refused_and_said(client: TestClie
     response = client.post("/", json={"inputs": text, "parameters": {"targets": ["飞鸟", "鸟"]}})
     assert_error(response, 400, "text_too_long")
     assert client.post("/", json={"inputs": text}).status_code == 200  # one mask: whole
+
+
+def test_the_readmes_cost_example_is_what_the_server_prices() -> None:
+    """README "Cost": 64 texts x 16 masks x beam 64 is 75,840 rows with the bundled index and
+    65,600 without, over the default cap of 16,384 (the README said 65,600 alone: a review)."""
+    from tiankong import Settings
+    from tiankong.server import create_app
+
+    body = {"texts": ["[MASK]" * 16] * 64, "mode": "whole_word", "beam_width": 64}
+    with TestClient(create_app(Settings(engine="fake", threads=1))) as bundled:
+        for index, rows in ((True, "75,840"), (False, "65,600")):
+            answer = bundled.post("/batch_predict", json={**body, "index": index})
+            assert answer.status_code == 400, answer.text
+            message = answer.json()["error"]["message"]
+            assert f"would cost {rows} forward rows, over this server's limit of 16,384" in message
