@@ -7,6 +7,7 @@ import lzma
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -373,3 +374,29 @@ def test_an_index_whose_source_was_edited_since_is_refused_where_it_is_used(
         FillMasker.load(settings=settings, index=str(folder))
     book.unlink()
     assert FillMasker.load(settings=settings, index=str(folder)).memory is not None
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda m: m["files"]["tokens.bin"].update(dtype="<u8"),
+        lambda m: m["files"]["tokens.bin"].update(dtype="x"),
+        lambda m: m["files"]["tokens.bin"].pop("dtype"),
+        lambda m: m["files"]["suffix_array.bin"].pop("bits"),
+        lambda m: m["files"]["suffix_array.bin"].update(bits="many"),
+        lambda m: m.pop("tokenizer"),
+        lambda m: m.update(tokenizer=None),
+    ],
+)
+def test_a_damaged_manifest_whose_files_agree_is_corrupt_not_a_traceback(
+    copy_of: Path, damage: Any
+) -> None:
+    """A manifest edited where the files' sizes still agree with it gave a ValueError, KeyError
+    or TypeError traceback, exit 1, on predict, check and serve (a review)."""
+    path = copy_of / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    damage(manifest)
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(IndexCorruptError, match=r"is damaged|is corrupt") as caught:
+        open_index(copy_of)
+    assert mapping_for(caught.value).exit_code == 3

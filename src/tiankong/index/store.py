@@ -121,17 +121,25 @@ class CorpusIndex:
         folder = Path(folder)
         manifest = read_manifest(folder)
         check_files(folder, manifest)
-        built_with = manifest["tokenizer"]["fingerprint"]
-        if tokenizer_fingerprint is not None and tokenizer_fingerprint != built_with:
-            raise IndexTokenizerMismatchError(
-                f"The index {folder} was built with a different tokenizer than the model's; "
-                "rebuild it with the model's tokenizer."
-            )
-        if sources is not None:
-            check_fresh(folder, manifest, [Path(path) for path in sources])
-        index = cls(folder, manifest)
-        index.check_sorted()
-        index.check_characters()
+        try:
+            built_with = manifest["tokenizer"]["fingerprint"]
+            if tokenizer_fingerprint is not None and tokenizer_fingerprint != built_with:
+                raise IndexTokenizerMismatchError(
+                    f"The index {folder} was built with a different tokenizer than the "
+                    "model's; rebuild it with the model's tokenizer."
+                )
+            if sources is not None:
+                check_fresh(folder, manifest, [Path(path) for path in sources])
+            index = cls(folder, manifest)
+            index.check_sorted()
+            index.check_characters()
+        except (KeyError, TypeError, ValueError, IndexError) as error:
+            # a manifest edited or damaged where its files agree with it (a dtype, a missing
+            # tokenizer or bits): a traceback, exit 1 (a review)
+            raise IndexCorruptError(
+                f"The index manifest in {folder} is damaged ({type(error).__name__}: a field "
+                "missing or of the wrong kind); rebuild the index."
+            ) from None
         return index
 
     @staticmethod
@@ -379,8 +387,10 @@ def check_recorded_sources(folder: Path, manifest: dict[str, Any]) -> None:
     The size and modification time find it without hashing every source on every start; a
     file that moved or was deleted is not a change (the index holds its text)."""
     for source in manifest.get("sources") or []:
-        path = Path(source.get("path") or "")
-        if not source.get("path") or not path.is_file():
+        if not isinstance(source, dict) or not isinstance(source.get("path"), str):
+            continue  # an index from before paths were recorded
+        path = Path(source["path"])
+        if not path.is_file():
             continue
         stat = path.stat()
         if (stat.st_size, stat.st_mtime_ns) == (source.get("bytes"), source.get("mtime_ns")):
