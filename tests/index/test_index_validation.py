@@ -50,6 +50,16 @@ def test_missing_index(tmp_path: Path) -> None:
     assert mapping_for(caught.value).exit_code == EXIT_MODEL_UNAVAILABLE == 3
 
 
+def test_a_text_file_given_as_the_index_says_how_to_build_one(tmp_path: Path) -> None:
+    poems = tmp_path / "poems.txt"
+    poems.write_text("春眠不觉晓，处处闻啼鸟。\n", encoding="utf-8")
+    with pytest.raises(
+        IndexUnavailableError, match="is a file, not an index folder; build"
+    ) as caught:
+        open_index(poems)
+    assert f"tiankong index build {poems} -o DIR" in str(caught.value)
+
+
 def test_folder_without_manifest_is_foreign(tmp_path: Path) -> None:
     (tmp_path / "tokens.bin").write_bytes(b"\0" * 8)
     with pytest.raises(IndexCorruptError, match="not a tiankong index"):

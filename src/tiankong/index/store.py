@@ -326,6 +326,11 @@ def map_file(path: Path) -> mmap.mmap | bytes:
 
 def read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / MANIFEST
+    if os.path.isfile(folder):  # the text itself, given where its index goes (a review)
+        raise IndexUnavailableError(
+            f"{folder} is a file, not an index folder; build an index from it with `tiankong "
+            f"index build {folder} -o DIR` and pass --index DIR."
+        )
     if not os.path.isdir(folder):
         raise IndexUnavailableError(f"There is no index at {folder}; build one first.")
     if not path.is_file():
