@@ -142,11 +142,12 @@ def proxy_problem(address: str) -> str | None:
     if address == "*":
         return None
     try:
-        ipaddress.ip_network(address, strict=False)
+        ipaddress.ip_network(address)  # strict, as uvicorn reads it: 10.0.0.1/8 matched nothing
     except ValueError:
         return (
-            f"--forwarded-allow-ip '{address}' is not an IP address or network; give the "
-            "reverse proxy's address (127.0.0.1), a network (10.0.0.0/8) or *."
+            f"--forwarded-allow-ip '{address}' is not an IP address or network (a network is "
+            "written by its first address, 10.0.0.0/8); give the reverse proxy's address "
+            "(127.0.0.1), a network or *."
         )
     return None
 

@@ -150,5 +150,12 @@ def test_a_check_is_not_resumed_on_another_engine_or_precision(
     job.checkpoint.write_text(
         json.dumps({**saved, "engine": "openvino", "precision": "bf16"}), encoding="utf-8"
     )
-    with pytest.raises(BadDataFileError, match=r"was started on bf16 \(openvino\) and this run"):
+    with pytest.raises(
+        BadDataFileError, match=r"was started on bf16 \(openvino\) and this run"
+    ) as refused:
         run_check_file(job, checker)
+    # its advice is what check can do: its run key holds --engine and --precision as typed, so
+    # "pass --engine openvino --precision bf16" was refused in turn (a review)
+    assert "change); resume it with the first run's --threads, or pass --restart" in str(
+        refused.value
+    )

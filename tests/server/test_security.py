@@ -666,9 +666,26 @@ def test_x_forwarded_for_names_the_client_only_from_a_named_proxy() -> None:
     assert client_seen(proxied, "198.51.100.2", "203.0.113.7") == "198.51.100.2"  # not a proxy
     network = Settings(engine="fake", forwarded_allow_ips=("10.0.0.0/8",))
     assert client_seen(network, "10.1.2.3", "203.0.113.7") == "203.0.113.7"
+    # * beside an address: uvicorn trusted that address alone (a review); * is every address
+    anyone = Settings(engine="fake", forwarded_allow_ips=("*", "10.0.0.1"))
+    assert client_seen(anyone, "198.51.100.2", "203.0.113.7") == "203.0.113.7"
 
 
-@pytest.mark.parametrize("address", ["nonsense", "127.0.0.1:8000", "", "10.0.0.0/33"])
+# 10.0.0.1/8 (host bits set): uvicorn reads networks strictly, and it matched nothing
+@pytest.mark.parametrize("address", ["nonsense", "127.0.0.1:8000", "", "10.0.0.0/33", "10.0.0.1/8"])
 def test_a_forwarded_allow_ip_that_matches_nothing_is_refused(address: str) -> None:
     with pytest.raises(BadOptionError, match="--forwarded-allow-ip"):
         check_settings(Settings(forwarded_allow_ips=(address,)))
+
+
+def test_forwarded_allow_ip_is_refused_under_ray() -> None:
+    """Ray Serve's proxy is its own uvicorn, which reads X-Forwarded-For itself: the flag was
+    accepted and did nothing there (a review)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tiankong", "serve", "--ray", "--forwarded-allow-ip", "127.0.0.1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr == "error: --forwarded-allow-ip applies only without --ray; leave it out.\n"

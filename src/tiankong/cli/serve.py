@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tiankong.cli.options import ALL_FLAGS, refuse_without_ray, settings_flags
+from tiankong.cli.options import ALL_FLAGS, refuse_unread, refuse_without_ray, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import ScaleOptions, Settings, check_blank_secrets
 from tiankong.errors import BadOptionError
@@ -49,6 +49,8 @@ def serve_command(
     # reads a blank env twin as unset, but a blank secret (TIANKONG_API_KEYS=) is refused
     check_blank_secrets(os.environ)
     refuse_without_ray(ray, typed)
+    if ray:  # Ray Serve's proxy is its own uvicorn, which reads X-Forwarded-For itself
+        refuse_unread(typed, {"forwarded_allow_ips": "--forwarded-allow-ip"}, "without --ray")
     load_api_keys(settings)  # an unreadable or empty keys file: one sentence, before loading
     if ray:
         serve_with_ray(settings, scale, "threads" in given, ray_address)

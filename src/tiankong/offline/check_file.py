@@ -83,7 +83,7 @@ def check_rows(
     model, engine = checker.masker.model, checker.masker.engine
     # as fill's: the first part on fp32 and the rest on bf16 (other --threads) mixed two
     # precisions' answers in one output (a review)
-    check_served(job, state, str(engine.name), str(engine.precision))
+    check_served(job, state, str(engine.name), str(engine.precision), "--threads")
     check_weights(job, state, model, model_weights(model))
     check_index(job, state, index_build(checker.masker))
     if on_start:

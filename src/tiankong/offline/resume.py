@@ -202,20 +202,27 @@ FILL_ANSWER_SETTINGS = tuple(
 )
 
 
-def check_served(job: FillJob, state: Checkpoint, engine: str, precision: str) -> None:
+FILL_FLAGS = "--workers and --threads"  # what changes fill's --precision auto choice
+
+
+def check_served(
+    job: FillJob, state: Checkpoint, engine: str, precision: str, flags: str = FILL_FLAGS
+) -> None:
     """A resumed run must serve on the engine and precision its first part did, as resolved:
     ``--precision auto`` chooses by the threads each worker has (``--workers 2`` on two cores
     chose ONNX INT8, one worker OpenVINO bf16), and a resume with other workers mixed the two in
-    one output. The checkpoint of a fresh run records them."""
+    one output. The checkpoint of a fresh run records them. ``flags``: what changes the choice
+    in this command (``check`` has no --workers, and its run key holds --engine and --precision
+    as typed, so naming them would be refused in turn: a review)."""
     if state.engine and (state.engine, state.precision) != (engine, precision):
         was, now = f"{state.precision} ({state.engine})", f"{precision} ({engine})"
         advice = f"pass --engine {state.engine} --precision {state.precision} to resume it"
-        if "+" in state.engine + state.precision:  # a split: two engines, no flag names both
-            advice = "resume it with the first run's --workers and --threads"
+        if flags != FILL_FLAGS or "+" in state.engine + state.precision:
+            advice = f"resume it with the first run's {flags}"  # (a split: no flag names both)
         raise BadDataFileError(
             f"'{job.output.name}' was started on {was} and this run serves {now} "
-            "(--precision auto chooses by the threads each worker has, which --workers and "
-            f"--threads change); {advice}, or pass --restart to start over."
+            f"(--precision auto chooses by the threads, which {flags} change); {advice}, or "
+            "pass --restart to start over."
         )
     state.engine, state.precision = engine, precision
 

@@ -108,8 +108,14 @@ def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
         # from the proxies named: uvicorn's default trusts it from 127.0.0.1, so through a
         # local proxy that passes the header on, a client chose its own address (a review)
         proxy_headers=bool(settings.forwarded_allow_ips),
-        forwarded_allow_ips=list(settings.forwarded_allow_ips) or None,
+        forwarded_allow_ips=trusted_proxies(settings.forwarded_allow_ips),
     )
+
+
+def trusted_proxies(given: tuple[str, ...]) -> list[str] | None:
+    """``--forwarded-allow-ip`` as uvicorn reads it: ``*`` trusts every address only alone in
+    the list (beside an address it matched nothing: a review), so with it the list is ``*``."""
+    return ["*"] if "*" in given else list(given) or None
 
 
 def run_server(app: FastAPI, settings: Settings, listener: socket.socket) -> None:
