@@ -48,8 +48,8 @@ def names_a_file(text: str) -> bool:
     return len(text) < 4096 and "\n" not in text and os.path.isfile(text)
 
 
-# what a file name ends with, where a sentence doesn't: `check 我的作文.txt` with the file
-# elsewhere proofread the name and said "no errors found" (a review)
+# what a file name ends with: `check 我的作文.txt` with the file elsewhere proofread the name
+# and said "no errors found" without a word of the file (a review)
 FILE_SUFFIXES = (".txt", ".jsonl", ".json", ".ndjson", ".csv", ".tsv", ".md")
 
 
@@ -136,9 +136,11 @@ def check_command(
             f"'{text}' is a file; check it with -o: tiankong check {text} -o OUT.jsonl."
         )
     if text is not None and looks_like_a_file(text):
-        raise BadOptionError(
-            f"'{text}' looks like a file name, but no such file is here; give the file's path "
-            "with -o OUT.jsonl to check it (or pipe a sentence on stdin to check the words)."
+        # said, not refused: a sentence may end so too (请查看README.md: a review)
+        typer.echo(
+            f"warning: '{text}' looks like a file name, but no such file is here; it is checked "
+            "as a sentence (to check a file: tiankong check FILE -o OUT.jsonl).",
+            err=True,
         )
     checker = load_checker(settings)
     console = Console(soft_wrap=True)  # a long sentence is one line, also in a file
