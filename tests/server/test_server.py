@@ -844,3 +844,14 @@ def test_index_asked_of_a_server_without_one_is_warned(client: TestClient) -> No
     batch = client.post("/batch_predict", json={"texts": [POEM, "没有空"], "index": True}).json()
     assert batch["results"][0]["warnings"] == [warned + "; the answers are the model's own."]
     assert batch["results"][1]["error"]["code"] == "no_mask"
+
+
+def test_the_library_takes_a_constraint_list_longer_than_a_request_may(
+    tiny_masker: FillMasker,
+) -> None:
+    """The 2,000-entry limit is the server's (each entry is tokenized on its event loop): the
+    library and the CLI restrict fills to a list of 3,500 common characters, say (it refused
+    them too: a self-review)."""
+    common = [c for c in tiny_masker.encoder.vocab if len(c) == 1 and "\u4e00" <= c <= "\u9fff"]
+    options = tiny_masker.options(allowed=common[:3500])
+    assert options.constraints is not None and len(options.constraints.allowed) == 3500

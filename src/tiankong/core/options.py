@@ -15,10 +15,10 @@ from tiankong.errors import BadOptionError
 
 MODES = ("single", "whole_word", "candidates")
 MAX_CANDIDATES = 50
-# allowed / exclude entries (and the HF route's targets) a request may list: each is tokenized
-# on its own, about 25 us, before any engine work, and a list of 100,000 held every other
-# request of the server (its /health too) for 4-5 s (a review); a restriction to a script is
-# a preset (chinese_only), not a list of its characters
+# allowed / exclude entries (and the HF route's targets) an HTTP request may list: each is
+# tokenized on its own, about 25 us, on the server's event loop, and a list of 100,000 held
+# every other request (its /health too) for 4-5 s (a review). The library and the CLI take
+# any number (the 3,500 characters of a list of common characters, say).
 MAX_CONSTRAINT_ENTRIES = 2000
 # each numeric option's range, checked here and published in the OpenAPI document
 RANGES: dict[str, tuple[float, float]] = {
@@ -215,7 +215,6 @@ def check_constraint_words(constraints: Constraints) -> None:
     """Each ``allowed`` and ``exclude`` entry is a character or word: an empty one would match
     the vocabulary's empty token (bert-base-chinese has one) and fill the blank with nothing."""
     for field, words in (("allowed", constraints.allowed), ("exclude", constraints.exclude)):
-        check_entry_count(words, f"'{field}'")
         if any(not isinstance(word, str) or not word.strip() for word in words):
             raise BadOptionError(f"Every entry of '{field}' must be a non-empty string.")
         if any(MASK in normalize_masks(word) or BLANK in normalize_masks(word) for word in words):
@@ -227,7 +226,8 @@ def check_constraint_words(constraints: Constraints) -> None:
 
 
 def check_entry_count(entries: object, field: str) -> None:
-    """A list of at most MAX_CONSTRAINT_ENTRIES entries, counted before any entry is read."""
+    """A request's list of at most MAX_CONSTRAINT_ENTRIES entries, counted before any entry is
+    tokenized (the server's limit: ``server/dispatch.options_from_fields``, ``server/hf``)."""
     if isinstance(entries, tuple | list) and len(entries) > MAX_CONSTRAINT_ENTRIES:
         raise BadOptionError(
             f"At most {MAX_CONSTRAINT_ENTRIES} entries in {field}; got {len(entries)} (to keep "

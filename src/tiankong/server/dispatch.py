@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tiankong.config import Settings
-from tiankong.core.options import PredictOptions
+from tiankong.core.options import PredictOptions, check_entry_count
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.errors import BatchTooLargeError, TiankongError
@@ -26,7 +26,12 @@ from tiankong.serving.predictor import Predictor
 def options_from_fields(
     predictor: Predictor, top_k: int | None, fields: OptionFields
 ) -> PredictOptions:
-    """Validated options from a request's fields; a bad value is a ``BadOptionError`` (400)."""
+    """Validated options from a request's fields; a bad value is a ``BadOptionError`` (400).
+    The server's own limit first: at most MAX_CONSTRAINT_ENTRIES ``allowed`` and ``exclude``
+    entries, each tokenized on the event loop (the library and the CLI take any number)."""
+    for name, entries in (("allowed", fields.allowed), ("exclude", fields.exclude)):
+        if entries is not None:
+            check_entry_count(entries, f"'{name}'")
     return predictor.options(  # an empty list is refused there (core.options.EMPTY_LISTS)
         top_k,
         mode=fields.mode,
