@@ -241,7 +241,8 @@ def written_in(
     tops = [found[0].token if found else MASK for found in result.masks]
 
     def in_sentence(mask: int, fill: str) -> str:
-        return in_context(others_filled(result.text, mask, tops), 0, fill, back_at(mask))
+        left = tops[:mask].count(MASK)  # masks before it with no fill are still [MASK]s
+        return in_context(others_filled(result.text, mask, tops), left, fill, back_at(mask))
 
     written_tops = [in_sentence(mask, top) for mask, top in enumerate(tops)]
 

@@ -121,25 +121,24 @@ class CorpusIndex:
         folder = Path(folder)
         manifest = read_manifest(folder)
         check_files(folder, manifest)
+        check_fields(folder, manifest)
+        built_with = manifest["tokenizer"]["fingerprint"]
+        if tokenizer_fingerprint is not None and tokenizer_fingerprint != built_with:
+            raise IndexTokenizerMismatchError(
+                f"The index {folder} was built with a different tokenizer than the model's; "
+                "rebuild it with the model's tokenizer."
+            )
+        if sources is not None:
+            check_fresh(folder, manifest, [Path(path) for path in sources])
         try:
-            built_with = manifest["tokenizer"]["fingerprint"]
-            if tokenizer_fingerprint is not None and tokenizer_fingerprint != built_with:
-                raise IndexTokenizerMismatchError(
-                    f"The index {folder} was built with a different tokenizer than the "
-                    "model's; rebuild it with the model's tokenizer."
-                )
-            if sources is not None:
-                check_fresh(folder, manifest, [Path(path) for path in sources])
             index = cls(folder, manifest)
-            index.check_sorted()
-            index.check_characters()
-        except (KeyError, TypeError, ValueError, IndexError) as error:
-            # a manifest edited or damaged where its files agree with it (a dtype, a missing
-            # tokenizer or bits): a traceback, exit 1 (a review)
+        except ValueError:  # a dtype the files' sizes don't divide into (numpy's frombuffer)
             raise IndexCorruptError(
-                f"The index manifest in {folder} is damaged ({type(error).__name__}: a field "
-                "missing or of the wrong kind); rebuild the index."
+                f"The index {folder} is damaged (its files don't read as the manifest's types); "
+                "rebuild it."
             ) from None
+        index.check_sorted()
+        index.check_characters()
         return index
 
     @staticmethod
@@ -302,6 +301,7 @@ class CorpusIndex:
         shown["sources"] = [
             {key: value for key, value in source.items() if key not in ("path", "mtime_ns")}
             for source in shown["sources"] or []
+            if isinstance(source, dict)
         ]
         return shown
 
@@ -365,6 +365,35 @@ def check_files(folder: Path, manifest: dict[str, Any]) -> None:
                 f"{path.stat().st_size} bytes, the manifest says {spec.get('bytes')})."
             )
         spec["path"] = str(path)
+
+
+def check_fields(folder: Path, manifest: dict[str, Any]) -> None:
+    """The manifest's fields the opening reads, each of its kind: a manifest edited or damaged
+    where its files still agree with it (a dtype, a missing tokenizer or bits) was a KeyError,
+    TypeError or ValueError traceback, exit 1 (a review)."""
+    files = manifest["files"]  # a dict of dicts: check_files
+    tokenizer = manifest.get("tokenizer")
+    bits = files["suffix_array.bin"].get("bits")
+    fine = (
+        isinstance(tokenizer, dict)
+        and isinstance(tokenizer.get("fingerprint"), str)
+        and isinstance(bits, int)
+        and 0 < bits <= 64
+        and isinstance(manifest.get("sources", []), list)
+    )
+    for name in ARRAY_FILES:
+        if name == "suffix_array.bin":
+            continue  # packed rows of ``bits`` each, read as bytes
+        dtype = files[name].get("dtype")
+        try:
+            fine = fine and isinstance(dtype, str) and np.dtype(dtype).kind in "iu"
+        except TypeError:
+            fine = False
+    if not fine:
+        raise IndexCorruptError(
+            f"The index manifest in {folder} is damaged (a field missing or of the wrong kind); "
+            "rebuild the index."
+        )
 
 
 def check_fresh(folder: Path, manifest: dict[str, Any], sources: list[Path]) -> None:
