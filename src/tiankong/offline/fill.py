@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -264,13 +264,20 @@ def input_columns(path: Path, kind: str, field: str) -> list[str]:
         for _, _, _, fields in read_records(path, kind, field):
             keys.update(dict.fromkeys(fields))
         columns = list(keys)
-    clashes = [c for c in columns if c in CSV_COLUMNS and not c == field == "text"]
+    clashes = named_like_results(columns, CSV_COLUMNS, field)
     if clashes:
         raise BadDataFileError(
             f"The input column '{clashes[0]}' has the name of a result column "
             f"({', '.join(CSV_COLUMNS)}); rename it."
         )
     return columns
+
+
+def named_like_results(names: Iterable[str], results: Collection[str], field: str) -> list[str]:
+    """The input's own ``names`` a result would overwrite: named like one of ``results``, but
+    for the text's own field when it is ``text`` (the result's text is that text). The one
+    rule of fill's CSV and JSONL outputs and fill --ray's."""
+    return [name for name in names if name in results and not name == field == "text"]
 
 
 def fields_problem(
@@ -285,7 +292,7 @@ def fields_problem(
     if columns is not None:
         extra = [name for name in fields if name not in columns]
         return f"field '{extra[0]}' is not a CSV column ({', '.join(columns)})" if extra else ""
-    clashes = [name for name in fields if name in result_keys and not name == field == "text"]
+    clashes = named_like_results(fields, result_keys, field)
     return f"field '{clashes[0]}' has the name of a result field; rename it" if clashes else ""
 
 

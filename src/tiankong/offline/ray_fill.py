@@ -33,6 +33,7 @@ from tiankong.offline.fill import (
     fill_records,
     format_of,
     input_format,
+    named_like_results,
     no_string_field,
 )
 from tiankong.offline.ray_cluster import init_ray
@@ -114,7 +115,7 @@ def run_ray_fill(
         return Written(0, 0)
     if field not in dataset.columns():
         raise BadDataFileError(f"Input '{job.input.name}' has no field '{field}'.")
-    clashes = [c for c in dataset.columns() if c in OUTPUT_COLUMNS and not c == field == "text"]
+    clashes = named_like_results(dataset.columns(), OUTPUT_COLUMNS, field)
     if clashes:
         raise BadDataFileError(
             f"The input column '{clashes[0]}' has the name of a result column "
@@ -307,7 +308,7 @@ def check_jsonl_lines(job: FillJob, kind: str) -> None:
                     f"{where} is not a JSON object; on Ray every line must be one {elsewhere}."
                 )
             for field, value in record.items():  # Arrow gives a column one type
-                if field in OUTPUT_COLUMNS and not field == job.text_field == "text":
+                if named_like_results([field], OUTPUT_COLUMNS, job.text_field):
                     # the check on the dataset's columns sees the first block's alone, and a
                     # later block's result-named field was dropped without a word (a review)
                     raise BadDataFileError(
