@@ -857,7 +857,9 @@ def test_a_resume_is_refused_on_another_build_of_the_index(
         run_fill(job, indexed, PredictOptions(), interrupt_at_once)
     built = json.loads(job.checkpoint.read_text(encoding="utf-8"))["index"]
     assert len(built) == 16
-    corpus.write_text("守株待兔\n", encoding="utf-8")
+    # a typo fixed: the same counts, where the key read a build time the manifest lacks, so
+    # the rebuilt index was the same index (the session's own review)
+    corpus.write_text("春眠不觉晓，处处闻啼鸟。\n画龙点晴\n", encoding="utf-8")
     shutil.rmtree(folder)
     build_index([corpus], folder, progress=False)
     with pytest.raises(BadDataFileError, match="another build of the corpus index"):

@@ -14,10 +14,13 @@ refuses to start), never a silent fallback.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shlex
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -66,11 +69,22 @@ class CorpusMemory:
         self.punctuation_ids = frozenset(int(i) for i in self.punctuation)
         self.mask_id = vocab.get("[MASK]")
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """What the result cache keys on: the index's identity (its manifest's build)."""
+        """The index's identity, what the result cache and a resumed run's checkpoint key on:
+        its name and its content (each source's sha256, the counts, the recipe and the
+        tokenizer's fingerprint). It read a build time the manifest doesn't hold, so an index
+        rebuilt in place from a text of the same counts (a typo fixed) was the same index, and
+        a resumed fill mixed the two builds' answers (a review)."""
         manifest = self.index.manifest
-        return f"{self.name}:{manifest.get('built_at', '')}:{manifest.get('counts', '')}"
+        content = [
+            [s.get("sha256") for s in manifest.get("sources") or [] if isinstance(s, dict)],
+            manifest.get("counts"),
+            manifest.get("recipe"),
+            (manifest.get("tokenizer") or {}).get("fingerprint"),
+        ]
+        digest = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode())
+        return f"{self.name}:{digest.hexdigest()[:16]}"
 
     def find(self, input_ids: Sequence[int], mask_indices: Sequence[int]) -> Found:
         """Each blank's match: needs only the token ids, so it can run beside the engine."""
