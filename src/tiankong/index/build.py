@@ -92,8 +92,16 @@ def build_index(
     passages: list[str] = []
     with progress_bar(progress) as bar:
         task = bar.add_task("reading", total=len(paths))
+        digests: dict[str, Path] = {}
         for path in paths:
             read = read_passages(path, field)
+            digest = file_sha256(path)
+            if digest in digests:  # a copy under another name: every count of its text doubled
+                raise IndexInputError(
+                    f"The file {path} holds the same bytes as {digests[digest]}; give the text "
+                    "once (a copy counts each of its passages twice)."
+                )
+            digests[digest] = path
             sources.append(
                 {
                     "name": path.name,
@@ -101,7 +109,7 @@ def build_index(
                     # (store.check_recorded_sources); not shown in /info
                     "path": str(path.resolve()),
                     "mtime_ns": path.stat().st_mtime_ns,
-                    "sha256": file_sha256(path),
+                    "sha256": digest,
                     "bytes": path.stat().st_size,
                     "passages": len(read),
                     "characters": sum(map(len, read)),
