@@ -201,3 +201,18 @@ def test_a_mixed_texts_run_of_masks_is_one_blank_written_alike() -> None:
     assert [mask[0].token for mask in back.masks] == ["層", "層"]
     assert back.sequences[0].fills == ("層", "層")
     assert back.sequence == back.sequences[0].text == "欲穷千里目，更上一層層樓。"
+
+
+def test_a_mask_is_written_beside_the_other_masks_best_fills() -> None:
+    """Each mask is written in the sentence read with the other masks' best fills (头发 is 頭髮
+    where 发 alone beside a [MASK] is 發), and a mask with no fill before it leaves its [MASK]
+    in place without shifting which [MASK] the others are written at (a self-review)."""
+    typed = "出發之前，他[MASK]了理[MASK][MASK]。"
+    script = script_of(typed)
+    result = FillResult(
+        text="出发之前，他[MASK]了理[MASK][MASK]。",
+        masks=[[], [TokenScore("头", 1, 0.9)], [TokenScore("发", 2, 0.9)]],
+        sequence="出发之前，他[MASK]了理头发。",
+    )
+    back = written_in(result, script)
+    assert [mask[0].token for mask in back.masks[1:]] == ["頭", "髮"]

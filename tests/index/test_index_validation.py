@@ -396,6 +396,11 @@ def test_an_index_whose_source_was_edited_since_is_refused_where_it_is_used(
         lambda m: m["files"]["suffix_array.bin"].update(bits="many"),
         lambda m: m.pop("tokenizer"),
         lambda m: m.update(tokenizer=None),
+        lambda m: m["files"]["tokens.bin"].update(dtype="(2,3"),  # a SyntaxError in numpy
+        lambda m: m["files"]["suffix_array.bin"].update(bits=True),
+        lambda m: m.pop("sources"),
+        lambda m: m["sources"][0].pop("sha256"),
+        lambda m: m.update(sources=["a.txt"]),
     ],
 )
 def test_a_damaged_manifest_whose_files_agree_is_corrupt_not_a_traceback(

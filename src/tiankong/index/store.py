@@ -374,12 +374,19 @@ def check_fields(folder: Path, manifest: dict[str, Any]) -> None:
     files = manifest["files"]  # a dict of dicts: check_files
     tokenizer = manifest.get("tokenizer")
     bits = files["suffix_array.bin"].get("bits")
+    sources = manifest.get("sources")
     fine = (
         isinstance(tokenizer, dict)
         and isinstance(tokenizer.get("fingerprint"), str)
-        and isinstance(bits, int)
-        and 0 < bits <= 64
-        and isinstance(manifest.get("sources", []), list)
+        and type(bits) is int  # not a bool; rows are read 8 bytes at a time
+        and 0 < bits <= 57
+        and isinstance(sources, list)
+        and all(
+            isinstance(source, dict)
+            and isinstance(source.get("name"), str)
+            and isinstance(source.get("sha256"), str)
+            for source in sources
+        )
     )
     for name in ARRAY_FILES:
         if name == "suffix_array.bin":
@@ -387,7 +394,7 @@ def check_fields(folder: Path, manifest: dict[str, Any]) -> None:
         dtype = files[name].get("dtype")
         try:
             fine = fine and isinstance(dtype, str) and np.dtype(dtype).kind in "iu"
-        except TypeError:
+        except (TypeError, ValueError, SyntaxError):  # np.dtype("(2,3") is a SyntaxError
             fine = False
     if not fine:
         raise IndexCorruptError(
