@@ -102,15 +102,16 @@ def build_index(
                     "once (a copy counts each of its passages twice)."
                 )
             digests[digest] = path
+            stat = path.stat()
             sources.append(
                 {
                     "name": path.name,
                     # where it was read, so that opening the index finds a source edited since
                     # (store.check_recorded_sources); not shown in /info
                     "path": str(path.resolve()),
-                    "mtime_ns": path.stat().st_mtime_ns,
+                    "mtime_ns": stat.st_mtime_ns,
                     "sha256": digest,
-                    "bytes": path.stat().st_size,
+                    "bytes": stat.st_size,
                     "passages": len(read),
                     "characters": sum(map(len, read)),
                 }

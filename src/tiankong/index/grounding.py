@@ -78,10 +78,10 @@ class CorpusMemory:
         a resumed fill mixed the two builds' answers (a review)."""
         manifest = self.index.manifest
         content = [
-            [s.get("sha256") for s in manifest.get("sources") or [] if isinstance(s, dict)],
+            [source["sha256"] for source in manifest["sources"]],  # store.check_fields
             manifest.get("counts"),
             manifest.get("recipe"),
-            (manifest.get("tokenizer") or {}).get("fingerprint"),
+            manifest["tokenizer"]["fingerprint"],
         ]
         digest = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode())
         return f"{self.name}:{digest.hexdigest()[:16]}"

@@ -298,10 +298,9 @@ class CorpusIndex:
         size and how it was built."""
         keys = ("sources", "counts", "bytes", "tokenizer", "recipe", "versions")
         shown = {key: self.manifest.get(key) for key in keys}
-        shown["sources"] = [
+        shown["sources"] = [  # a list of objects: check_fields
             {key: value for key, value in source.items() if key not in ("path", "mtime_ns")}
-            for source in shown["sources"] or []
-            if isinstance(source, dict)
+            for source in self.manifest["sources"]
         ]
         return shown
 
@@ -427,8 +426,8 @@ def check_recorded_sources(folder: Path, manifest: dict[str, Any]) -> None:
     used without a word, and turned a typo fixed in the text back into the typo (a review).
     The size and modification time find it without hashing every source on every start; a
     file that moved or was deleted is not a change (the index holds its text)."""
-    for source in manifest.get("sources") or []:
-        if not isinstance(source, dict) or not isinstance(source.get("path"), str):
+    for source in manifest["sources"]:  # a list of objects: check_fields
+        if not isinstance(source.get("path"), str):
             continue  # an index from before paths were recorded
         path = Path(source["path"])
         if not path.is_file():

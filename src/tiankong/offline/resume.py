@@ -255,12 +255,10 @@ def check_weights(job: FillJob, state: Checkpoint, model: ResolvedModel, weights
 
 
 def index_build(masker: Any) -> str:
-    """The identity of the corpus index ``masker`` mixes in (its name and build: the result
-    cache's key, ``FillMemory.key``), 16 hex digits, or "none"."""
+    """The identity of the corpus index ``masker`` mixes in (its name and a hash of its content:
+    the result cache's key, ``FillMemory.key``), or "none"."""
     memory = masker.memory
-    if memory is None:
-        return "none"
-    return hashlib.sha256(memory.key.encode()).hexdigest()[:16]
+    return "none" if memory is None else str(memory.key)
 
 
 def check_index(job: FillJob, state: Checkpoint, build: str) -> None:
