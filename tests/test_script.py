@@ -216,3 +216,26 @@ def test_a_mask_is_written_beside_the_other_masks_best_fills() -> None:
     )
     back = written_in(result, script)
     assert [mask[0].token for mask in back.masks[1:]] == ["頭", "髮"]
+
+
+def test_candidates_of_a_run_of_masks_have_one_list_written_back() -> None:
+    """Candidates mode's per-mask list reads the blank as one [MASK] however many the run has:
+    written back for a traditional text, its one list met two [MASK]s (畫龍[MASK][MASK] with
+    options answered 500 on the page, /batch_predict and the CLI; a review)."""
+    found = script_of("真是畫龍[MASK][MASK]。")
+    result = FillResult(
+        text=found.simplified,
+        masks=[[TokenScore("龙", 1, 0.4), TokenScore("点", 2, 0.2)]],
+        sequence="真是画龙点睛。",
+        candidates=[
+            CandidateScore("点睛", "真是画龙点睛。", 0.9, 0.9, True),
+            CandidateScore("添足", "真是画龙添足。", 0.1, 0.1, True),
+        ],
+    )
+    back = written_in(result, found, typed_options=["點睛", "添足"])
+    assert [token.token for token in back.masks[0]] == ["龍", "點"]
+    assert [(c.option, c.text) for c in back.candidates] == [
+        ("點睛", "真是畫龍點睛。"),
+        ("添足", "真是畫龍添足。"),
+    ]
+    assert back.sequence == "真是畫龍點睛。"

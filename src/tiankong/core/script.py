@@ -235,6 +235,15 @@ def written_in(
     def back_at(blank: int) -> Callable[[str], str]:
         return placed[blank] if blank < len(placed) else (placed[0] if placed else back)
 
+    # candidates mode's per-mask list reads its blank as one [MASK], however many the run has
+    # (畫龍[MASK][MASK] with options had one list for two masks: an IndexError, a review)
+    rows_text, rows_script = result.text, script
+    if result.candidates:
+        rows_text = one_mask(result.text)
+        rows_script = replace(
+            script, typed=one_mask(script.typed), simplified=one_mask(script.simplified)
+        )
+
     # each mask is written, and its evidence placed, in the sentence read with the other masks'
     # best fills: 出發之前，他理了理[MASK][MASK] wrote its second mask 發 beside a [MASK], where
     # its sequence read 頭髮 (a review)
@@ -242,14 +251,14 @@ def written_in(
 
     def in_sentence(mask: int, fill: str) -> str:
         left = tops[:mask].count(MASK)  # masks before it with no fill are still [MASK]s
-        return in_context(others_filled(result.text, mask, tops), left, fill, back_at(mask))
+        return in_context(others_filled(rows_text, mask, tops), left, fill, back_at(mask))
 
     written_tops = [in_sentence(mask, top) for mask, top in enumerate(tops)]
 
     def written(mask: int, candidate: TokenScore) -> TokenScore:
         token = in_sentence(mask, candidate.token)
         token_id = (vocab or {}).get(token, candidate.token_id)
-        filled = filled_at(script, mask, tops, written_tops, candidate.token, token)
+        filled = filled_at(rows_script, mask, tops, written_tops, candidate.token, token)
         found = memory_in(candidate.memory, back_at(mask), script.typed_forms, filled)
         return replace(candidate, token=token, token_id=token_id, memory=found)
 
@@ -297,6 +306,11 @@ def written_in(
 
 def same(text: str) -> str:
     return text
+
+
+def one_mask(text: str) -> str:
+    """The text with its one blank (a run of [MASK]s or a [BLANK]) as a single [MASK]."""
+    return one_blank(text).replace(BLANK, MASK)
 
 
 def others_filled(text: str, mask: int, fills: Sequence[str], fill: str = MASK) -> str:
