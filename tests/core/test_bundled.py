@@ -165,6 +165,37 @@ def test_a_traditional_text_any_convention_reproduces_is_answered_in_taiwans() -
     assert "吃了" in fills and not any("喫" in fill for fill in fills)
 
 
+def test_a_run_of_masks_with_options_in_traditional_text_is_answered_as_typed() -> None:
+    """Candidates for a run of [MASK]s in traditional text: written back, the blank's one
+    per-mask list met its two [MASK]s, an IndexError (500 on the page, /batch_predict, the
+    CLI and fill; a review)."""
+    masker = FillMasker.load()
+    result = masker.predict("他畫的龍栩栩如生，真是畫龍[MASK][MASK]。", candidates=("點睛", "添足"))
+    assert sorted(c.option for c in result.candidates) == ["添足", "點睛"]
+    assert result.sequence == result.candidates[0].text
+    assert len(result.masks) == 1 and result.masks[0]
+    mixed = masker.predict("我们去[MASK][MASK]吧。", candidates=("吃饭", "睡覺"))
+    assert {c.option: c.text for c in mixed.candidates} == {
+        "吃饭": "我们去吃饭吧。",
+        "睡覺": "我们去睡覺吧。",
+    }
+
+
+def test_traditional_text_without_the_index_says_it_is_read_as_typed() -> None:
+    """With the index off the model reads traditional text as typed and answers in its own
+    characters (transformers' pipeline's answer): 處處聞啼[MASK]。 came back 鸟 with no word of
+    why (a review). A warning says so; with the index, the answer is in the text's script and
+    there is no warning; a simplified text gets none either way."""
+    from tiankong.core.request import TYPED_SCRIPT_WARNING
+
+    masker = FillMasker.load()
+    assert TYPED_SCRIPT_WARNING in masker.predict("處處聞啼[MASK]。", index=False).warnings
+    assert TYPED_SCRIPT_WARNING in masker.predict("處处闻啼[MASK]。", index=False).warnings
+    indexed = masker.predict("處處聞啼[MASK]。")
+    assert indexed.warnings == [] and indexed.sequence == "處處聞啼鳥。"
+    assert masker.predict("处处闻啼[MASK]。", index=False).warnings == []
+
+
 def test_candidates_answer_with_the_best_option_as_typed() -> None:
     """In traditional text the answer (``sequence``) is the best option's sentence as typed:
     it read 馬馬虎虎 where the option and its row read 马马虎虎."""

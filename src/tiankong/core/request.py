@@ -255,6 +255,22 @@ def warn_without_han(request: PreparedRequest, result: FillResult) -> FillResult
     return replace(result, warnings=[*result.warnings, NO_HAN_WARNING])
 
 
+TYPED_SCRIPT_WARNING = (
+    "The text has traditional characters and no corpus index is used, so the model read it "
+    "as typed: its answers are the characters it wrote, which may be simplified ones (with "
+    "the index on, answers are written in the text's own script)."
+)
+
+
+def warn_script_as_typed(request: PreparedRequest, result: FillResult) -> FillResult:
+    """Traditional text answered without the index is not written back in its script (the
+    model's own tokens, as transformers' pipeline gives them): said, not silent (a review saw
+    處處聞啼[MASK]。 answered 声 with the index off, and nothing said why)."""
+    if request.indexed or script_of(request.text).to_typed is None:
+        return result
+    return replace(result, warnings=[*result.warnings, TYPED_SCRIPT_WARNING])
+
+
 # What each kind of request reads of the search options (``SearchModes``): a beam search fills
 # whole words and [BLANK]s, and only a [BLANK] tries several lengths.
 READS_SEARCH_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -309,11 +325,12 @@ def warn_unused_options(request: PreparedRequest, result: FillResult) -> FillRes
 
 def result_steps(vocab: Mapping[str, int]) -> list[ResultStep]:
     """The steps every masker starts with, in order: the answer in the user's script (with
-    ``vocab``'s ids for its written tokens), then the warnings: no Chinese, no whole fill,
-    options the text did not use."""
+    ``vocab``'s ids for its written tokens), then the warnings: no Chinese, traditional text
+    read as typed, no whole fill, options the text did not use."""
     return [
         partial(in_users_script, vocab=vocab),
         warn_without_han,
+        warn_script_as_typed,
         warn_without_whole_fill,
         warn_unused_options,
     ]
