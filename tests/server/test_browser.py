@@ -84,8 +84,9 @@ def page(browser: Browser) -> Iterator[Page]:
         lambda message: (
             problems.append(message.text)
             # the no-mask test's 400, the API-key test's 401s, the error-id test's 500, the
-            # busy server's 503s
-            if message.type == "error" and not re.search("status of (40[01]|50[03])", message.text)
+            # busy server's 503s, the rate limit's 429s
+            if message.type == "error"
+            and not re.search("status of (40[01]|429|50[03])", message.text)
             else None
         ),
     )
@@ -881,7 +882,7 @@ def test_source_line_under_a_grounded_candidate(page: Page, grounded_url: str) -
 def test_every_warning_the_server_words_alike_is_in_the_pages_chinese() -> None:
     """The page shows a server warning in Chinese by its exact English words (i18n.js); a
     warning reworded on the server would fall back to English unnoticed."""
-    from tiankong.core.request import NO_WHOLE_FILL_WARNING
+    from tiankong.core.request import NO_WHOLE_FILL_WARNING, TYPED_SCRIPT_WARNING
     from tiankong.core.script import NO_HAN_WARNING
     from tiankong.server.routes import STATIC_DIR
     from tiankong.tasks.check.proofreader import (
@@ -892,7 +893,13 @@ def test_every_warning_the_server_words_alike_is_in_the_pages_chinese() -> None:
     )
 
     words = (STATIC_DIR / "i18n.js").read_text(encoding="utf-8")
-    fixed = [NO_HAN_WARNING, NO_WHOLE_FILL_WARNING, NO_HAN_TO_CHECK, BLANK_IN_CHECK]
+    fixed = [
+        NO_HAN_WARNING,
+        NO_WHOLE_FILL_WARNING,
+        TYPED_SCRIPT_WARNING,
+        NO_HAN_TO_CHECK,
+        BLANK_IN_CHECK,
+    ]
     for warning in [*fixed, NOTHING_CHECKED, MORE_MAY_REMAIN]:
         assert f'"{warning}":' in words, warning
 
@@ -919,3 +926,49 @@ def test_every_error_code_has_the_pages_chinese_headline() -> None:
     block = block[: block.index("    },")]
     shown = set(re.findall(r"^\s+([a-z_]+): \"", block, re.MULTILINE))
     assert sorted(codes - shown) == []
+
+
+def test_a_blank_no_whole_fill_keeps_to_shows_its_positions_list(page: Page, base_url: str) -> None:
+    """The warning for a [BLANK] no whole fill of which keeps to the constraints says each
+    position's answers are shown below; the page hid the per-mask list of every [BLANK] (a
+    review): here it shows it, the list the sentence's fill came from."""
+    text = "今天天气很[BLANK]，我们去公园吧。"
+    allowed = "非常好的天气"  # 6 characters: no blank length fits
+    answer = api_answer(base_url, text=text, allowed=[allowed], top_k=5)
+    assert answer["sequences"] == [] and answer["warnings"]
+    tokens = [candidate["token"] for candidate in answer["masks"][0]]
+    page.goto(base_url)
+    page.get_by_test_id("advanced").locator("summary").click()
+    page.get_by_test_id("allowed").fill(allowed)
+    page.get_by_test_id("input").fill(text)
+    page.get_by_test_id("input").press("Enter")
+    expect(page.get_by_test_id("warnings")).to_contain_text("下面是每个空各自的候选")
+    expect(page.get_by_test_id("results")).to_be_visible()
+    expect(page.get_by_test_id("results").get_by_test_id("candidate")).to_have_count(len(tokens))
+    expect(page.get_by_test_id("sentence")).to_contain_text(tokens[0])
+
+
+def test_a_rate_limit_says_how_long_to_wait(page: Page, base_url: str) -> None:
+    """A 429 showed "请求太频繁了，请稍后再试。" where the wait was 14 minutes (a review): the
+    page names the Retry-After's wait, in minutes past two of them, in either language."""
+    limited = (
+        '{"error": {"code": "rate_limited", "message": "Too many requests: at most 20 forward '
+        'rows a minute (a plain text is 1, a search its rows); retry in 840 s."}}'
+    )
+    waits = iter(["840", "30"])
+    page.goto(base_url)
+    page.route(
+        "**/predict",
+        lambda route: route.fulfill(
+            status=429,
+            body=limited,
+            content_type="application/json",
+            headers={"Retry-After": next(waits)},
+        ),
+    )
+    page.get_by_test_id("input").press("Enter")
+    expect(page.get_by_test_id("error")).to_contain_text("请求太频繁了：请 14 分钟后再试。")
+    page.get_by_test_id("input").press("Enter")
+    expect(page.get_by_test_id("error")).to_contain_text("请 30 秒后再试")
+    page.get_by_test_id("lang-toggle").click()
+    expect(page.get_by_test_id("error")).to_contain_text("Too many requests: try again in 30 s.")

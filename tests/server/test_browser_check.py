@@ -234,3 +234,37 @@ def test_repeated_fixes_say_where_they_are(page: Page, base_url: str) -> None:
     assert [c.locator(".suspect").text_content() for c in contexts.all()] == ["晴", "晴"]
     page.get_by_test_id("accept-fix").nth(1).click()  # the second: the first slip stays
     expect(page.get_by_test_id("input")).to_have_value("他画龙点晴。她也画龙点睛了。")
+
+
+def test_accepting_a_fix_keeps_the_page_where_the_fixes_are(
+    browser: Browser, base_url: str
+) -> None:
+    """On a phone, accepting a fix scrolled the page back to the text box at the top, and the
+    next fix took the focus out of view (a review): the page stays by the fixes, and the fix
+    focused next is in view."""
+    text = "她说画龙点晴，走头无路，乱七八遭。\n" * 4  # known misspellings: fixed with any model
+    context = browser.new_context(viewport={"width": 390, "height": 844}, locale="zh-CN")
+    page = context.new_page()
+    try:
+        page.goto(base_url)
+        page.locator("label.mode", has=page.get_by_test_id("mode-check")).click()
+        page.get_by_test_id("input").fill(text)
+        page.get_by_test_id("predict").click()
+        buttons = page.get_by_test_id("accept-fix")
+        expect(buttons.first).to_be_visible()
+        count = buttons.count()
+        assert count >= 6
+        buttons.nth(4).scroll_into_view_if_needed()
+        before = page.evaluate("window.scrollY")
+        assert before > 0  # the fixes are below the text box at this width
+        buttons.nth(4).click()
+        expect(buttons).to_have_count(count - 1)
+        after = page.evaluate("window.scrollY")
+        assert after > 0 and abs(after - before) < 300, (before, after)
+        focused = page.evaluate(
+            "(() => { const r = document.activeElement.getBoundingClientRect();"
+            " return [document.activeElement.dataset.testid, r.top, r.bottom]; })()"
+        )
+        assert focused[0] == "accept-fix" and focused[1] >= 0 and focused[2] <= 844, focused
+    finally:
+        context.close()

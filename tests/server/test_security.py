@@ -293,6 +293,8 @@ def test_rate_limit_per_key_is_429_with_retry_after(
         error = assert_error(limited, 429, "rate_limited")
         assert "at most 3 forward rows a minute (a plain text is 1" in error["message"]
         assert 1 <= int(limited.headers["retry-after"]) <= 20
+        # the wait in the sentence a person reads (the page showed only "retry later")
+        assert error["message"].endswith(f"retry in {limited.headers['retry-after']} s.")
         assert client.post("/predict", json=BODIES["/predict"], headers=second).status_code == 200
         assert client.get("/health").status_code == 200  # probes are never limited
         assert client.get("/ready").status_code == 200

@@ -139,9 +139,11 @@ class SecurityMiddleware:
             wait_s = self.limiter.retry_after(client or address_of(scope))
             scope.setdefault("state", {})[ALLOWANCE_KEY] = Allowance(self.limiter, client or "")
             if wait_s > 0:
+                # the wait in the sentence too: the page showed "retry later" where it was 14
+                # minutes (a review), and a person reads the message, not the header
                 error = RateLimitedError(
                     f"Too many requests: at most {self.per_minute} forward rows a minute (a "
-                    "plain text is 1, a search its rows); retry later."
+                    f"plain text is 1, a search its rows); retry in {math.ceil(wait_s)} s."
                 )
                 headers = {"Retry-After": str(math.ceil(wait_s))}
                 await error_response(error, headers)(scope, receive, send)

@@ -275,7 +275,9 @@ async function predict() {
       return;
     }
     if (!response.ok) {
-      showError(data && data.error ? data.error : { code: "http", message: `HTTP ${response.status}` });
+      const error = data && data.error ? data.error : { code: "http", message: `HTTP ${response.status}` };
+      // a 429 says how long to wait (Retry-After): shown in the page's language
+      showError({ ...error, retryAfter: Number(response.headers.get("Retry-After")) || null });
       if (response.status === 401) $("api-key").focus();
       return;
     }
@@ -316,7 +318,8 @@ function showError(error) {
   state.lastError = error;
   const box = $("error");
   box.replaceChildren();
-  const known = (I18N[state.lang].errors || {})[error.code];
+  const known = (error.code === "rate_limited" && error.retryAfter && waitWords(error.retryAfter))
+    || (I18N[state.lang].errors || {})[error.code];
   const headline = known || (state.lang === "en" && error.message) || t("fallbackError");
   box.append(make("strong", "", headline));
   if (error.message && error.message !== headline) box.append(make("span", "detail", error.message));
@@ -325,6 +328,14 @@ function showError(error) {
   box.hidden = false;
   $("output").hidden = true;
   $("check-output").hidden = true;
+}
+
+// "Too many requests" with the wait the server named: seconds, or minutes past two of them.
+function waitWords(seconds) {
+  const minutes = seconds >= 120 ? Math.ceil(seconds / 60) : null;
+  return minutes === null
+    ? t("rateLimitedSeconds").replace("{n}", String(seconds))
+    : t("rateLimitedMinutes").replace("{n}", String(minutes));
 }
 
 // A note under the text box (a check's fixes gone because the text changed), in the page's
@@ -360,8 +371,15 @@ function renderChecked(data) {
     // the list was drawn anew: focus goes to the fix after the one accepted (the first
     // remaining one took it, and a second Enter accepted a fix the user had passed over),
     // or back to the text after the last
+    // without scrolling the page: it jumped to the text box at the top after each accept,
+    // and the next fix was focused out of view (a review); the next fix is brought into view
+    // only where it is not
     const fixes = document.querySelectorAll('[data-testid="accept-fix"]');
-    (fixes[place] ?? $("text")).focus({ preventScroll: Boolean(fixes[place]) });
+    const next = fixes[place];
+    if (next) {
+      next.focus({ preventScroll: true });
+      next.scrollIntoView({ block: "nearest" });
+    } else $("text").focus();
   });
   $("output").hidden = true;
   $("check-output").hidden = false;
@@ -370,7 +388,7 @@ function renderChecked(data) {
 // Replace a part of a text box the way typing does, so Ctrl+Z takes it back (assigning
 // ``value`` empties the browser's undo history); ``whole``: what the box must read after.
 function replaceUndoably(box, start, end, text, whole) {
-  box.focus();
+  box.focus({ preventScroll: true });
   box.setSelectionRange(start, end);
   const typed = document.execCommand("insertText", false, text); // the one undoable way
   if (!typed || box.value !== whole) box.value = whole;
@@ -399,8 +417,10 @@ function renderLists() {
   const warnings = (data.warnings ?? []).map(warningIn); // drawn again in the other language
   $("warnings").hidden = !warnings.length;
   $("warnings").textContent = warnings.join(" ");
-  // per-mask lists belong to [MASK]s; a [BLANK] or a candidate blank is answered above
-  const perMask = !data.candidates.length && !data.text.includes(BLANK);
+  // per-mask lists belong to [MASK]s; a [BLANK] or a candidate blank is answered above, but
+  // for a [BLANK] no whole fill of which kept to the constraints: its position's own list is
+  // the answer, as the warning says (it promised a list the page hid, a review)
+  const perMask = !data.candidates.length && (!data.text.includes(BLANK) || !data.sequences.length);
   // the note explains the 原始 column of the per-mask lists: not where they aren't shown
   const constrained = data.masks.some((mask) => mask.some((c) => c.raw_score !== undefined));
   $("constraint-note").hidden = !(constrained && perMask);

@@ -38,7 +38,8 @@ export const I18N = {
     source: "出处", modelOnly: "模型", corpusIndex: "语料索引", passages: "段文本",
     system: "系统", model: "模型", engine: "引擎", device: "设备",
     memory: "内存", qps: "每秒请求（近 1 分钟）", latencyP: "延迟 p50 / p95", apiDocs: "API 文档",
-    threads: "线程", blank: "空", serverTime: "服务器耗时", errorId: "错误编号", choose: "填入", langButton: "English",
+    threads: "线程", blank: "空", serverTime: "服务器耗时", errorId: "错误编号",
+    rateLimitedSeconds: "请求太频繁了：请 {n} 秒后再试。", rateLimitedMinutes: "请求太频繁了：请 {n} 分钟后再试。", choose: "填入", langButton: "English",
     apiKey: "API 密钥", apiKeyHint: "服务器要求密钥时才需要；只保存在这个浏览器里。",
     apiKeyNeeded: "这个服务器要求 API 密钥：请在这里填写（只保存在这个浏览器里）。",
     errors: {
@@ -86,14 +87,16 @@ export const I18N = {
         "句子里没有汉字：这个模型是中文的，这里的答案意义不大。",
       "No whole fill of the blank keeps to the constraints (allowed, exclude, preset), so there are no ranked fills; each position's own answers are shown.":
         "没有一个完整的填法符合约束（只允许、排除、预设），所以没有整词排序；下面是每个空各自的候选。",
+      "The text has traditional characters and no corpus index is used, so the model read it as typed: its answers are the characters it wrote, which may be simplified ones (with the index on, answers are written in the text's own script).":
+        "句子里有繁体字，而这次没有用语料索引，所以模型按原文读：答案是模型自己写出的字，可能是简体（用索引时，答案按原文的字体写出）。",
       "The text has no Chinese (Han) character: only Chinese characters are checked.":
         "句子里没有汉字：校对只检查汉字。",
       "The text has a blank ([MASK] or [BLANK]): proofreading checks the characters as typed and leaves a blank alone; to fill it, use predict (POST /predict, the page's 单字 mode).":
         "句子里有空（[MASK] 或 [BLANK]）：校对只检查写出来的字，不填空；要填空请用「单字」模式。",
       "None of the text's Chinese characters is one the model reads (each is outside its vocabulary), so nothing was checked.":
         "句子里的汉字都不在模型的词表里，所以什么也没有检查。",
-      "A sentence got as many fixes as are looked for in one sentence at once; check it again once they are accepted, as more may remain.":
-        "有一句的修改已达到一次能找出的上限：采用之后请再校对一次，可能还有错字。",
+      "A sentence had more suspect characters than one check looks at; check it again once its fixes are accepted, as more may remain.":
+        "有一句可疑的字比一次能检查的多：采用修改之后请再校对一次，可能还有错字。",
     },
     fallbackError: "出错了。",
   },
@@ -136,7 +139,8 @@ export const I18N = {
     source: "Source", modelOnly: "model", corpusIndex: "Corpus index", passages: "passages",
     system: "System", model: "Model", engine: "Engine",
     device: "Device", memory: "Memory", qps: "Requests/s (last minute)", latencyP: "Latency p50 / p95",
-    apiDocs: "API docs", threads: "threads", blank: "Blank", serverTime: "server time", errorId: "error id", choose: "Use",
+    apiDocs: "API docs", threads: "threads", blank: "Blank", serverTime: "server time", errorId: "error id",
+    rateLimitedSeconds: "Too many requests: try again in {n} s.", rateLimitedMinutes: "Too many requests: try again in {n} minutes.", choose: "Use",
     langButton: "中文",
     apiKey: "API key", apiKeyHint: "Needed only when the server asks for one; kept in this browser only.",
     apiKeyNeeded: "This server wants an API key: enter it here (kept in this browser only).",
