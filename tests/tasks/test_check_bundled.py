@@ -283,3 +283,40 @@ def test_a_crowded_sentence_says_more_may_remain(checker: Proofreader) -> None:
     assert "我门" in result.corrected  # the premise: not every typo is found at once
     assert MORE_MAY_REMAIN in result.warnings
     assert MORE_MAY_REMAIN not in checker.check("我门今天去学校。").warnings
+    # two fixes of seven typos, the same 我门 fixed once and left twice, and no word (a review)
+    seven = "我门和我门的朋友在公园里玩，我门很高心，我门都很建康，时问过得真快，他早已经知到了。"
+    result = checker.check(seven)
+    assert "我门" in result.corrected and MORE_MAY_REMAIN in result.warnings
+
+
+@pytest.mark.parametrize("blank", ["[BLANK]", "【mask】", "［ＢＬＡＮＫ ］", "[MASK]"])
+def test_a_blank_marker_in_a_checked_text_is_read_as_one_mask(
+    checker: Proofreader, blank: str
+) -> None:
+    """A typed [BLANK] (or a variant of a marker) was read as [ [UNK] ], and the characters
+    beside it lost their context: 他说[BLANK]守株待免 got no fix where 他说[MASK]守株待免 got
+    免 -> 兔 (a review). Every marker the fill path reads is one [MASK] here, left alone."""
+    from tiankong.tasks.check.proofreader import BLANK_IN_CHECK
+
+    text = f"他说{blank}守株待免"
+    result = checker.check(text)
+    assert [(e.original, e.suggestion) for e in result.edits] == [("免", "兔")]
+    assert result.corrected == text.replace("免", "兔")
+    assert result.warnings == [BLANK_IN_CHECK]
+
+
+@pytest.mark.parametrize("mark", ["\u0307", "\u0301", "\u20dd", "\ufe00"])
+def test_marks_drawn_on_a_character_are_not_read_as_characters(
+    checker: Proofreader, mark: str
+) -> None:
+    """A combining accent, an enclosing circle or a variation selector on a Han character was
+    read as an [UNK] of its own: 他的身体非常建̇康̇。 came back "no errors found" where the
+    plain sentence gets 建 -> 健, and 画́龙点晴 split the idiom (a review)."""
+    plain = "他的身体非常建康。画龙点晴"
+    marked = "".join(char + mark if char in "建康画" else char for char in plain)
+    expected = [(e.original, e.suggestion) for e in checker.check(plain).edits]
+    assert ("建", "健") in expected and ("晴", "睛") in expected  # the premise
+    result = checker.check(marked)
+    assert [(e.original, e.suggestion) for e in result.edits] == expected
+    assert all(marked[e.start : e.end] == e.original for e in result.edits)
+    assert result.corrected == marked.replace("建", "健").replace("晴", "睛")

@@ -25,7 +25,7 @@ from tiankong.core.script import (
     fold_variants,
     script_of,
 )
-from tiankong.core.text import TextEncoder, check_unicode
+from tiankong.core.text import BLANK_VARIANTS, MASK_VARIANTS, TextEncoder, check_unicode
 from tiankong.errors import BadInputError, EmptyTextError, TextTooLongError
 
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -102,12 +102,47 @@ def prepare_check(text: object, encoder: TextEncoder, max_chars: int) -> CheckRe
     # line a row ran together (床前明月光疑是地上箱), which left 箱 unfixed and 低 "fixed"
     for line in LINE.finditer(checked):
         encoding = encoder.tokenizer.encode(line.group(), add_special_tokens=False)
-        offsets = [(first + line.start(), last + line.start()) for first, last in encoding.offsets]
+        ids, offsets = as_read(line.group(), encoding.ids, encoding.offsets, encoder)
+        offsets = [(first + line.start(), last + line.start()) for first, last in offsets]
         for first, last in sentences(checked, offsets):
-            made = windows_of(checked, encoding.ids[first:last], offsets[first:last], encoder)
+            made = windows_of(checked, ids[first:last], offsets[first:last], encoder)
             # a sentence of marks alone (！！！) has nothing to check: no row, and no cost
             windows += [window for window in made if window.positions]
     return CheckRequest(text, windows, script)
+
+
+def as_read(
+    line: str, ids: Sequence[int], offsets: Sequence[tuple[int, int]], encoder: TextEncoder
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """The tokens of ``line`` as the check reads them:
+
+    * each blank marker typed in it ([BLANK], 【mask】: any that ``normalize_masks`` reads) is
+      one [MASK] token over the marker's characters, as a typed [MASK] is: its letters were
+      read as [ [UNK] ], and the characters beside it lost their context (他说[BLANK]守株待免
+      got no fix, where 他说[MASK]守株待免 got 免 -> 兔; a review);
+    * a mark that is no character of its own (a combining accent, a variation selector: an
+      [UNK] of ``unseen`` characters) is left out: the model read 建[UNK]康[UNK] for 建̇康̇,
+      and "no errors found" came back where 建康 is fixed (a review)."""
+    spans = [
+        found.span()
+        for pattern in (MASK_VARIANTS, BLANK_VARIANTS)
+        for found in pattern.finditer(line)
+    ]
+    unknown = encoder.vocab.get("[UNK]", -1)
+    kept_ids: list[int] = []
+    kept_offsets: list[tuple[int, int]] = []
+    started: set[tuple[int, int]] = set()
+    for token, (start, end) in zip(ids, offsets, strict=True):
+        span = next((span for span in spans if span[0] <= start < span[1]), None)
+        if span is not None:
+            if span not in started:
+                started.add(span)
+                kept_ids.append(encoder.mask_id)
+                kept_offsets.append(span)
+        elif not (token == unknown and unseen(line[start:end])):
+            kept_ids.append(token)
+            kept_offsets.append((start, end))
+    return kept_ids, kept_offsets
 
 
 def sentences(text: str, offsets: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -165,18 +200,13 @@ def checked_form(text: str) -> Script | None:
 
 def unseen(gap: str) -> bool:
     """Whether the text between two characters is nothing a reader sees between them: empty,
-    spaces, format characters (zero-width spaces and joiners, a BOM) or variation selectors
-    (画\ufe00龙点晴 went unfixed: a selector is a mark, Mn, that picks a glyph of the character
-    before it)."""
-    return all(
-        char.isspace() or unicodedata.category(char) == "Cf" or variation_selector(char)
-        for char in gap
-    )
+    spaces, format characters (zero-width spaces and joiners, a BOM) or marks on the character
+    before it (画\ufe00龙点晴 went unfixed: a variation selector is a mark, Mn, that picks a
+    glyph; a combining accent, Mn, or an enclosing circle, Me, is drawn on it)."""
+    return all(char.isspace() or unicodedata.category(char) in UNSEEN for char in gap)
 
 
-def variation_selector(char: str) -> bool:
-    code = ord(char)
-    return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
+UNSEEN = frozenset({"Cf", "Mn", "Me"})  # format characters, marks drawn on another character
 
 
 # Tokens two windows share where a text without a sentence end is cut: each checks its half
