@@ -117,7 +117,16 @@ def test_eval_cli_prints_the_table_and_writes_json(tiny_model_dir: Path, tmp_pat
         # answers [null, 5] were scored as the strings "None" and "5"
         ({"text": "啼[MASK]", "answers": [None, 5]}, "line 1: 'answers' must be a list of strings"),
         ({"text": "啼[MASK]", "answers": [" "]}, "line 1: 'answers' must be a list of strings"),
-        ({"text": "啼[MASK]", "answers": ["鸟"], "category": None}, "line 1: 'category' must be"),
+        ({"text": "啼[MASK]", "answers": ["鸟"], "category": None}, 'line 1: "category" must be'),
+        # the total's name: two overall rows, its items counted twice in the flips (a review)
+        (
+            {"text": "啼[MASK]", "answers": ["鸟"], "category": "overall"},
+            'line 1: "category" .overall',
+        ),
+        (
+            {"text": "啼[MASK]", "answers": ["鸟"], "category": " "},
+            "line 1: .* can't be a row of its own",
+        ),
         (
             {"text": "啼[MASK]", "answers": ["鸟", "雀"], "candidates": ["猫", "狗"]},
             "line 1: none of the answers '鸟', '雀' is among the candidates",

@@ -136,6 +136,9 @@ def test_eval_fields_of_the_wrong_type_name_the_line(
         # a category that isn't a string was shown as None or 5
         ({"text": "守株待免", "correct": "守株待兔", "category": None}, "must be a string"),
         ({"text": "守株待免", "correct": "守株待兔", "category": 5}, "must be a string"),
+        # two rows named overall in the table and the report (a review)
+        ({"text": "守株待免", "correct": "守株待兔", "category": "overall"}, "total's name"),
+        ({"text": "守株待免", "correct": "守株待兔", "category": ""}, "can't be a row"),
     ],
 )
 def test_check_eval_items_proofreading_would_refuse_name_their_line(

@@ -28,6 +28,7 @@ from tiankong.cli.root import app
 from tiankong.cli.stdin import print_line_error, stdin_lines
 from tiankong.config import Settings
 from tiankong.errors import BadOptionError, TiankongError, mapping_for
+from tiankong.offline.files import TOTAL_ROW
 
 if TYPE_CHECKING:
     from tiankong.offline.check_eval import CheckReport
@@ -275,7 +276,7 @@ def print_check_report(console: Console, report: CheckReport) -> None:
                 for name in ("precision", "recall", "f1")
             ),
             f"{figures['false_alarm_rate']:.1%} of {clean}",
-            style="bold" if scores.category == "overall" else None,
+            style="bold" if scores.category == TOTAL_ROW else None,
         )
     # a file or a pipe gets the table at its natural width: cut to 80 columns, it read
     # "modern…" for both modern_clean and modern_error (a terminal keeps its own width)

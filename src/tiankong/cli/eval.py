@@ -26,7 +26,7 @@ from tiankong.offline.evaluate import (
     index_changes,
     read_items,
 )
-from tiankong.offline.files import check_report, write_report
+from tiankong.offline.files import TOTAL_ROW, check_report, write_report
 
 
 @app.command("eval")
@@ -202,7 +202,7 @@ def print_index_comparison(
             f"{mixed.top5:.1%}",
             str(changes[alone.category]["right_to_wrong"]),
             str(changes[alone.category]["wrong_to_right"]),
-            style="bold" if alone.category == "overall" else None,
+            style="bold" if alone.category == TOTAL_ROW else None,
         )
     print_table(console, table)
 
@@ -235,7 +235,7 @@ def print_report(console: Console, report: EvalReport, verbose: bool) -> None:
             f"{row.mrr:.3f}",
             f"{row.mean_latency_ms:.1f}",
             str(row.errors),
-            style="bold" if row.category == "overall" else None,
+            style="bold" if row.category == TOTAL_ROW else None,
         )
     print_table(console, table)
     if verbose:

@@ -22,7 +22,7 @@ from tiankong.config import Settings
 from tiankong.core.text import check_unicode
 from tiankong.errors import BadDataFileError, BadInputError
 from tiankong.index.sources import json_value
-from tiankong.offline.files import open_text, require_input
+from tiankong.offline.files import TOTAL_ROW, item_category, open_text, require_input
 from tiankong.tasks.check import CheckResult, Proofreader
 from tiankong.tasks.check.request import check_text
 
@@ -148,14 +148,12 @@ def check_item(line: str, number: int, name: str, max_chars: int) -> CheckItem:
         check_unicode(correct)
     except BadInputError as error:
         raise BadDataFileError(f"{where}: {error.message}") from None
-    category = record.get("category", "all")
-    if not isinstance(category, str):
-        raise BadDataFileError(f'{where}: "category" must be a string.')
+    category = item_category(record, where)
     return CheckItem(number, text, correct, category)
 
 
 def evaluate_check(checker: Proofreader, items: Sequence[CheckItem], file: str = "") -> CheckReport:
-    overall = Scores("overall")
+    overall = Scores(TOTAL_ROW)
     by_category: dict[str, Scores] = {}
     misses: list[dict[str, Any]] = []
     started = time.perf_counter()

@@ -33,7 +33,7 @@ from tiankong.core.options import MASK_RUN, PredictOptions
 from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import BadDataFileError, TiankongError
 from tiankong.index.sources import json_value, not_json
-from tiankong.offline.files import open_text, require_input
+from tiankong.offline.files import TOTAL_ROW, item_category, open_text, require_input
 from tiankong.service import FillMasker
 
 RANK_DEPTH = 50  # MRR counts answers found within this many predictions
@@ -77,7 +77,7 @@ class EvalReport:
     mode: str
     index: str = "none"  # the corpus index used: none, bundled or its folder
     categories: list[CategoryReport] = field(default_factory=list)
-    overall: CategoryReport = field(default_factory=lambda: CategoryReport("overall"))
+    overall: CategoryReport = field(default_factory=lambda: CategoryReport(TOTAL_ROW))
     failures: list[dict[str, Any]] = field(default_factory=list)
     # every item with its rank (null: not within the item's depth) and its top five, so the
     # figures can be recomputed and two runs compared item by item (paired tests)
@@ -128,9 +128,7 @@ def parse_record(record: dict[str, Any], number: int, name: str) -> Iterator[Clo
     candidates = record.get("candidates") or []
     if not is_strings(candidates):
         raise BadDataFileError(f"{name} line {number}: 'candidates' must be a list of strings.")
-    category = record.get("category", "all")
-    if not isinstance(category, str):
-        raise BadDataFileError(f"{name} line {number}: 'category' must be a string.")
+    category = item_category(record, f"{name} line {number}")
     marked = normalize_masks(text)
     if MASK not in marked and BLANK not in marked:  # it was scored, as an error, every time
         raise BadDataFileError(
@@ -298,7 +296,7 @@ def evaluate_items(
     for outcome in outcomes:
         by_category[outcome.item.category].append(outcome)
     report.categories = [summarise(name, group) for name, group in by_category.items()]
-    report.overall = summarise("overall", outcomes)
+    report.overall = summarise(TOTAL_ROW, outcomes)
     described = [
         {
             "line": outcome.item.line,
@@ -351,7 +349,7 @@ def index_changes(without: list[ItemOutcome], grounded: list[ItemOutcome]) -> di
     wrong to right at top-1, over the same items run without and with it."""
     changes: dict[str, dict[str, int]] = {}
     for alone, mixed in zip(without, grounded, strict=True):
-        for name in (alone.item.category, "overall"):
+        for name in (alone.item.category, TOTAL_ROW):
             row = changes.setdefault(name, {"right_to_wrong": 0, "wrong_to_right": 0})
             row["right_to_wrong"] += alone.rank == 1 and mixed.rank != 1
             row["wrong_to_right"] += alone.rank != 1 and mixed.rank == 1

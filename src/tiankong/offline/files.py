@@ -25,6 +25,24 @@ from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import BadDataFileError, BadOptionError, not_utf8
 from tiankong.index.sources import CsvRecords
 
+TOTAL_ROW = "overall"  # an eval report's row of every item
+
+
+def item_category(record: dict[str, Any], where: str) -> str:
+    """An eval item's ``category`` (``all`` where it has none), one rule for the cloze and the
+    check files: a string that names a row of its own, not the total's (a category named
+    overall gave the table two overall rows, and the index's flips counted its items twice; an
+    empty one a row with no name: a review)."""
+    category = record.get("category", "all")
+    if not isinstance(category, str):
+        raise BadDataFileError(f'{where}: "category" must be a string.')
+    if not category.strip() or category.strip() == TOTAL_ROW:
+        raise BadDataFileError(
+            f'{where}: "category" {category!r} can\'t be a row of its own (empty, or the '
+            f"total's name, {TOTAL_ROW}); name it otherwise or leave it out."
+        )
+    return category
+
 
 def require_input(path: Path, what: str) -> None:
     """A missing input, a folder or a sentence in place of a file name: one sentence each."""
