@@ -159,3 +159,30 @@ def test_a_check_is_not_resumed_on_another_engine_or_precision(
     assert "change); resume it with the first run's --threads, or pass --restart" in str(
         refused.value
     )
+
+
+def test_a_check_onto_a_fills_output_names_the_command_that_wrote_it(
+    checker: Proofreader, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """`check -o` onto fill's output (and back) was refused as "another model or other
+    options", naming 28 options the user never gave (--top-k none (the run's: 5), ...), and
+    "run the same command to resume it" was the command refused (a review)."""
+    from tiankong.config import Settings
+    from tiankong.core.options import PredictOptions
+    from tiankong.offline.fill import run_fill
+
+    source = write_jsonl(tmp_path / "in.jsonl")
+    filled = FillJob(source, tmp_path / "shared.jsonl", chunk_size=2)
+    settings = Settings(engine="fake", index="none", model=str(tiny_model_dir))
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(filled, settings, PredictOptions(), interrupt_at_once)
+    with pytest.raises(BadDataFileError) as refused:
+        run_check_file(filled, checker)
+    assert refused.value.message == (
+        "'shared.jsonl' is the output of `tiankong fill`; name another output for `tiankong "
+        "check`, or pass --restart to start over."
+    )
+    (tmp_path / "other").mkdir()
+    checked = interrupted_run(checker, tmp_path / "other")
+    with pytest.raises(BadDataFileError, match="is the output of `tiankong check`; name another"):
+        run_fill(checked, settings, PredictOptions())

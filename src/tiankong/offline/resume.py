@@ -85,6 +85,10 @@ class Checkpoint:
     # what ``run_key`` hashes, readable (``run_description``), so that a refused resume names
     # the options that differ; {} in a checkpoint from before it was kept
     run: dict[str, Any] = field(default_factory=dict)
+    # the command that writes it (``FillJob.command``); "" in a checkpoint from before it was
+    # recorded: `check -o` onto fill's output was refused as "another model or other options",
+    # naming 28 options the user never gave (a review)
+    command: str = ""
 
 
 def input_identity(path: Path) -> str:
@@ -285,6 +289,12 @@ def start_state(
             raise BadDataFileError(
                 f"The checkpoint '{job.checkpoint.name}' is unreadable; delete it to start over."
             ) from None
+        if saved.command and saved.command != job.command:
+            raise BadDataFileError(
+                f"'{job.output.name}' is the output of `tiankong {saved.command}`; name another "
+                f"output for `tiankong {job.command}`, or pass --restart to start over."
+            )
+        saved.command = job.command
         was = identity if ":b2:" in saved.input_id else head_identity(job.input)
         if saved.input_id != was:
             raise BadDataFileError(
@@ -327,7 +337,7 @@ def start_state(
             )
         if os.path.isfile(path):
             path.unlink()
-    return Checkpoint(identity, run_key=key, errors=errors, run=run or {})
+    return Checkpoint(identity, run_key=key, errors=errors, run=run or {}, command=job.command)
 
 
 def file_size(path: Path) -> int:
