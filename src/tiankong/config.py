@@ -314,7 +314,8 @@ class Settings:
         0,
         "--rate-limit-per-minute",
         help="Forward rows a minute per API key (per client address without keys): a plain "
-        "text is 1, a search its rows; over it, 429 + Retry-After (default {default} = off).",
+        "text is 1, a search its rows, a check about 5 a sentence; over it, 429 + Retry-After "
+        "(default {default} = off).",
         at_least=0,
     )
     client_timeout_s: float = setting(

@@ -143,7 +143,8 @@ class SecurityMiddleware:
                 # minutes (a review), and a person reads the message, not the header
                 error = RateLimitedError(
                     f"Too many requests: at most {self.per_minute} forward rows a minute (a "
-                    f"plain text is 1, a search its rows); retry in {math.ceil(wait_s)} s."
+                    f"plain text is 1, a search its rows, a check about 5 a sentence); retry in "
+                    f"{math.ceil(wait_s)} s."
                 )
                 headers = {"Retry-After": str(math.ceil(wait_s))}
                 await error_response(error, headers)(scope, receive, send)
