@@ -567,7 +567,7 @@ async def test_a_search_that_does_not_fit_waits_for_the_searches_running() -> No
         third = asyncio.create_task(search("third", 1))  # it would fit, but comes later
         await until(lambda: batcher.describe()["searches_waiting"] == 2)
         with pytest.raises(
-            OverloadedError, match=r"searches waiting hold 6 of the queue.s 10 forward rows"
+            OverloadedError, match=r"and checks waiting hold 6 of the queue.s 10 forward rows"
         ):
             # the searches waiting reserve the whole queue (5 + 1, and 5 more would be 11)
             async with batcher.search_admission(6):

@@ -279,8 +279,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             # the rows the line holds, not the queue's depth: it said "387 forward rows
             # queued" of a 256-row queue whose /info showed none queued (a review)
             raise OverloadedError(
-                f"The server is busy (searches waiting hold {waiting:,} of the queue's "
-                f"{self.limits.max_queue:,} forward rows); retry shortly."
+                f"The server is busy (the searches and checks waiting hold {waiting:,} of the "
+                f"queue's {self.limits.max_queue:,} forward rows); retry shortly."
             )
         me = (object(), share)
         self.search_waiters.append(me)
