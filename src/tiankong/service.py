@@ -259,7 +259,10 @@ class FillMasker:
             token == unknown and option[start:end] == "[UNK]"
             for token, (start, end) in zip(ids, encoding.offsets, strict=True)
         )
-        if typed_unknown or self.banned_in([i for i in ids if i != unknown]):
+        # a vocabulary's own bracketed token typed whole ([unused1]): the tokenizer reads its
+        # letters, and allowed [unused1] answered d, e, 1 (a review)
+        bracketed = option[:1] == "[" and option[-1:] == "]" and option in self.encoder.vocab
+        if typed_unknown or bracketed or self.banned_in([i for i in ids if i != unknown]):
             raise BadOptionError(f"The {name} {option!r} is a special token, never a fill.")
         return ids
 

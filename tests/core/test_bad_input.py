@@ -239,6 +239,21 @@ def test_a_special_token_candidate_is_bad_option(fake: FillMasker, special: str)
     assert caught.value.code == "bad_option"
 
 
+@pytest.mark.parametrize("field", ["allowed", "exclude"])
+def test_a_vocabularys_bracketed_token_typed_whole_is_a_special_token(
+    fake: FillMasker, field: str
+) -> None:
+    """[unused3] is read by the tokenizer as its letters: allowed, such an entry answered d, e,
+    1; excluded, it banned u, n, s, e, d and 1 (a review). A token of the vocabulary's own in
+    brackets is refused as [SEP] is; a bracketed word the vocabulary lacks is text (this
+    vocabulary has no [unused1]: ids 1 and 2 are [SUB] and [OBJ])."""
+    assert "[unused3]" in fake.encoder.vocab  # the premise: the real vocabulary's
+    with pytest.raises(TiankongError, match="special token") as caught:
+        fake.predict("画龙点[MASK]", **{field: ("[unused3]",)})
+    assert caught.value.code == "bad_option"
+    fake.predict("画龙点[MASK]", **{field: ("[睛]",)})
+
+
 @pytest.mark.parametrize(
     "options",
     [
