@@ -268,3 +268,27 @@ def test_accepting_a_fix_keeps_the_page_where_the_fixes_are(
         assert focused[0] == "accept-fix" and focused[1] >= 0 and focused[2] <= 844, focused
     finally:
         context.close()
+
+
+def test_an_alternative_fix_is_one_click_away(page: Page, base_url: str) -> None:
+    """The answer's alternatives were never shown: an editor whose word was another than the
+    first suggestion had to type it (a review). Each is a button that applies the fix with it;
+    the answer here is the server's own with one alternative added, so the test does not hang
+    on what a model weighs."""
+    answer = httpx.post(f"{base_url}/check", json={"text": TEXT}, timeout=30).json()
+    first = answer["edits"][0]
+    first["alternatives"] = [{"suggestion": "晶", "score": 0.25}]
+    page.goto(base_url)
+    page.route("**/check", lambda route: route.fulfill(json=answer))
+    page.locator("label.mode", has=page.get_by_test_id("mode-check")).click()
+    page.get_by_test_id("input").fill(TEXT)
+    page.get_by_test_id("predict").click()
+    alternatives = page.get_by_test_id("fix-alternatives")
+    expect(alternatives).to_have_count(1)
+    expect(alternatives).to_contain_text("其他可能：")
+    expect(alternatives).to_contain_text("晶 25.0%")
+    page.get_by_test_id("accept-alternative").click()
+    chars = list(TEXT)
+    chars[first["start"]] = "晶"
+    expect(page.get_by_test_id("input")).to_have_value("".join(chars))
+    expect(page.get_by_test_id("accept-fix")).to_have_count(len(answer["edits"]) - 1)

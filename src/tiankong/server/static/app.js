@@ -359,21 +359,20 @@ function renderChecked(data) {
   state.checked = data;
   $("check-latency").textContent = `${data.latency_ms.toFixed(1)} ms`;
   const shown = { ...data, warnings: (data.warnings ?? []).map(warningIn) };
-  renderCheck($("check-result"), shown, t, (edit) => {
+  renderCheck($("check-result"), shown, t, (edit, suggestion = edit.suggestion) => {
     if ($("text").value !== state.checked.text) {
       $("check-output").hidden = true; // the text changed since: the fix would overwrite it
       return;
     }
     const [start, end] = utf16Span(state.checked.text, edit);
     const place = state.checked.edits.indexOf(edit);
-    renderChecked(acceptEdit(state.checked, edit));
-    replaceUndoably($("text"), start, end, edit.suggestion, state.checked.text);
+    renderChecked(acceptEdit(state.checked, edit, suggestion));
+    replaceUndoably($("text"), start, end, suggestion, state.checked.text);
     // the list was drawn anew: focus goes to the fix after the one accepted (the first
     // remaining one took it, and a second Enter accepted a fix the user had passed over),
-    // or back to the text after the last
-    // without scrolling the page: it jumped to the text box at the top after each accept,
-    // and the next fix was focused out of view (a review); the next fix is brought into view
-    // only where it is not
+    // or back to the text after the last, without scrolling the page (it jumped to the text
+    // box at the top after each accept, and the next fix was focused out of view: a review);
+    // the next fix is brought into view only where it is not
     const fixes = document.querySelectorAll('[data-testid="accept-fix"]');
     const next = fixes[place];
     if (next) {

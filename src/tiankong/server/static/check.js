@@ -56,10 +56,32 @@ export function renderCheck(box, data, t, onAccept) {
     // landed on the next fix, which moved under the pointer (a key press has detail 0)
     button.addEventListener("click", (event) => { if (event.detail <= 1) onAccept(edit); });
     item.append(button);
+    if (edit.alternatives?.length) item.append(alternativesOf(edit, t, onAccept));
     if (edit.memory) item.append(sourceLine(edit.memory, t)); // its match highlighted
     list.append(item);
   }
   box.append(list);
+}
+
+// The other characters weighed at a fix (the answer's ``alternatives``), each one click away:
+// the page showed only the first suggestion, and an editor whose word was another had to type
+// it (a review). ``onAccept(edit, suggestion)`` applies the fix with the one chosen.
+function alternativesOf(edit, t, onAccept) {
+  const line = make("p", "alternatives");
+  line.dataset.testid = "fix-alternatives";
+  line.append(make("span", "", t("checkAlternatives")));
+  for (const other of edit.alternatives) {
+    const label = `${other.suggestion} ${formatPercent(other.score * 100)}`;
+    const choice = chinese(make("button", "link-button alternative", label));
+    choice.type = "button";
+    choice.dataset.testid = "accept-alternative";
+    choice.title = t("checkAccept");
+    choice.addEventListener("click", (event) => {
+      if (event.detail <= 1) onAccept(edit, other.suggestion);
+    });
+    line.append(choice);
+  }
+  return line;
 }
 
 // The characters around a fix, its own underlined, so that a slip made several times gives
@@ -86,11 +108,12 @@ export function utf16Span(text, edit) {
   return [start, start + chars.slice(edit.start, edit.end).join("").length];
 }
 
-// ``data`` with one edit applied: the text changes, the other edits keep their offsets
-// (each edit replaces one character with one), and the edit leaves the list.
-export function acceptEdit(data, edit) {
+// ``data`` with one edit applied (its ``suggestion``, or one of its alternatives): the text
+// changes, the other edits keep their offsets (each edit replaces one character with one), and
+// the edit leaves the list.
+export function acceptEdit(data, edit, suggestion = edit.suggestion) {
   const chars = characters(data.text);
-  const text = [...chars.slice(0, edit.start), edit.suggestion, ...chars.slice(edit.end)].join("");
+  const text = [...chars.slice(0, edit.start), suggestion, ...chars.slice(edit.end)].join("");
   const edits = data.edits.filter((other) => other !== edit);
   return { ...data, text, edits, accepted: (data.accepted ?? 0) + 1 };
 }
