@@ -693,6 +693,8 @@ def test_whole_word_and_candidate_modes(page: Page, base_url: str) -> None:
     expect(options).to_have_count(4)
     assert options.locator(".token").all_text_contents() == [c["option"] for c in ranked]
     expect(page.get_by_test_id("joint-score")).to_have_count(4)
+    # the model's own figure, named so: a whole fill's 整体 includes the index (a review)
+    expect(page.get_by_test_id("joint-score").first).to_contain_text("模型整体")
     expect(sentence).to_have_text(ranked[0]["text"])
     expect(page.get_by_test_id("sequence")).to_have_count(0)
     expect(page.get_by_test_id("candidate")).to_have_count(0)  # no per-mask lists here
@@ -753,7 +755,7 @@ def test_modes_at_phone_width_in_english(page: Page, base_url: str) -> None:
     page.get_by_test_id("example-choice").click()  # sets candidates mode and its options
     expect(page.get_by_test_id("mode-candidates")).to_be_checked()
     expect(page.get_by_test_id("option")).to_have_count(4)
-    expect(page.get_by_test_id("joint-score").first).to_contain_text("whole")
+    expect(page.get_by_test_id("joint-score").first).to_contain_text("model, whole")
     page.get_by_test_id("advanced").locator("summary").click()
     expect(page.get_by_test_id("preset")).to_be_visible()
     overflow: Any = page.evaluate("document.documentElement.scrollWidth")

@@ -201,7 +201,9 @@ export function renderSequences(list, sequences, lengthsDiffer, t, onChoose) {
 export function renderOptions(list, candidates, t, onChoose) {
   list.replaceChildren();
   candidates.forEach((candidate, rank) => {
-    const detail = [{ text: `${t("joint")} ${formatPercent(candidate.joint * 100)}`, testid: "joint-score" }];
+    // the model's own joint probability, named so: a whole fill's 整体 includes the index's
+    // evidence where this one never does (the two read alike, a review)
+    const detail = [{ text: `${t("modelJoint")} ${formatPercent(candidate.joint * 100)}`, testid: "joint-score" }];
     if (!candidate.in_vocabulary) detail.push({ text: t("unknownChar"), testid: "unknown" });
     detail.push(...memoryDetail(candidate, t));
     const row = scoreRow({
