@@ -328,3 +328,11 @@ def test_a_slip_its_simplified_form_hides_is_not_found(checker: Proofreader, tex
     simplified form, where 頭發 and 頭髮 are both 头发, so the slip reads as the right word (a
     review asked that the docs say so). Should a later check see it, the docs change with it."""
     assert checker.check(text).edits == []
+
+
+def test_a_passage_that_reads_otherwise_on_both_sides_fixes_nothing(checker: Proofreader) -> None:
+    """The index fixed the right 得 in 奶奶高兴得合不拢嘴。 to 地 at 100%, with the 出处
+    比喻高兴地合不上嘴: a passage that reads otherwise on both sides of its match, which the
+    index's own evidence rule holds no evidence (a review)."""
+    result = checker.check("奶奶高兴得合不拢嘴。")
+    assert [edit for edit in result.edits if edit.source == "index"] == []
