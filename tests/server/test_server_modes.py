@@ -225,6 +225,22 @@ def test_chinese_only_never_offers_the_empty_token(tiny_masker: FillMasker) -> N
     assert not mask[vocab[""]] and mask[vocab["鸟"]]
 
 
+def test_an_excluded_character_takes_its_word_piece_with_it(tiny_masker: FillMasker) -> None:
+    """An answer shows ##果 as 果: exclude 果 left ##果 in, and 果 came back (a review). An
+    allowed 果 still allows 果 alone (a word piece is never an allowed fill)."""
+    from tiankong.core.decoding import allowed_token_mask, banned_token_ids
+
+    vocab = tiny_masker.encoder.vocab
+    banned = banned_token_ids(vocab)
+    assert "##果" in vocab  # the real vocabulary's piece
+    excluded = allowed_token_mask(Constraints(exclude=("果",)), vocab, banned)
+    assert not excluded[vocab["果"]] and not excluded[vocab["##果"]] and excluded[vocab["鸟"]]
+    words = allowed_token_mask(Constraints(exclude=("苹果",)), vocab, banned)
+    assert not words[vocab["##苹"]] and not words[vocab["##果"]]
+    allowed = allowed_token_mask(Constraints(allowed=("果",)), vocab, banned)
+    assert allowed[vocab["果"]] and not allowed[vocab["##果"]]
+
+
 def test_allowed_characters_and_words(client: TestClient) -> None:
     data = post(client, text=POEM, allowed=["鸟", "龙", "花"])
     assert sorted(c["token"] for c in data["predictions"]) == sorted(["鸟", "龙", "花"])

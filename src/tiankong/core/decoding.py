@@ -227,7 +227,7 @@ def allowed_token_mask(
         for token_id in ids_of(constraints.allowed, vocab):
             listed[token_id] = True
         allowed &= listed
-    for token_id in ids_of(constraints.exclude, vocab):
+    for token_id in ids_of(constraints.exclude, vocab, pieces_too=True):
         allowed[token_id] = False
     if not allowed.any():
         raise BadOptionError("The constraints leave no token that could fill the blank.")
@@ -243,14 +243,19 @@ def preset_array(
     return array
 
 
-def ids_of(entries: tuple[str, ...], vocab: dict[str, int]) -> list[int]:
+def ids_of(entries: tuple[str, ...], vocab: dict[str, int], pieces_too: bool = False) -> list[int]:
     """Vocabulary ids for listed entries: whole entries that are tokens, and their characters;
-    never a word piece (## alone is the vocabulary's empty piece: it was answered as '')."""
+    never a word piece typed (## alone is the vocabulary's empty piece: it was answered as '').
+    ``pieces_too``: each one's word piece as well (##果 beside 果), which an answer shows as the
+    same string: an excluded 果 came back as ##果, shown 果 (a review)."""
     ids = []
     for entry in entries:
         for piece in {entry, *entry}:
-            if piece in vocab and not piece.startswith("##"):
-                ids.append(vocab[piece])
+            if piece.startswith("##"):
+                continue
+            ids += [
+                vocab[form] for form in (piece, "##" + piece)[: 1 + pieces_too] if form in vocab
+            ]
     return ids
 
 
