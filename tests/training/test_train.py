@@ -573,6 +573,9 @@ def test_ctrl_c_saves_the_run_between_two_steps(
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back as it was
     saved = torch.load(tmp_path / "split" / "checkpoint" / "trainer_state.pt", weights_only=False)
     assert saved["state"]["step"] == 7
+    # the same command without --resume wrote over the stopped run with no word (a review)
+    with pytest.raises(BadOptionError, match="holds a run that stopped before it finished"):
+        train(tiny_options(corpus, tmp_path / "split"))
     resumed = train(tiny_options(corpus, tmp_path / "split", resume=True))
     assert resumed.steps == 40 == straight.steps
     a = load_file(tmp_path / "straight" / "model.safetensors")

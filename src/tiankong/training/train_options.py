@@ -206,9 +206,16 @@ def check_out_folder(options: TrainOptions) -> None:
             f"--out '{out}' is not empty and holds no tiankong training run; "
             "give a new or empty folder."
         )
-    if not options.resume:
-        return
     checkpoint = out / CHECKPOINT_DIR
+    if not options.resume:
+        if unfinished(out):
+            # the same command without --resume wrote over it with no word: hours of training
+            # gone for a forgotten flag (a review)
+            raise BadOptionError(
+                f"--out '{out}' holds a run that stopped before it finished; continue it with "
+                "--resume, or give a new --out (or delete the folder) to start over."
+            )
+        return
     if not checkpoint.is_dir():
         raise BadDataFileError(f"--resume was given but '{out}' has no checkpoint yet.")
     missing = [name for name in CHECKPOINT_FILES if not (checkpoint / name).is_file()]
@@ -217,6 +224,17 @@ def check_out_folder(options: TrainOptions) -> None:
             f"--resume: '{checkpoint}' is incomplete (no {' or '.join(missing)}), so it is not "
             "a checkpoint tiankong wrote; give a new --out to start again."
         )
+
+
+def unfinished(out: Path) -> bool:
+    """Whether ``out`` holds a run's checkpoint saved after its last finished run's
+    training.json (or with none): a run stopped by Ctrl-C, SIGTERM or a crash, which --resume
+    continues. A finished run writes training.json after its last checkpoint."""
+    state = out / CHECKPOINT_DIR / "trainer_state.pt"
+    record = out / "training.json"
+    if not state.is_file():
+        return False
+    return not record.is_file() or state.stat().st_mtime_ns > record.stat().st_mtime_ns
 
 
 def read_config(folder: Path) -> dict[str, Any]:
