@@ -516,6 +516,26 @@ def test_data_workers_read_disjoint_shares_of_a_file(tmp_path: Path) -> None:
     assert list(islice(endless_lines(short, 1, 3), 3)) == ["二", "二", "二"]
 
 
+def test_a_long_line_is_read_as_its_pieces_each_pass(tmp_path: Path) -> None:
+    """A novel with no line breaks (one line of millions of characters) was read whole for each
+    line the shuffle buffer took: 100,000 reads of the file before the first step, half an hour
+    (a review). It is its consecutive pieces, every part of it drawn, in one read a pass."""
+    from itertools import islice
+    from unittest import mock
+
+    from tiankong.training import train_data
+
+    novel = "".join(LINES) * 50
+    text = tmp_path / "novel.txt"
+    text.write_text(novel + "\n", encoding="utf-8")
+    reads = mock.patch.object(train_data, "read_lines", wraps=train_data.read_lines)
+    with reads as spy:
+        lines = list(islice(train_data.endless_lines(text, piece=100), len(novel) // 100))
+    assert spy.call_count == 1  # one pass gave them all
+    assert all(len(line) == 100 for line in lines)
+    assert "".join(lines) == novel[: len(lines) * 100]  # consecutive: every part is drawn
+
+
 def test_a_very_long_line_is_cut_before_it_is_tokenized(corpus: Path, tmp_path: Path) -> None:
     """256 whole lines went to the tokenizer at once, kept for one 63-token window each: lines
     of 5,000 characters took 2.7 GB, one of 40,000 17.7 GB. Each now goes in as a window."""

@@ -76,10 +76,8 @@ def pretraining_batches(
     shards: int = 1,
 ) -> Iterator[dict[str, Any]]:
     sources = [TextSource.parse(spec) for spec in options.data]
-    windowed = windows(
-        mixed_lines(sources, rng, shard, shards), options.seq_len * LINE_WINDOW_PER_TOKEN, rng
-    )
-    lines = shuffled(windowed, options.shuffle_buffer, rng)
+    pieces = mixed_lines(sources, rng, shard, shards, options.seq_len * LINE_WINDOW_PER_TOKEN)
+    lines = shuffled(pieces, options.shuffle_buffer, rng)
     if options.masking != "token":
         plan = MaskingPlan(
             rate=options.mask_rate,
@@ -110,21 +108,15 @@ def pretraining_batches(
         yield collator([{"input_ids": ids} for ids in group])
 
 
-# A line longer than this many characters a token of --seq-len is cut to a random window of
-# that many as it is read, before the shuffle buffer holds it: a sequence takes one window of
-# a line's tokens anyway (``packed_sequences``), and the buffer of --shuffle-buffer whole
-# lines grew with their length (lines of 5,000 characters took 2.6 GB, one of 40,000 17.7 GB).
-# Even Latin text, several characters a token, fills a sequence from such a window; lines of
-# ordinary length are untouched.
+# A line longer than this many characters a token of --seq-len is read as consecutive pieces
+# of that many (``train_data.pieces``), before the shuffle buffer holds it: a sequence takes one
+# window of a piece's tokens anyway (``packed_sequences``), and the buffer of --shuffle-buffer
+# whole lines grew with their length (lines of 5,000 characters took 2.6 GB, one of 40,000 17.7
+# GB); cut into pieces, a line's every part is drawn (a random window of it was, until the
+# thirty-sixth session), and a file of a few long lines is not read again for each line the
+# buffer takes. Even Latin text, several characters a token, fills a sequence from such a
+# piece; lines of ordinary length are untouched.
 LINE_WINDOW_PER_TOKEN = 16
-
-
-def windows(lines: Iterator[str], limit: int, rng: random.Random) -> Iterator[str]:
-    for line in lines:
-        if len(line) > limit:
-            start = rng.randrange(len(line) - limit + 1)
-            line = line[start : start + limit]
-        yield line
 
 
 def cloze_batches(
