@@ -645,3 +645,25 @@ def test_a_stop_sent_to_the_whole_group_saves_a_run_with_data_workers(
             run.communicate()
     assert run.returncode == 130, rest[-2000:]
     assert "saved the run at step" in rest and (out / "checkpoint" / "trainer_state.pt").exists()
+
+
+def test_a_resume_over_a_data_file_changed_in_place_is_refused(
+    corpus: Path, tmp_path: Path
+) -> None:
+    """The recipe named --data by its path alone: a file replaced in place was resumed through,
+    the replay skipping through another stream, with no word (a review). Its size and
+    modification time are kept with the run, and a change is refused."""
+    import os
+
+    data = tmp_path / "data.txt"
+    data.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    first = tiny_options(corpus, tmp_path / "run", data=(str(data),), stop_after_steps=3)
+    assert train(first).steps == 3
+    resume = tiny_options(corpus, tmp_path / "run", data=(str(data),), resume=True)
+    data.write_text("\n".join(reversed(LINES)) + "\n", encoding="utf-8")  # the same size
+    with pytest.raises(BadDataFileError, match="has changed since the run began"):
+        train(resume)
+    stat = data.stat()
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    with pytest.raises(BadDataFileError, match=r"'.*data\.txt' has changed since the run began"):
+        train(resume)

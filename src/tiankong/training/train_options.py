@@ -280,7 +280,21 @@ def recipe(options: TrainOptions) -> dict[str, Any]:
             return str(Path(value).resolve())
         return value
 
-    return {name: plain(name, getattr(options, name)) for name in RECIPE_FIELDS}
+    fields = {name: plain(name, getattr(options, name)) for name in RECIPE_FIELDS}
+    return {**fields, "data_files": data_stamps(options)}
+
+
+def data_stamps(options: TrainOptions) -> dict[str, list[int]]:
+    """Each --data file's size and modification time, by its absolute path: a resume replays
+    the stream through them to where it stopped, and a file changed in place gave another
+    stream with no word (a review)."""
+    stamps: dict[str, list[int]] = {}
+    for spec in options.data:
+        path = Path(split_spec(spec)[0]).resolve()
+        if path.is_file():
+            stat = path.stat()
+            stamps[str(path)] = [stat.st_size, stat.st_mtime_ns]
+    return stamps
 
 
 def absolute_spec(spec: str) -> str:
@@ -301,6 +315,17 @@ def check_resumed_recipe(options: TrainOptions, saved: dict[str, Any] | None) ->
         and saved[name] != now[name]
         and not (name in ("init", "config") and now[name] is None)  # the checkpoint starts it
     ]
+    changed = [
+        path
+        for path, stamp in (saved.get("data_files") or {}).items()
+        if now["data_files"].get(path, stamp) != stamp
+    ]
+    if changed and not differ:
+        raise BadDataFileError(
+            f"--resume replays the run's data to where it stopped, and '{changed[0]}' has "
+            "changed since the run began (its size or modification time); restore it, or give "
+            "a new --out to start over."
+        )
     if differ:
         told = "; ".join(
             f"--{name.replace('_', '-')} {shown(now[name])} (the run's: {shown(saved[name])})"
