@@ -210,6 +210,16 @@ def test_an_answer_no_result_can_hold_is_refused(tiny_masker, tmp_path: Path) ->
     check_scorable(tiny_masker, items[:1], False, path.name)
     with pytest.raises(BadDataFileError, match=r"^items.jsonl line 2: every answer of its"):
         check_scorable(tiny_masker, items, False, path.name)
+    # a character the model's vocabulary lacks is named as that, not as [SEP] or [PAD] (a
+    # review, with a model of its own vocabulary)
+    path.write_text('{"text": "处处闻啼[MASK]。", "answers": ["𠮷"]}\n', encoding="utf-8")
+    with pytest.raises(BadDataFileError) as refused:
+        check_scorable(tiny_masker, read_items(path), False, path.name)
+    assert refused.value.message == (
+        "items.jsonl line 1: every answer of its length holds a character this model's "
+        "vocabulary doesn't have (𠮷), so it can never be scored right; leave the item out for "
+        "this model."
+    )
 
 
 @pytest.mark.usefixtures("onnx_exports")  # --engine onnx starts without torch

@@ -220,6 +220,19 @@ def check_scorable(masker: FillMasker, items: Sequence[ClozeItem], blank: bool, 
         answers = [answer_ids(masker, answer) for answer in item.answers]
         lengths = [len(ids) for ids in answers]
         fitting = [ids for ids in answers if len(ids) == masks]
+        unknown = masker.encoder.vocab.get("[UNK]")
+        if fitting and all(unknown in ids for ids in fitting):
+            # a character the model's vocabulary lacks reads as [UNK]: said so, where the
+            # sentence blamed [SEP] and [PAD] and the data file (a review, with a model of its
+            # own vocabulary)
+            vocab = masker.encoder.vocab
+            missing = sorted({c for answer in item.answers for c in answer if c not in vocab})
+            shown = ", ".join(missing or item.answers)
+            raise BadDataFileError(
+                f"{name} line {item.line}: every answer of its length holds a character this "
+                f"model's vocabulary doesn't have ({shown}), so it can never be scored right; "
+                "leave the item out for this model."
+            )
         if fitting and all(masker.banned_in(ids) for ids in fitting):
             raise BadDataFileError(
                 f"{name} line {item.line}: every answer of its length holds a token that never "
