@@ -892,6 +892,7 @@ def test_every_warning_the_server_words_alike_is_in_the_pages_chinese() -> None:
         MORE_MAY_REMAIN,
         NO_HAN_TO_CHECK,
         NOTHING_CHECKED,
+        SOME_UNREAD,
     )
 
     words = (STATIC_DIR / "i18n.js").read_text(encoding="utf-8")
@@ -902,7 +903,7 @@ def test_every_warning_the_server_words_alike_is_in_the_pages_chinese() -> None:
         NO_HAN_TO_CHECK,
         BLANK_IN_CHECK,
     ]
-    for warning in [*fixed, NOTHING_CHECKED, MORE_MAY_REMAIN]:
+    for warning in [*fixed, NOTHING_CHECKED, SOME_UNREAD, MORE_MAY_REMAIN]:
         assert f'"{warning}":' in words, warning
 
 

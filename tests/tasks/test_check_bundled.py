@@ -336,3 +336,15 @@ def test_a_passage_that_reads_otherwise_on_both_sides_fixes_nothing(checker: Pro
     index's own evidence rule holds no evidence (a review)."""
     result = checker.check("奶奶高兴得合不拢嘴。")
     assert [edit for edit in result.edits if edit.source == "index"] == []
+
+
+def test_characters_outside_the_vocabulary_are_said_to_be_unchecked(checker: Proofreader) -> None:
+    """A model of a small vocabulary checked 5 of a text's 15 Chinese characters and said "no
+    errors found" (a review): where some were not read, the answer says so; where none was,
+    the warning that nothing was checked stands alone."""
+    from tiankong.tasks.check.proofreader import NOTHING_CHECKED, SOME_UNREAD
+
+    some = checker.check("我家门口有𠮷野家，画龙点晴")  # 𠮷 is outside the vocabulary
+    assert some.warnings == [SOME_UNREAD] and some.corrected.endswith("画龙点睛")
+    assert checker.check("𠮷𠮷").warnings == [NOTHING_CHECKED]
+    assert checker.check("他的身体非常建康。").warnings == []

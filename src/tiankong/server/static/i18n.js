@@ -95,6 +95,8 @@ export const I18N = {
         "句子里有空（[MASK] 或 [BLANK]）：校对只检查写出来的字，不填空；要填空请用「单字」模式。",
       "None of the text's Chinese characters is one the model reads (each is outside its vocabulary), so nothing was checked.":
         "句子里的汉字都不在模型的词表里，所以什么也没有检查。",
+      "Some of the text's Chinese characters are outside the model's vocabulary, so they were not checked.":
+        "句子里有些汉字不在模型的词表里，这些字没有检查。",
       "A sentence had more suspect characters than one check looks at; check it again once its fixes are accepted, as more may remain.":
         "有一句可疑的字比一次能检查的多：采用修改之后请再校对一次，可能还有错字。",
     },

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from tiankong.core.beam_search import RowScorer
+from tiankong.core.decoding import is_han
 from tiankong.core.script import between, has_han, memory_in, neighbours_traditional
 from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import BadOptionError, each_text
@@ -73,6 +74,10 @@ NOTHING_CHECKED = (
     "None of the text's Chinese characters is one the model reads (each is outside its "
     "vocabulary), so nothing was checked."
 )
+SOME_UNREAD = (
+    "Some of the text's Chinese characters are outside the model's vocabulary, so they were "
+    "not checked."
+)
 # fixes in a sentence whose other suspects were passed over (``suspects``) from which its
 # answer says more may remain (MORE_MAY_REMAIN): one, chosen on check_dev (two sentences warned,
 # both still wrong after their fixes; at two or three fixes none was). Three left a review's
@@ -94,6 +99,9 @@ def check_warnings(text: str, checked: int, crowded: bool = False) -> list[str]:
     warnings = [] if has_han(text) else [NO_HAN_TO_CHECK]
     if not warnings and not checked:
         warnings.append(NOTHING_CHECKED)
+    elif not warnings and checked < sum(map(is_han, text)):
+        # a model of a small vocabulary checked 5 of 15 and said "no errors found" (a review)
+        warnings.append(SOME_UNREAD)
     marked = normalize_masks(text)
     if MASK in marked or BLANK in marked:
         warnings.append(BLANK_IN_CHECK)
