@@ -47,4 +47,5 @@ def test_square_brackets_in_the_text_are_printed_as_typed(tiny_model_dir: Path) 
     assert done.stdout.startswith("[b]好")
     done = run_cli("check", "他[/b]说画龙点晴", *flags)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    assert done.stdout.splitlines()[0] == "他[/b]说画龙点睛"
+    # after any note (the tiny random model passes suspects over: "more may remain")
+    assert "他[/b]说画龙点睛" in done.stdout.splitlines()
