@@ -200,6 +200,11 @@ def test_predict_bad_body(
         (b"text=[MASK]", "application/x-www-form-urlencoded"),  # curl -d without -H
         ('{"text": "画龙点[MASK]"}'.encode(), "text/plain"),
         ('{"text": "画龙点[MASK]"}'.encode(), ""),
+        # JSON-like types FastAPI doesn't read as JSON: they were "The body must be a JSON
+        # object." of a JSON object (a review)
+        ('{"text": "画龙点[MASK]"}'.encode(), "text/json"),
+        ('{"text": "画龙点[MASK]"}'.encode(), "application/x-json"),
+        ('{"text": "画龙点[MASK]"}'.encode(), "application/json, text/plain"),
     ],
 )
 def test_a_body_not_sent_as_json_is_415(
