@@ -498,6 +498,17 @@ def test_hf_an_unknown_parameter_is_refused(client: TestClient) -> None:
     assert "topk" in error["message"]
 
 
+@pytest.mark.parametrize("key", ["top_k", "parameter"])
+def test_hf_an_unknown_top_level_key_is_refused(client: TestClient, key: str) -> None:
+    """A top-level "top_k" or a misspelt "parameter" fell back to the defaults with no word (a
+    review); the Inference API's own "options" is taken."""
+    body = {"inputs": IDIOM, key: 1 if key == "top_k" else {"targets": ["睛"]}}
+    error = assert_error(client.post("/", json=body), 422, "invalid_request")
+    assert key in error["message"]
+    options = {"inputs": IDIOM, "options": {"wait_for_model": True, "use_cache": False}}
+    assert client.post("/", json=options).status_code == 200
+
+
 def test_hf_tokenizer_kwargs_is_refused_by_name(client: TestClient) -> None:
     """One of the pipeline's own parameters was an "Extra inputs are not permitted" 422."""
     body = {"inputs": IDIOM, "parameters": {"tokenizer_kwargs": {"truncation": True}}}

@@ -417,7 +417,11 @@ class HFParameters(BaseModel):
 
 
 class HFRequest(BaseModel):
-    """The Hugging Face Inference API's fill-mask request (other keys, e.g. options, ignored)."""
+    """The Hugging Face Inference API's fill-mask request. Its ``options`` are taken and not
+    used; any other key is a 422, as in ``parameters`` (a top-level "top_k" or a misspelt
+    "parameter" fell back to the defaults with no word: a review)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     inputs: str | list[str] = Field(
         description="Chinese text with one or more [MASK] (【MASK】, ［MASK］, ［ＭＡＳＫ］ and "
@@ -425,6 +429,11 @@ class HFRequest(BaseModel):
         "the Hugging Face API has no blank of unknown length; POST /predict has."
     )
     parameters: HFParameters | None = None
+    options: dict[str, Any] | None = Field(
+        default=None,
+        description="The Inference API's options (wait_for_model, use_cache): taken and not "
+        "used (the model is loaded, and answers are cached by the server's own rule).",
+    )
 
 
 class HFCandidate(BaseModel):
