@@ -509,6 +509,24 @@ def test_hf_an_unknown_top_level_key_is_refused(client: TestClient, key: str) ->
     assert client.post("/", json=options).status_code == 200
 
 
+def test_hf_word_targets_name_their_cap_and_a_bad_input(client: TestClient) -> None:
+    """Targets of several characters are ranked as candidates: 51 of them met the candidates'
+    cap in its words ("At most 50 candidates"), of a parameter the client never sent, and a
+    list's text with two blanks was refused without its place (a review)."""
+    common = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年"
+    words = [f"吃{char}" for char in common + "动同工也能下过子说产种面而方后多定行学法"][:51]
+    assert len(words) == 51
+    body = {"inputs": "我们去[MASK]吧。", "parameters": {"targets": words}}
+    error = assert_error(client.post("/", json=body), 400, "bad_option")
+    assert error["message"] == (
+        "At most 50 targets where one is of several characters (each is scored as a whole "
+        "word); got 51."
+    )
+    two = {"inputs": ["今天[MASK]。", "[MASK]天[MASK]"], "parameters": {"targets": ["好坏"]}}
+    error = assert_error(client.post("/", json=two), 400, "bad_option")
+    assert error["message"].startswith("inputs[1]: ")
+
+
 def test_hf_tokenizer_kwargs_is_refused_by_name(client: TestClient) -> None:
     """One of the pipeline's own parameters was an "Extra inputs are not permitted" 422."""
     body = {"inputs": IDIOM, "parameters": {"tokenizer_kwargs": {"truncation": True}}}

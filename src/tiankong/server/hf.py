@@ -17,13 +17,18 @@ no place for a fill of unknown length. ``POST /predict`` answers it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Body
 
-from tiankong.core.options import PredictOptions, check_entry_count, check_option
+from tiankong.core.options import (
+    MAX_CANDIDATES,
+    PredictOptions,
+    check_entry_count,
+    check_option,
+)
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
 from tiankong.core.text import fill_text
@@ -73,14 +78,7 @@ async def hf_fill_mask(
             "own tokenizer, whole, within its token window (--max-length)."
         )
     options = predictor.options(parameters.top_k, index=HF_USES_INDEX)
-    prepared = []
-    for number, text in enumerate(texts):
-        try:
-            prepared.append(plain_request(predictor, text, options))
-        except BadInputError as error:  # which of a list's inputs (the pipeline refuses all)
-            if isinstance(body.inputs, str):
-                raise
-            raise type(error)(f"inputs[{number}]: {error.message}") from None
+    prepared = each_input(body.inputs, lambda text: plain_request(predictor, text, options))
     if parameters.targets is None:
         outputs = await plain_outputs(predictor, prepared, None, allowance)
     else:
@@ -92,8 +90,26 @@ async def hf_fill_mask(
             allowed = allowed_targets(predictor, target_ids)
             outputs = await plain_outputs(predictor, prepared, allowed, allowance)
         else:
-            outputs = await ranked_targets(predictor, texts, target_ids, options.top_k, allowance)
+            outputs = await ranked_targets(
+                predictor, body.inputs, target_ids, options.top_k, allowance
+            )
     return JSONBody(outputs[0] if len(outputs) == 1 else outputs)  # as is: responses.py
+
+
+def each_input(
+    inputs: str | list[str], prepare: Callable[[str], PreparedRequest]
+) -> list[PreparedRequest]:
+    """Each text ``prepare``d; a list's bad one named, ``inputs[1]: …`` (the pipeline refuses
+    them all): the targets' path said which rule a text broke and not which text (a review)."""
+    if isinstance(inputs, str):
+        return [prepare(inputs)]
+    prepared = []
+    for number, text in enumerate(inputs):
+        try:
+            prepared.append(prepare(text))
+        except BadInputError as error:
+            raise type(error)(f"inputs[{number}]: {error.message}") from None
+    return prepared
 
 
 async def plain_outputs(
@@ -170,6 +186,14 @@ def target_tokens(predictor: Predictor, targets: Sequence[str]) -> dict[str, lis
                 f"The target '{target}' has a character that is not in the model's vocabulary."
             )
         target_ids[target.strip()] = token_ids
+    words = any(len(ids) > 1 for ids in target_ids.values())
+    if words and len(target_ids) > MAX_CANDIDATES:
+        # ranked as candidates (``ranked_targets``), whose cap it met in their words: "At most
+        # 50 candidates", of a parameter the client never sent (a review)
+        raise BadOptionError(
+            f"At most {MAX_CANDIDATES} targets where one is of several characters (each is "
+            f"scored as a whole word); got {len(target_ids)}."
+        )
     return target_ids
 
 
@@ -183,7 +207,7 @@ def allowed_targets(predictor: Predictor, target_ids: dict[str, list[int]]) -> n
 
 async def ranked_targets(
     predictor: Predictor,
-    texts: Sequence[str],
+    inputs: str | list[str],
     target_ids: dict[str, list[int]],
     k: int,
     allowance: Allowance,
@@ -202,7 +226,7 @@ async def ranked_targets(
         k, mode="candidates", candidates=tuple(target_ids), index=HF_USES_INDEX
     )
     # every text has one blank, checked before any engine work
-    requests = [whole_text(predictor.prepare_request(text, options)) for text in texts]
+    requests = each_input(inputs, lambda text: whole_text(predictor.prepare_request(text, options)))
     outputs: list[PipelineOutput] = []
     for answer in await predictor.run_many(requests, allowance=allowance):
         if isinstance(answer, TiankongError):

@@ -406,7 +406,8 @@ class HFParameters(BaseModel):
         default=None,
         description="Rank only these candidates. Characters are ranked per mask as in the "
         "pipeline; words of several characters are scored by their exact chain probability. "
-        f"At most {MAX_CONSTRAINT_ENTRIES}.",
+        f"At most {MAX_CONSTRAINT_ENTRIES}, or {MAX_CANDIDATES} where one is of several "
+        "characters.",
     )
     tokenizer_kwargs: dict[str, Any] | None = Field(
         default=None,
