@@ -490,6 +490,18 @@ def test_oversized_bodies_are_413_on_every_route(client: TestClient) -> None:
         assert_error(post_raw(client, path, big), 413, "body_too_large")
 
 
+def test_the_warning_for_an_index_asked_of_index_none_reads_right(tiny_model_dir: Path) -> None:
+    """It read "index was asked for, but no corpus index is loaded: no index was asked for"
+    (a review)."""
+    settings = Settings(engine="fake", threads=1, model=str(tiny_model_dir), index="none")
+    masker = FillMasker.load(settings=settings)
+    warnings = masker.predict("画龙点[MASK]", index=True).warnings
+    assert warnings == [
+        "index was asked for, but no corpus index is loaded: --index is none; the answers are "
+        "the model's own."
+    ]
+
+
 def test_the_index_asked_for_where_there_is_none_is_said(fake: FillMasker) -> None:
     """predict(..., index=True) on a model with no index answered with the model's own numbers
     without a word, where the server's same request gets a warning (a review)."""

@@ -278,7 +278,9 @@ def choose_memory(
 
     setting = check_index_setting(setting)
     if setting == "none":
-        return MemoryChoice(setting, None, "no index was asked for")
+        return MemoryChoice(setting, None, "--index is none")  # not "no index was asked for":
+        # the warning to a request that asked for one read "index was asked for, but ... no
+        # index was asked for" (a review)
     if setting == "auto" and model.kind != "bundled":
         return MemoryChoice(
             setting,
