@@ -182,4 +182,8 @@ def test_the_openapi_document_names_the_limits(
     assert (one["beam_width"]["minimum"], one["beam_width"]["maximum"]) == (1, 64)
     assert (one["length_alpha"]["minimum"], one["length_alpha"]["maximum"]) == (0, 2)
     assert one["candidates"]["maxItems"] == 50 and many["texts"]["maxItems"] == 8
+    # its words too: they said 64 where 8 were served (a review)
+    assert many["texts"]["description"] == "Up to 8 texts."
+    checks = models["BatchCheckBody"]["properties"]["texts"]
+    assert checks["maxItems"] == 8 and checks["description"] == "Up to 8 texts."
     assert (one["top_k"]["minimum"], one["top_k"]["maximum"]) == (1, 20)  # this server's

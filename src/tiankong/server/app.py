@@ -139,8 +139,9 @@ def declare_limits(schema: dict[str, Any], settings: Settings) -> None:
         properties = model.get("properties", {})
         if "top_k" in properties:
             properties["top_k"].update(top_k)
-        if "texts" in properties:
+        if "texts" in properties:  # the description too: it said 64 where 3 were served
             properties["texts"]["maxItems"] = settings.max_batch_texts
+            properties["texts"]["description"] = f"Up to {settings.max_batch_texts} texts."
     for operations in schema["paths"].values():
         for operation in operations.values():
             for parameter in operation.get("parameters", []):

@@ -41,7 +41,9 @@ class CheckBody(BaseModel):
 
 class BatchCheckBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    texts: list[str] = Field(min_length=1, description="Up to max_batch_texts (64) texts.")
+    texts: list[str] = Field(
+        min_length=1, description="Up to max_batch_texts texts (the server's --max-batch-texts)."
+    )
 
 
 class AlternativeOut(BaseModel):

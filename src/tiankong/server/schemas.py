@@ -228,7 +228,9 @@ class OneText(BaseModel):
 
 
 class ManyTexts(BaseModel):
-    texts: list[str] = Field(min_length=1, description="Up to max_batch_texts (64) texts.")
+    texts: list[str] = Field(
+        min_length=1, description="Up to max_batch_texts texts (the server's --max-batch-texts)."
+    )
     top_k: TopK = None
 
 
