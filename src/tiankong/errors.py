@@ -150,6 +150,14 @@ class EngineUnavailableError(ModelUnavailableError):
     code = "engine_unavailable"
 
 
+class MissingPackageError(ModelUnavailableError):
+    """A command needs a package this install lacks (an extra of ``pip install 'tiankong[...]'``):
+    a plain install of the wheel gave tracebacks (ModuleNotFoundError) and advice to run
+    scripts only a clone has (a review)."""
+
+    code = "missing_package"
+
+
 # --- corpus index availability ----------------------------------------------------------------
 
 

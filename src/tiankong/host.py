@@ -27,6 +27,25 @@ from pathlib import Path
 from typing import Any
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def require(extra: str, modules: tuple[str, ...], what: str, otherwise: str = "") -> None:
+    """``what`` needs ``modules``, the packages of the ``extra``: where one is missing, one
+    sentence naming the install (``MissingPackageError``, exit 3), before anything imports it.
+    ``otherwise``: another way, said after it."""
+    import importlib.util
+
+    from tiankong.errors import MissingPackageError
+
+    missing = [module for module in modules if importlib.util.find_spec(module) is None]
+    if missing:
+        raise MissingPackageError(
+            f"{what} needs {' and '.join(missing)}, which this install lacks: pip install "
+            f"'tiankong[{extra}]' (in a clone of the repository, `bash scripts/setup.sh --full` "
+            f"installs everything){otherwise}."
+        )
+
+
 MEMBERSHIP = Path("/proc/self/cgroup")  # this process's cgroup in each hierarchy
 STATM = Path("/proc/self/statm")  # this process's memory in pages: size, resident, ...
 SYSFS_CPUS = Path("/sys/devices/system/cpu")  # cpuN/topology: which core each CPU is on

@@ -18,6 +18,7 @@ from tiankong.cli.options import ALL_FLAGS, refuse_unread, refuse_without_ray, s
 from tiankong.cli.root import app
 from tiankong.config import ScaleOptions, Settings, check_blank_secrets
 from tiankong.errors import BadOptionError
+from tiankong.host import require
 
 if TYPE_CHECKING:
     from tiankong.core.models import ResolvedModel
@@ -40,6 +41,7 @@ def serve_command(
     typed: frozenset[str] = frozenset(),
 ) -> None:
     """Serve the HTTP API, the Hugging Face-compatible route and the web page."""
+    require("serving", ("fastapi", "uvicorn"), "tiankong serve")  # not a ModuleNotFoundError
     from tiankong.server import create_app
     from tiankong.server.middleware.security import load_api_keys
     from tiankong.server.uvicorn_server import run_server, show_logs

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 from tiankong.config import Settings
 from tiankong.core.models import ResolvedModel
 from tiankong.engines.base import EncodedBatch, Engine, engine_calls, pad_batch
-from tiankong.errors import BadOptionError
-from tiankong.host import MemoryLimit, memory_limit
+from tiankong.host import MemoryLimit, memory_limit, require
 
 if TYPE_CHECKING:
     from tiankong.engines.onnx_engine import FindExport
@@ -46,23 +45,27 @@ def create_engine(
         name = "torch"  # the one that runs fp16 (on a GPU: it says so on the CPU), not onnx's
     elif name == "auto":
         onnx_ok = has_module("onnxruntime") and has_onnx_engine()
+        if not onnx_ok and not has_module("torch"):  # a plain install of the wheel: no engine
+            require("serving", ("onnxruntime",), "Filling with a model")
         name = "onnx" if onnx_ok and not gpu_needs_torch(settings.device) else "torch"
     if name == "onnx":
+        require("serving", ("onnxruntime",), "The onnx engine")
         from tiankong.engines.onnx_engine import OnnxEngine, pick_onnx_device
 
         if settings.precision == "auto" and pick_onnx_device(settings.device) == "cpu":
             return measured_engine(model, settings, find_export)
         return OnnxEngine.create(model, settings, find_export)
     if name == "openvino":
+        require("openvino", ("openvino",), "The openvino engine")
         from tiankong.engines.openvino_engine import OpenVinoEngine
 
         return OpenVinoEngine.create(model, settings, find_export)
-    if not has_module("torch"):
-        raise BadOptionError(
-            "The torch engine needs PyTorch, which scripts/serve.sh's serving install leaves "
-            "out: run `bash scripts/setup.sh --full` once (or pip install torch==2.13.0 "
-            "'tiankong[torch]'), or use --engine onnx."
-        )
+    require(
+        "torch",
+        ("torch", "transformers"),
+        "The torch engine",
+        "; install torch==2.13.0 first, for its CPU wheel; or use --engine onnx",
+    )
     from tiankong.engines.torch_engine import TorchEngine
 
     return TorchEngine(model.path, settings.device, settings.precision, settings.threads)

@@ -26,6 +26,7 @@ from typing import Any
 
 from tiankong.core.output_folder import made_here
 from tiankong.errors import BadDataFileError, BadOptionError
+from tiankong.host import require
 from tiankong.training.starting_point import (
     find_starting_point,
     load_model,
@@ -304,6 +305,12 @@ def train(
     Everything that can be checked without the model is, before torch loads; the data (CSV
     rows against the tokenizer, the held-out set) before the model loads."""
     validate_options(options)
+    require(
+        "train",
+        ("torch", "transformers"),
+        "Training",
+        "; install torch==2.13.0 first, for its CPU wheel",
+    )
     start = find_starting_point(options)
     import torch
     from transformers import DataCollatorForLanguageModeling

@@ -69,6 +69,7 @@ export const I18N = {
       bad_data_file: "数据文件不合要求。",
       bad_index_input: "建索引用的文本不合要求。",
       engine_unavailable: "模型的推理引擎用不了。",
+      missing_package: "服务器缺少需要的软件包。",
       index_unavailable: "语料索引用不了。",
       index_corrupt: "语料索引的文件坏了。",
       index_stale: "语料索引过期了，需要重建。",
