@@ -284,16 +284,19 @@ def recipe(options: TrainOptions) -> dict[str, Any]:
     return {**fields, "data_files": data_stamps(options)}
 
 
-def data_stamps(options: TrainOptions) -> dict[str, list[int]]:
-    """Each --data file's size and modification time, by its absolute path: a resume replays
-    the stream through them to where it stopped, and a file changed in place gave another
-    stream with no word (a review)."""
-    stamps: dict[str, list[int]] = {}
+def data_stamps(options: TrainOptions) -> dict[str, str]:
+    """Each --data file's sha256, by its absolute path: a resume replays the stream through
+    them to where it stopped, and a file changed in place gave another stream with no word (a
+    review). Its content, not its size and time: a byte-identical copy put back was refused
+    as changed (a verifying review)."""
+    import hashlib
+
+    stamps: dict[str, str] = {}
     for spec in options.data:
         path = Path(split_spec(spec)[0]).resolve()
         if path.is_file():
-            stat = path.stat()
-            stamps[str(path)] = [stat.st_size, stat.st_mtime_ns]
+            with path.open("rb") as handle:
+                stamps[str(path)] = hashlib.file_digest(handle, "sha256").hexdigest()
     return stamps
 
 
@@ -323,8 +326,8 @@ def check_resumed_recipe(options: TrainOptions, saved: dict[str, Any] | None) ->
     if changed and not differ:
         raise BadDataFileError(
             f"--resume replays the run's data to where it stopped, and '{changed[0]}' has "
-            "changed since the run began (its size or modification time); restore it, or give "
-            "a new --out to start over."
+            "changed since the run began (its content); restore it, or give a new --out to "
+            "start over."
         )
     if differ:
         told = "; ".join(
