@@ -11,6 +11,7 @@ text -> validate/tokenize (text.py) -> pad (engines.pad_batch) -> engine -> deco
 from __future__ import annotations
 
 import numbers
+import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -145,6 +146,7 @@ def find_onnx_export(model: ResolvedModel, precision: str, settings: Settings) -
 
 
 Answer = TypeVar("Answer")  # a FillResult, or a batch's error in its place
+BRACKETED = re.compile(r"\[[^\[\]\s]+\]")  # [unused3], [SEP]: a vocabulary's special form
 NO_INDEX_WARNING = (
     "index was asked for, but no corpus index is loaded: {reason}; the answers are the "
     "model's own."  # the reason may hold brackets of its own: (--index none)
@@ -259,9 +261,10 @@ class FillMasker:
             token == unknown and option[start:end] == "[UNK]"
             for token, (start, end) in zip(ids, encoding.offsets, strict=True)
         )
-        # a vocabulary's own bracketed token typed whole ([unused1]): the tokenizer reads its
-        # letters, and allowed [unused1] answered d, e, 1 (a review)
-        bracketed = option[:1] == "[" and option[-1:] == "]" and option in self.encoder.vocab
+        # a vocabulary's own bracketed token typed in it ([unused3], 鸟[unused3]): the tokenizer
+        # reads its letters, and allowed [unused3] answered d, e, 3 (a review)
+        vocab = self.encoder.vocab
+        bracketed = any(token in vocab for token in BRACKETED.findall(option))
         if typed_unknown or bracketed or self.banned_in([i for i in ids if i != unknown]):
             raise BadOptionError(f"The {name} {option!r} is a special token, never a fill.")
         return ids

@@ -248,9 +248,10 @@ def test_a_vocabularys_bracketed_token_typed_whole_is_a_special_token(
     brackets is refused as [SEP] is; a bracketed word the vocabulary lacks is text (this
     vocabulary has no [unused1]: ids 1 and 2 are [SUB] and [OBJ])."""
     assert "[unused3]" in fake.encoder.vocab  # the premise: the real vocabulary's
-    with pytest.raises(TiankongError, match="special token") as caught:
-        fake.predict("画龙点[MASK]", **{field: ("[unused3]",)})
-    assert caught.value.code == "bad_option"
+    for entry in ("[unused3]", "鸟[unused3]", "[unused3][unused4]"):  # whole, or within one
+        with pytest.raises(TiankongError, match="special token") as caught:
+            fake.predict("画龙点[MASK]", **{field: (entry,)})
+        assert caught.value.code == "bad_option"
     fake.predict("画龙点[MASK]", **{field: ("[睛]",)})
 
 

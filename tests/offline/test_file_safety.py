@@ -138,6 +138,7 @@ def test_eval_fields_of_the_wrong_type_name_the_line(
         ({"text": "守株待免", "correct": "守株待兔", "category": 5}, "must be a string"),
         # two rows named overall in the table and the report (a review)
         ({"text": "守株待免", "correct": "守株待兔", "category": "overall"}, "total's name"),
+        ({"text": "守株待免", "correct": "守株待兔", "category": "Overall"}, "total's name"),
         ({"text": "守株待免", "correct": "守株待兔", "category": ""}, "can't be a row"),
     ],
 )

@@ -947,6 +947,7 @@ def test_a_blank_no_whole_fill_keeps_to_shows_its_positions_list(page: Page, bas
     page.get_by_test_id("input").press("Enter")
     expect(page.get_by_test_id("warnings")).to_contain_text("下面是每个空各自的候选")
     expect(page.get_by_test_id("results")).to_be_visible()
+    expect(page.locator("#per-mask-title")).to_be_visible()  # the list the warning names
     expect(page.get_by_test_id("results").get_by_test_id("candidate")).to_have_count(len(tokens))
     expect(page.get_by_test_id("sentence")).to_contain_text(tokens[0])
 

@@ -36,7 +36,7 @@ def item_category(record: dict[str, Any], where: str) -> str:
     category = record.get("category", "all")
     if not isinstance(category, str):
         raise BadDataFileError(f'{where}: "category" must be a string.')
-    if not category.strip() or category.strip() == TOTAL_ROW:
+    if not category.strip() or category.strip().casefold() == TOTAL_ROW:  # Overall too
         raise BadDataFileError(
             f'{where}: "category" {category!r} can\'t be a row of its own (empty, or the '
             f"total's name, {TOTAL_ROW}); name it otherwise or leave it out."

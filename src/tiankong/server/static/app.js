@@ -431,7 +431,8 @@ function renderLists() {
   renderSequences($("sequences"), data.sequences, data.text.includes(BLANK), t, chooseSequence);
   $("options-box").hidden = !data.candidates.length;
   renderOptions($("options"), data.candidates, t, chooseSentence);
-  $("per-mask-title").hidden = !perMask || !data.sequences.length;
+  // titled where there is more than it above: whole fills, or a [BLANK]'s warning
+  $("per-mask-title").hidden = !perMask || (!data.sequences.length && !data.text.includes(BLANK));
   $("results").hidden = !perMask;
   renderMaskLists($("results"), perMask ? data.masks : [], t, chooseToken);
   syncPressed();
