@@ -40,6 +40,7 @@ from tiankong.core.script import (
     Script,
     convert,
     has_han,
+    may_be_traditional,
     script_of,
     written_in,
 )
@@ -266,7 +267,9 @@ def warn_script_as_typed(request: PreparedRequest, result: FillResult) -> FillRe
     """Traditional text answered without the index is not written back in its script (the
     model's own tokens, as transformers' pipeline gives them): said, not silent (a review saw
     處處聞啼[MASK]。 answered 声 with the index off, and nothing said why)."""
-    if request.indexed or script_of(request.text).to_typed is None:
+    if request.indexed or not may_be_traditional(request.text):  # the cheap test first
+        return result
+    if script_of(request.text).to_typed is None:
         return result
     return replace(result, warnings=[*result.warnings, TYPED_SCRIPT_WARNING])
 
