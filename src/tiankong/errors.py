@@ -283,10 +283,16 @@ def each_text(texts: Sequence[str], make: Callable[[str], T], single: str) -> li
         )
     if isinstance(texts, Mapping) or not isinstance(texts, Iterable):
         raise BadOptionError(f"{batch} takes a list of texts, not {type(texts).__name__}.")
+    return each_named(texts, make, "texts")
+
+
+def each_named(texts: Iterable[str], make: Callable[[str], T], field: str) -> list[T]:
+    """``make(text)`` for each of ``texts``; a BadInputError names its text by position in the
+    list ``field``: ``texts[1]: …``, ``inputs[1]: …``."""
     made = []
     for number, text in enumerate(texts):
         try:
             made.append(make(text))
         except BadInputError as error:
-            raise type(error)(f"texts[{number}]: {error.message}") from None
+            raise type(error)(f"{field}[{number}]: {error.message}") from None
     return made

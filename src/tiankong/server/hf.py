@@ -38,6 +38,7 @@ from tiankong.errors import (
     EmptyTextError,
     TextTooLongError,
     TiankongError,
+    each_named,
 )
 from tiankong.server.deps import ServingDep
 from tiankong.server.dispatch import check_batch_size
@@ -103,13 +104,7 @@ def each_input(
     them all): the targets' path said which rule a text broke and not which text (a review)."""
     if isinstance(inputs, str):
         return [prepare(inputs)]
-    prepared = []
-    for number, text in enumerate(inputs):
-        try:
-            prepared.append(prepare(text))
-        except BadInputError as error:
-            raise type(error)(f"inputs[{number}]: {error.message}") from None
-    return prepared
+    return each_named(inputs, prepare, "inputs")
 
 
 async def plain_outputs(
