@@ -15,7 +15,8 @@
 # 5. docker run --read-only --tmpfs /tmp: /ready within 15 s, POST /predict fills the poem with
 #    鸟, a TIANKONG_* setting is honoured, the page loads, the HEALTHCHECK turns healthy, the
 #    process is not root, SIGTERM stops it with exit code 0 within the drain timeout, and
-#    `docker logs` has no traceback.
+#    `docker logs` has no traceback; then `tiankong predict` under a random uid in group 0
+#    (OpenShift's way) fills the poem from the baked cache.
 # 6. docker/compose.yaml with Debian's docker-compose, when it runs here: up, /ready, /predict.
 #
 # Network: the package registries only (PyPI, the Debian mirror, TORCH_INDEX_URL); the
@@ -334,6 +335,17 @@ if grep -q Traceback "$WORK/logs.txt"; then
 fi
 say "  docker logs: no traceback ($(wc -l <"$WORK/logs.txt") lines)"
 docker rm -v "$RUN_ID" >/dev/null
+# a random uid in group 0, as OpenShift runs an image: the baked cache must read as uid 10001's
+docker run --rm --label "tiankong-test=$RUN_ID" --user 54321:0 --read-only --tmpfs /tmp \
+    -e HF_HUB_OFFLINE=1 "$IMAGE" tiankong predict "$POEM" --json >"$WORK/uid.json" 2>"$WORK/uid.log" \
+    || fail "docker run --user 54321:0 ... tiankong predict failed: $(tail -1 "$WORK/uid.log")"
+python3 - "$WORK/uid.json" <<'EOF' || fail "docker run --user 54321:0: $(head -c 300 "$WORK/uid.json")"
+import json, sys
+top = json.load(open(sys.argv[1], encoding="utf-8"))["masks"][0][0]
+print(f"docker_test:   docker run --user 54321:0 (a random uid, group 0): predict fills {top['token']} {top['score']:.3f}")
+sys.exit(top["token"] != "鸟")
+EOF
+! grep -q "unusable" "$WORK/uid.log" || fail "docker run --user 54321:0: $(grep unusable "$WORK/uid.log" | head -1)"
 
 # --- 6. compose ---------------------------------------------------------------------------
 step "6. docker-compose -f docker/compose.yaml up"

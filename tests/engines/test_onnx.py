@@ -428,7 +428,8 @@ def test_a_distilbert_exports_to_int8(tmp_path: Path) -> None:
 def test_export_cli_of_the_bundled_models_shipped_graph(tmp_path: Path) -> None:
     """The default export of the bundled model unpacks its shipped FP32 graph, whose manifest
     has no build date (a KeyError traceback before). The folder gets the mode the umask
-    gives a new folder (it was 0755 whatever the umask)."""
+    gives a new folder (it was 0755 whatever the umask), and so does its cache entry (it
+    was mkdtemp's 0700)."""
     before = os.umask(0o027)  # the command inherits it
     try:
         done = run_cli("export", "-o", str(tmp_path / "out"), cache=tmp_path / "cache")
@@ -436,6 +437,8 @@ def test_export_cli_of_the_bundled_models_shipped_graph(tmp_path: Path) -> None:
         os.umask(before)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out").stat().st_mode & 0o777 == 0o750
+    entries = [found.parent for found in (tmp_path / "cache").rglob(MANIFEST_FILE)]
+    assert entries and all(entry.stat().st_mode & 0o777 == 0o750 for entry in entries)
     assert "unpacked from the graph shipped with the model" in done.stdout
     assert json.loads((tmp_path / "out" / MANIFEST_FILE).read_text(encoding="utf-8"))["shipped"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,17 @@ def test_second_creation_reuses_the_export(
     second = ensure_export(model, "int8", settings_for(cache))
     assert builds == [] and second.folder == first.folder
     assert second.onnx_file.stat().st_mtime_ns == mtime
+
+
+def test_an_entry_gets_the_mode_mkdir_gives(model: ResolvedModel, tmp_path: Path) -> None:
+    """Not mkdtemp's 0700: an image run under a random uid (OpenShift's way) could not read
+    the export baked in as uid 10001 (a review)."""
+    before = os.umask(0o022)  # the export worker inherits it
+    try:
+        made = ensure_export(model, "fp32", settings_for(tmp_path / "fresh"))
+    finally:
+        os.umask(before)
+    assert made.folder.stat().st_mode & 0o777 == 0o755
 
 
 def test_key_follows_model_files_and_precision(
@@ -225,7 +237,7 @@ def test_two_processes_starting_at_once(tiny_model_dir: Path, tmp_path: Path) ->
         assert process.returncode == 0, stderr
         assert stdout.startswith("filled int8")
     logs = "".join(stderr for _, stderr in outputs)
-    assert logs.count("Exporting tiny-bert") == 2  # fp32 once and int8 once, not per process
+    assert logs.count("tiankong: exporting tiny-bert") == 2  # fp32 and int8 once, not per process
     assert logs.count("Exported tiny-bert") == 2
     assert len([path for path in cache.iterdir() if path.is_dir()]) == 2
 

@@ -32,6 +32,7 @@ import lzma
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -181,12 +182,13 @@ def ensure_export(model: ResolvedModel, precision: str, settings: Settings) -> O
                 if precision == "fp32" and shipped is not None:
                     unpack_shipped(model, shipped, entry, key)
                     return checked(entry, key, model)
+                # said on stderr, as the bundled index's first build: a log line at info was
+                # hidden while `tiankong serve` loaded, a silent first start of 15-50 s (a review)
                 if precision == AUTO:
-                    log.info(
-                        "Measuring the engines for %s on this CPU; this happens once.", model.name
-                    )
+                    doing = f"measuring the engines for {model.name} on this CPU"
                 else:
-                    log.info("Exporting %s to ONNX (%s); this happens once.", model.name, precision)
+                    doing = f"exporting {model.name} to ONNX ({precision})"
+                print(f"tiankong: {doing}, once (later runs reuse it)", file=sys.stderr)
                 build_in_worker(
                     BuildRequest(
                         model_name=model.name,
@@ -278,6 +280,7 @@ def unpack_shipped(model: ResolvedModel, shipped: dict[str, Any], entry: Path, k
         seconds = round(time.perf_counter() - started, 2)
         manifest = {**shipped, "key": key, "shipped": True, "export_seconds": seconds}
         (temp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
+        os.chmod(temp, folder_mode())  # as build_export's entries: not mkdtemp's 0700
         os.rename(temp, entry)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
@@ -427,7 +430,7 @@ def export_to_folder(
             for name in export.manifest["files"]:
                 shutil.copy2(export.folder / name, temp / name)
             shutil.copy2(export.folder / MANIFEST_FILE, temp / MANIFEST_FILE)
-            os.chmod(temp, folder_mode())  # mkdtemp's 0700 suits the private cache, not --out
+            os.chmod(temp, folder_mode())  # not mkdtemp's 0700
             if out.exists():
                 discard(out)
             os.rename(temp, out)

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tiankong import errors
-from tiankong.core.output_folder import os_reason
+from tiankong.core.output_folder import folder_mode, os_reason
 from tiankong.errors import EngineError, TiankongError
 from tiankong.export import export, quantize
 from tiankong.export.cache_format import (
@@ -127,6 +127,9 @@ def build_export(request: BuildRequest) -> None:
         manifest_file = temp / MANIFEST_FILE
         manifest_file.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
         sync_file(manifest_file)
+        # mkdtemp's 0700 kept the cache from a server run as another user (an image run with
+        # a random uid, OpenShift's way); an entry gets the mode mkdir would give it
+        os.chmod(temp, folder_mode())
         os.rename(temp, entry)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
