@@ -509,6 +509,13 @@ def test_hf_an_unknown_top_level_key_is_refused(client: TestClient, key: str) ->
     assert client.post("/", json=options).status_code == 200
 
 
+def test_hf_an_unknown_option_is_refused(client: TestClient) -> None:
+    """A misspelt option ("use_cahce") was taken with no word, as "topk" once was (a review)."""
+    body = {"inputs": IDIOM, "options": {"use_cahce": False}}
+    error = assert_error(client.post("/", json=body), 422, "invalid_request")
+    assert "use_cahce" in error["message"]
+
+
 def test_hf_word_targets_name_their_cap_and_a_bad_input(client: TestClient) -> None:
     """Targets of several characters are ranked as candidates: 51 of them met the candidates'
     cap in its words ("At most 50 candidates"), of a parameter the client never sent, and a

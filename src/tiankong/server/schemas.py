@@ -419,6 +419,22 @@ class HFParameters(BaseModel):
     )
 
 
+class HFOptions(BaseModel):
+    """The Inference API's ``options``: its two keys taken and not used; any other is a 422,
+    as in ``parameters`` ({"use_cahce": false} was taken with no word: a review)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    wait_for_model: bool | None = Field(
+        default=None, description="Taken and not used: the model is loaded before /ready."
+    )
+    use_cache: bool | None = Field(
+        default=None,
+        description="Taken and not used: answers are cached by the server's own rule "
+        "(--result-cache-size).",
+    )
+
+
 class HFRequest(BaseModel):
     """The Hugging Face Inference API's fill-mask request. Its ``options`` are taken and not
     used; any other key is a 422, as in ``parameters`` (a top-level "top_k" or a misspelt
@@ -432,10 +448,11 @@ class HFRequest(BaseModel):
         "the Hugging Face API has no blank of unknown length; POST /predict has."
     )
     parameters: HFParameters | None = None
-    options: dict[str, Any] | None = Field(
+    options: HFOptions | None = Field(
         default=None,
         description="The Inference API's options (wait_for_model, use_cache): taken and not "
-        "used (the model is loaded, and answers are cached by the server's own rule).",
+        "used (the model is loaded, and answers are cached by the server's own rule); any "
+        "other key is a 422.",
     )
 
 
