@@ -156,6 +156,34 @@ def test_resume_continues_from_the_same_step(corpus: Path, tmp_path: Path) -> No
         assert torch.allclose(a[name], b[name], atol=1e-5), name
 
 
+def test_a_second_run_on_the_same_out_is_refused_while_the_first_runs(
+    corpus: Path, tmp_path: Path
+) -> None:
+    """Two runs on one --out interleaved their saves, and one that saw the other's checkpoint
+    called it a stopped run (a review); the folder is the first run's until it ends, and no
+    lock file is left in the model it makes."""
+    out = tmp_path / "run"
+    refusals: list[str] = []
+
+    def second_run(state, metrics) -> None:
+        if state.step in (1, 20):  # before any checkpoint, and once one is saved
+            with pytest.raises(BadOptionError) as refused:
+                train(tiny_options(corpus, out, resume=state.step == 20))
+            refusals.append(str(refused.value))
+
+    assert train(tiny_options(corpus, out), second_run).steps == 40
+    assert (
+        refusals
+        == [
+            f"--out '{out}' is being written by another tiankong train now; wait for it to end, or "
+            "give another --out."
+        ]
+        * 2
+    )
+    assert sorted(path.name for path in out.iterdir() if path.name.startswith(".")) == []
+    assert train(tiny_options(corpus, out, max_steps=41, resume=True)).steps == 41
+
+
 def _run_until(options: TrainOptions, stop_at: int) -> None:
     """Run ``options`` but stop after ``stop_at`` steps, like an interrupted job."""
 

@@ -45,8 +45,10 @@ from tiankong.training.train_options import (
     CHECKPOINT_DIR,
     MODEL_CONFIGS,
     TrainOptions,
+    check_out_contents,
     check_resumed_recipe,
     recipe,
+    run_lock,
     validate_options,
 )
 
@@ -311,6 +313,16 @@ def train(
         "Training",
         "; install torch==2.13.0 first, for its CPU wheel",
     )
+    with run_lock(options.out):
+        check_out_contents(options)  # again, now that no other run can write it
+        return train_locked(options, on_progress)
+
+
+def train_locked(
+    options: TrainOptions,
+    on_progress: Callable[[TrainState, dict[str, float]], None] | None,
+) -> TrainSummary:
+    """``train`` once its options are checked and ``--out`` is this run's alone."""
     start = find_starting_point(options)
     import torch
     from transformers import DataCollatorForLanguageModeling

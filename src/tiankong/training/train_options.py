@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import math
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from tiankong.core.output_folder import check_output_folder
+from tiankong.core.output_folder import check_output_folder, made_here
 from tiankong.errors import BadDataFileError, BadOptionError
 from tiankong.training.masking import MASKING_KINDS
 from tiankong.training.train_data import (
@@ -33,6 +37,10 @@ CHECKPOINT_DIR = "checkpoint"
 # What marks a folder as an earlier run's --out (a run stopped in its first save leaves only the
 # temporary checkpoint): train writes into such a folder, and refuses any other non-empty one.
 RUN_MARKERS = (CHECKPOINT_DIR, CHECKPOINT_DIR + ".tmp", "training.json")
+# Held (flock) by the run writing an --out, removed when it ends: a second run on the same
+# folder interleaved its saves with the first's, and one seeing the first's checkpoint read it
+# as a stopped run (a review).
+RUN_LOCK = ".tiankong-train.lock"
 CHECKPOINT_FILES = ("config.json", "trainer_state.pt")
 # The fields of a model's config.json that make its shape, compared on --resume.
 SHAPE_FIELDS = (
@@ -200,8 +208,16 @@ def check_files(specs: tuple[str, ...], flag: str) -> None:
 def check_out_folder(options: TrainOptions) -> None:
     """--out is new, empty or an earlier run's (written over, or continued with --resume)."""
     check_output_folder(options.out, "--out", replaced=False)
+    if run_in_progress(options.out):
+        raise BadOptionError(in_progress(options.out))
+    check_out_contents(options)
+
+
+def check_out_contents(options: TrainOptions) -> None:
+    """What ``check_out_folder`` says of what --out holds: checked again under the run lock."""
     out = options.out
-    if out.is_dir() and any(out.iterdir()) and not any((out / n).exists() for n in RUN_MARKERS):
+    kept = out.is_dir() and any(path.name != RUN_LOCK for path in out.iterdir())
+    if kept and not any((out / n).exists() for n in RUN_MARKERS):
         raise BadOptionError(
             f"--out '{out}' is not empty and holds no tiankong training run; "
             "give a new or empty folder."
@@ -224,6 +240,63 @@ def check_out_folder(options: TrainOptions) -> None:
             f"--resume: '{checkpoint}' is incomplete (no {' or '.join(missing)}), so it is not "
             "a checkpoint tiankong wrote; give a new --out to start again."
         )
+
+
+def in_progress(out: Path) -> str:
+    return (
+        f"--out '{out}' is being written by another tiankong train now; wait for it to end, "
+        "or give another --out."
+    )
+
+
+def run_in_progress(out: Path) -> bool:
+    """Whether another process holds ``out``'s run lock (``run_lock``)."""
+    try:
+        handle = (out / RUN_LOCK).open("rb")
+    except OSError:  # no lock file (or none readable): no run holds it
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
+@contextmanager
+def run_lock(out: Path) -> Iterator[None]:
+    """``out`` made, and its run lock held (flock: released if the holder dies) until the
+    block ends, then removed; another run holding it is a BadOptionError."""
+    handle = locked(out)
+    with handle:
+        try:
+            yield
+        finally:
+            (out / RUN_LOCK).unlink(missing_ok=True)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def locked(out: Path) -> IO[str]:
+    """The lock file of ``out``, opened and flocked; a lock file that the run before removed
+    after this one opened it locks nothing, so it is opened again."""
+    lock_file = out / RUN_LOCK
+    while True:
+        with made_here(out, "--out"):
+            out.mkdir(parents=True, exist_ok=True)
+            handle = lock_file.open("a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise BadOptionError(in_progress(out)) from None
+        try:
+            current = lock_file.stat().st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(handle.fileno()).st_ino:
+            return handle
+        handle.close()
 
 
 def unfinished(out: Path) -> bool:
