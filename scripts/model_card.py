@@ -143,7 +143,7 @@ def stage_lines(stage: dict, last: bool = True) -> list[str]:
     budget = (
         f"at the end of the wall-time budget ({float(options['max_time_s']) / 60:.1f} min)"
         if options.get("max_time_s") not in (None, "None", "0", "0.0")
-        else f"at --max-steps {options['max_steps']}"
+        else f"at --max-steps {stage.get('resolved', {}).get('step_limit', options['max_steps'])}"
     )
     bold = "**" if last else ""
     heldout_figure = (

@@ -66,6 +66,21 @@ def test_the_rate_warms_up_to_lr_then_decays_from_it_to_zero(corpus: Path, tmp_p
     assert rates == pytest.approx(expected)
 
 
+def test_max_time_alone_sets_no_step_limit(corpus: Path, tmp_path: Path) -> None:
+    """--max-time 2h without --max-steps stopped at the default's 1000 steps, 40 s into a tiny
+    run, its rate already at zero (a review): the clock alone ends such a run."""
+    from tiankong.training.train_options import NO_STEP_LIMIT
+
+    timed = tiny_options(corpus, tmp_path / "timed", max_steps=None, max_time_s=1.0)
+    assert timed.step_limit == NO_STEP_LIMIT
+    assert tiny_options(corpus, tmp_path, max_steps=None).step_limit == 1000
+    assert tiny_options(corpus, tmp_path, max_steps=7, max_time_s=1.0).step_limit == 7
+    summary = train(timed)
+    assert 0 < summary.steps < NO_STEP_LIMIT and summary.wall_time_s >= 1.0
+    record = json.loads((tmp_path / "timed" / "training.json").read_text(encoding="utf-8"))
+    assert record["resolved"]["step_limit"] == NO_STEP_LIMIT
+
+
 def test_a_warm_up_as_long_as_the_run_is_said(corpus: Path, tmp_path: Path) -> None:
     from tiankong.training.train_options import schedule_warning
 

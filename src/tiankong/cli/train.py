@@ -59,7 +59,13 @@ def train_command(
     config: Annotated[
         str | None, typer.Option("--config", help="Start from scratch: tiny, mini or small.")
     ] = None,
-    max_steps: Annotated[int, typer.Option("--max-steps")] = 1000,
+    max_steps: Annotated[
+        int | None,
+        typer.Option(
+            "--max-steps",
+            help="End at this step (default: 1000, or no limit when --max-time is given).",
+        ),
+    ] = None,
     max_time: Annotated[
         str | None, typer.Option("--max-time", help="Wall-time budget, e.g. 45m or 2h.")
     ] = None,
@@ -120,7 +126,7 @@ def train_command(
     """Train or fine-tune a BERT-family masked LM: pretraining on text, cloze tuning on CSV."""
     from tiankong.training.train import TrainingStopped, TrainOptions, train
     from tiankong.training.train_data import is_csv
-    from tiankong.training.train_options import schedule_warning, validate_options
+    from tiankong.training.train_options import NO_STEP_LIMIT, schedule_warning, validate_options
 
     options = TrainOptions(
         out=out,
@@ -159,10 +165,11 @@ def train_command(
     warning = schedule_warning(options)
     if warning:
         console.print(f"warning: {warning}", markup=False, highlight=False)
+    of_limit = "" if options.step_limit == NO_STEP_LIMIT else f"/{options.step_limit}"
     progress = Progress(
         TextColumn("[bold]train"),
         BarColumn(),
-        TextColumn("step {task.completed:.0f}/{task.total:.0f}"),
+        TextColumn(f"step {{task.completed:.0f}}{of_limit}"),
         TextColumn("loss {task.fields[loss]:.3f}"),
         TextColumn("{task.fields[tokens_per_s]:.0f} tok/s"),
         TextColumn("held-out acc {task.fields[accuracy]}"),
@@ -171,7 +178,12 @@ def train_command(
         console=console,
     )
     task = progress.add_task(
-        "train", total=max_steps, loss=float("nan"), tokens_per_s=0.0, accuracy="-", start=False
+        "train",
+        total=None if options.step_limit == NO_STEP_LIMIT else options.step_limit,
+        loss=float("nan"),
+        tokens_per_s=0.0,
+        accuracy="-",
+        start=False,
     )
 
     def on_progress(state: object, metrics: dict[str, float]) -> None:
@@ -189,7 +201,7 @@ def train_command(
         progress.start()
         if not console.is_terminal and metrics["step"] % 100 == 0:  # logs get plain lines
             console.print(
-                f"step {metrics['step']:.0f}/{max_steps} loss {metrics['loss']:.3f} "
+                f"step {metrics['step']:.0f}{of_limit} loss {metrics['loss']:.3f} "
                 f"lr {metrics['lr']:.2e} {fields['tokens_per_s']:.0f} tok/s "
                 f"elapsed {elapsed:.0f}s"
             )

@@ -280,7 +280,7 @@ def resumed_state(options: TrainOptions, device: Any) -> dict[str, Any]:
             f"--resume: '{path}' is damaged or not a tiankong checkpoint's state."
         ) from None
     ends = [
-        (options.max_steps, "--max-steps"),
+        (options.step_limit, "--max-steps"),
         *([(options.stop_after_steps, "--stop-after-steps")] if options.stop_after_steps else []),
     ]
     check_resumed_recipe(options, saved.get("recipe"))
@@ -390,7 +390,7 @@ def train_locked(
         warmup = options.warmup_steps
         if step < warmup:
             return (step + 1) / warmup
-        progress = (step - warmup) / max(1, options.max_steps - warmup)
+        progress = (step - warmup) / max(1, options.step_limit - warmup)
         if options.max_time_s:
             elapsed = time.monotonic() - clock["started"]
             if state.warm_elapsed_s is None:
@@ -418,7 +418,7 @@ def train_locked(
     heldout_loss: float | None = None
     heldout_accuracy: float | None = None
     with stops_between_steps() as stop:
-        while state.step < options.max_steps:
+        while state.step < options.step_limit:
             if stop.asked:  # Ctrl-C or SIGTERM: the steps since the last save are kept
                 save_checkpoint(
                     checkpoint, model, saved_tokenizer, optimizer, scheduler, state, run_recipe
@@ -446,7 +446,7 @@ def train_locked(
                 "lr": float(scheduler.get_last_lr()[0]),
             }
             if eval_set and (
-                state.step % options.eval_every == 0 or state.step == options.max_steps
+                state.step % options.eval_every == 0 or state.step == options.step_limit
             ):
                 heldout_loss, heldout_accuracy = evaluate(model, eval_set, bf16)
                 metrics.update(heldout_loss=heldout_loss, heldout_accuracy=heldout_accuracy)
@@ -499,6 +499,7 @@ def train_locked(
         # FP32, or on other thread counts, end with different weights, so a rerun needs them
         "resolved": {
             "device": device.type,
+            "step_limit": options.step_limit,  # max_steps None: 1000, or none under max_time_s
             "precision": "bf16" if bf16 else "fp32",
             "threads": torch.get_num_threads(),
             "torch": torch.__version__,

@@ -76,6 +76,10 @@ RECIPE_FIELDS = (
 )
 
 
+DEFAULT_MAX_STEPS = 1000
+NO_STEP_LIMIT = 2**62  # --max-time alone: the clock ends the run and its schedule
+
+
 @dataclass(frozen=True)
 class TrainOptions:
     out: Path
@@ -83,7 +87,7 @@ class TrainOptions:
     heldout: tuple[str, ...] = ()
     init: str | None = None
     config: str | None = None
-    max_steps: int = 1000
+    max_steps: int | None = None  # None: DEFAULT_MAX_STEPS, or no limit with max_time_s
     max_time_s: float | None = None
     seed: int = 42
     batch_size: int = 64
@@ -110,6 +114,15 @@ class TrainOptions:
     # the run is refused even at its default value; other options are judged by their values.
     given: frozenset[str] = field(default=frozenset(), compare=False)
 
+    @property
+    def step_limit(self) -> int:
+        """The step the run ends at: --max-steps, else 1000, or none under --max-time alone
+        (``--max-time 2h`` stopped at the default's 1000 steps, 40 s into a tiny run: a
+        review)."""
+        if self.max_steps is not None:
+            return self.max_steps
+        return DEFAULT_MAX_STEPS if self.max_time_s is None else NO_STEP_LIMIT
+
 
 POSITION_INITS = ("random", "sinusoidal")
 # The numbers that took a traceback from torch or the loop (ZeroDivisionError, IndexError):
@@ -132,7 +145,7 @@ def schedule_warning(options: TrainOptions) -> str | None:
     """A warm-up at least as long as the run: the rate never reaches --lr (a run of 5 steps
     with the default 100 trained at 6% of it) and never decays. Said, not refused: a smoke
     run of a few steps is fine as it is."""
-    warmup, steps = options.warmup_steps, options.max_steps
+    warmup, steps = options.warmup_steps, options.step_limit
     if warmup == 0 or warmup < steps:
         return None
     return (
@@ -431,7 +444,7 @@ def validate_options(options: TrainOptions) -> None:
         )
     if options.seq_len < 8 or options.seq_len > 512:
         raise BadOptionError("--seq-len must be between 8 and 512.")
-    if options.max_steps < 1 or options.batch_size < 1:
+    if options.step_limit < 1 or options.batch_size < 1:
         raise BadOptionError("--max-steps and --batch-size must be at least 1.")
     if options.init and options.config:
         raise BadOptionError("Pass either --init or --config, not both.")
