@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import socket
 import time
@@ -151,9 +152,12 @@ def test_an_endless_request_head_is_431_and_closed(base_url: str) -> None:
 
 
 @pytest.mark.parametrize("size", [1_100_000, MAX_HEAD_BYTES + 100])
-def test_a_head_just_over_the_limit_in_one_piece_is_431(base_url: str, size: int) -> None:
+def test_a_head_just_over_the_limit_in_one_piece_is_431(
+    base_url: str, size: int, caplog: pytest.LogCaptureFixture
+) -> None:
     """The chunk that completes a head is parsed before it is counted: a head up to one read
-    (about 256 KiB) over the limit got a 200."""
+    (about 256 KiB) over the limit got a 200. The log line is the README's."""
+    caplog.set_level(logging.INFO, logger="tiankong")
     with connect(base_url) as sock:
         head = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * size + b"\r\n\r\n"
         with contextlib.suppress(ConnectionResetError, BrokenPipeError):
@@ -161,6 +165,10 @@ def test_a_head_just_over_the_limit_in_one_piece_is_431(base_url: str, size: int
         answer = read_answer(sock)
     assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
     assert json.loads(answer.partition(b"\r\n\r\n")[2])["error"]["code"] == "headers_too_large"
+    named = re.search(rb"\r\nx-request-id: ([0-9a-f]{16})\r\n", answer)
+    assert named is not None
+    line = f"answered 431 headers_too_large before the app id={named.group(1).decode()}"
+    assert line in caplog.messages
 
 
 def test_a_head_just_under_the_limit_is_served(base_url: str) -> None:

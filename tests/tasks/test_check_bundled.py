@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tiankong import FillMasker
-from tiankong.tasks.check import Proofreader
+from tiankong.tasks.check import CheckMethod, Proofreader
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +108,38 @@ def test_fixes_with_their_source(
 def test_right_text_gets_no_edits(checker: Proofreader, text: str) -> None:
     result = checker.check(text)
     assert result.edits == [] and result.corrected == text
+
+
+@pytest.mark.parametrize(
+    ("text", "corrected", "match"),
+    [
+        # docs/PROOFREADING.md's idiom rule: 免/兔 confusables, the idiom's 兔 before a mark or
+        # a word; 心 in no confusion set of 新, fixed by the model's ratio
+        ("守株待免。", "守株待兔。", "守株待兔，"),
+        ("守株待免，", "守株待兔，", "守株待兔，"),
+        ("守株待免的人", "守株待兔的人", "守株待兔"),
+        ("死新搭地", "死心搭地", "死心搭地"),
+        # the open false alarm it names: 逼不得已 is standard, and no data here keeps it
+        ("他这样做也是逼不得已。", "他这样做也是必不得已。", "必不得已"),
+    ],
+)
+def test_the_idiom_rules_as_the_guide_shows_them(
+    checker: Proofreader, text: str, corrected: str, match: str
+) -> None:
+    result = checker.check(text)
+    assert result.corrected == corrected
+    assert [edit.source for edit in result.edits] == ["idioms"]
+    assert result.edits[0].memory is not None and result.edits[0].memory["match"] == match
+
+
+@pytest.mark.parametrize("text", ["他早己走了", "我门看美国电影", "生于忧患，死于安乐"])
+def test_what_the_guide_says_is_left_as_written(checker: Proofreader, text: str) -> None:
+    """docs/PROOFREADING.md's misses (他早己走了; 我门, by default and with every position
+    masked) and the both-sides rule's right line, shown there as getting no edit."""
+    assert checker.check(text).edits == []
+    if text.startswith("我门"):
+        masked = Proofreader(checker.masker, CheckMethod(detect="masked"))
+        assert masked.check(text).edits == []
 
 
 @pytest.mark.parametrize(
