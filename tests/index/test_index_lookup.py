@@ -530,3 +530,29 @@ def test_a_fill_of_several_tokens_read_differently_on_a_side_is_no_evidence(
     assert match.contradicted == (True, False) and not holds_evidence(match)
     one = clause_lookup.lookup(ids(tokenizer, "书名之行，始于东"), ids(tokenizer, "。"), 1)
     assert one is not None and not any(one.contradicted) and holds_evidence(one)
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "fill"),
+    [
+        ("这本书的价格是", "9元。", "30"),  # 309元, its 出处 这本书的价格是30元。
+        ("他在公司负责", "2个项目。", "后"),  # 负责后2个项目 from 负责后端开发
+        ("他在公司负责", "AI项目。", "后"),  # an [UNK] (AI, in a cased vocabulary) past the context
+    ],
+)
+def test_a_passage_reads_differently_where_the_text_goes_on_with_digits_or_letters(
+    tmp_path: Path, tokenizer: Tokenizer, left: str, right: str, fill: str
+) -> None:
+    """Only a Han character past the match counted as the text going on, so 价格是[MASK]9元
+    took 30 from 价格是30元。 with that line as its 出处 (a review)."""
+    corpus = tmp_path / "digits.txt"
+    corpus.write_text("这本书的价格是30元。\n他在公司负责后端开发。\n", encoding="utf-8")
+    build_index([corpus], tmp_path / "index", progress=False)
+    lookup = BlankLookup(open_index(tmp_path / "index"))
+    match = lookup.lookup(ids(tokenizer, left), ids(tokenizer, right), 1)
+    assert match is not None and tuple(ids(tokenizer, fill)) in match.fills
+    assert not holds_evidence(match)
+    clean = lookup.lookup(
+        ids(tokenizer, left), ids(tokenizer, right[-2:] if fill == "30" else "端开发。"), 1
+    )
+    assert clean is not None and holds_evidence(clean)  # the same fill where the text agrees

@@ -184,6 +184,26 @@ class BlankLookup:
         self.is_han[list(self.han_ids)] = True
         self.is_particle = np.zeros_like(self.is_stop)
         self.is_particle[[vocab[c] for c in FINAL_PARTICLES if c in vocab]] = True
+        # the passages kept as text longer than VERBATIM_PREFIX bytes, deep inside which no
+        # evidence is quoted (``quotable``): an occurrence there is not counted either
+        kept = np.asarray(index.verbatim_passages, dtype=np.int64)
+        kept_starts = np.asarray(index.verbatim_bytes, dtype=np.int64)[: len(kept)]  # ([0]: none)
+        kept_ends = np.append(kept_starts[1:] - 1, len(index.text))[: len(kept)]
+        too_long = (kept_ends - kept_starts) > VERBATIM_PREFIX
+        self.long_passages = kept[too_long]
+
+    def quotable(self, starts: np.ndarray, reach: int) -> np.ndarray:
+        """Per occurrence (the context's first token at each of ``starts``, ``reach`` tokens
+        long): can its passage be quoted there? Not deep inside a passage kept as text longer
+        than VERBATIM_PREFIX (``evidence`` tokenizes at most that much of one), where an
+        occurrence moved a score with ``memory`` null (a review: one digit in an 8,000-character
+        record)."""
+        quotable = np.ones(len(starts), dtype=bool)
+        if not self.long_passages.size:  # the usual index: nothing to look up
+            return quotable
+        numbers = np.searchsorted(self.index.passage_tokens, starts, "right") - 1
+        deep = 2 * (starts + reach - self.index.passage_tokens[numbers]) + PREFIX_SLACK
+        return ~(np.isin(numbers, self.long_passages) & (deep > VERBATIM_PREFIX))
 
     def boundary(self, position: int) -> bool:
         """Whether the corpus has a passage's end or punctuation at ``position`` (outside the
@@ -281,6 +301,8 @@ class BlankLookup:
         right next to the blank in the query matches any of them in the corpus there (the
         check path: ``EDGE_MARKS``); the occurrences are still found from the exact parts, so
         such a side's count is not called exact."""
+        # an [UNK] right past a side's context: the text goes on with a word there (AI, “)
+        unknown_past = (self.unknown_past(list(left)[::-1]), self.unknown_past(list(right)))
         left, right, cut = self.contexts(left, right)
         left_hits, left_length, left_exact = self.side_occurrences(left, from_end=True)
         right_hits, right_length, right_exact = self.side_occurrences(right, from_end=False)
@@ -323,7 +345,12 @@ class BlankLookup:
                 ),
             )
             chosen = (left_match >= a) & (right_match >= b)
-            reads = self.reads_differently(left, right, a, b, starts[chosen], fill_length)
+            chosen &= self.quotable(starts - a, a + fill_length + b)
+            if not chosen.any():
+                return None
+            reads = self.reads_differently(
+                left, right, a, b, starts[chosen], fill_length, unknown_past
+            )
             counts: Counter[tuple[int, ...]] = Counter()
             positions: dict[tuple[int, ...], int] = {}
             # per fill, per side: every occurrence of it reads differently from the text there
@@ -399,6 +426,13 @@ class BlankLookup:
         )
         return kept_left, kept_right, cut
 
+    def unknown_past(self, outward: list[int]) -> bool:
+        """Whether a context read outwards from the blank stops at an [UNK] (a word the
+        vocabulary lacks: Latin letters in a cased one, a rare sign), so the text goes on with
+        a word past what the lookup reads."""
+        kept = clean_context(outward, self.stop_ids, from_end=False, ends=self.sentence_ends)
+        return self.stops_short(outward, kept) and int(outward[len(kept)]) == self.unknown_id
+
     def stops_short(self, context: list[int], kept: list[int]) -> bool:
         """Whether ``context`` (read outwards) stops at an [UNK] or another blank's [MASK]
         right past ``kept`` (not past a sentence end that ``kept`` ends with: 好。” holds its
@@ -434,9 +468,11 @@ class BlankLookup:
         b: int,
         starts: np.ndarray,
         fill_length: int,
+        unknown_past: tuple[bool, bool] = (False, False),
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Per side, per occurrence (its fill at ``starts``): it goes on with a Han character
-        just past the match where the query goes on with a character or a mark of its own, and
+        """Per side, per occurrence (its fill at ``starts``): it goes on with a word (a Han
+        character, digits, letters) just past the match where the query goes on with a word or
+        a mark of its own (or, past the whole context, with an [UNK]: ``unknown_past``), and
         the match does not end at a mark on that side (past a shared mark, the next clause may
         differ: 不龟手药，或 holds the user's 不龟手药，说 whole). A match that crossed a mark and
         went on into the next clause reads differently within that clause where it stops: 之行，
@@ -444,21 +480,27 @@ class BlankLookup:
         clause, as any mark inside the match did)."""
         none = np.zeros(len(starts), dtype=bool)
 
-        def differs(context: Sequence[int], matched: int, next_to: np.ndarray) -> np.ndarray:
-            if matched >= len(context):
+        def differs(
+            context: Sequence[int], matched: int, next_to: np.ndarray, unknown: bool
+        ) -> np.ndarray:
+            if matched > len(context) or (matched == len(context) and not unknown):
                 return none
             if matched and self.is_boundary[int(context[matched - 1])]:
                 return none
-            following = int(context[matched])
+            following = int(context[matched]) if matched < len(context) else self.unknown_id
             ends_clause = following in self.punctuation_ids
             # a mark where the passage goes on counts right next to the blank only (匹夫有[MASK]。
             # against 匹夫有获万口称), and not against a sentence-final particle: 三人行，必有我
             # 师焉 ends where 三人行，必有我[MASK]。 does
-            if not (following in self.han_ids or (ends_clause and matched == 0)):
+            # a word goes on: a Han character, digits, letters, or an [UNK] of its own (价格是
+            # [MASK]9元 took 30 from 价格是30元。, 负责[MASK]AI项目 took 后 from 负责后端开发: a
+            # review)
+            word = not self.is_boundary[following] or following == self.unknown_id
+            if not (word or (ends_clause and matched == 0)):
                 return none
             inside = (next_to >= 0) & (next_to < len(self.tokens))
             tokens = self.tokens.take(next_to, mode="clip").astype(np.int64)
-            reads_on = inside & self.is_han[tokens]
+            reads_on = inside & ~self.is_boundary[tokens]
             if self.unknown_id is not None and self.unknown_id in tokens:
                 reads_on |= inside & self.rare_han(next_to, tokens)
             if ends_clause:
@@ -466,8 +508,8 @@ class BlankLookup:
             return np.asarray(reads_on, dtype=bool)
 
         return (
-            differs(list(left)[::-1], a, starts - a - 1),
-            differs(list(right), b, starts + fill_length + b),
+            differs(list(left)[::-1], a, starts - a - 1, unknown_past[0]),
+            differs(list(right), b, starts + fill_length + b, unknown_past[1]),
         )
 
     def sides(
@@ -555,8 +597,8 @@ class BlankLookup:
             window = self.index.spell(begin, stop)
             char_start, char_end, line = start - begin, end - begin, window
         else:
-            if len(line) > VERBATIM_PREFIX and 2 * (end - first) + PREFIX_SLACK > VERBATIM_PREFIX:
-                return None
+            if not self.quotable(np.asarray([start]), end - start)[0]:
+                return None  # counted by no match (``choose``): the same rule
             offsets = self.token_offsets(line, end - first)
             if end - first > len(offsets):  # the stored passage and the tokenizer disagree
                 return None
