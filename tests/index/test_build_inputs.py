@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import lzma
 from pathlib import Path
 
 import pytest
@@ -58,4 +59,9 @@ def test_the_same_file_twice_is_refused(tmp_path: Path, monkeypatch: pytest.Monk
     Path("copy.txt").write_bytes(Path("c.txt").read_bytes())
     with pytest.raises(IndexInputError, match=r"copy\.txt holds the same bytes as c\.txt"):
         build_index(["c.txt", "copy.txt"], tmp_path / "out", progress=False)
+    # ... and the same text packed: c.txt beside c.txt.xz was indexed twice (a review)
+    with lzma.open("c.txt.xz", "wb") as packed:
+        packed.write(Path("c.txt").read_bytes())
+    with pytest.raises(IndexInputError, match=r"c\.txt\.xz holds the same text as c\.txt"):
+        build_index(["c.txt", "c.txt.xz"], tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()

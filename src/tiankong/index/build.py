@@ -9,6 +9,7 @@ spelled from the token ids with a table of exceptions (store.py lists the files)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -96,12 +97,15 @@ def build_index(
         for path in paths:
             read = read_passages(path, field)
             digest = file_sha256(path)
-            if digest in digests:  # a copy under another name: every count of its text doubled
-                raise IndexInputError(
-                    f"The file {path} holds the same bytes as {digests[digest]}; give the text "
-                    "once (a copy counts each of its passages twice)."
-                )
-            digests[digest] = path
+            # the text read, too: notes.txt beside notes.txt.xz (or .jsonl) doubled every count
+            text_digest = hashlib.sha256("\n".join(read).encode("utf-8")).hexdigest()
+            for key, what in ((digest, "the same bytes"), (text_digest, "the same text")):
+                if key in digests:  # a copy under another name: every count of its text doubled
+                    raise IndexInputError(
+                        f"The file {path} holds {what} as {digests[key]}; give the text once "
+                        "(a copy counts each of its passages twice)."
+                    )
+            digests[digest] = digests[text_digest] = path
             stat = path.stat()
             sources.append(
                 {
