@@ -778,3 +778,31 @@ def test_the_eval_table_is_a_run_of_the_public_sets() -> None:
                 counts["wrong_to_right"],
             ], (label, counts)
     assert checked == set(rows), sorted(set(rows) - checked)  # a row no run made is wrong too
+
+
+def test_the_script_handlings_share_of_the_traditional_gain(tmp_path: Path) -> None:
+    """The README's split of the traditional and mixed-script gains: an index of one unrelated
+    line turns on the script handling alone (a review found the table credited the corpus with
+    all of it)."""
+    from dataclasses import replace
+
+    from tiankong import FillMasker, Settings
+    from tiankong.core.options import PredictOptions
+    from tiankong.index import build_index
+    from tiankong.offline.evaluate import evaluate_items, index_changes, read_items
+
+    line = re.search(r"with an index of one unrelated line instead\s+\(`(\S+)`\)", TEXT)
+    claims = re.findall(
+        r"(traditional|mixed_script)(?: gets)? (\d+\.\d)% \((\d+) wrong →\s+right\)", TEXT
+    )
+    assert line and len(claims) == 2, claims
+    (tmp_path / "one.txt").write_text(line[1] + "\n", encoding="utf-8")
+    build_index([tmp_path / "one.txt"], tmp_path / "index", progress=False)
+    masker = FillMasker.load(settings=Settings(precision="fp32", index=str(tmp_path / "index")))
+    options = PredictOptions().validated()
+    for name, top1, turned in claims:
+        items = read_items(README.parent / "data" / "eval" / f"{name}.jsonl")
+        _, plain = evaluate_items(masker, items, replace(options, index=False))
+        grounded, mixed = evaluate_items(masker, items, options)
+        assert f"{100 * grounded.overall.top1:.1f}" == top1, name
+        assert index_changes(plain, mixed)["overall"]["wrong_to_right"] == int(turned), name
