@@ -181,7 +181,9 @@ def test_cli_index_build_predict_and_errors(
 ) -> None:
     out = tmp_path / "idx"
     built = run_cli("index", "build", str(corpus_file), "-o", str(out))
-    assert built.returncode == 0 and "11 passages" in built.stderr
+    assert (
+        built.returncode == 0 and "11 passages" in built.stderr and "from 1 file " in built.stderr
+    )
     base = ("predict", WEATHER, "--json", "-m", str(tiny_model_dir), "--engine", "onnx")
     on = run_cli(*base, env={"TIANKONG_INDEX": str(out)})  # the env twin
     assert on.returncode == 0, on.stderr

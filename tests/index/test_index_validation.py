@@ -221,6 +221,10 @@ def test_suffixes_are_read_in_any_case(tmp_path: Path) -> None:
         [tmp_path / "N.TXT", tmp_path / "C.JSONL"], tmp_path / "two", field="text", progress=False
     )
     assert [source["passages"] for source in both["sources"]] == [1, 1]
+    # .ndjson is JSONL, as `tiankong fill` reads it (it was 'not a supported input' here)
+    (tmp_path / "d.ndjson").write_text('{"text": "亡羊补牢"}\n', encoding="utf-8")
+    lines = build_index([tmp_path / "d.ndjson"], tmp_path / "three", field="text", progress=False)
+    assert [source["passages"] for source in lines["sources"]] == [1]
 
 
 def test_jsonl_and_csv_fields(tmp_path: Path) -> None:

@@ -72,7 +72,13 @@ def build_command(
     )
     counts = manifest.get("counts", {})
     Console(stderr=True).print(
-        f"indexed {counts.get('passages', 0):,} passages ({counts.get('tokens', 0):,} tokens) "
-        f"from {len(inputs)} file(s) into {output}; use it with --index {output}",
+        f"indexed {plural(counts.get('passages', 0), 'passage')} "
+        f"({plural(counts.get('tokens', 0), 'token')}) "
+        f"from {plural(len(inputs), 'file')} into {output}; use it with --index {output}",
         highlight=False,
     )
+
+
+def plural(count: int, noun: str) -> str:
+    """1 passage, 2 passages ("indexed 1 passages" was a review's find)."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"

@@ -17,7 +17,8 @@ from typing import Any
 from tiankong.errors import BadInputError, IndexInputError, not_utf8
 
 TEXT_SUFFIXES = (".txt", ".txt.xz")
-FIELD_SUFFIXES = (".jsonl", ".jsonl.xz", ".csv", ".csv.xz")
+JSONL_SUFFIXES = (".jsonl", ".jsonl.xz", ".ndjson", ".ndjson.xz")  # .ndjson as `fill` reads it
+FIELD_SUFFIXES = (*JSONL_SUFFIXES, ".csv", ".csv.xz")
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -99,7 +100,8 @@ def check_input(path: Path, field: str | None) -> None:
         raise IndexInputError(f"{path} is JSONL/CSV; name the text field with --field.")
     if not name.endswith(TEXT_SUFFIXES + FIELD_SUFFIXES):
         raise IndexInputError(
-            f"{path} is not a supported input; use .txt, .txt.xz, .jsonl or .csv (optionally .xz)."
+            f"{path} is not a supported input; use .txt, .jsonl (.ndjson) or .csv, each optionally "
+            ".xz."
         )
 
 
@@ -110,7 +112,7 @@ def read_passages(path: Path, field: str | None = None) -> list[str]:
         with open_text(path) as handle:
             if lower_name(path).endswith(TEXT_SUFFIXES):
                 raw: Iterator[str] = iter(handle)
-            elif ".jsonl" in lower_name(path):
+            elif lower_name(path).endswith(JSONL_SUFFIXES):
                 raw = json_field(handle, field or "", path)
             else:
                 raw = csv_field(handle, field or "", path)
