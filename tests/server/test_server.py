@@ -600,6 +600,9 @@ def test_long_constraint_lists_are_refused_before_their_entries_are_read(
     field = "targets" if path == "/" else next(key for key in ("allowed", "exclude") if key in body)
     error = assert_error(client.post(path, json=body), 400, "bad_option")
     assert error["message"].startswith("At most 2000 entries in") and field in error["message"]
+    # the advice is one the route takes: POST / has no preset, and it was offered there
+    offered = "POST /predict keeps" if path == "/" else "use the preset chinese_only"
+    assert offered in error["message"]
 
 
 def test_repeated_constraint_entries_are_read_once(

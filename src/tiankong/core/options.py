@@ -225,13 +225,16 @@ def check_constraint_words(constraints: Constraints) -> None:
             check_not_word_piece(word, f"{field} entry")
 
 
-def check_entry_count(entries: object, field: str) -> None:
+ENTRY_COUNT_ADVICE = "to keep to Han characters, use the preset chinese_only"
+
+
+def check_entry_count(entries: object, field: str, advice: str = ENTRY_COUNT_ADVICE) -> None:
     """A request's list of at most MAX_CONSTRAINT_ENTRIES entries, counted before any entry is
-    tokenized (the server's limit: ``server/dispatch.options_from_fields``, ``server/hf``)."""
+    tokenized (the server's limit: ``server/dispatch.options_from_fields``, ``server/hf``);
+    ``advice``: what the route offers instead."""
     if isinstance(entries, tuple | list) and len(entries) > MAX_CONSTRAINT_ENTRIES:
         raise BadOptionError(
-            f"At most {MAX_CONSTRAINT_ENTRIES} entries in {field}; got {len(entries)} (to keep "
-            "to Han characters, use the preset chinese_only)."
+            f"At most {MAX_CONSTRAINT_ENTRIES} entries in {field}; got {len(entries)} ({advice})."
         )
 
 
