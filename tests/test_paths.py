@@ -35,3 +35,20 @@ def test_a_model_given_as_dot_is_named_by_its_folder(
     monkeypatch.chdir(tiny_model_dir)
     for given in (".", "./", str(tiny_model_dir)):
         assert resolve_model(given).name == tiny_model_dir.name
+
+
+def test_a_stopped_training_run_as_a_model_names_its_checkpoint(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """A `tiankong train --out` folder whose run stopped before it saved the model holds only
+    checkpoint/: it was "has no config.json; ... Hugging Face layout", with no word of the
+    checkpoint beside it (a review)."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_model_dir, run / "checkpoint")
+    with pytest.raises(ModelUnavailableError) as stopped:
+        resolve_model(str(run))
+    assert f"its last checkpoint is '{run / 'checkpoint'}'" in stopped.value.message
+    assert "--resume" in stopped.value.message
+    assert resolve_model(str(run / "checkpoint")).path == run / "checkpoint"

@@ -100,6 +100,13 @@ def download_from_hub(repo_id: str, flag: str = "--model") -> Path:
 def check_model_folder(path: Path, source: str) -> None:
     """Fail fast with one sentence when a folder can't be a Chinese masked-LM model."""
     config_file = path / "config.json"
+    if not config_file.is_file() and (path / "checkpoint" / "config.json").is_file():
+        # a `tiankong train --out` folder whose run stopped before it saved the model (a review)
+        raise ModelUnavailableError(
+            f"Model '{source}' is a training run that stopped before it finished: its last "
+            f"checkpoint is '{path / 'checkpoint'}' (pass that folder), or continue it with "
+            f"`tiankong train --out {source} --resume` and the run's other options."
+        )
     if not config_file.is_file():
         raise ModelUnavailableError(
             f"Model '{source}' has no config.json; a model folder must be in Hugging Face layout."
