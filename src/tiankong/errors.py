@@ -72,6 +72,17 @@ class BatchTooLargeError(BadInputError):
     code = "batch_too_large"
 
 
+class BadRangeError(BadInputError):
+    """A static file asked for with a Range header that can't be read (400), or that starts
+    past the file's end (416): Starlette's own answers were plain text (a review)."""
+
+    code = "bad_range"
+
+
+class RangeNotSatisfiableError(BadRangeError):
+    code = "range_not_satisfiable"
+
+
 class BodyTooLargeError(BadInputError):
     code = "body_too_large"
 
@@ -242,6 +253,7 @@ ERROR_TABLE: dict[type[TiankongError], ErrorMapping] = {
     HeadersTooLargeError: ErrorMapping(431, EXIT_BAD_INPUT),
     UrlTooLongError: ErrorMapping(414, EXIT_BAD_INPUT),
     UnsupportedMediaTypeError: ErrorMapping(415, EXIT_BAD_INPUT),
+    RangeNotSatisfiableError: ErrorMapping(416, EXIT_BAD_INPUT),
     InvalidRequestError: ErrorMapping(422, EXIT_BAD_INPUT),
     BadInputError: ErrorMapping(400, EXIT_BAD_INPUT),
     ModelUnavailableError: ErrorMapping(503, EXIT_MODEL_UNAVAILABLE),

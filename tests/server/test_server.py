@@ -796,6 +796,29 @@ def test_metrics(client: TestClient) -> None:
         assert metric_value(client, "tiankong_requests_total", route=route, status="200") >= 1
 
 
+def test_a_page_file_asked_for_by_a_bad_range_is_an_error_in_the_one_shape(
+    client: TestClient,
+) -> None:
+    """Starlette's own 400 and 416 for a Range header were plain text (a review); a good range
+    still gets its part, and an unchanged file its 304."""
+    size = len(client.get("/static/app.js").content)
+    past = assert_error(
+        client.get("/static/app.js", headers={"Range": f"bytes={size}-"}),
+        416,
+        "range_not_satisfiable",
+    )
+    assert f"({size:,} bytes)" in past["message"]
+    for unreadable in ("bytes=abc", "bytes=5-2", "items=0-1"):
+        answer = client.get("/static/app.js", headers={"Range": unreadable})
+        assert "send bytes=START-END" in assert_error(answer, 400, "bad_range")["message"]
+    part = client.get("/static/app.js", headers={"Range": "bytes=0-9"})
+    assert part.status_code == 206 and len(part.content) == 10
+    assert part.headers["cache-control"] == "no-cache"
+    tag = client.get("/static/app.js").headers["etag"]
+    unchanged = client.get("/static/app.js", headers={"If-None-Match": tag})
+    assert unchanged.status_code == 304 and unchanged.headers["cache-control"] == "no-cache"
+
+
 def test_docs_and_openapi_examples(client: TestClient) -> None:
     docs = client.get("/docs")
     assert docs.status_code == 200 and "swagger-ui" in docs.text

@@ -28,9 +28,13 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import Headers
+from starlette.responses import FileResponse, MalformedRangeHeader, RangeNotSatisfiable
+from starlette.staticfiles import NotModifiedResponse
 
 from tiankong import __version__
 from tiankong.config import Settings, check_settings
+from tiankong.errors import BadRangeError, RangeNotSatisfiableError
 from tiankong.server import check_routes, hf, routes
 from tiankong.server.error_handlers import install_error_handlers
 from tiankong.server.metrics import INFERENCE_ROUTES, ServerMetrics
@@ -284,12 +288,35 @@ def load_masker(settings: Settings) -> FillMasker:
 class RevalidatedFiles(StaticFiles):
     """The page's own modules, asked for again (with their ETag) on every load, as the page is
     (``routes.PAGE_HEADERS``): without a Cache-Control a browser could keep an old app.js
-    beside a new index.html after an upgrade."""
+    beside a new index.html after an upgrade. A Range header it can't serve is an error in the
+    one JSON shape (``RangedFile``)."""
 
-    def file_response(self, *args: Any, **kwargs: Any) -> Response:
-        response = super().file_response(*args, **kwargs)
+    def file_response(
+        self, full_path: Any, stat_result: Any, scope: Any, status_code: int = 200
+    ) -> Response:
+        response: Response = RangedFile(full_path, status_code=status_code, stat_result=stat_result)
+        if self.is_not_modified(response.headers, Headers(scope=scope)):
+            response = NotModifiedResponse(response.headers)
         response.headers.setdefault("Cache-Control", "no-cache")
         return response
+
+
+class RangedFile(FileResponse):
+    """A file whose bad Range header raises a typed error, answered in the one JSON shape:
+    Starlette's FileResponse answered 400 and 416 itself, in plain text."""
+
+    @classmethod
+    def _parse_range_header(cls, http_range: str, file_size: int) -> list[tuple[int, int]]:
+        try:
+            return super()._parse_range_header(http_range, file_size)
+        except RangeNotSatisfiable:
+            raise RangeNotSatisfiableError(
+                f"The Range header starts past the file's end ({file_size:,} bytes)."
+            ) from None
+        except MalformedRangeHeader as error:
+            raise BadRangeError(
+                f"The Range header can't be read ({error.content}); send bytes=START-END."
+            ) from None
 
 
 def add_docs(app: FastAPI) -> None:
