@@ -23,3 +23,11 @@ def test_the_licence_metadata_names_what_ships() -> None:
     assert set(shipped_notices) <= set(files)
     corpus = (ROOT / shipped_notices[0]).read_text(encoding="utf-8")
     assert "MIT" in corpus and "Permission is hereby granted" in corpus
+
+
+def test_the_package_says_it_is_typed() -> None:
+    """PEP 561: without py.typed shipped, a user's mypy ignored the library's type hints (a
+    review)."""
+    assert (ROOT / "src" / "tiankong" / "py.typed").is_file()
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "py.typed" in data["tool"]["setuptools"]["package-data"]["tiankong"]
