@@ -233,6 +233,14 @@ fi
 step "4. docker build -f docker/Dockerfile.cpu -t $IMAGE"
 build_start=$SECONDS
 previous="$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
+# the builder stage first, tagged: the builder a code change replaces is then untagged, and
+# pruned below by its label (each run left a 2.2 GB one behind); the full build reuses it
+say "  docker build --force-rm ${build_args[*]} --target builder -f docker/Dockerfile.cpu -t $IMAGE-builder ."
+if ! docker build --force-rm "${build_args[@]}" --target builder -f docker/Dockerfile.cpu \
+    -t "$IMAGE-builder" . 2>&1 | while IFS= read -r line; do echo "$SECONDS $line"; done >"$WORK/build-builder.log"; then
+    tail -30 "$WORK/build-builder.log" >&2
+    fail "docker build --target builder failed (the build log's last lines are above)."
+fi
 say "  docker build --force-rm ${build_args[*]} -f docker/Dockerfile.cpu -t $IMAGE ."
 # each line of the build's output stamped with the script's clock, for the steps' times below
 if ! docker build --force-rm "${build_args[@]}" -f docker/Dockerfile.cpu -t "$IMAGE" . 2>&1 \
@@ -245,9 +253,11 @@ if [[ -n "$INDEX_SERVER" ]]; then kill "$INDEX_SERVER"; INDEX_SERVER=""; fi
 SIZE_MB=$(($(docker image inspect -f '{{.Size}}' "$IMAGE") / 1000000))
 if [[ -n $previous && $previous != "$(docker image inspect -f '{{.Id}}' "$IMAGE")" ]]; then
     # the image this build replaced, so reruns don't pile up old images (the builder stage's
-    # layers stay: they are docker's build cache; `docker image prune` drops them)
+    # layers stay, tagged $IMAGE-builder: they are docker's build cache)
     docker rmi "$previous" >/dev/null 2>&1 || say "  (the replaced image $previous is still in use)"
 fi
+pruned="$(docker image prune -f --filter label=tiankong.stage=builder | tail -1)"
+say "  builder stage tagged $IMAGE-builder (docker's build cache); older builders pruned: ${pruned#Total reclaimed space: }"
 say "built $IMAGE in $BUILD_S s on $BASE_IMAGE: $SIZE_MB MB"
 say "  the build's steps that took 2 s or more (those docker's layer cache kept say so):"
 awk -v end="$SECONDS" '
