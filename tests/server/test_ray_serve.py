@@ -465,6 +465,41 @@ def test_a_ray_cluster_that_is_not_there_is_one_sentence(monkeypatch: pytest.Mon
         init_ray("auto")
 
 
+def test_a_cluster_that_refuses_the_token_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray 2.60's `ray start` turns token authentication on; joining it without RAY_AUTH_MODE
+    failed as Ray's ConnectionError over a RuntimeError naming InvalidAuthToken, and the
+    command said no cluster answered at the address, where one did (a review). Ray's own
+    exceptions, raised as ray.init raised them there."""
+    import socket
+
+    from tiankong.offline.ray_cluster import init_ray
+
+    def refused(**_: Any) -> None:
+        try:
+            raise RuntimeError(
+                "Failed to connect to GCS. Last connection error: Unauthenticated: RPC error: "
+                "InvalidAuthToken: Authentication token is missing or incorrect"
+            )
+        except RuntimeError as error:
+            raise ConnectionError("Failed to connect to Ray cluster at 127.0.0.1:1") from error
+
+    monkeypatch.setattr(ray, "init", refused)
+    with socket.socket() as cluster:  # something answers at the address
+        cluster.bind(("127.0.0.1", 0))
+        cluster.listen()
+        address = f"127.0.0.1:{cluster.getsockname()[1]}"
+        with pytest.raises(BadOptionError) as said:
+            init_ray(address)
+        monkeypatch.setenv("RAY_ADDRESS", address)
+        with pytest.raises(BadOptionError) as from_env:
+            init_ray(None)
+    assert said.value.message.startswith(
+        f"The Ray cluster at --ray-address '{address}' refused this process's authentication token"
+    )
+    assert "RAY_AUTH_MODE=token" in said.value.message
+    assert f"at RAY_ADDRESS '{address}'" in from_env.value.message  # not a flag never given
+
+
 def test_an_address_where_nothing_listens_is_refused_at_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -520,3 +555,38 @@ def test_replicas_a_local_ray_cannot_place_are_refused(monkeypatch: pytest.Monke
     assert calls == ["init", "shutdown"]  # refused before Serve starts; the local Ray stopped
     with pytest.raises(BadOptionError, match="2 replica"):
         serve_on_ray(Settings(engine="fake", threads=2), ScaleOptions(replicas=2))
+
+
+@pytest.mark.processes
+def test_sigterm_while_the_application_starts_is_an_interruption(tiny_model_dir: Path) -> None:
+    """Kubernetes and Docker stop a pod that is still starting with SIGTERM: in that window
+    Ray's own handler aborted the process, a C++ stack dump and exit 134 (a review). Now it is
+    Ctrl-C's exit 130 ("interrupted"), or 0 if the application was up by then."""
+    import signal
+
+    process = subprocess.Popen(
+        [
+            *[sys.executable, "-m", "tiankong", "serve", "--ray", "--replicas", "1"],
+            *["--model", str(tiny_model_dir), "--port", str(free_port()), "--threads", "1"],
+            *["--index", "none"],
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    seen: list[str] = []
+    try:
+        for line in process.stderr:  # Ray's own line, once ray.init has returned
+            seen.append(line)
+            if "Started a local Ray instance" in line:
+                break
+        time.sleep(1.0)
+        process.send_signal(signal.SIGTERM)
+        _, rest = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    said = "".join(seen) + rest
+    assert process.returncode in (0, 130), said[-2000:]
+    assert "SIGTERM received" not in said and "Traceback" not in said
+    if process.returncode == 130:
+        assert "interrupted (Ctrl-C or SIGTERM)" in said

@@ -21,16 +21,38 @@ def init_ray(address: str | None) -> None:
     import ray
 
     where = address or os.environ.get("RAY_ADDRESS") or ""
+    named = f"--ray-address '{where}'" if address else f"RAY_ADDRESS '{where}'"
     refusal = BadOptionError(
-        f"No Ray cluster answers at --ray-address '{where}'; start one (ray start --head) "
+        f"No Ray cluster answers at {named}; start one (ray start --head) "
         "or leave --ray-address and RAY_ADDRESS unset for a local Ray."
     )
     if where and not answers(where):
         raise refusal
     try:
         ray.init(address=where or "local", include_dashboard=False, log_to_driver=False)
-    except ConnectionError:
+    except ConnectionError as error:
+        if refused_token(error):  # a cluster answered: "no cluster answers" hid why (a review)
+            raise BadOptionError(
+                f"The Ray cluster at {named} refused this process's authentication token "
+                "(`ray start` turns token authentication on); set RAY_AUTH_MODE=token here, "
+                "with the cluster's token in ~/.ray/auth_token or RAY_AUTH_TOKEN."
+            ) from None
         raise refusal from None
+
+
+def refused_token(error: BaseException) -> bool:
+    """Whether Ray's failure to connect came from the cluster refusing its token: Ray 2.60
+    raises a ConnectionError whose cause's text names InvalidAuthToken."""
+    from ray.exceptions import AuthenticationError
+
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, AuthenticationError) or "InvalidAuthToken" in str(cause):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def answers(address: str) -> bool:
