@@ -373,6 +373,14 @@ def test_fill_on_ray_refuses_its_files_before_ray_starts(tmp_path: Path) -> None
     done = run_cli("fill", "in.txt", "-o", "afile", "--ray", *NO_MODEL, cwd=tmp_path)
     refused(done, "--ray writes a folder, and 'afile' is a file; name a folder.")
     assert "Ray" not in done.stderr.replace("--ray", "")
+    # an empty input is refused before Ray starts too (it started Ray, about 20 s, first), and
+    # neither refusal leaves the output folder behind (the missing model's left it, empty)
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+    done = run_cli("fill", "empty.txt", "-o", "out1", "--ray", *NO_MODEL, cwd=tmp_path)
+    refused(done, "empty.txt holds no text, so no line was filled.")
+    done = run_cli("fill", "in.txt", "-o", "out2", "--ray", *NO_MODEL, cwd=tmp_path)
+    assert done.returncode == 3 and "Ray" not in done.stderr.replace("--ray", "")
+    assert not (tmp_path / "out1").exists() and not (tmp_path / "out2").exists()
 
 
 @pytest.mark.parametrize("command", ["fill", "check"])

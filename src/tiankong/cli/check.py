@@ -186,9 +186,15 @@ def print_check(result: CheckResult, as_json: bool, console: Console) -> None:
 def check_file(job: FillJob, settings: Settings) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from tiankong.cli.fill import refuse_empty, refuse_if_none_done, summary_line
+    from tiankong.cli.fill import refuse_if_none_done, summary_line
     from tiankong.offline.check_file import run_check_file
-    from tiankong.offline.fill import Checkpoint, check_files, count_records, input_format
+    from tiankong.offline.fill import (
+        Checkpoint,
+        check_files,
+        count_records,
+        input_format,
+        refuse_empty,
+    )
 
     check_files(job)  # before the model loads: a missing input, a bad output
     total = count_records(job.input, input_format(job.input, job.input_format))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from pathlib import Path
 from types import FrameType
@@ -109,7 +110,7 @@ def fill_command(
     typed: frozenset[str] = frozenset(),
 ) -> None:
     """Fill every text of INPUT_FILE into OUTPUT; resumable after an interruption."""
-    from tiankong.offline.fill import check_files, count_records, run_fill
+    from tiankong.offline.fill import check_files, count_records, refuse_empty, run_fill
     from tiankong.offline.fill import input_format as input_kind  # input_format: the flag
     from tiankong.offline.resume import Checkpoint, FillJob
     from tiankong.service import FillMasker
@@ -134,33 +135,40 @@ def fill_command(
     refuse_without_ray(ray, typed)
     refuse_field_for_txt(typed, input_kind(input_file, input_format))
     total = None
+    made_output = ray and not output.exists()
     if ray:  # what --ray can't honour, and its files, are refused before the model loads
         from tiankong.offline.ray_fill import checked_ray_input
 
-        checked = checked_ray_input(job)
+        checked = checked_ray_input(job)  # makes the output folder, last
     else:  # the files (and the input's encoding) are checked before the model loads
         check_files(job)
         total = count_records(input_file, input_kind(input_file, input_format))
         refuse_empty(total, job, "filled")
-    # validates the model and the options up front
-    masker = int8_warned(FillMasker.load(settings=settings))
-    options = decoding_options(
-        masker,
-        top_k,
-        whole_word,
-        beam_width,
-        order,
-        candidates,
-        allowed,
-        exclude,
-        preset,
-        max_blank_length,
-    )
-    del masker
-    if ray:  # started before the handler below: Ray's own SIGTERM handler dumped a stack, exit 15
-        from tiankong.offline.ray_cluster import init_ray
+    try:
+        # validates the model and the options up front
+        masker = int8_warned(FillMasker.load(settings=settings))
+        options = decoding_options(
+            masker,
+            top_k,
+            whole_word,
+            beam_width,
+            order,
+            candidates,
+            allowed,
+            exclude,
+            preset,
+            max_blank_length,
+        )
+        del masker
+        if ray:  # before the handler below: Ray's own SIGTERM handler dumped a stack, exit 15
+            from tiankong.offline.ray_cluster import init_ray
 
-        init_ray(ray_address)
+            init_ray(ray_address)
+    except BaseException:
+        if made_output:  # a refused run left the folder it made, empty (a review)
+            with contextlib.suppress(OSError):
+                output.rmdir()  # only while it is empty
+        raise
     # SIGTERM to this process alone (kill PID, a job scheduler) ends the run as Ctrl-C does:
     # the worker pool is shut down on the way out, where its processes were left running
     signal.signal(signal.SIGTERM, stop_as_interrupted)
@@ -210,14 +218,6 @@ def fill_command(
         state = run_fill(job, settings, options, on_progress, on_start)
     console.print(summary_line("filled", start, state, job), soft_wrap=True, highlight=False)
     refuse_if_none_done("filled", state, job)
-
-
-def refuse_empty(total: int, job: FillJob, verb: str) -> None:
-    """An input with no record is refused before the model loads and before any file is made:
-    it was "filled 0 lines, 0 bad" and then this error, leaving an empty output, an errors
-    file and a lock behind (a review)."""
-    if total == 0:
-        raise BadDataFileError(f"{job.input} holds no text, so no line was {verb}.")
 
 
 def refuse_if_none_done(verb: str, state: Checkpoint, job: FillJob) -> None:

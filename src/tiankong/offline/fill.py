@@ -558,3 +558,11 @@ def csv_cell(value: Any) -> Any:
     if isinstance(value, dict | list):
         return json_line(value)
     return LONE_SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
+
+
+def refuse_empty(total: int, job: FillJob, verb: str) -> None:
+    """An input with no record is refused before the model loads and before any file is made:
+    it was "filled 0 lines, 0 bad" and then this error, leaving an empty output, an errors
+    file and a lock behind (a review); with --ray, after Ray had started (a review)."""
+    if total == 0:
+        raise BadDataFileError(f"{job.input} holds no text, so no line was {verb}.")
