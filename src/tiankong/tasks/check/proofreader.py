@@ -235,6 +235,13 @@ class Proofreader:
                 f"Proofreader takes a loaded FillMasker (FillMasker.load()), not "
                 f"{type(masker).__name__}."
             )
+        given = (("method", method, CheckMethod), ("confusion", confusion, ConfusionSets))
+        for name, value, kind in (*given, ("idioms", idioms, IdiomLexicon)):
+            if value is not None and not isinstance(value, kind):  # a str was an AttributeError
+                raise BadOptionError(
+                    f"Proofreader's {name} is a {kind.__name__} (or None for the default), not "
+                    f"{type(value).__name__}."
+                )
         self.masker = masker
         self.method = (method or CheckMethod()).validated()
         self.confusion = confusion or ConfusionSets.shipped()
