@@ -527,7 +527,10 @@ def test_python_api_example(monkeypatch: pytest.MonkeyPatch) -> None:
             assert sum(calls) == 2  # the single predict, then the batch
         elif claim.startswith("{"):
             keys = re.findall(r'"(\w+)"', claim)
-            assert keys and set(keys) <= set(names["result"].to_dict())
+            order = list(names["result"].to_dict())
+            assert keys and set(keys) <= set(order)
+            # in the order to_dict gives them ("predictions" was shown first: a review)
+            assert [order.index(key) for key in keys] == sorted(order.index(key) for key in keys)
         else:
             pytest.fail(f"no check for the README claim {claim!r} ({ast.unparse(statement)})")
     first = printed.getvalue().splitlines()[0]

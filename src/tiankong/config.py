@@ -391,11 +391,12 @@ class ScaleOptions:
         if self.autoscaling:
             if self.replicas < 0 or self.most_replicas < max(1, self.replicas):
                 raise BadOptionError(
-                    f"Autoscaling needs 0 <= replicas <= max_replicas and max_replicas >= 1; "
+                    "Autoscaling needs 0 <= replicas <= max_replicas and max_replicas >= 1 "
+                    "(--replicas, --max-replicas); "
                     f"got {self.replicas} and {self.max_replicas}."
                 )
         elif self.replicas < 1:
-            raise BadOptionError(f"replicas must be at least 1; got {self.replicas}.")
+            raise BadOptionError(f"replicas (--replicas) must be at least 1; got {self.replicas}.")
         if self.target_ongoing_requests is not None and self.target_ongoing_requests <= 0:
             raise BadOptionError("target_ongoing_requests must be above 0.")
         return self

@@ -373,7 +373,7 @@ def test_serve_run_arguments_and_environment(monkeypatch: pytest.MonkeyPatch) ->
 @pytest.mark.parametrize(
     ("flags", "words"),
     [
-        (["--replicas", "0"], "replicas must be at least 1"),
+        (["--replicas", "0"], "replicas (--replicas) must be at least 1"),
         (["--replicas", "3", "--max-replicas", "2"], "0 <= replicas <= max_replicas"),
         # a 60-line traceback from serve.run, the reason only in the replicas' logs (a review)
         (["--engine", "bogus"], "--engine: unknown value 'bogus'"),
