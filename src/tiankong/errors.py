@@ -208,7 +208,14 @@ class RateLimitedError(TiankongError):
 
 
 class OverloadedError(TiankongError):
+    """A full queue (503): ``retry_after_s``, when known, is how long the rows ahead take at
+    the engine's recent pace (the ``Retry-After`` header; else 1 s)."""
+
     code = "overloaded"
+
+    def __init__(self, message: str, retry_after_s: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class ShuttingDownError(TiankongError):

@@ -368,6 +368,35 @@ async def test_a_full_queue_is_refused() -> None:
     assert all("one too many" not in batch for batch in recorder.batches)
 
 
+async def test_a_full_queue_names_the_wait_its_rows_take_at_the_engines_pace() -> None:
+    """Retry-After was 1 s whatever the queue held: a client that waited it met another 503.
+    Before any batch ran, no pace is known and the answer says "shortly" (the header: 1 s)."""
+    async with started(Recorder(delay_s=0.2), max_queue=3) as batcher:
+        async with engine_held(batcher):
+            held = submit_all(batcher, [Item(f"t{i}") for i in range(3)])
+            await until(lambda: batcher.depth == 3)
+            with pytest.raises(OverloadedError) as unknown:
+                await batcher.submit(Item("one too many"))
+        await asyncio.gather(*held)
+        assert unknown.value.retry_after_s is None and "retry shortly" in unknown.value.message
+        for name in ("a", "b"):  # one-row batches of 0.2 s each: the pace
+            await batcher.submit(Item(name))
+        async with engine_held(batcher):
+            held = submit_all(batcher, [Item(f"u{i}") for i in range(3)])
+            await until(lambda: batcher.depth == 3)
+            with pytest.raises(OverloadedError) as known:
+                await batcher.submit(Item("one too many"))
+        await asyncio.gather(*held)
+    # three rows ahead at about 0.2 s each (more where the machine is slow)
+    assert known.value.retry_after_s is not None and known.value.retry_after_s >= 1
+    assert f"retry in about {known.value.retry_after_s} s" in known.value.message
+    assert batcher.pace.seconds_per_row is not None and batcher.pace.seconds_per_row >= 0.06
+    from tiankong.server.error_handlers import error_response  # the header the answer carries
+
+    assert error_response(known.value).headers["Retry-After"] == str(known.value.retry_after_s)
+    assert error_response(unknown.value).headers["Retry-After"] == "1"
+
+
 async def test_a_request_that_waits_too_long_times_out_and_never_runs() -> None:
     recorder, observer = Recorder(), Observer()
     async with started(recorder, observer, timeout_s=0.2) as batcher:

@@ -50,7 +50,8 @@ def error_body(code: str, message: str, error_id: str | None = None) -> dict[str
 def error_response(error: TiankongError, headers: dict[str, str] | None = None) -> JSONResponse:
     status = mapping_for(error).http_status
     if status == 503:
-        headers = {"Retry-After": RETRY_AFTER_S, **(headers or {})}
+        wait_s = getattr(error, "retry_after_s", None)  # a full queue's, at the engine's pace
+        headers = {"Retry-After": str(wait_s) if wait_s else RETRY_AFTER_S, **(headers or {})}
     return JSONResponse(
         error_body(error.code, error.message, error.error_id), status, headers=headers
     )

@@ -86,7 +86,7 @@ from tiankong.serving.batch_policy import (
     Pending,
     select_batch,
 )
-from tiankong.serving.lone_runs import SETTLE_TURNS, LoneRuns
+from tiankong.serving.lone_runs import SETTLE_TURNS, LoneRuns, RowPace
 from tiankong.serving.timing import RequestTiming, request_timing
 
 logger = logging.getLogger("tiankong.serving.batching")
@@ -111,6 +111,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         # The other requests the server is handling now; given, a lone request may run inline.
         self.company = company
         self.lone_runs = LoneRuns()  # what a lone item's run lately cost (lone_runs.py)
+        self.pace = RowPace()  # the engine's seconds per row lately: a full queue's Retry-After
         self.size_of = size_of
         self.limits = limits or BatchLimits()
         self.observer: BatchObserver = observer or NullObserver()
@@ -228,9 +229,13 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         depth = self.plain_depth
         if depth and depth + count > self.limits.max_queue:
             self.observer.count_batcher_event("overloaded")
-            raise OverloadedError(
-                f"The server is busy ({depth} forward rows queued); retry shortly."
-            )
+            raise self.overloaded(f"{depth} forward rows queued", depth)
+
+    def overloaded(self, why: str, rows_ahead: int) -> OverloadedError:
+        """The full queue's 503, with how long the rows ahead take at the engine's pace."""
+        wait_s = self.pace.wait_s(rows_ahead)
+        when = "shortly" if wait_s is None else f"in about {wait_s} s"
+        return OverloadedError(f"The server is busy ({why}); retry {when}.", wait_s)
 
     def search_share(self, cost: int) -> int:
         """The rows a search of ``cost`` reserves while it runs: at most half the queue."""
@@ -278,9 +283,10 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             self.observer.count_batcher_event("overloaded")
             # the rows the line holds, not the queue's depth: it said "387 forward rows
             # queued" of a 256-row queue whose /info showed none queued (a review)
-            raise OverloadedError(
-                f"The server is busy (the searches and checks waiting hold {waiting:,} of the "
-                f"queue's {self.limits.max_queue:,} forward rows); retry shortly."
+            raise self.overloaded(
+                f"the searches and checks waiting hold {waiting:,} of the queue's "
+                f"{self.limits.max_queue:,} forward rows",
+                waiting + self.plain_depth + self.search_reserved,
             )
         me = (object(), share)
         self.search_waiters.append(me)
@@ -403,6 +409,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 timing.ran(started, ended)
         size = self.size_of(item)
         self.observer.observe_batch(BatchStats(1, size, size, ended - started))
+        self.pace.note(1, ended - started)
         return results[0]
 
     def engine_call(self, items: list[ItemT]) -> Sequence[ResultT]:
@@ -548,6 +555,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 if entry.timing is not None:
                     entry.timing.ran(started, ended)
         longest = max(entry.size for entry in batch)
+        self.pace.note(len(batch), ended - started)
         self.observer.observe_batch(
             BatchStats(
                 size=len(batch),

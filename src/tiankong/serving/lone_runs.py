@@ -15,6 +15,7 @@ Pure bookkeeping: the batcher notes each lone run here (``note``) and asks ``che
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 # A lone request runs on the event loop's thread when a lone run lately took at most this much
@@ -31,6 +32,8 @@ INLINE_MAX_WALL_S = 0.02
 SETTLE_TURNS = 2
 # The weight of the newest run in the moving means.
 NEWEST_WEIGHT = 0.2
+# The longest Retry-After a full queue's 503 gives (the request timeout's scale).
+MAX_RETRY_AFTER_S = 60
 
 
 @dataclass
@@ -52,6 +55,25 @@ class LoneRuns:
         if self.cpu_s is None or self.wall_s is None:
             return False
         return self.cpu_s <= INLINE_MAX_S and self.wall_s <= INLINE_MAX_WALL_S
+
+
+@dataclass
+class RowPace:
+    """The engine's recent seconds per forward row (a moving mean over its batches), for a full
+    queue's Retry-After: a client told 1 s whatever the queue held came back to another 503."""
+
+    seconds_per_row: float | None = None
+
+    def note(self, rows: int, seconds: float) -> None:
+        if rows > 0:
+            self.seconds_per_row = moving_mean(self.seconds_per_row, seconds / rows)
+
+    def wait_s(self, rows: int) -> int | None:
+        """Whole seconds until ``rows`` queued rows have run at this pace (1 to
+        ``MAX_RETRY_AFTER_S``), or None before any batch ran."""
+        if self.seconds_per_row is None:
+            return None
+        return min(MAX_RETRY_AFTER_S, max(1, math.ceil(rows * self.seconds_per_row)))
 
 
 def moving_mean(recent: float | None, seconds: float) -> float:
