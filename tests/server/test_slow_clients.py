@@ -171,6 +171,33 @@ def test_a_head_just_over_the_limit_in_one_piece_is_431(
     assert line in caplog.messages
 
 
+def test_answers_before_the_app_are_counted_in_the_metrics(base_url: str) -> None:
+    """A 431 or a 400 for bytes that aren't HTTP, answered by the protocol before the app, was
+    in no count of tiankong_requests_total (a review)."""
+
+    def counted(status: str) -> float:
+        text = httpx.get(f"{base_url}/metrics", timeout=10).text
+        found = re.search(
+            rf'^tiankong_requests_total\{{method="unknown",route="unmatched",status="{status}"\}} '
+            r"(\S+)$",
+            text,
+            re.MULTILINE,
+        )
+        return float(found[1]) if found else 0.0
+
+    before = (counted("431"), counted("400"))
+    with connect(base_url) as sock:
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            sock.sendall(
+                b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 1_100_000 + b"\r\n\r\n"
+            )
+        assert read_answer(sock).startswith(b"HTTP/1.1 431 ")
+    with connect(base_url) as sock:
+        sock.sendall(b"\x16\x03\x01 this is not HTTP\r\n\r\n")
+        assert read_answer(sock).startswith(b"HTTP/1.1 400 ")
+    assert (counted("431"), counted("400")) == (before[0] + 1, before[1] + 1)
+
+
 def test_a_head_just_under_the_limit_is_served(base_url: str) -> None:
     with connect(base_url) as sock:
         big = b"a" * (MAX_HEAD_BYTES - 4096)

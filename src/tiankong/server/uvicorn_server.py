@@ -18,6 +18,7 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -92,6 +93,21 @@ def log_config() -> dict[str, Any]:
     return config
 
 
+def counted_before_app(app: FastAPI) -> Callable[[int], None] | None:
+    """What counts an answer the protocol gives before the app (``slow_clients``) in the app's
+    ``tiankong_requests_total``: route ``unmatched``, method ``unknown`` (the head was not
+    read). None for an app without tiankong's state."""
+    state = getattr(getattr(app, "state", None), "tiankong", None)
+    if not isinstance(state, ServerState):
+        return None
+    metrics = state.metrics
+
+    def count(status: int) -> None:
+        metrics.observe_request("unmatched", "unknown", status, 0.0, routed=False)
+
+    return count
+
+
 def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
     return uvicorn.Config(
         app,
@@ -100,7 +116,7 @@ def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
         log_level=settings.log_level,
         log_config=log_config(),
         access_log=False,  # RequestGuard writes each request's line, with its time and id
-        http=head_timeout_protocol(settings.client_timeout_s),
+        http=head_timeout_protocol(settings.client_timeout_s, counted_before_app(app)),
         ws="none",  # no WebSocket routes: an upgrade request is answered as plain HTTP
         timeout_keep_alive=KEEP_ALIVE_S,
         timeout_graceful_shutdown=CLOSE_GRACE_S,

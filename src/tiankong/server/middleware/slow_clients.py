@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -70,9 +71,12 @@ class HeadTooLargeSignal(Exception):
     """Raised in the parser's callback to stop a head over the limit (never seen outside)."""
 
 
-def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
+def head_timeout_protocol(
+    timeout_s: float, on_answer: Callable[[int], None] | None = None
+) -> type[asyncio.Protocol] | str:
     """uvicorn's httptools protocol with a deadline for each request head; "auto" (no head
-    deadline, logged) where httptools is not installed."""
+    deadline, logged) where httptools is not installed. ``on_answer(status)``: told of each
+    answer it gives before the app (the metrics count them: a 431 or a 400 was in none)."""
     try:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     except ImportError:
@@ -96,8 +100,7 @@ def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
             if head_arriving and self.head_timer is not None:  # still no whole head
                 self.head_bytes += len(data)
                 if self.head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
-                    self.transport.write(raw_error(head_too_large()))
-                    self.transport.close()
+                    self.answer(head_too_large())
 
         def send_400_response(self, msg: str) -> None:
             error: TiankongError = BadInputError("The request is not valid HTTP.")
@@ -108,8 +111,13 @@ def head_timeout_protocol(timeout_s: float) -> type[asyncio.Protocol] | str:
                     f"The URL is longer than {MAX_URL_BYTES:,} bytes, the most this server "
                     "reads; send a long text in a JSON body with POST."
                 )
+            self.answer(error)
+
+        def answer(self, error: TiankongError) -> None:
             self.transport.write(raw_error(error))
             self.transport.close()
+            if on_answer is not None:
+                on_answer(mapping_for(error).http_status)
 
         def on_headers_complete(self) -> None:
             self.disarm_head_timer()
