@@ -500,6 +500,38 @@ def test_a_cluster_that_refuses_the_token_says_so(monkeypatch: pytest.MonkeyPatc
     assert f"at RAY_ADDRESS '{address}'" in from_env.value.message  # not a flag never given
 
 
+def test_sigterm_inside_ray_init_is_an_interruption(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ray.init's own SIGTERM handler exits 15 with no word, and the C++ failure handler its
+    core worker installs in this process took SIGTERM for a crash (exit 134, a stack dump):
+    the driver's is turned off, and ray.init's exit is Ctrl-C's (a review)."""
+    import signal
+
+    import ray._private.ray_constants as ray_constants
+
+    from tiankong.offline.ray_cluster import init_ray
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray_constants, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", False)
+
+    def stopped(**_: Any) -> None:
+        assert ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER  # read as the worker starts
+        raise SystemExit(signal.SIGTERM)
+
+    monkeypatch.setattr(ray, "init", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        init_ray(None)
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(ray, "init", lambda **_: None)
+    try:
+        init_ray(None)
+        handler = signal.getsignal(signal.SIGTERM)
+        assert callable(handler)
+        with pytest.raises(KeyboardInterrupt):  # after it, too: Ctrl-C's exit 130
+            handler(signal.SIGTERM, None)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def test_an_address_where_nothing_listens_is_refused_at_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -576,7 +608,7 @@ def test_sigterm_while_the_application_starts_is_an_interruption(tiny_model_dir:
     assert process.stderr is not None
     seen: list[str] = []
     try:
-        for line in process.stderr:  # Ray's own line, once ray.init has returned
+        for line in process.stderr:  # Ray's own line, while ray.init still runs (a review)
             seen.append(line)
             if "Started a local Ray instance" in line:
                 break

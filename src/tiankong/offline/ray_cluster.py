@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
+import threading
+from types import FrameType
 
 from tiankong.errors import BadOptionError
 
@@ -28,8 +31,19 @@ def init_ray(address: str | None) -> None:
     )
     if where and not answers(where):
         raise refusal
+    # SIGTERM while Ray starts (a pod stopped as it starts) is Ctrl-C's exit 130: Ray's C++
+    # failure handler, which this process's core worker installs, took it for a crash (a
+    # stack dump, exit 134), and ray.init's own handler exits 15 with no word (a review).
+    # This process only: Ray's own processes keep their handlers.
+    import ray._private.ray_constants as ray_constants
+
+    ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
     try:
         ray.init(address=where or "local", include_dashboard=False, log_to_driver=False)
+    except SystemExit as stop:
+        if stop.code == signal.SIGTERM:  # ray.init's handler: sys.exit(signum)
+            raise KeyboardInterrupt from None
+        raise
     except ConnectionError as error:
         if refused_token(error):  # a cluster answered: "no cluster answers" hid why (a review)
             raise BadOptionError(
@@ -38,6 +52,13 @@ def init_ray(address: str | None) -> None:
                 "with the cluster's token in ~/.ray/auth_token or RAY_AUTH_TOKEN."
             ) from None
         raise refusal from None
+    if threading.current_thread() is threading.main_thread():  # as ray.init sets its own
+        signal.signal(signal.SIGTERM, interrupt)
+
+
+def interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM as Ctrl-C: ``tiankong.cli.main`` says "interrupted" and exits 130."""
+    raise KeyboardInterrupt
 
 
 def refused_token(error: BaseException) -> bool:

@@ -298,11 +298,7 @@ def serve_on_ray(settings: Settings, scale: ScaleOptions, address: str | None = 
     application = build_application(settings, scale)
     local = starts_local_ray(address)  # else: leave the cluster's Serve up
     patient_proxy_start()
-    init_ray(address)
-    # SIGTERM while the application starts is Ctrl-C (exit 130, "interrupted"): ray.init's
-    # own handler aborted the process, a C++ stack dump and exit 134 (a review); once it
-    # serves, wait_for_stop's handler ends it with exit 0
-    signal.signal(signal.SIGTERM, interrupt)
+    init_ray(address)  # from here SIGTERM is Ctrl-C (exit 130) until wait_for_stop's (exit 0)
     if local:  # a replica Ray can't place kept serve.run waiting forever
         try:
             cpus = float(ray.cluster_resources().get("CPU", 0.0))
@@ -355,10 +351,6 @@ def replica_error(status: Any) -> Exception:
     return RuntimeError(
         "The replicas failed to start on Ray Serve; Ray's session log folder has their logs."
     )
-
-
-def interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def wait_for_stop() -> None:
