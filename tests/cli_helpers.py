@@ -8,6 +8,7 @@ process's environment.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,3 +33,13 @@ def run_cli(
         cwd=cwd,
         env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
     )
+
+
+# What a first export or engine measurement says on stderr before it runs (export_cache)
+FIRST_RUN_NOTE = re.compile(r"^tiankong: (exporting|measuring) .+, once \(later runs reuse it\)$")
+
+
+def besides_first_run_notes(stderr: str) -> list[str]:
+    """``stderr``'s non-blank lines other than a first run's notes."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return [line for line in lines if not FIRST_RUN_NOTE.match(line)]

@@ -67,6 +67,32 @@ def long_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "index"
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        # long words: 2 tokens a character at most was the rule, and 'information technology'
+        # is about 11 characters a token, so its match counted and could not be quoted
+        "information technology " * 400 + "张三最喜欢的水果是榴莲。",
+        # more than 8,192 bytes, fewer characters: quotable whole, and it was dropped
+        "2024年" + "今天天气很好。" * 1100 + "张三最喜欢的水果是榴莲。",
+    ],
+)
+def test_a_match_in_a_passage_kept_as_text_is_counted_only_where_it_is_quoted(
+    tmp_path: Path, tokenizer: Tokenizer, line: str
+) -> None:
+    """Counting and quoting follow one rule (a verifying review): a match is shown with its
+    出处 or not counted."""
+    (tmp_path / "one.txt").write_text(line + "\n", encoding="utf-8")
+    build_index([tmp_path / "one.txt"], tmp_path / "index", progress=False)
+    lookup = BlankLookup(open_index(tmp_path / "index"), tokenizer)
+    match = lookup.lookup(ids(tokenizer, "张三最喜欢的水果是榴"), ids(tokenizer, "。"), 1)
+    quotable = len(line) <= VERBATIM_PREFIX
+    assert (match is not None) == quotable
+    if match is not None:
+        memory = lookup.evidence(match, ids(tokenizer, "莲"))
+        assert memory is not None and memory["match"] == "张三最喜欢的水果是榴莲。"
+
+
 def test_evidence_deep_in_a_long_passage_is_cut_from_a_window(
     long_index: Path, tokenizer: Tokenizer
 ) -> None:
@@ -92,7 +118,10 @@ def test_deep_in_a_long_passage_kept_as_text_no_evidence_rather_than_a_slow_one(
     counting = CountingTokenizer(tokenizer)
     lookup = BlankLookup(open_index(long_index), counting)  # type: ignore[arg-type]
     assert lookup.lookup(ids(tokenizer, "李四最爱的水果是山"), [], 1) is None
-    assert counting.characters == 0
+    assert counting.characters <= VERBATIM_PREFIX  # what evidence would quote, once
+    counting.characters = 0
+    assert lookup.lookup(ids(tokenizer, "李四最爱的水果是山"), [], 1) is None
+    assert counting.characters == 0  # known per passage
     near = lookup.lookup(ids(tokenizer, "iPhone 15"), [], 1)
     assert near is not None
     memory = lookup.evidence(near, next(iter(near.fills)))

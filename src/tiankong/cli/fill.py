@@ -136,15 +136,17 @@ def fill_command(
     refuse_field_for_txt(typed, input_kind(input_file, input_format))
     total = None
     made_output = ray and not output.exists()
-    if ray:  # what --ray can't honour, and its files, are refused before the model loads
-        from tiankong.offline.ray_fill import checked_ray_input
-
-        checked = checked_ray_input(job)  # makes the output folder, last
-    else:  # the files (and the input's encoding) are checked before the model loads
+    if not ray:  # the files (and the input's encoding) are checked before the model loads
         check_files(job)
         total = count_records(input_file, input_kind(input_file, input_format))
         refuse_empty(total, job, "filled")
     try:
+        if ray:  # what --ray can't honour, and its files, are refused before the model loads
+            from tiankong.offline.ray_fill import checked_ray_input
+
+            checked = checked_ray_input(job)  # makes the output folder, last
+            # before Ray starts (about 20 s), where the library's run fills nothing
+            refuse_empty(count_records(input_file, checked[0]), job, "filled")
         # validates the model and the options up front
         masker = int8_warned(FillMasker.load(settings=settings))
         options = decoding_options(

@@ -11,6 +11,7 @@ For a blank of ``fill_length`` tokens with left context L and right context R (t
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
@@ -194,16 +195,32 @@ class BlankLookup:
 
     def quotable(self, starts: np.ndarray, reach: int) -> np.ndarray:
         """Per occurrence (the context's first token at each of ``starts``, ``reach`` tokens
-        long): can its passage be quoted there? Not deep inside a passage kept as text longer
-        than VERBATIM_PREFIX (``evidence`` tokenizes at most that much of one), where an
-        occurrence moved a score with ``memory`` null (a review: one digit in an 8,000-character
-        record)."""
+        long): can ``evidence`` quote its passage there? Not past what it tokenizes of a
+        passage kept as text of more than VERBATIM_PREFIX characters (``quoted_tokens``): such
+        an occurrence moved a score with ``memory`` null (a review: one digit in an
+        8,000-character record; a rule by tokens alone missed passages of long words)."""
         quotable = np.ones(len(starts), dtype=bool)
         if not self.long_passages.size:  # the usual index: nothing to look up
             return quotable
         numbers = np.searchsorted(self.index.passage_tokens, starts, "right") - 1
-        deep = 2 * (starts + reach - self.index.passage_tokens[numbers]) + PREFIX_SLACK
-        return ~(np.isin(numbers, self.long_passages) & (deep > VERBATIM_PREFIX))
+        long = np.isin(numbers, self.long_passages)
+        for number in np.unique(numbers[long]).tolist():
+            limit = self.quoted_tokens(number)
+            if limit is None:
+                continue
+            mine = numbers == number
+            depth = starts[mine] + reach - int(self.index.passage_tokens[number])
+            quotable[mine] = depth <= limit
+        return quotable
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 - one per opened index, kept for its life
+    def quoted_tokens(self, number: int) -> int | None:
+        """The tokens of kept passage ``number`` that ``evidence`` can quote: those whole in
+        its first VERBATIM_PREFIX characters, or None (all) for a passage no longer."""
+        line = self.index.verbatim_text(number)
+        if line is None or len(line) <= VERBATIM_PREFIX:
+            return None
+        return len(self.token_offsets(line, VERBATIM_PREFIX))
 
     def boundary(self, position: int) -> bool:
         """Whether the corpus has a passage's end or punctuation at ``position`` (outside the
@@ -600,6 +617,8 @@ class BlankLookup:
             if not self.quotable(np.asarray([start]), end - start)[0]:
                 return None  # counted by no match (``choose``): the same rule
             offsets = self.token_offsets(line, end - first)
+            if end - first > len(offsets) and len(line) > VERBATIM_PREFIX:
+                offsets = self.token_offsets(line, VERBATIM_PREFIX)  # long words: all it quotes
             if end - first > len(offsets):  # the stored passage and the tokenizer disagree
                 return None
             char_start, char_end = offsets[start - first][0], offsets[end - first - 1][1]
@@ -614,10 +633,11 @@ class BlankLookup:
         can be a whole long poem, so a prefix is tokenized first; its last word may be cut, so
         only the tokens before that word count. Falls back to the whole line, if it has at most
         VERBATIM_PREFIX characters."""
-        if len(line) > 2 * needed + PREFIX_SLACK:
-            encoding = self.tokenizer.encode(
-                line[: 2 * needed + PREFIX_SLACK], add_special_tokens=False
-            )
+        cut = 2 * needed + PREFIX_SLACK
+        if len(line) > VERBATIM_PREFIX:
+            cut = min(cut, VERBATIM_PREFIX)  # never more of a long passage (``quoted_tokens``)
+        if len(line) > cut:
+            encoding = self.tokenizer.encode(line[:cut], add_special_tokens=False)
             words = encoding.word_ids
             last = words[-1] if words else None
             pairs = zip(encoding.offsets, words, strict=True)

@@ -31,19 +31,24 @@ def init_ray(address: str | None) -> None:
     )
     if where and not answers(where):
         raise refusal
-    # SIGTERM while Ray starts (a pod stopped as it starts) is Ctrl-C's exit 130: Ray's C++
-    # failure handler, which this process's core worker installs, took it for a crash (a
-    # stack dump, exit 134), and ray.init's own handler exits 15 with no word (a review).
-    # This process only: Ray's own processes keep their handlers.
+    # SIGTERM while Ray starts (a pod stopped as it starts) is Ctrl-C's exit 130, once Ray has
+    # started: Ray's C++ failure handler, which this process's core worker installs, took it
+    # for a crash (a stack dump, exit 134); ray.init's own handler exits 15 with no word; and
+    # an interruption raised inside ray.init left a half-made worker that crashed the exit
+    # (SIGSEGV) (reviews). So the driver's C++ handler is off (Ray's own processes keep
+    # theirs), ray.init sets none, and a SIGTERM meanwhile is noted and acted on after it.
     import ray._private.ray_constants as ray_constants
+    import ray._private.utils as ray_utils
 
     ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
+    main = threading.current_thread() is threading.main_thread()
+    stops: list[int] = []
+    ray_sets_handler = ray_utils.set_sigterm_handler
+    if main:
+        ray_utils.set_sigterm_handler = lambda handler: None
+        signal.signal(signal.SIGTERM, lambda signum, frame: stops.append(signum))
     try:
         ray.init(address=where or "local", include_dashboard=False, log_to_driver=False)
-    except SystemExit as stop:
-        if stop.code == signal.SIGTERM:  # ray.init's handler: sys.exit(signum)
-            raise KeyboardInterrupt from None
-        raise
     except ConnectionError as error:
         if refused_token(error):  # a cluster answered: "no cluster answers" hid why (a review)
             raise BadOptionError(
@@ -52,8 +57,13 @@ def init_ray(address: str | None) -> None:
                 "with the cluster's token in ~/.ray/auth_token or RAY_AUTH_TOKEN."
             ) from None
         raise refusal from None
-    if threading.current_thread() is threading.main_thread():  # as ray.init sets its own
+    finally:
+        ray_utils.set_sigterm_handler = ray_sets_handler
+    if main:
         signal.signal(signal.SIGTERM, interrupt)
+    if stops:  # stopped while Ray started: it is up, so it stops cleanly
+        ray.shutdown()
+        raise KeyboardInterrupt
 
 
 def interrupt(signum: int, frame: FrameType | None) -> None:

@@ -30,13 +30,11 @@ from tiankong.index.sources import json_value, not_json
 from tiankong.offline.files import csv_records, json_line, open_text, require_input
 from tiankong.offline.fill import (
     checked_records,
-    count_records,
     fill_records,
     format_of,
     input_format,
     named_like_results,
     no_string_field,
-    refuse_empty,
 )
 from tiankong.offline.ray_cluster import init_ray
 from tiankong.offline.resume import FillJob
@@ -278,7 +276,6 @@ def check_ray_files(job: FillJob, kind: str, field: str = "text") -> None:
         check_csv_rows(job.input)
     else:
         check_jsonl_lines(job, kind)
-    refuse_empty(count_records(job.input, kind), job, "filled")  # before Ray's 20 s start
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as error:

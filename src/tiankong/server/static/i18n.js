@@ -66,6 +66,8 @@ export const I18N = {
       bad_input: "输入不合要求。",
       batch_too_large: "一次发的句子太多了。",
       unsupported_media_type: "请求的格式服务器不认识：请发 JSON。",
+      bad_range: "请求的文件范围（Range）读不懂。",
+      range_not_satisfiable: "请求的文件范围超出了文件的长度。",
       bad_data_file: "数据文件不合要求。",
       bad_index_input: "建索引用的文本不合要求。",
       engine_unavailable: "模型的推理引擎用不了。",
