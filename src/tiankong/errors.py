@@ -80,7 +80,13 @@ class BadRangeError(BadInputError):
 
 
 class RangeNotSatisfiableError(BadRangeError):
+    """``file_size``: the 416's ``Content-Range: bytes */SIZE``."""
+
     code = "range_not_satisfiable"
+
+    def __init__(self, message: str, file_size: int) -> None:
+        super().__init__(message)
+        self.file_size = file_size
 
 
 class BodyTooLargeError(BadInputError):

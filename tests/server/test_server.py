@@ -808,9 +808,16 @@ def test_a_page_file_asked_for_by_a_bad_range_is_an_error_in_the_one_shape(
         "range_not_satisfiable",
     )
     assert f"({size:,} bytes)" in past["message"]
+    answer = client.get("/static/app.js", headers={"Range": f"bytes={size}-"})
+    assert answer.headers["content-range"] == f"bytes */{size}"  # as Starlette's own 416 had
     for unreadable in ("bytes=abc", "bytes=5-2", "items=0-1"):
         answer = client.get("/static/app.js", headers={"Range": unreadable})
         assert "send bytes=START-END" in assert_error(answer, 400, "bad_range")["message"]
+    # the page itself too: GET / answered them in plain text (a verifying review)
+    assert_error(
+        client.get("/", headers={"Range": "bytes=99999999-"}), 416, "range_not_satisfiable"
+    )
+    assert_error(client.get("/", headers={"Range": "bytes=abc"}), 400, "bad_range")
     part = client.get("/static/app.js", headers={"Range": "bytes=0-9"})
     assert part.status_code == 206 and len(part.content) == 10
     assert part.headers["cache-control"] == "no-cache"

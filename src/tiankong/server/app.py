@@ -29,17 +29,16 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import Headers
-from starlette.responses import FileResponse, MalformedRangeHeader, RangeNotSatisfiable
 from starlette.staticfiles import NotModifiedResponse
 
 from tiankong import __version__
 from tiankong.config import Settings, check_settings
-from tiankong.errors import BadRangeError, RangeNotSatisfiableError
 from tiankong.server import check_routes, hf, routes
 from tiankong.server.error_handlers import install_error_handlers
 from tiankong.server.metrics import INFERENCE_ROUTES, ServerMetrics
 from tiankong.server.middleware.guard import DOCS_ASSETS_PATH, STATIC_PATH, RequestGuard
 from tiankong.server.middleware.security import cors_layer, is_public, security_layer
+from tiankong.server.responses import RangedFile
 from tiankong.server.schemas import ERROR_RESPONSES
 from tiankong.server.state import ServerState
 from tiankong.service import FillMasker
@@ -299,24 +298,6 @@ class RevalidatedFiles(StaticFiles):
             response = NotModifiedResponse(response.headers)
         response.headers.setdefault("Cache-Control", "no-cache")
         return response
-
-
-class RangedFile(FileResponse):
-    """A file whose bad Range header raises a typed error, answered in the one JSON shape:
-    Starlette's FileResponse answered 400 and 416 itself, in plain text."""
-
-    @classmethod
-    def _parse_range_header(cls, http_range: str, file_size: int) -> list[tuple[int, int]]:
-        try:
-            return super()._parse_range_header(http_range, file_size)
-        except RangeNotSatisfiable:
-            raise RangeNotSatisfiableError(
-                f"The Range header starts past the file's end ({file_size:,} bytes)."
-            ) from None
-        except MalformedRangeHeader as error:
-            raise BadRangeError(
-                f"The Range header can't be read ({error.content}); send bytes=START-END."
-            ) from None
 
 
 def add_docs(app: FastAPI) -> None:

@@ -26,6 +26,7 @@ from tiankong.errors import (
     ClientTimeoutError,
     InvalidRequestError,
     OverloadedError,
+    RangeNotSatisfiableError,
     TiankongError,
     UnsupportedMediaTypeError,
     mapping_for,
@@ -49,6 +50,8 @@ def error_body(code: str, message: str, error_id: str | None = None) -> dict[str
 
 def error_response(error: TiankongError, headers: dict[str, str] | None = None) -> JSONResponse:
     status = mapping_for(error).http_status
+    if isinstance(error, RangeNotSatisfiableError):
+        headers = {"Content-Range": f"bytes */{error.file_size}", **(headers or {})}
     if status == 503:
         wait_s = getattr(error, "retry_after_s", None)  # a full queue's, at the engine's pace
         headers = {"Retry-After": str(wait_s) if wait_s else RETRY_AFTER_S, **(headers or {})}

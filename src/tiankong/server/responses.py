@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic_core import to_json
-from starlette.responses import Response
+from starlette.responses import FileResponse, MalformedRangeHeader, RangeNotSatisfiable, Response
 
 from tiankong.core.results import FillResult
-from tiankong.errors import TiankongError
+from tiankong.errors import BadRangeError, RangeNotSatisfiableError, TiankongError
 from tiankong.server.error_handlers import error_body
 
 # Candidate fields the ``Candidate`` model leaves out when None (``memory`` stays: null says
@@ -67,3 +67,22 @@ def batch_payload(
         for answer in answers
     ]
     return {"results": results, "model": model, "latency_ms": latency_ms}
+
+
+class RangedFile(FileResponse):
+    """A file (the page, its modules) whose bad Range header raises a typed error, answered in
+    the one JSON shape: Starlette's FileResponse answered 400 and 416 itself, in plain text."""
+
+    @classmethod
+    def _parse_range_header(cls, http_range: str, file_size: int) -> list[tuple[int, int]]:
+        try:
+            return super()._parse_range_header(http_range, file_size)
+        except RangeNotSatisfiable:
+            raise RangeNotSatisfiableError(
+                f"The Range header asks for bytes the file doesn't have ({file_size:,} bytes).",
+                file_size,
+            ) from None
+        except MalformedRangeHeader as error:
+            raise BadRangeError(
+                f"The Range header can't be read ({error.content}); send bytes=START-END."
+            ) from None

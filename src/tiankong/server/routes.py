@@ -23,7 +23,7 @@ from tiankong.server.dispatch import (
     options_from_fields,
 )
 from tiankong.server.middleware.security import Allowance
-from tiankong.server.responses import JSONBody, batch_payload, fill_payload
+from tiankong.server.responses import JSONBody, RangedFile, batch_payload, fill_payload
 from tiankong.server.schemas import (
     BATCH_EXAMPLES,
     ERROR_RESPONSES,
@@ -188,5 +188,6 @@ async def metrics(state: StateDep) -> Response:
 
 @router.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
 async def page() -> FileResponse:
-    """The web page (POST / is the Hugging Face route)."""
-    return FileResponse(STATIC_DIR / "index.html", headers=PAGE_HEADERS)
+    """The web page (POST / is the Hugging Face route); a Range it can't serve is an error in
+    the one shape, as for its modules (a review)."""
+    return RangedFile(STATIC_DIR / "index.html", headers=PAGE_HEADERS)
