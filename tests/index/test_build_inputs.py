@@ -64,4 +64,8 @@ def test_the_same_file_twice_is_refused(tmp_path: Path, monkeypatch: pytest.Monk
         packed.write(Path("c.txt").read_bytes())
     with pytest.raises(IndexInputError, match=r"c\.txt\.xz holds the same text as c\.txt"):
         build_index(["c.txt", "c.txt.xz"], tmp_path / "out", progress=False)
+    # ... and one without the final newline: the same text, not the same bytes (it said bytes)
+    Path("nonl.txt").write_bytes(Path("c.txt").read_bytes().rstrip(b"\n"))
+    with pytest.raises(IndexInputError, match=r"nonl\.txt holds the same text as c\.txt"):
+        build_index(["c.txt", "nonl.txt"], tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()

@@ -139,7 +139,8 @@ def test_library_misuse_is_one_sentence(checker: Proofreader) -> None:
     # the other arguments too: method="masked" was an AttributeError, and confusion="x" or
     # idioms="x" one at the first check (a review)
     for name, value in (("method", "masked"), ("confusion", "x"), ("idioms", "x")):
-        with pytest.raises(BadOptionError, match=rf"^Proofreader's {name} is a \w+ .* not str\.$"):
+        said = rf"^Proofreader's {name} is an? \w+ .* not str\.$"  # "an IdiomLexicon"
+        with pytest.raises(BadOptionError, match=said):
             Proofreader(checker.masker, **{name: value})  # type: ignore[arg-type]
     # which text of a batch was bad, as predict_batch says it (it named none)
     with pytest.raises(BadInputError, match=r"^texts\[1\]: The text is empty"):

@@ -99,13 +99,13 @@ def build_index(
             digest = file_sha256(path)
             # the text read, too: notes.txt beside notes.txt.xz (or .jsonl) doubled every count
             text_digest = hashlib.sha256("\n".join(read).encode("utf-8")).hexdigest()
-            for key, what in ((digest, "the same bytes"), (text_digest, "the same text")):
+            for key, what in ((f"bytes {digest}", "bytes"), (f"text {text_digest}", "text")):
                 if key in digests:  # a copy under another name: every count of its text doubled
                     raise IndexInputError(
-                        f"The file {path} holds {what} as {digests[key]}; give the text once "
-                        "(a copy counts each of its passages twice)."
+                        f"The file {path} holds the same {what} as {digests[key]}; give the "
+                        "text once (a copy counts each of its passages twice)."
                     )
-            digests[digest] = digests[text_digest] = path
+                digests[key] = path
             stat = path.stat()
             sources.append(
                 {

@@ -44,6 +44,7 @@ from tiankong.training.train_data import is_csv
 from tiankong.training.train_options import (
     CHECKPOINT_DIR,
     MODEL_CONFIGS,
+    NO_STEP_LIMIT,
     TrainOptions,
     check_out_contents,
     check_resumed_recipe,
@@ -499,7 +500,8 @@ def train_locked(
         # FP32, or on other thread counts, end with different weights, so a rerun needs them
         "resolved": {
             "device": device.type,
-            "step_limit": options.step_limit,  # max_steps None: 1000, or none under max_time_s
+            # max_steps None: 1000, or none (null) under max_time_s alone
+            "step_limit": None if options.step_limit == NO_STEP_LIMIT else options.step_limit,
             "precision": "bf16" if bf16 else "fp32",
             "threads": torch.get_num_threads(),
             "torch": torch.__version__,

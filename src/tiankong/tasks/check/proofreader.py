@@ -238,9 +238,10 @@ class Proofreader:
         given = (("method", method, CheckMethod), ("confusion", confusion, ConfusionSets))
         for name, value, kind in (*given, ("idioms", idioms, IdiomLexicon)):
             if value is not None and not isinstance(value, kind):  # a str was an AttributeError
+                article = "an" if kind.__name__[0] in "AEIOU" else "a"
                 raise BadOptionError(
-                    f"Proofreader's {name} is a {kind.__name__} (or None for the default), not "
-                    f"{type(value).__name__}."
+                    f"Proofreader's {name} is {article} {kind.__name__} (or None for the "
+                    f"default), not {type(value).__name__}."
                 )
         self.masker = masker
         self.method = (method or CheckMethod()).validated()
