@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import besides_first_run_notes, run_cli
 from tiny_bert import build_tiny_bert
 
 # --engine onnx starts on the session's exports, without torch (conftest.onnx_exports)
@@ -53,7 +53,7 @@ def test_check_task_refuses_the_fill_options(
         "eval", "--task", "check", str(check_items), *flags, *model_flags(tiny_model_dir)
     )
     assert done.returncode == 2, done.stdout
-    [line] = done.stderr.strip().splitlines()
+    [line] = besides_first_run_notes(done.stderr)
     assert line.startswith(f"error: {named} only to --task fill (--task check takes"), line
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import besides_first_run_notes
 
 from tiankong.core.options import PredictOptions
 from tiankong.errors import BadDataFileError
@@ -147,6 +148,15 @@ def test_eval_cli_prints_the_table_and_writes_json(tiny_model_dir: Path, tmp_pat
             {"text": "画龙点[MASK]", "answers": []},
             "line 1: 'answers' is empty; list at least one right fill",
         ),
+        # an empty or repeated candidate: an error at every run, exit 0 (a review)
+        (
+            {"text": "守株待[MASK]", "answers": ["兔"], "candidates": ["兔", ""]},
+            "line 1: Every candidate must be a non-empty string, so the item can never be",
+        ),
+        (
+            {"text": "守株待[MASK]", "answers": ["兔"], "candidates": ["兔", "兔"]},
+            "line 1: The candidate '兔' is given twice, so the item can never be scored right",
+        ),
         (  # it was scored as an error item, every time, in the denominator
             {"text": "没有空", "answers": ["的"]},
             "line 1: the text has no \\[MASK\\] \\(or \\[BLANK\\]\\), so it can never be scored",
@@ -160,6 +170,17 @@ def test_an_item_that_can_never_be_right_is_refused_with_its_line(
     path.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
     with pytest.raises(BadDataFileError, match=f"^items.jsonl {message}"):
         read_items(path)
+
+
+def test_a_category_is_read_without_its_spaces(tmp_path: Path) -> None:
+    """ "idiom " made a second row that read idiom (a review)."""
+    path = tmp_path / "items.jsonl"
+    lines = [
+        {"text": "画龙点[MASK]", "answers": ["睛"], "category": "idiom"},
+        {"text": "守株待[MASK]", "answers": ["兔"], "category": "idiom "},
+    ]
+    path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), "utf-8")
+    assert [item.category for item in read_items(path)] == ["idiom", "idiom"]
 
 
 def test_a_chid_blank_without_candidates_has_a_mask_per_character() -> None:
@@ -233,7 +254,8 @@ def test_eval_cli_refuses_an_item_that_can_never_be_right(
     path.write_text('{"text": "处处闻啼[MASK][MASK]。", "answers": ["鸟"]}\n', encoding="utf-8")
     done = run_cli("eval", str(path), "-m", str(tiny_model_dir), "--engine", "onnx")
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.startswith("error: lenmis.jsonl line 1: the text has 2 [MASK]s")
+    said = besides_first_run_notes(done.stderr)  # a first run's "measuring …, once" may come first
+    assert said[0].startswith("error: lenmis.jsonl line 1: the text has 2 [MASK]s")
 
 
 def test_an_answer_is_compared_as_the_fills_are_without_spaces(tiny_masker, tmp_path: Path) -> None:

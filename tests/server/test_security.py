@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import besides_first_run_notes
 from fastapi.testclient import TestClient
 from reliability_helpers import fake_masker
 from server_helpers import assert_error, capture_serve_settings
@@ -254,7 +255,7 @@ def test_serve_takes_keys_from_the_env_twins(tmp_path: Path) -> None:
     )
     assert done.returncode == 2, done.stderr
     assert f"Cannot read the API keys file {tmp_path / 'missing.txt'}" in done.stderr
-    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in done.stderr and len(besides_first_run_notes(done.stderr)) == 1
 
 
 # --- rate limiting -------------------------------------------------------------------------

@@ -29,9 +29,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tiankong.core.options import MASK_RUN, PredictOptions
+from tiankong.core.options import MASK_RUN, PredictOptions, check_candidates
 from tiankong.core.text import BLANK, MASK, normalize_masks
-from tiankong.errors import BadDataFileError, TiankongError
+from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
 from tiankong.index.sources import json_value, not_json
 from tiankong.offline.files import TOTAL_ROW, item_category, open_text, require_input
 from tiankong.service import FillMasker
@@ -147,7 +147,17 @@ def is_strings(value: Any) -> bool:
 
 
 def require_among(answers: Sequence[str], candidates: Sequence[str], where: str) -> None:
-    """Refuse an item whose candidates hold none of its answers: it could never be right."""
+    """Refuse an item whose candidates hold none of its answers, or break the candidates' own
+    rules (an empty one, one given twice: counted as an error at every run, exit 0, a
+    review): it could never be right."""
+    if candidates:
+        try:
+            check_candidates(tuple(candidates))
+        except BadOptionError as error:
+            said = error.message.removesuffix(".")
+            raise BadDataFileError(
+                f"{where}: {said}, so the item can never be scored right."
+            ) from None
     if candidates and not set(answers) & set(candidates):
         quoted = ", ".join(repr(answer) for answer in answers)
         which = f"{quoted} is not" if len(answers) == 1 else f"none of the answers {quoted} is"

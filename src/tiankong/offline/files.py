@@ -41,7 +41,7 @@ def item_category(record: dict[str, Any], where: str) -> str:
             f'{where}: "category" {category!r} can\'t be a row of its own (empty, or the '
             f"total's name, {TOTAL_ROW}); name it otherwise or leave it out."
         )
-    return category
+    return category.strip()  # "idiom " made a second row that read idiom (a review)
 
 
 def require_input(path: Path, what: str) -> None:
