@@ -106,16 +106,20 @@ def eval_command(
     ).validated()
     if compare_index and compare:
         raise BadOptionError("Use --compare-index or --compare, not both.")
-    masker = int8_warned(FillMasker.load(settings=settings))
-    check_scorable(masker, items, blank, file.name)  # before any run: its tokenizer decides
-    runs = [(masker, options)]
-    if compare_index:
-        if masker.memory is None:
-            reason = masker.index.reason  # it may give the advice itself: said once
+    if compare_index:  # before the model loads (and is measured, on its first run: a review)
+        from tiankong.index.grounding import without_index
+        from tiankong.model_sources import resolve_model
+
+        reason = without_index(settings.index, resolve_model(settings.model))
+        if reason is not None:
             advice = "" if "--index" in reason else "; add --index bundled or --index DIR"
             raise BadOptionError(
                 f"--compare-index needs a corpus index, and this run has none ({reason}){advice}."
             )
+    masker = int8_warned(FillMasker.load(settings=settings))
+    check_scorable(masker, items, blank, file.name)  # before any run: its tokenizer decides
+    runs = [(masker, options)]
+    if compare_index:
         runs = [(masker, replace(options, index=False)), (masker, options)]
     if compare:
         other_engine, _, other_precision = compare.partition(":")

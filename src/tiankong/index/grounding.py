@@ -269,6 +269,22 @@ def check_index_setting(setting: str) -> str:
     return setting.strip()
 
 
+def without_index(setting: str, model: ResolvedModel) -> str | None:
+    """Why ``setting`` gives ``model`` no index, before anything loads (``choose_memory``'s
+    rule; ``tiankong eval --compare-index`` asks it first), or None where it names one."""
+    setting = check_index_setting(setting)
+    if setting == "none":
+        # not "no index was asked for": the warning to a request that asked for one read
+        # "index was asked for, but ... no index was asked for" (a review)
+        return "--index is none"
+    if setting == "auto" and model.kind != "bundled":
+        return (
+            f"'{model.name}' is not a bundled model, so its own numbers are served; "
+            "use --index bundled or --index DIR to ground it"
+        )
+    return None
+
+
 def choose_memory(
     setting: str, model: ResolvedModel, tokenizer: Tokenizer, progress: bool = True
 ) -> MemoryChoice:
@@ -277,17 +293,9 @@ def choose_memory(
     from tiankong.index.bundled import ensure_bundled_index
 
     setting = check_index_setting(setting)
-    if setting == "none":
-        return MemoryChoice(setting, None, "--index is none")  # not "no index was asked for":
-        # the warning to a request that asked for one read "index was asked for, but ... no
-        # index was asked for" (a review)
-    if setting == "auto" and model.kind != "bundled":
-        return MemoryChoice(
-            setting,
-            None,
-            f"'{model.name}' is not a bundled model, so its own numbers are served; "
-            "use --index bundled or --index DIR to ground it",
-        )
+    unused = without_index(setting, model)
+    if unused is not None:
+        return MemoryChoice(setting, None, unused)
     fingerprint = tokenizer_fingerprint(tokenizer)
     # a folder by its path: its name alone was read as a hub id (offline: exit 3)
     given = model.name if model.kind in ("bundled", "hub") else str(model.path)
