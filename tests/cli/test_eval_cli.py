@@ -112,3 +112,18 @@ def test_length_alpha_with_no_blank_to_rank_is_refused(
     for args in ([str(items), "--blank"], [str(blanks)]):
         ran = run_cli("eval", *args, "--length-alpha", "1.5", *model_flags(tiny_model_dir))
         assert ran.returncode == 0, ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("compared", "flag"), [("onnx:fp64", "--precision"), ("bogus:fp32", "--engine")]
+)
+def test_a_bad_compare_is_named_as_typed_before_any_model_loads(
+    tmp_path: Path, compared: str, flag: str
+) -> None:
+    """It said "--precision: unknown value 'fp64'", a flag the user never gave, after the
+    first model had loaded (a review). The model named does not exist: its load never ran."""
+    items = write_lines(tmp_path / "c.jsonl", [{"text": "画龙点[MASK]", "answers": ["睛"]}])
+    done = run_cli("eval", str(items), "--compare", compared, "--model", str(tmp_path / "none"))
+    assert done.returncode == 2, done.stderr
+    [line] = besides_first_run_notes(done.stderr)
+    assert line.startswith(f"error: --compare {compared}: {flag}: unknown value")

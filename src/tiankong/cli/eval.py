@@ -14,7 +14,7 @@ from rich.table import Table
 
 from tiankong.cli.options import FLAG, FROM_FLAGS, int8_warned, refuse_unread, settings_flags
 from tiankong.cli.root import app
-from tiankong.config import Settings
+from tiankong.config import Settings, check_settings
 from tiankong.core.options import PredictOptions
 from tiankong.core.text import BLANK, normalize_masks
 from tiankong.errors import BadOptionError
@@ -116,16 +116,25 @@ def eval_command(
             raise BadOptionError(
                 f"--compare-index needs a corpus index, and this run has none ({reason}){advice}."
             )
+    other = None
+    if compare:  # checked before any model loads, and named as typed: "--precision: unknown
+        # value 'fp64'" named a flag the user never gave (a review)
+        other_engine, _, other_precision = compare.partition(":")
+        if not other_engine:
+            raise BadOptionError("--compare takes ENGINE:PRECISION, e.g. onnx:int8.")
+        try:
+            other = settings.with_overrides(
+                engine=other_engine, precision=other_precision or "auto"
+            )
+            check_settings(other)
+        except BadOptionError as error:
+            raise BadOptionError(f"--compare {compare}: {error.message}") from None
     masker = int8_warned(FillMasker.load(settings=settings))
     check_scorable(masker, items, blank, file.name)  # before any run: its tokenizer decides
     runs = [(masker, options)]
     if compare_index:
         runs = [(masker, replace(options, index=False)), (masker, options)]
-    if compare:
-        other_engine, _, other_precision = compare.partition(":")
-        if not other_engine:
-            raise BadOptionError("--compare takes ENGINE:PRECISION, e.g. onnx:int8.")
-        other = settings.with_overrides(engine=other_engine, precision=other_precision or "auto")
+    if other is not None:
         runs.append((int8_warned(FillMasker.load(settings=other)), options))
     console = Console()
     reports, outcomes = [], []
