@@ -195,3 +195,22 @@ def test_tables_show_the_score_that_ranks(tiny_model_dir: Path) -> None:
     known = [float(row[2]) for row in rows[:-1]]
     assert known == sorted(known, reverse=True)
     assert rows[-1][1] == "去😀 (unknown, last)"  # an unknown character ranks after the rest
+
+
+def test_choice_words_are_read_in_any_case(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The settings' flags read --precision FP32 in any case, and export --precision INT8, eval
+    --task Fill, fill --input-format TXT and predict --order Left_To_Right were refused (a
+    review): one rule for every command."""
+    flags = ["--model", str(tiny_model_dir), "--engine", "onnx", "--index", "none"]
+    done = run_cli(
+        "predict", "画龙点[MASK][MASK]", "--whole-word", "--order", "Left_To_Right", *flags
+    )
+    assert done.returncode == 0, done.stderr
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"text": "画龙点[MASK]", "answers": ["睛"]}\n', encoding="utf-8")
+    assert run_cli("eval", str(items), "--task", "FILL", *flags).returncode == 0
+    lines = tmp_path / "in.txt"
+    lines.write_text("画龙点[MASK]\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    done = run_cli("fill", str(lines), "-o", str(out), "--input-format", "TXT", *flags)
+    assert done.returncode == 0, done.stderr

@@ -18,6 +18,7 @@ from tiankong.cli.fill import stop_as_interrupted
 from tiankong.cli.options import (
     FLAG,
     FROM_FLAGS,
+    any_case,
     int8_warned,
     refuse_field_for_txt,
     refuse_unread,
@@ -92,6 +93,7 @@ def check_command(
         str,
         typer.Option(
             "--input-format",
+            callback=any_case,
             help="txt, jsonl or csv (-o); auto: by the file's name (.txt .jsonl .ndjson .csv).",
         ),
     ] = "auto",

@@ -12,7 +12,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tiankong.cli.options import FLAG, FROM_FLAGS, int8_warned, refuse_unread, settings_flags
+from tiankong.cli.options import (
+    FLAG,
+    FROM_FLAGS,
+    any_case,
+    int8_warned,
+    refuse_unread,
+    settings_flags,
+)
 from tiankong.cli.root import app
 from tiankong.config import Settings, check_settings
 from tiankong.core.options import PredictOptions
@@ -38,6 +45,7 @@ def eval_command(
         str,
         typer.Option(
             "--task",
+            callback=any_case,
             help='fill (cloze items) or check (proofreading: {"text", "correct"} JSONL).',
         ),
     ] = "fill",
@@ -49,7 +57,10 @@ def eval_command(
     threads: object = FLAG,
     max_length: object = FLAG,
     order: Annotated[
-        str, typer.Option("--order", help="Joint decoding: left_to_right or confident_first.")
+        str,
+        typer.Option(
+            "--order", callback=any_case, help="Joint decoding: left_to_right or confident_first."
+        ),
     ] = PredictOptions.order,
     beam_width: Annotated[int, typer.Option("--beam-width")] = PredictOptions.beam_width,
     blank: Annotated[

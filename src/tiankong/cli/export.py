@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tiankong.cli.options import FLAG, FROM_FLAGS, settings_flags
+from tiankong.cli.options import FLAG, FROM_FLAGS, any_case, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import Settings
 
@@ -20,7 +20,10 @@ def export_command(
     ],
     model: object = FLAG,
     precision: Annotated[
-        str, typer.Option("--precision", help="fp32, or int8 (dynamic, with a quality guard).")
+        str,
+        typer.Option(
+            "--precision", callback=any_case, help="fp32, or int8 (dynamic, with a quality guard)."
+        ),
     ] = "fp32",
     threads: object = FLAG,
     onnx_cache_dir: object = FLAG,

@@ -23,6 +23,7 @@ from rich.progress import (
 from tiankong.cli.options import (
     FLAG,
     FROM_FLAGS,
+    any_case,
     int8_warned,
     refuse_field_for_txt,
     refuse_without_ray,
@@ -60,12 +61,15 @@ def fill_command(
         str,
         typer.Option(
             "--input-format",
+            callback=any_case,
             help="jsonl, csv or txt; auto: by INPUT_FILE's name (.jsonl .json .ndjson .csv .txt).",
         ),
     ] = "auto",
     output_format: Annotated[
         str,
-        typer.Option("--output-format", help="jsonl or csv; auto: by OUTPUT's name."),
+        typer.Option(
+            "--output-format", callback=any_case, help="jsonl or csv; auto: by OUTPUT's name."
+        ),
     ] = "auto",
     errors: Annotated[
         Path | None,

@@ -238,3 +238,10 @@ def int8_warned(masker: Any) -> Any:
             err=True,
         )
     return masker
+
+
+def any_case(value: str | None) -> str | None:
+    """A word naming a choice on the command line, read in any case, as the settings' flags
+    read theirs (``built``): export --precision INT8 and eval --task Fill were refused where
+    predict --precision FP32 was taken (a review)."""
+    return value.lower() if isinstance(value, str) else value

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tiankong.cli.options import FLAG, FROM_FLAGS, int8_warned, settings_flags
+from tiankong.cli.options import FLAG, FROM_FLAGS, any_case, int8_warned, settings_flags
 from tiankong.cli.root import app
 from tiankong.cli.stdin import print_line_error, stdin_lines
 from tiankong.config import Settings
@@ -29,7 +29,10 @@ WholeWordOption = Annotated[
 ]
 BeamOption = Annotated[int, typer.Option("--beam-width", help="Beam width for joint fills.")]
 OrderOption = Annotated[
-    str, typer.Option("--order", help="Joint decoding: left_to_right or confident_first.")
+    str,
+    typer.Option(
+        "--order", callback=any_case, help="Joint decoding: left_to_right or confident_first."
+    ),
 ]
 CandidatesOption = Annotated[
     str | None,
@@ -51,7 +54,10 @@ ExcludeOption = Annotated[
     ),
 ]
 PresetOption = Annotated[
-    str | None, typer.Option("--preset", help="Constraint preset: chinese_only, no_punctuation.")
+    str | None,
+    typer.Option(
+        "--preset", callback=any_case, help="Constraint preset: chinese_only, no_punctuation."
+    ),
 ]
 BlankLengthOption = Annotated[
     int, typer.Option("--max-blank-length", help="Longest fill for a [BLANK] (1-4).")

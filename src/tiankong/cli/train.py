@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from tiankong.cli.options import any_case
 from tiankong.errors import BadOptionError
 
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smh]?)$")
@@ -94,11 +95,15 @@ def train_command(
     ] = None,
     position_init: Annotated[
         str,
-        typer.Option("--position-init", help="random or sinusoidal (from --config only)."),
+        typer.Option(
+            "--position-init", callback=any_case, help="random or sinusoidal (from --config only)."
+        ),
     ] = "random",
     device: Annotated[
         str,
-        typer.Option("--device", help="auto (a CUDA GPU when there is one), cpu or cuda."),
+        typer.Option(
+            "--device", callback=any_case, help="auto (a CUDA GPU when there is one), cpu or cuda."
+        ),
     ] = "auto",
     data_workers: Annotated[
         int,
@@ -110,6 +115,7 @@ def train_command(
         str,
         typer.Option(
             "--precision",
+            callback=any_case,
             help="auto (bfloat16 autocast on CUDA and on a CPU with AVX512-BF16 or AMX, fp32 "
             "elsewhere), fp32, or bf16.",
         ),
@@ -118,6 +124,7 @@ def train_command(
         str,
         typer.Option(
             "--masking",
+            callback=any_case,
             help="token (each character alone), word (jieba's whole words) or ngram (runs of "
             "1-4 whole words, as MacBERT).",
         ),
