@@ -31,6 +31,7 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 PRECISIONS = ("auto", "fp32", "int8", "bf16", "fp16")
 # what --engine names (engines.create_engine builds them; "fake" answers without a model)
 ENGINES = ("auto", "torch", "onnx", "openvino", "fake")
+DEVICES = ("auto", "cpu", "cuda")  # read in any case as the other choices (engines judge them)
 # The most intra-op threads one engine may start. A fixed number, not this host's CPUs, so a
 # setting valid on one machine is valid on every other (a Ray driver checks the settings its
 # replicas run elsewhere); 1024 is above the physical cores of any one host a process runs on
@@ -182,7 +183,9 @@ class Settings:
         shows_default=True,
         choices=PRECISIONS,
     )
-    device: str = setting("auto", "--device", help="auto, cpu or cuda.", shows_default=True)
+    device: str = setting(
+        "auto", "--device", help="auto, cpu or cuda.", shows_default=True, choices=DEVICES
+    )
     threads: int = setting(  # 0: the engine's own choice (ONNX Runtime's, OpenVINO's)
         MISSING,
         "--threads",

@@ -214,3 +214,8 @@ def test_choice_words_are_read_in_any_case(tiny_model_dir: Path, tmp_path: Path)
     out = tmp_path / "out.jsonl"
     done = run_cli("fill", str(lines), "-o", str(out), "--input-format", "TXT", *flags)
     assert done.returncode == 0, done.stderr
+    # the settings' --device and eval's --compare too (a verifying review)
+    done = run_cli("predict", "画龙点[MASK]", "--device", "CPU", *flags)
+    assert done.returncode == 0, done.stderr
+    compared = run_cli("eval", str(items), "--compare", "ONNX:FP32", *flags)
+    assert compared.returncode == 0, compared.stderr

@@ -320,7 +320,7 @@ def test_device_auto_on_the_cpu_says_why(tiny_onnx_cache: Path) -> None:
     ("changes", "message"),
     [
         ({"precision": "fp16"}, "for fp16 on a GPU use --engine torch"),
-        ({"device": "tpu"}, "Unknown device 'tpu'"),
+        ({"device": "tpu"}, "--device: unknown value 'tpu'; use one of auto, cpu, cuda"),
         ({"threads": -1}, "--threads must be from 0 to 1024"),  # the settings rule, at load
     ],
 )

@@ -630,3 +630,36 @@ def test_sigterm_while_the_application_starts_is_an_interruption(tiny_model_dir:
     assert "SIGTERM received" not in said and "Traceback" not in said
     if process.returncode == 130:
         assert "interrupted (Ctrl-C or SIGTERM)" in said
+
+
+@pytest.mark.processes
+def test_sigterm_to_fill_on_ray_leaves_no_empty_output(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Interrupted once Ray had started, fill --ray exited 130 and left its output folder,
+    empty (a verifying review)."""
+    import signal
+
+    (tmp_path / "in.txt").write_text("画龙点[MASK]\n一石二[MASK]\n", encoding="utf-8")
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [
+            *[sys.executable, "-m", "tiankong", "fill", str(tmp_path / "in.txt"), "-o", str(out)],
+            *["--ray", "--model", str(tiny_model_dir), "--threads", "1", "--index", "none"],
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    try:
+        for line in process.stderr:
+            if "Started a local Ray instance" in line:
+                break
+        time.sleep(2.0)
+        process.send_signal(signal.SIGTERM)
+        _, rest = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, rest[-2000:]
+    assert "SIGTERM received" not in rest
+    assert not out.exists() or any(out.iterdir())  # gone, or holding what was written

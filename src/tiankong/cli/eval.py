@@ -130,7 +130,7 @@ def eval_command(
     other = None
     if compare:  # checked before any model loads, and named as typed: "--precision: unknown
         # value 'fp64'" named a flag the user never gave (a review)
-        other_engine, _, other_precision = compare.partition(":")
+        other_engine, _, other_precision = compare.lower().partition(":")  # any case
         if not other_engine:
             raise BadOptionError("--compare takes ENGINE:PRECISION, e.g. onnx:int8.")
         try:

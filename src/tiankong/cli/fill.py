@@ -181,7 +181,13 @@ def fill_command(
     if ray:
         from tiankong.offline.ray_fill import run_ray_fill
 
-        written = run_ray_fill(job, settings, options, address=ray_address, checked=checked)
+        try:
+            written = run_ray_fill(job, settings, options, address=ray_address, checked=checked)
+        except BaseException:
+            if made_output:  # interrupted before a shard was written: no empty folder (a review)
+                with contextlib.suppress(OSError):
+                    output.rmdir()
+            raise
         if written.rows == written.bad:  # nothing filled is exit 2, as without --ray
             if not written.rows:
                 raise BadDataFileError(f"{job.input} holds no text, so no line was filled.")

@@ -58,7 +58,10 @@ def train_command(
         str | None, typer.Option("--init", help="Start from this model (folder or hub id).")
     ] = None,
     config: Annotated[
-        str | None, typer.Option("--config", help="Start from scratch: tiny, mini or small.")
+        str | None,
+        typer.Option(
+            "--config", callback=any_case, help="Start from scratch: tiny, mini or small."
+        ),
     ] = None,
     max_steps: Annotated[
         int | None,
