@@ -602,33 +602,16 @@ def test_sigterm_while_the_application_starts_is_an_interruption(tiny_model_dir:
     """Kubernetes and Docker stop a pod that is still starting with SIGTERM: in that window
     Ray's own handler aborted the process, a C++ stack dump and exit 134 (a review). Now it is
     Ctrl-C's exit 130 ("interrupted"), or 0 if the application was up by then."""
-    import signal
-
-    process = subprocess.Popen(
+    code, said = stopped_once_ray_started(
         [
-            *[sys.executable, "-m", "tiankong", "serve", "--ray", "--replicas", "1"],
-            *["--model", str(tiny_model_dir), "--port", str(free_port()), "--threads", "1"],
-            *["--index", "none"],
+            *["serve", "--ray", "--replicas", "1", "--model", str(tiny_model_dir)],
+            *["--port", str(free_port()), "--threads", "1", "--index", "none"],
         ],
-        stderr=subprocess.PIPE,
-        text=True,
+        after_s=1.0,
     )
-    assert process.stderr is not None
-    seen: list[str] = []
-    try:
-        for line in process.stderr:  # Ray's own line, while ray.init still runs (a review)
-            seen.append(line)
-            if "Started a local Ray instance" in line:
-                break
-        time.sleep(1.0)
-        process.send_signal(signal.SIGTERM)
-        _, rest = process.communicate(timeout=120)
-    finally:
-        process.kill()
-    said = "".join(seen) + rest
-    assert process.returncode in (0, 130), said[-2000:]
+    assert code in (0, 130), said[-2000:]
     assert "SIGTERM received" not in said and "Traceback" not in said
-    if process.returncode == 130:
+    if code == 130:
         assert "interrupted (Ctrl-C or SIGTERM)" in said
 
 
@@ -638,28 +621,38 @@ def test_sigterm_to_fill_on_ray_leaves_no_empty_output(
 ) -> None:
     """Interrupted once Ray had started, fill --ray exited 130 and left its output folder,
     empty (a verifying review)."""
-    import signal
-
     (tmp_path / "in.txt").write_text("画龙点[MASK]\n一石二[MASK]\n", encoding="utf-8")
     out = tmp_path / "out"
-    process = subprocess.Popen(
+    code, said = stopped_once_ray_started(
         [
-            *[sys.executable, "-m", "tiankong", "fill", str(tmp_path / "in.txt"), "-o", str(out)],
-            *["--ray", "--model", str(tiny_model_dir), "--threads", "1", "--index", "none"],
+            *["fill", str(tmp_path / "in.txt"), "-o", str(out), "--ray"],
+            *["--model", str(tiny_model_dir), "--threads", "1", "--index", "none"],
         ],
-        stderr=subprocess.PIPE,
-        text=True,
+        after_s=2.0,
+    )
+    assert code == 130, said[-2000:]
+    assert "SIGTERM received" not in said
+    assert not out.exists() or any(out.iterdir())  # gone, or holding what was written
+
+
+def stopped_once_ray_started(args: list[str], after_s: float) -> tuple[int, str]:
+    """``tiankong ARGS`` sent SIGTERM ``after_s`` after Ray's "Started a local Ray instance"
+    (printed while ray.init still runs: a review); its exit code and all of its stderr."""
+    import signal
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tiankong", *args], stderr=subprocess.PIPE, text=True
     )
     assert process.stderr is not None
+    seen: list[str] = []
     try:
         for line in process.stderr:
+            seen.append(line)
             if "Started a local Ray instance" in line:
                 break
-        time.sleep(2.0)
+        time.sleep(after_s)
         process.send_signal(signal.SIGTERM)
         _, rest = process.communicate(timeout=120)
     finally:
         process.kill()
-    assert process.returncode == 130, rest[-2000:]
-    assert "SIGTERM received" not in rest
-    assert not out.exists() or any(out.iterdir())  # gone, or holding what was written
+    return process.returncode, "".join(seen) + rest

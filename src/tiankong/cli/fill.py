@@ -171,9 +171,7 @@ def fill_command(
 
             init_ray(ray_address)
     except BaseException:
-        if made_output:  # a refused run left the folder it made, empty (a review)
-            with contextlib.suppress(OSError):
-                output.rmdir()  # only while it is empty
+        remove_if_empty(output, made_output)  # a refused run left the folder it made (a review)
         raise
     # SIGTERM to this process alone (kill PID, a job scheduler) ends the run as Ctrl-C does:
     # the worker pool is shut down on the way out, where its processes were left running
@@ -184,9 +182,7 @@ def fill_command(
         try:
             written = run_ray_fill(job, settings, options, address=ray_address, checked=checked)
         except BaseException:
-            if made_output:  # interrupted before a shard was written: no empty folder (a review)
-                with contextlib.suppress(OSError):
-                    output.rmdir()
+            remove_if_empty(output, made_output)  # interrupted before a shard was written
             raise
         if written.rows == written.bad:  # nothing filled is exit 2, as without --ray
             if not written.rows:
@@ -262,6 +258,14 @@ def summary_line(verb: str, start: Checkpoint, state: Checkpoint, job: FillJob) 
 
 def lines(count: int) -> str:
     return f"{count:,} line{'' if count == 1 else 's'}"
+
+
+def remove_if_empty(folder: Path, made: bool) -> None:
+    """``folder``, made by this run, removed while it is still empty (``rmdir`` removes no
+    other): a refused or interrupted ``fill --ray`` left it behind."""
+    if made:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def stop_as_interrupted(signum: int, frame: FrameType | None) -> None:

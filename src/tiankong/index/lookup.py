@@ -319,8 +319,12 @@ class BlankLookup:
         check path: ``EDGE_MARKS``); the occurrences are still found from the exact parts, so
         such a side's count is not called exact."""
         # an [UNK] right past a side's context: the text goes on with a word there (AI, “)
-        unknown_past = (self.unknown_past(list(left)[::-1]), self.unknown_past(list(right)))
+        outward = (list(left)[::-1], list(right))
         left, right, cut = self.contexts(left, right)
+        unknown_past = (
+            self.unknown_past(outward[0], left[::-1]),
+            self.unknown_past(outward[1], right),
+        )
         left_hits, left_length, left_exact = self.side_occurrences(left, from_end=True)
         right_hits, right_length, right_exact = self.side_occurrences(right, from_end=False)
         loose_left = bool(left) and left[-1] in edge_marks
@@ -362,9 +366,10 @@ class BlankLookup:
                 ),
             )
             chosen = (left_match >= a) & (right_match >= b)
-            chosen &= self.quotable(starts - a, a + fill_length + b)
-            if not chosen.any():
-                return None
+            if self.long_passages.size:  # the usual index has none: nothing to look up
+                chosen &= self.quotable(starts - a, a + fill_length + b)
+                if not chosen.any():
+                    return None
             reads = self.reads_differently(
                 left, right, a, b, starts[chosen], fill_length, unknown_past
             )
@@ -443,11 +448,11 @@ class BlankLookup:
         )
         return kept_left, kept_right, cut
 
-    def unknown_past(self, outward: list[int]) -> bool:
-        """Whether a context read outwards from the blank stops at an [UNK] (a word the
-        vocabulary lacks: Latin letters in a cased one, a rare sign), so the text goes on with
-        a word past what the lookup reads."""
-        kept = clean_context(outward, self.stop_ids, from_end=False, ends=self.sentence_ends)
+    def unknown_past(self, outward: list[int], kept: list[int]) -> bool:
+        """Whether a context read outwards from the blank stops at an [UNK] right past what
+        the lookup keeps of it (``kept``, read outwards too: ``contexts``): a word the
+        vocabulary lacks (Latin letters in a cased one, a rare sign), so the text goes on with
+        a word there."""
         return self.stops_short(outward, kept) and int(outward[len(kept)]) == self.unknown_id
 
     def stops_short(self, context: list[int], kept: list[int]) -> bool:
