@@ -71,10 +71,15 @@ def batch_payload(
 
 class RangedFile(FileResponse):
     """A file (the page, its modules) whose bad Range header raises a typed error, answered in
-    the one JSON shape: Starlette's FileResponse answered 400 and 416 itself, in plain text."""
+    the one JSON shape: Starlette's FileResponse answered 400 and 416 itself, in plain text. A
+    range unit other than bytes is ignored and the whole file sent, as RFC 9110 (14.2) requires
+    of a unit the server doesn't understand."""
 
     @classmethod
     def _parse_range_header(cls, http_range: str, file_size: int) -> list[tuple[int, int]]:
+        unit, equals, _ = http_range.partition("=")
+        if equals and unit.strip() and unit.strip().lower() != "bytes":
+            return []  # no ranges: Starlette sends the whole file, 200
         try:
             return super()._parse_range_header(http_range, file_size)
         except RangeNotSatisfiable:
