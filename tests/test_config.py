@@ -222,3 +222,15 @@ def test_paths_are_kept_as_strings() -> None:
     settings = Settings(onnx_cache_dir=Path("/tmp/exports"), model=Path("my-model"))
     check_settings(settings)
     assert (settings.onnx_cache_dir, settings.model) == ("/tmp/exports", "my-model")
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [("NONE", "none"), (" Bundled ", "bundled"), ("Auto", "auto"), ("./none", "./none")],
+)
+def test_an_index_word_is_read_in_any_case(given: str, kept: str) -> None:
+    """--index NONE was looked for as a folder named NONE (exit 3), where every choice word is
+    read in any case; a folder so named is still reachable by its path."""
+    from tiankong.config import Settings
+
+    assert Settings(index=given).index == kept

@@ -31,6 +31,8 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 PRECISIONS = ("auto", "fp32", "int8", "bf16", "fp16")
 # what --engine names (engines.create_engine builds them; "fake" answers without a model)
 ENGINES = ("auto", "torch", "onnx", "openvino", "fake")
+# --index's words; anything else names an index folder (./none for a folder so named)
+INDEX_KEYWORDS = ("auto", "bundled", "none")
 DEVICES = ("auto", "cpu", "cuda")  # read in any case as the other choices (engines judge them)
 # The most intra-op threads one engine may start. A fixed number, not this host's CPUs, so a
 # setting valid on one machine is valid on every other (a Ray driver checks the settings its
@@ -208,7 +210,8 @@ class Settings:
         "auto",
         "--index",
         help="Corpus index: auto (the bundled index for a bundled model, none for others), "
-        "bundled, none, or a folder from `tiankong index build` (default {default}).",
+        "bundled, none (any case), or a folder from `tiankong index build` "
+        "(default {default}).",
     )
     max_batch_texts: int = setting(
         64,
@@ -353,11 +356,14 @@ class Settings:
 
     def __post_init__(self) -> None:
         """A path given as a ``pathlib.Path`` (the library's ``model=``, ``index=``,
-        ``onnx_cache_dir=``) is kept as its string, as the CLI gives it."""
+        ``onnx_cache_dir=``) is kept as its string, as the CLI gives it; an index keyword is
+        read in any case, as the choices are (``--index NONE`` was looked for as a folder)."""
         for row in fields(self):
             value = getattr(self, row.name)
             if isinstance(value, os.PathLike):
                 object.__setattr__(self, row.name, os.fspath(value))
+        if isinstance(self.index, str) and self.index.strip().lower() in INDEX_KEYWORDS:
+            object.__setattr__(self, "index", self.index.strip().lower())
 
 
 @dataclass(frozen=True)

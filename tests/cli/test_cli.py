@@ -217,5 +217,8 @@ def test_choice_words_are_read_in_any_case(tiny_model_dir: Path, tmp_path: Path)
     # the settings' --device and eval's --compare too (a verifying review)
     done = run_cli("predict", "画龙点[MASK]", "--device", "CPU", *flags)
     assert done.returncode == 0, done.stderr
+    # --index's words as well: --index NONE was looked for as a folder (exit 3, no index at NONE)
+    done = run_cli("predict", "画龙点[MASK]", *flags[:-1], "NONE")
+    assert done.returncode == 0, done.stderr
     compared = run_cli("eval", str(items), "--compare", "ONNX:FP32", *flags)
     assert compared.returncode == 0, compared.stderr

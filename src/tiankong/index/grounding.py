@@ -45,8 +45,6 @@ from tiankong.index.options import option_match, spanning_fills
 from tiankong.index.store import CorpusIndex, check_recorded_sources
 from tiankong.index.tokens import tokenizer_fingerprint
 
-INDEX_KEYWORDS = ("auto", "bundled", "none")
-
 
 def is_punctuation(char: str) -> bool:
     return unicodedata.category(char).startswith("P")
