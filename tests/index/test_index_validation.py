@@ -419,3 +419,18 @@ def test_a_damaged_manifest_whose_files_agree_is_corrupt_not_a_traceback(
     with pytest.raises(IndexCorruptError, match=r"is damaged|is corrupt") as caught:
         open_index(copy_of)
     assert mapping_for(caught.value).exit_code == 3
+
+
+def test_characters_no_reader_sees_are_not_kept_for_the_source(tmp_path: Path) -> None:
+    """A zero-width space, a BEL and a soft hyphen in a corpus line were shown in 出处
+    (守株\\u200b待兔, 画龙点睛\\x07): the tokenizer drops them, and now the passage does too;
+    a control that is whitespace is folded to a space as the others are."""
+    source = tmp_path / "c.txt"
+    source.write_text(
+        "守株\u200b待兔的故事\n画龙点睛\x07是成语\nA\u00adB画蛇添足\n一\x1f二\ufeff三\n",
+        encoding="utf-8",
+    )
+    build_index([source], tmp_path / "out", progress=False)
+    index = open_index(tmp_path / "out")
+    read = [index.passage_at(int(start))[0] for start in index.passage_tokens]
+    assert read == ["守株待兔的故事", "画龙点睛是成语", "AB画蛇添足", "一 二三"]

@@ -174,7 +174,10 @@ def build_index(
                 },
                 "recipe": {
                     "field": field,
-                    "passage": "one per line (txt) or per record (JSONL/CSV); whitespace folded",
+                    "passage": (
+                        "one per line (txt) or per record (JSONL/CSV); control and format "
+                        "characters dropped, whitespace folded"
+                    ),
                     "separator_token": SEPARATOR,
                     "token_dtype": TOKEN_DTYPE.str,
                     "suffix_array": "pydivsufsort.divsufsort over the big-endian token bytes",
