@@ -121,6 +121,14 @@ def hidden_characters() -> re.Pattern[str]:
     return re.compile("[" + "".join(map(re.escape, hidden)) + "]")
 
 
+def visible(folded: str) -> str:
+    """``folded`` (whitespace folded) without ``hidden_characters``; a printable text, almost
+    every line, is returned as it is without the regular expression's scan."""
+    if folded.isprintable():
+        return folded
+    return " ".join(hidden_characters().sub("", folded).split())
+
+
 def read_passages(path: Path, field: str | None = None) -> list[str]:
     """Non-blank passages of one input, hidden characters dropped (``hidden_characters``),
     whitespace runs (newlines too) folded to one space."""
@@ -133,8 +141,7 @@ def read_passages(path: Path, field: str | None = None) -> list[str]:
                 raw = json_field(handle, field or "", path)
             else:
                 raw = csv_field(handle, field or "", path)
-            hidden = hidden_characters()
-            passages = [" ".join(hidden.sub("", text).split()) for text in raw]
+            passages = [visible(" ".join(text.split())) for text in raw]
     except UnicodeDecodeError as error:  # Python's decoder text said which byte, not what to do
         raise IndexInputError(not_utf8(str(path), error)) from None
     except (lzma.LZMAError, EOFError):
