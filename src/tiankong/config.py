@@ -185,6 +185,16 @@ class Settings:
         shows_default=True,
         choices=PRECISIONS,
     )
+    # --precision auto's split, two engines by batch size (engines.within_split): off unless
+    # asked, since a text's numbers then depend on the batch it lands in, so on the load
+    split_engines: bool = setting(
+        False,
+        "--split-engines/--one-engine",
+        help="With --precision auto: serve small batches and full ones with two engines where "
+        "each was measured faster at its own size (a second copy of the weights). A text's "
+        "scores then depend on what else is in its batch, so one engine serves by default.",
+        shows_default=True,
+    )
     device: str = setting(
         "auto", "--device", help="auto, cpu or cuda.", shows_default=True, choices=DEVICES
     )

@@ -87,6 +87,7 @@ def measured_engine(model: ResolvedModel, settings: Settings, find_export: FindE
         # same way, seconds later. A cache folder that can't be made fails the same way too.
         choice = guard_only_choice(model, settings, find_export, error)
     choice = within_engine(choice, settings.engine)
+    choice = within_split(choice, settings.split_engines)
     choice = within_batch_cap(choice, settings.max_batch_size)
     choice = within_memory(choice, memory_limit())
     split = choice.get("split")
@@ -118,6 +119,27 @@ def within_engine(choice: dict[str, Any], engine: str) -> dict[str, Any]:
         "file": None,
         "split": None,
         "line": f"{choice['line']}; --engine onnx keeps ONNX Runtime, so {precision} (onnx) serves",
+    }
+
+
+def within_split(choice: dict[str, Any], allowed: bool) -> dict[str, Any]:
+    """A split serves only where ``--split-engines`` asks for it: its two engines score a text
+    differently (another precision, another library), so the engine a text met depended on what
+    else was in its batch, and a check's verdict at a threshold on the server's load (口传心受
+    fixed in a busy server's batch, not alone: a review). Otherwise the one of the two that
+    the measurement picked to serve alone (the split's ``alone``) serves. The line says so."""
+    split = choice.get("split")
+    if not split or allowed:
+        return choice
+    parts = {f"{part['engine']} {part['precision']}": part for part in (split, choice)}
+    alone = parts.get(split.get("alone"), choice)  # a choice without it: the full-batch one
+    return {
+        **choice,
+        **{key: alone[key] for key in ("engine", "precision", "file")},
+        "split": None,
+        "line": f"{choice['line']}; one engine serves unless --split-engines asks for two "
+        f"(a text's scores would depend on its batch), so {alone['precision']} "
+        f"({alone['engine']}) serves alone",
     }
 
 

@@ -93,9 +93,13 @@ class OpenVinoEngine:
         try:
             compiled = ov.Core().compile_model(str(model_file), "CPU", config)
         except Exception as error:  # a graph OpenVINO's ONNX reader or CPU plugin can't take
+            # its own words' last line (OpenVINO's first ones name its source files): the type
+            # alone left a failure seen once in a test run (RuntimeError) with nothing to go on
+            lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+            said = lines[-1][:300] if lines else ""
             raise ModelUnavailableError(
                 f"OpenVINO could not compile the export '{model_file.parent.name}' "
-                f"({type(error).__name__}); use --engine onnx."
+                f"({type(error).__name__}{': ' + said if said else ''}); use --engine onnx."
             ) from None
         hint = compiled.get_property("INFERENCE_PRECISION_HINT")  # an ov.Type: "f32", "bf16"
         effective = hint.to_string() if hasattr(hint, "to_string") else str(hint)
