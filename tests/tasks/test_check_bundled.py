@@ -149,7 +149,16 @@ def test_what_the_guide_says_is_left_as_written(checker: Proofreader, text: str)
         ("欲窮千里目，更上一層摟。", "欲窮千里目，更上一層樓。", "欲窮千里目，更上一層樓。"),
         ("畫龍點晴", "畫龍點睛", "畫龍點睛"),
         ("欲窮千里目，更上一层樓。", "欲窮千里目，更上一层樓。", None),  # one simplified: left
-        ("欲窮千里目，更上一层摟。", "欲窮千里目，更上一层樓。", "欲窮千里目，更上一層樓。"),
+        # the wrong character typed traditional beside simplified ones: answered in simplified
+        ("欲窮千里目，更上一层摟。", "欲窮千里目，更上一层楼。", "欲穷千里目，更上一层楼。"),
+        # ... and so in a simplified paragraph, where its line decides (我門 was fixed 們)
+        (
+            "这是我们的学校，他们都很好，我門是好朋友。",
+            "这是我们的学校，他们都很好，我们是好朋友。",
+            None,
+        ),
+        # ... and in traditional where it is all the text says (我門 alone)
+        ("我門是好朋友。", "我們是好朋友。", None),
         # the wrong character typed simplified among traditional ones: answered in traditional
         ("欲窮千里目，更上一層搂。", "欲窮千里目，更上一層樓。", "欲窮千里目，更上一層樓。"),
         # ... and among simplified ones, in simplified, its 出处 too

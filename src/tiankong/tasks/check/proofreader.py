@@ -778,15 +778,13 @@ def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:
     checked = script.simplified
     left, right = checked[: edit.start], checked[edit.end :]
     # a wrong character says little of the script (一層搂: 搂 is simplified, its neighbours are
-    # not), its neighbours as typed do; the whole text converted once: OpenCC converts some
+    # not; 我門 in a simplified paragraph: 門 is traditional, the paragraph is not, and the fix
+    # was 們, a review), its neighbours as typed do, then its line's characters and the whole
+    # text's (the wrong one among them); the whole text converted once: OpenCC converts some
     # words as pairs (了解 -> 瞭解), which a slice of four characters cuts in half
     whole = script.back(checked)
-    traditional_here = checked[edit.start : edit.end] != original  # 摟 in 一层摟
-    # traditional where the character was typed so, else where its neighbours were (一層搂);
-    # a simplified form typed here and beside it (一层搂, 画龙点晴 after 頭髮) is answered so
-    as_typed = script.to_typed is not None and (
-        traditional_here
-        or neighbours_traditional(request.text, checked, whole, edit.start, edit.end)
+    as_typed = script.to_typed is not None and neighbours_traditional(
+        request.text, checked, whole, edit.start, edit.end
     )
 
     def written(fill: str) -> str:
