@@ -238,6 +238,13 @@ def test_a_text_mixing_the_scripts_is_grounded_and_answered_as_its_blank_leans(
     best = tower.masks[0][0]
     assert best.token == "樓" and best.memory is not None and "一層樓" in best.memory["match"]
     assert tower.sequence == "欲穷千里目，更上一層樓。"  # the typed 穷 kept
+    # ... but not in the 出处: a corpus line in one script, not the user's mix spliced into it
+    # (白日依山盡，黃河入海流。欲穷千里目，更上一層樓。 is in no edition: a review)
+    assert best.memory["match"] == "欲窮千里目，更上一層樓。"
+    assert best.memory["example"] == "白日依山盡，黃河入海流。欲窮千里目，更上一層樓。"
+    simplified = masker.predict("欲穷千里目，更上一层[MASK]。\n處處聞啼鳥").masks[0][0]
+    assert simplified.token == "楼" and simplified.memory is not None
+    assert simplified.memory["example"] == "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。"
     bird = masker.predict("春眠不觉晓，处处闻啼[MASK]。\n處處聞啼鳥").masks[0][0]
     assert bird.token == "鸟" and bird.memory is not None  # its own line is simplified
     from tiankong.tasks.check import Proofreader

@@ -209,6 +209,15 @@ def written_in(
         typed_of.setdefault(convert(option.strip(), TO_SIMPLIFIED), []).append(option.strip())
     before_blank = len(one_blank(result.text).split(BLANK)[0]) if result.candidates else 0
 
+    def evidence(found: Memory, lean: Callable[[str], str], filled: Filled) -> Memory:
+        """The 出处 in the script ``lean`` writes the fill in. A mixed text's is the corpus
+        line in that one script, never with the user's own characters put in it: 欲穷千里目，
+        更上一層[MASK]。 quoted 白日依山盡，黃河入海流。欲穷千里目，更上一層樓。, a line no edition
+        has (a review); only forms that traditional text writes too (欲, not 慾) are kept."""
+        if script.mixed:
+            return memory_in(found, lean, script.typed_forms if lean is back else None)
+        return memory_in(found, lean, script.typed_forms, filled)
+
     def option_as_typed(candidate: CandidateScore) -> CandidateScore:
         typed = typed_of.get(candidate.option, [])
         if script.mixed:  # the typed text around the option, written as its blank leans
@@ -216,7 +225,7 @@ def written_in(
             option = typed.pop(0) if typed else lean(candidate.option)
             text = fill_text(one_blank(script.typed), [option], BLANK)
             filled = Filled(candidate.text, text, before_blank)
-            found = memory_in(candidate.memory, lean, script.typed_forms, filled)
+            found = evidence(candidate.memory, lean, filled)
             return replace(candidate, option=option, text=text, memory=found)
         text = back(candidate.text)
         end = before_blank + len(candidate.option)
@@ -232,7 +241,7 @@ def written_in(
             candidate,
             option=option,
             text=text,
-            memory=memory_in(candidate.memory, back, script.typed_forms, filled),
+            memory=evidence(candidate.memory, back, filled),
         )
 
     # each blank's own conversion: the script's everywhere, or in a mixed text where its place
@@ -276,7 +285,7 @@ def written_in(
         token = in_sentence(mask, candidate.token)
         token_id = (vocab or {}).get(token, candidate.token_id)
         filled = filled_at(rows_script, mask, tops, written_tops, candidate.token, token)
-        found = memory_in(candidate.memory, back_at(mask), script.typed_forms, filled)
+        found = evidence(candidate.memory, back_at(mask), filled)
         return replace(candidate, token=token, token_id=token_id, memory=found)
 
     def sequence_as_typed(sequence: SequenceFill) -> SequenceFill:
@@ -294,7 +303,7 @@ def written_in(
         if fills is None:
             fills = tuple(back(fill) for fill in sequence.fills)
         filled = Filled(sequence.text, text, result.text.find(marker))
-        found = memory_in(sequence.memory, back_at(0), script.typed_forms, filled)
+        found = evidence(sequence.memory, back_at(0), filled)
         return replace(sequence, fill="".join(fills), text=text, fills=fills, memory=found)
 
     masks = [[written(m, c) for c in candidates] for m, candidates in enumerate(result.masks)]
