@@ -29,6 +29,7 @@ const state = {
   checked: null, // the last /check answer (校对 mode), with the fixes accepted so far
   again: false, // asked to predict while a request ran
   mode: null, // the mode whose answer may be on screen
+  info: null, // the last /info answer (the system panel)
   boxFocused: false, // the text box has had the focus (its caret is the user's)
 };
 const $ = (id) => document.getElementById(id);
@@ -116,16 +117,26 @@ function setMode(mode) {
 
 function onModeChange() {
   const mode = currentMode();
-  if (state.mode !== null && mode !== state.mode) {
+  const switched = state.mode !== null && mode !== state.mode;
+  if (switched) {
     // an answer of another mode would sit under this mode's button: it goes (and one on its
     // way is dropped when it comes, in predict)
     $("output").hidden = true;
     $("check-output").hidden = true;
   }
   state.mode = mode;
+  // back to 校对: the check of this very text (one that came while another mode was shown, or
+  // the one shown before the switch) is shown again, not run again (a review)
+  if (switched && mode === "check" && state.checked && $("error").hidden
+      && state.checked.text === $("text").value) {
+    renderChecked(state.checked);
+  }
   $("candidates-box").hidden = mode !== "candidates";
-  // the candidates are the blank's only fills: constraints don't apply there (a 400 if sent)
-  for (const id of ["preset", "allowed", "exclude"]) $(id).disabled = mode === "candidates";
+  // the candidates are the blank's only fills: constraints don't apply there (a 400 if sent),
+  // and nor do the search's options, which the request leaves out (they looked usable: a review)
+  for (const id of ["preset", "allowed", "exclude", "beam-width", "order", "max-blank"]) {
+    $(id).disabled = mode === "candidates";
+  }
   // 校对 reads the text as typed: no blanks to insert, no candidate count, no fill options
   // (they were shown and never sent), a label and a button that say so
   const checking = mode === "check";
@@ -212,11 +223,19 @@ const ANSWER_WITHIN_MS = 90000;
 const BUSY_RETRIES = 5;
 const BUSY_WAIT_MAX_S = 10;
 
-function busyWaitMs(response) {
-  if (response.status !== 503) return null;
+function busyWaitMs(response, code) {
+  // a full queue (overloaded) or a replica loading: not a server shutting down, whose wait
+  // turned the spinner for 25 s and ended in "can't reach the server" (a review)
+  if (response.status !== 503 || !["overloaded", "model_unavailable"].includes(code)) return null;
   const seconds = Number(response.headers.get("Retry-After"));
   if (!Number.isFinite(seconds) || seconds < 0 || seconds > BUSY_WAIT_MAX_S) return null;
   return seconds * 1000;
+}
+
+// The error code of a response, read from a copy (its body is read again after the loop).
+async function errorCode(response) {
+  const data = await response.clone().json().catch(() => null);
+  return data && data.error ? data.error.code : null;
 }
 
 function pause(ms, signal) {
@@ -261,7 +280,8 @@ async function predict() {
         body,
         signal: deadline.signal,
       });
-      const wait = busyWaitMs(response);
+      const code = response.status === 503 ? await errorCode(response) : null;
+      const wait = busyWaitMs(response, code);
       if (wait === null || attempt >= BUSY_RETRIES) break;
       await pause(wait, deadline.signal);
       if (deadline.signal.aborted) throw new Error("no answer");
@@ -269,9 +289,13 @@ async function predict() {
     const data = await response.json().catch(() => null);
     if (deadline.signal.aborted) throw new Error("no answer"); // cut off mid-body
     if (currentMode() !== mode) {
-      // the mode changed while it ran: not this mode's answer, so the text is asked again in
-      // the mode shown now (the answer was dropped and nothing came, a review)
-      state.again = true;
+      // the mode changed while it ran: not this mode's answer, and nothing is asked in the
+      // mode shown now, as a switch when idle asks nothing (asked again, a text with no [MASK]
+      // came back an error no one had asked for: a review); a check is kept, and shown when
+      // 校对 is chosen again for the same text
+      if (checking && response.ok && isAnswer(data, true) && $("text").value === sent) {
+        state.checked = data;
+      }
       return;
     }
     if (!response.ok) {
@@ -289,11 +313,17 @@ async function predict() {
     }
     // a check answers the text as sent: text typed while it ran would be lost to its fixes,
     // so the answer goes, with the note that says why (the page looked as if nothing ran)
-    if (checking && $("text").value !== sent) {
-      $("check-output").hidden = true;
-      showNote("checkTextChanged");
-    } else if (checking) renderChecked(data);
-    else render(data);
+    try {
+      if (checking && $("text").value !== sent) {
+        $("check-output").hidden = true;
+        showNote("checkTextChanged");
+      } else if (checking) renderChecked(data);
+      else render(data);
+    } catch (error) {
+      // an answer shaped like the API's with a part missing (a proxy's rewrite, another
+      // version): drawing it threw, and the page said it could not reach the server (a review)
+      showError({ code: "bad_answer", message: `HTTP ${response.status}: ${error}` });
+    }
   } catch (error) {
     // aborted: the server took the connection and never answered
     const late = deadline.signal.aborted;
@@ -501,6 +531,7 @@ async function copySentence() {
 // --- system panel --------------------------------------------------------------------------
 
 async function refreshInfo() {
+  if (state.info) showInfo(state.info); // in the page's language now, whatever the fetch gives
   try {
     const response = await fetch("info", { headers: authHeaders() });
     // the key's hint says so when the server wants a key it wasn't given, before any prediction
@@ -508,7 +539,15 @@ async function refreshInfo() {
     hint.dataset.i18n = response.status === 401 ? "apiKeyNeeded" : "apiKeyHint";
     hint.textContent = t(hint.dataset.i18n);
     if (!response.ok) return;
-    const info = await response.json();
+    state.info = await response.json();
+    showInfo(state.info);
+  } catch (_) { /* the panel is informational; predictions report their own errors */ }
+}
+
+// The system panel from an /info answer; its words (线程, 段文本) in the page's language (they
+// stayed in the other one when /info failed after a switch: a review).
+function showInfo(info) {
+  try {
     $("info-model").textContent = info.model.name ?? "—";
     $("info-model").title = info.model.summary ?? "";
     $("info-engine").textContent = `${info.engine} · ${info.precision} · ${info.threads} ${t("threads")}`;
@@ -522,7 +561,7 @@ async function refreshInfo() {
     $("info-qps").textContent = info.last_minute.qps.toFixed(2);
     const { p50_ms: p50, p95_ms: p95 } = info.last_minute;
     $("info-latency").textContent = p50 === null ? "—" : `${p50.toFixed(1)} / ${p95.toFixed(1)} ms`;
-  } catch (_) { /* the panel is informational; predictions report their own errors */ }
+  } catch (_) { /* an /info of another shape: the panel is informational */ }
 }
 
 // --- wiring --------------------------------------------------------------------------------
@@ -571,6 +610,10 @@ function init() {
       predict();
     });
   }
+  // Back to the page from another (API 文档): the browser puts the form's controls back, the
+  // mode buttons among them, after this module ran; the page was drawn for 单字 under a
+  // selected 校对 (a review). Drawn again for what is selected once it is shown.
+  window.addEventListener("pageshow", onModeChange);
   setInterval(refreshInfo, 15000); // the first: applyLanguage's, above
 }
 

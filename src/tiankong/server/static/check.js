@@ -71,11 +71,13 @@ function alternativesOf(edit, t, onAccept) {
   line.dataset.testid = "fix-alternatives";
   line.append(make("span", "", t("checkAlternatives")));
   for (const other of edit.alternatives) {
-    const label = `${other.suggestion} ${formatPercent(other.score * 100)}`;
-    const choice = chinese(make("button", "link-button alternative", label));
+    // the character alone: a model's alternative is scored against the written character,
+    // so every one read near 100% beside the fix's own (期 100.0% 器 100.0% for 天汽, a
+    // review), where the index's are shares of its row; the figure stays in the tooltip
+    const choice = chinese(make("button", "link-button alternative", other.suggestion));
     choice.type = "button";
     choice.dataset.testid = "accept-alternative";
-    choice.title = t("checkAccept");
+    choice.title = `${t("checkAccept")} (${formatPercent(other.score * 100)})`;
     choice.addEventListener("click", (event) => {
       if (event.detail <= 1) onAccept(edit, other.suggestion);
     });
