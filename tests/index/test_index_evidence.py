@@ -132,6 +132,28 @@ def test_the_issues_examples(masker: FillMasker) -> None:
     assert masker.predict("今天天气很[MASK]。").warnings == []
 
 
+def test_ascii_marks_after_chinese_characters_are_read_as_the_corpus_writes_them(
+    masker: FillMasker,
+) -> None:
+    """春眠不觉晓,处处闻啼[MASK]. matched five characters (处处闻啼鸟, and 号 from another poem
+    beside it); read with the full-width marks the corpus writes, it matches the whole line."""
+    from tiankong.index.grounding import CorpusMemory
+    from tiankong.index.lookup import BlankLookup
+
+    [[best, *_]] = masker.predict("春眠不觉晓,处处闻啼[MASK].").masks
+    assert best.token == "鸟" and best.memory is not None
+    assert best.memory["match"] == "春眠不觉晓，处处闻啼鸟。"  # as the corpus writes it
+    memory = masker.memory
+    assert isinstance(memory, CorpusMemory)
+    lookup = memory.lookup
+    assert isinstance(lookup, BlankLookup)
+    vocab = masker.encoder.vocab
+    ids = [vocab[char] for char in "光,3.1"]
+    left, right = lookup.widened(ids, [vocab["."], vocab["3"], vocab["."]])
+    assert left == [vocab[char] for char in "光，3.1"]  # after 光 only; 3.1 stays
+    assert right == [vocab["。"], vocab["3"], vocab["."]]  # the first, after the blank
+
+
 def test_a_corpus_line_with_its_blank_lifts_a_fill_the_model_all_but_refuses(
     masker: FillMasker,
 ) -> None:

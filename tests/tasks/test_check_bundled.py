@@ -311,6 +311,24 @@ def test_a_paragraph_on_one_line_is_checked_as_its_sentences_are(checker: Proofr
     alone = [checker.check(sentence).corrected for sentence in sentences]
     assert checker.check("".join(sentences)).corrected == "".join(alone)
     assert len(checker.check("".join(sentences)).edits) == 6
+    # typed with ASCII marks: a full stop after a Chinese character ends a sentence too (the
+    # paragraph was one sentence, and 3 of these 6 were fixed: a review); 3.14 is no end
+    ascii = [sentence.replace("。", ".").replace("，", ",") for sentence in sentences]
+    typed = checker.check("".join(ascii))
+    assert typed.corrected == "".join(alone).replace("。", ".").replace("，", ",")
+    assert typed.warnings == []
+
+
+def test_a_poem_line_typed_with_ascii_marks_is_read_as_the_corpus_writes_it(
+    checker: Proofreader,
+) -> None:
+    """床前明月光,疑是地上箱. was not fixed where the full-width line was: the corpus writes
+    the marks full-width, and the index now reads a query's ASCII mark after a Chinese
+    character so."""
+    for text in ("床前明月光,疑是地上箱.", "床前明月光;疑是地上箱!", "床前明月光，疑是地上箱。"):
+        [edit] = checker.check(text).edits
+        assert (edit.suggestion, edit.source) == ("霜", "index")
+        assert edit.memory is not None and "疑是地上霜" in edit.memory["match"]
 
 
 def test_a_crowded_sentence_says_more_may_remain(checker: Proofreader) -> None:

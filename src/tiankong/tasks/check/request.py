@@ -1,11 +1,12 @@
 """The check request, decided once: a text validated, tokenized with character offsets and cut
 into windows the model can take, with the positions that may be checked.
 
-Each line is checked on its own, and each sentence of a line (up to its end mark, 。！？；!?;)
-on its own too. A window is at most ``max_length`` tokens ([CLS] and [SEP] included), so a
-longer sentence is cut into windows that overlap, up to ``max_check_chars`` characters a text
-(a longer one is refused with the limit named). A position is checked when its token is one
-Han character (letters, digits and punctuation are never edited).
+Each line is checked on its own, and each sentence of a line (up to its end mark, 。！？；!?;,
+or an ASCII full stop right after a Chinese character) on its own too. A window is at most
+``max_length`` tokens ([CLS] and [SEP] included), so a longer sentence is cut into windows
+that overlap, up to ``max_check_chars`` characters a text (a longer one is refused with the
+limit named). A position is checked when its token is one Han character (letters, digits and
+punctuation are never edited).
 """
 
 from __future__ import annotations
@@ -30,6 +31,20 @@ from tiankong.errors import BadInputError, EmptyTextError, TextTooLongError
 
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 SENTENCE_END = frozenset("。！？；!?;")
+
+
+def ends_sentence(text: str, offsets: Sequence[tuple[int, int]], index: int) -> bool:
+    """Whether token ``index`` ends a sentence: a ``SENTENCE_END`` mark, or an ASCII full stop
+    right after a Chinese character (建康.我门…会仪… was one sentence, and two of its five
+    typos were passed over: a review); 3.14 and Mr. are left alone."""
+    mark = text[offsets[index][0] : offsets[index][1]]
+    if mark in SENTENCE_END:
+        return True
+    return (
+        mark == "."
+        and index > 0
+        and HAN.fullmatch(text[offsets[index - 1][0] : offsets[index - 1][1]]) is not None
+    )
 
 
 @dataclass(frozen=True)
@@ -152,8 +167,8 @@ def sentences(text: str, offsets: Sequence[tuple[int, int]]) -> list[tuple[int, 
     one sentence's typos misled the model on the next (a review's paragraph of six typos: 3
     fixed; the same sentences a line each: 6)."""
     found, first = [], 0
-    for index, (start, end) in enumerate(offsets):
-        if text[start:end] in SENTENCE_END:
+    for index in range(len(offsets)):
+        if ends_sentence(text, offsets, index):
             found.append((first, index + 1))
             first = index + 1
     if first < len(offsets):
@@ -231,7 +246,7 @@ def windows_of(
         last_checked = end
         if end < len(ids):  # cut after the last sentence end inside the window, if any
             for cut in range(end - 1, start, -1):
-                if text[offsets[cut][0] : offsets[cut][1]] in SENTENCE_END:
+                if ends_sentence(text, offsets, cut):
                     end = last_checked = cut + 1
                     break
             else:  # no sentence end: the next window overlaps this one (SEAM_OVERLAP)
