@@ -228,7 +228,9 @@ def test_the_top_k_settings(tiny_model_dir: Path) -> None:
             {"request_timeout_s": float("inf")},
             "--request-timeout must be a finite number; got inf.",
         ),
-        ({"client_timeout_s": 86_401.0}, "--client-timeout must be 86400 or less; got 86401."),
+        ({"client_timeout_s": 86_401.0}, "--client-timeout must be from 0.1 to 86400; got 86401."),
+        # 1e-9 was taken, and every connection closed before its headers came, /ready's too
+        ({"client_timeout_s": 1e-9}, "--client-timeout must be from 0.1 to 86400; got 1e-09."),
         ({"int8_min_agreement": float("nan")}, "must be a finite number; got nan."),
     ],
 )

@@ -70,6 +70,7 @@ def cache_folder(kind: str, override: str | None = None) -> Path:
 # 200); a day, and a minute for the batch window, are past any use.
 MAX_TIMEOUT_S = 86_400.0
 MAX_BATCH_WINDOW_MS = 60_000.0
+MIN_CLIENT_TIMEOUT_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -339,7 +340,9 @@ class Settings:
         "--client-timeout",
         help="Seconds a client has to send a request's headers, and again its body "
         "(default {default}).",
-        more_than=0,
+        # under it every connection was closed before its headers could come, /ready's too,
+        # where 1e-9 was taken (a review)
+        at_least=MIN_CLIENT_TIMEOUT_S,
         at_most=MAX_TIMEOUT_S,
     )
     drain_timeout_s: float = setting(

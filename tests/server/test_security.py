@@ -494,6 +494,19 @@ def test_the_default_bind_is_loopback() -> None:
         listener.close()
 
 
+def test_two_servers_claiming_one_port_at_once_are_one_too_many() -> None:
+    """Two servers started together both bound the port, which SO_REUSEADDR lets sockets that
+    don't listen share; the second said it had started and never served (a review). The claim
+    listens, so the second is the busy port's one sentence."""
+    first = bind("127.0.0.1", 0)
+    try:
+        port = first.getsockname()[1]
+        with pytest.raises(BadOptionError, match=f"Port {port} on 127.0.0.1 is already in use"):
+            bind("127.0.0.1", port).close()
+    finally:
+        first.close()
+
+
 # --- nothing internal in any answer ----------------------------------------------------------
 
 

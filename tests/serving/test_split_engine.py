@@ -47,6 +47,26 @@ async def test_the_warm_up_runs_both_engines(tiny_masker: FillMasker) -> None:
     assert (lone.calls, batch.calls) == ([1], [8])
 
 
+@pytest.mark.anyio
+async def test_the_warm_up_is_not_held_to_the_request_timeout(tiny_masker: FillMasker) -> None:
+    """A --request-timeout shorter than the warm-up's one inference stopped the server's start
+    with a RequestTimeoutError traceback (a review): the warm-up is no request."""
+    import time
+
+    slow = FakeEngine(len(tiny_masker.encoder.vocab))
+    run = slow.mask_logits
+    slow.mask_logits = lambda batch: time.sleep(0.2) or run(batch)  # type: ignore[method-assign]
+    masker = FillMasker(tiny_masker.model, tiny_masker.encoder, slow, tiny_masker.settings)
+    settings = Settings(batch_window_ms=0, request_timeout_s=0.01)
+    predictor = Predictor(masker, settings, ServerMetrics())
+    await predictor.start()
+    try:
+        await predictor.warm_up()
+    finally:
+        await predictor.close()
+    assert slow.calls == [1]
+
+
 def test_the_guard_line_says_which_batches_each_engine_serves() -> None:
     """The INT8 guard's figures are one engine's; with a split, the line names both."""
     lone, batch = FakeEngine(8), FakeEngine(8)

@@ -58,11 +58,16 @@ def serve_command(
         serve_with_ray(settings, scale, "threads" in given, ray_address)
         return
     listener = bind(settings.host, settings.port)
-    masker = FillMasker.load(settings=settings)
-    app = create_app(settings, masker)
+    try:
+        masker = FillMasker.load(settings=settings)
+        app = create_app(settings, masker)
+    except BaseException:
+        listener.close()  # listening, it held the port past a refusal (the library's callers)
+        raise
     typer.echo(
         f"tiankong: model {masker.model.name} on {masker.engine.name}/{masker.engine.device} "
-        f"({masker.engine.precision}, {threads_said(settings.threads)}); page and API at http://{settings.host}:{listener.getsockname()[1]}/"
+        f"({masker.engine.precision}, {threads_said(settings.threads)}); page and API at "
+        f"{page_url(settings.host, listener.getsockname()[1])}"
         + ("; API keys required" if settings.api_keys or settings.api_keys_file else ""),
         err=True,
     )
@@ -116,12 +121,17 @@ def check_index(settings: Settings, model: ResolvedModel) -> None:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """Claim ``host:port`` now (uvicorn listens on it later), or say in one sentence why not."""
+    """Claim ``host:port`` now, listening, or say in one sentence why not. Bound alone, it
+    claimed nothing: two servers started together each bound the port (SO_REUSEADDR lets
+    sockets that don't listen share it), and the second, its socket refused by uvicorn's loop
+    without a word, said it had started and never served (a review). Connections made while the
+    model loads wait in the queue until it serves."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind((host, port))
+        listener.listen()
     except OSError as error:
         listener.close()
         if error.errno == errno.EADDRINUSE:
@@ -133,6 +143,15 @@ def bind(host: str, port: int) -> socket.socket:
             f"Cannot listen on {host}:{port} ({error.strerror}); check --host and --port."
         ) from None
     return listener
+
+
+def page_url(host: str, port: int) -> str:
+    """The startup line's address: an IPv6 host bracketed (http://::1:8000/ is no URL).
+
+    >>> page_url("::1", 8000), page_url("127.0.0.1", 8000)
+    ('http://[::1]:8000/', 'http://127.0.0.1:8000/')
+    """
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
 def threads_said(threads: int) -> str:

@@ -209,7 +209,7 @@ def written_in(
         typed_of.setdefault(convert(option.strip(), TO_SIMPLIFIED), []).append(option.strip())
     before_blank = len(one_blank(result.text).split(BLANK)[0]) if result.candidates else 0
 
-    def evidence(found: Memory, lean: Callable[[str], str], filled: Filled) -> Memory:
+    def evidence(found: Memory, lean: Callable[[str], str], filled: Filled | None) -> Memory:
         """The 出处 in the script ``lean`` writes the fill in. A mixed text's is the corpus
         line in that one script, never with the user's own characters put in it: 欲穷千里目，
         更上一層[MASK]。 quoted 白日依山盡，黃河入海流。欲穷千里目，更上一層樓。, a line no edition

@@ -129,8 +129,8 @@ class RayBatchScheduler:
         self.largest_batch = max(self.largest_batch, len(jobs))
         return [(result, len(jobs)) for result in results]
 
-    async def run_exclusive(self, job: Callable[[], JobT]) -> JobT:
-        return await self.batcher.run_exclusive(job)
+    async def run_exclusive(self, job: Callable[[], JobT], bounded: bool = True) -> JobT:
+        return await self.batcher.run_exclusive(job, bounded)
 
 
 class ReplicaHeaders:

@@ -434,12 +434,14 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         self.observer.count_batcher_event("failed_batch")
         return error_id
 
-    async def run_exclusive(self, job: Callable[[], JobT]) -> JobT:
+    async def run_exclusive(self, job: Callable[[], JobT], bounded: bool = True) -> JobT:
         """Run ``job`` alone on the engine thread, in FIFO turn with the batches.
 
         ``job`` must not wait on this batcher (it runs while holding the engine's turn). It
-        counts towards the queue bound while it waits and shares the request timeout. If the
-        caller gives up while the job runs, the engine stays taken until the job ends.
+        counts towards the queue bound while it waits and shares the request timeout, unless
+        not ``bounded`` (the warm-up before /ready, no request: a --request-timeout shorter
+        than it was a traceback at startup, a review). If the caller gives up while the job
+        runs, the engine stays taken until the job ends.
         """
         self.admit(1)
         assert self.executor is not None
@@ -450,7 +452,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             timing.waiting(time.perf_counter())
             job = timed(job, timing)
         try:
-            async with asyncio.timeout(self.limits.timeout_s):
+            async with asyncio.timeout(self.limits.timeout_s if bounded else None):
                 try:
                     await self.engine_lock.acquire()
                 finally:

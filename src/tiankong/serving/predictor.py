@@ -97,8 +97,8 @@ class EngineScheduler(Protocol):
         running to make room until ``deadline`` (504), 503 when too many wait already."""
         ...
 
-    async def run_exclusive(self, job: Callable[[], JobT]) -> JobT:
-        """A multi-call job, alone on the engine."""
+    async def run_exclusive(self, job: Callable[[], JobT], bounded: bool = True) -> JobT:
+        """A multi-call job, alone on the engine; ``bounded``: within the request timeout."""
         ...
 
     def describe(self) -> dict[str, Any]:
@@ -353,7 +353,9 @@ class Predictor:
         rows: tuple[int, ...] = getattr(self.masker.engine, "warm_up_rows", (1,))
         for size in rows:
             batch = [prepared] * size
-            await self.batcher.run_exclusive(partial(self.masker.run_prepared, batch, 1))
+            await self.batcher.run_exclusive(
+                partial(self.masker.run_prepared, batch, 1), bounded=False
+            )
 
     def serving_info(self) -> dict[str, Any]:
         """The batcher's settings and state, the caches, and the INT8 guard's figures."""
