@@ -16,6 +16,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
+MESSAGE_CHARS = 900  # the most of an error message kept (``TiankongError``)
+
+
 class TiankongError(Exception):
     """Base class: ``code`` is stable and machine-readable, ``str(err)`` is one sentence."""
 
@@ -23,6 +26,10 @@ class TiankongError(Exception):
     error_id: str | None = None  # set on server faults: the key to the traceback in the log
 
     def __init__(self, message: str) -> None:
+        if len(message) > MESSAGE_CHARS:
+            # a message that quotes what a client sent quoted it whole: a 100 kB "mode" was a
+            # 100 kB 400 (a review); its start and its advice at the end are kept
+            message = f"{message[: MESSAGE_CHARS * 2 // 3]} … {message[-MESSAGE_CHARS // 3 :]}"
         super().__init__(message)
         self.message = message
 

@@ -705,3 +705,23 @@ def test_forwarded_allow_ip_is_refused_under_ray() -> None:
     )
     assert done.returncode == 2
     assert done.stderr == "error: --forwarded-allow-ip applies only without --ray; leave it out.\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"text": POEM, "mode": "x" * 100_000}, 400),
+        ({"text": POEM, "order": "y" * 100_000}, 400),
+        ({"text": POEM, "z" * 100_000: 1}, 422),
+    ],
+)
+def test_an_error_never_quotes_a_client_at_length(
+    client: TestClient, body: dict[str, Any], status: int
+) -> None:
+    """A 100 kB mode, order or field name came back whole in a 100 kB error (a review): an
+    error message keeps its start and its advice, at most about 900 characters."""
+    answer = client.post("/predict", json=body)
+    assert answer.status_code == status
+    message = answer.json()["error"]["message"]
+    assert len(message) <= 910 and " … " in message
+    assert len(answer.content) < 2_000
