@@ -606,9 +606,12 @@ def check_blank_secrets(environment: Mapping[str, str]) -> None:
             raise BadOptionError(problem.replace("TIANKONG_API_KEYS", env_twin(name), 1))
 
 
-def read_environment(table: type, given: Mapping[str, object] | None = None) -> dict[str, Any]:
+def read_environment(
+    table: type, given: Mapping[str, object] | None = None, only: Sequence[str] | None = None
+) -> dict[str, Any]:
     """The rows of ``table`` set by ``given`` or by their TIANKONG_* env twins, converted to the
-    rows' types by pydantic-settings."""
+    rows' types by pydantic-settings; ``only``: those rows alone (the CLI's rows without a
+    flag, whose twins click doesn't read)."""
     import pydantic
     from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
@@ -623,7 +626,9 @@ def read_environment(table: type, given: Mapping[str, object] | None = None) -> 
         check_blank_secrets(os.environ)
     given = dict(given or {})
     names = {
-        env_twin(row.name).removeprefix(ENV_PREFIX).lower(): row.name for row, _ in rows(table)
+        env_twin(row.name).removeprefix(ENV_PREFIX).lower(): row.name
+        for row, _ in rows(table)
+        if only is None or row.name in only
     }
     unknown = sorted(set(given) - set(names.values()))
     if unknown:

@@ -222,3 +222,16 @@ def test_choice_words_are_read_in_any_case(tiny_model_dir: Path, tmp_path: Path)
     assert done.returncode == 0, done.stderr
     compared = run_cli("eval", str(items), "--compare", "ONNX:FP32", *flags)
     assert compared.returncode == 0, compared.stderr
+
+
+def test_a_setting_with_no_flag_is_read_from_its_env_twin(tiny_model_dir: Path) -> None:
+    """TIANKONG_MAX_MASKS=0 and TIANKONG_MAX_TOP_K=0 were taken by `tiankong serve` and did
+    nothing, where Ray reads and checks them (a review): every command reads them now."""
+    flags = ["--model", str(tiny_model_dir), "--engine", "onnx", "--index", "none"]
+    one = run_cli("predict", "[MASK]龙点[MASK]", *flags, env={"TIANKONG_MAX_MASKS": "1"})
+    assert one.returncode == 2 and "the limit is 1" in one.stderr
+    zero = run_cli("predict", "画龙点[MASK]", *flags, env={"TIANKONG_MAX_MASKS": "0"})
+    assert zero.returncode == 2
+    assert besides_first_run_notes(zero.stderr) == ["error: max_masks must be 1 or more; got 0."]
+    bad = run_cli("serve", *flags, "--port", "0", env={"TIANKONG_MAX_TOP_K": "many"})
+    assert bad.returncode == 2 and "max_top_k: 'many' is not valid" in bad.stderr

@@ -33,6 +33,7 @@ from tiankong.config import (
     default_of,
     env_twin,
     help_text,
+    read_environment,
     rows,
 )
 from tiankong.errors import BadOptionError
@@ -102,6 +103,11 @@ def built(
         elif flag.choices and isinstance(value, str):
             value = value.lower()
         changes[row.name] = value
+    # the rows with no flag, set by their env twins alone (TIANKONG_MAX_MASKS), as Ray reads
+    # them: the CLI left them at their defaults without a word (a review)
+    flagless = [row.name for row, flag in rows(table) if not flag.names]
+    if flagless:
+        changes.update(read_environment(table, only=flagless))
     instance = table(**{**{row.name: default_of(row) for row, _ in rows(table)}, **changes})
     check_settings(instance)
     return instance
