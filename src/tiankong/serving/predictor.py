@@ -60,7 +60,7 @@ from tiankong.errors import (
 from tiankong.service import FillMasker, run_jobs
 from tiankong.serving.batch_policy import BatchLimits, BatchObserver
 from tiankong.serving.batching import DynamicBatcher
-from tiankong.serving.caches import LRUCache, PlainKey, ResultKey
+from tiankong.serving.caches import LRUCache, PlainKey, ResultKey, small_result, small_text
 from tiankong.serving.search_steps import SearchRunner, timed_out
 
 logger = logging.getLogger("tiankong.server")
@@ -158,10 +158,10 @@ class Predictor:
         )
         self.searches = SearchRunner(masker, self.submit_rows, self.limits.timeout_s, metrics)
         self.token_cache: LRUCache[str, PreparedText] = LRUCache(
-            "tokens", settings.token_cache_size, metrics.observe_cache
+            "tokens", settings.token_cache_size, metrics.observe_cache, small_text
         )
         self.result_cache: LRUCache[ResultKey, FillResult] = LRUCache(
-            "results", settings.result_cache_size, metrics.observe_cache
+            "results", settings.result_cache_size, metrics.observe_cache, small_result
         )
 
     async def start(self) -> None:
