@@ -601,6 +601,11 @@ def check_blank_secrets(environment: Mapping[str, str]) -> None:
     for name in SECRET_SETTINGS:
         value = environment.get(env_twin(name))
         if value is not None and not value.replace(",", "").strip():
+            if name == "api_keys_file":  # not "an API key is empty": a path is (a review)
+                raise BadOptionError(
+                    f"{env_twin(name)} is set but empty; give the keys file's path, or unset "
+                    "it to run without keys."
+                )
             problem = api_key_problem("")
             assert problem is not None
             raise BadOptionError(problem.replace("TIANKONG_API_KEYS", env_twin(name), 1))

@@ -17,7 +17,7 @@ from server_helpers import assert_error, capture_serve_settings
 
 from tiankong import FillMasker, Settings
 from tiankong.cli.serve import bind
-from tiankong.config import check_settings
+from tiankong.config import check_settings, read_environment
 from tiankong.errors import BadOptionError
 from tiankong.server import create_app
 from tiankong.server.middleware.rate_limit import RateLimiter
@@ -185,7 +185,13 @@ def test_keys_from_flags_file_and_env(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "words"),
-    [(None, "Cannot read"), ("# only a comment\n\n", "holds no key"), ("a b\n", "without spaces")],
+    [
+        (None, "Cannot read"),
+        ("# only a comment\n\n", "holds no key"),
+        ("a b\n", "without spaces"),
+        # the file and the line are named (a key with a comment after it was refused unnamed)
+        ("# ci\nkey-one-0123\nkeyB   # ci key\n", r"keys.txt, line 3: .* starting with #\.$"),
+    ],
 )
 def test_bad_keys_file_is_one_sentence(tmp_path: Path, content: str | None, words: str) -> None:
     keys_file = tmp_path / "keys.txt"
@@ -193,6 +199,21 @@ def test_bad_keys_file_is_one_sentence(tmp_path: Path, content: str | None, word
         keys_file.write_text(content)
     with pytest.raises(BadOptionError, match=words):
         load_api_keys(Settings(api_keys_file=str(keys_file)))
+
+
+def test_a_keys_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """Notepad's BOM made the whole file's first key "not printable ASCII" (a review)."""
+    keys_file = tmp_path / "keys.txt"
+    keys_file.write_text("key-one-0123\nkey-two-4567\n", encoding="utf-8-sig")
+    assert load_api_keys(Settings(api_keys_file=str(keys_file))) == ("key-one-0123", "key-two-4567")
+
+
+def test_a_blank_keys_file_twin_says_it_is_the_file_that_is_empty(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TIANKONG_API_KEYS_FILE", " ")
+    with pytest.raises(BadOptionError, match="TIANKONG_API_KEYS_FILE is set but empty; give the"):
+        read_environment(Settings)
 
 
 @pytest.mark.parametrize("keys", [("",), ("  ",), ("key-one-0123456789", "")])

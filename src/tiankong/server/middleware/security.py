@@ -36,7 +36,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tiankong.config import Settings, api_key_problem, check_entries
+from tiankong.config import Settings, api_key_problem
 from tiankong.errors import (
     BadInputError,
     BadOptionError,
@@ -73,18 +73,27 @@ def load_api_keys(settings: Settings) -> tuple[str, ...]:
     keys = [key.strip() for key in settings.api_keys]
     if settings.api_keys_file:
         path = Path(settings.api_keys_file)
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+        try:  # utf-8-sig: a BOM (Notepad's) refused the whole file as a key of odd bytes
+            lines = path.read_text(encoding="utf-8-sig").splitlines()
         except (OSError, UnicodeDecodeError) as error:
             reason = getattr(error, "strerror", None) or type(error).__name__
             raise BadOptionError(
                 f"Cannot read the API keys file {settings.api_keys_file} ({reason})."
             ) from None
-        from_file = [line.strip() for line in lines if line.strip()]
-        from_file = [line for line in from_file if not line.startswith("#")]
+        from_file = []
+        for number, line in enumerate(lines, start=1):
+            key = line.strip()
+            if not key or key.startswith("#"):
+                continue
+            problem = api_key_problem(key)
+            if problem is not None:  # the rule's sentence named no file or line (a review)
+                raise BadOptionError(
+                    f"{settings.api_keys_file}, line {number}: {problem.rstrip('.')}; a comment "
+                    "is a line of its own, starting with #."
+                )
+            from_file.append(key)
         if not from_file:
             raise BadOptionError(f"The API keys file {settings.api_keys_file} holds no key.")
-        check_entries(from_file, api_key_problem)
         keys.extend(from_file)
     return tuple(dict.fromkeys(keys))
 
