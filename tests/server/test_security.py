@@ -102,6 +102,8 @@ def test_wrong_keys_are_refused(keyed: TestClient) -> None:
         {"Authorization": "Bearer"},
         {"X-API-Key": ""},
         {"X-API-Key": "é".encode("latin-1")},  # type: ignore[dict-item]
+        # both sent: the bearer token is the key checked, as the README says
+        {"Authorization": f"Bearer {KEYS[0]}x", "X-API-Key": KEYS[1]},
     ):
         error = assert_error(
             keyed.post("/predict", json=BODIES["/predict"], headers=headers), 401, "unauthorized"
