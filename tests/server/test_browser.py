@@ -935,6 +935,20 @@ def test_source_line_under_a_grounded_candidate(page: Page, grounded_url: str) -
     page.screenshot(path=str(ARTIFACTS / "page-source.png"), full_page=True)
     tiny = page.evaluate("import('./static/render.js').then((m) => m.formatPercent(2.1e-6))")
     assert tiny == "<0.01%"
+    # an option of one character shows its model score once, as 模型整体 (模型 repeated it)
+    shown = page.evaluate(
+        """import('./static/render.js').then((m) => {
+          const list = document.createElement('ol');
+          const memory = {count: 1, match: '点睛', example: '画龙点睛'};
+          const one = {option: '睛', text: '画龙点睛', score: 0.5, joint: 0.01, model_score: 0.01,
+                       in_vocabulary: true, memory};
+          const two = {...one, option: '马虎', text: '马马虎虎', model_score: 0.1};
+          m.renderOptions(list, [one, two], (key) => key, () => {});
+          return [...list.children].map(
+            (row) => row.querySelectorAll('[data-testid=model-score]').length);
+        })"""
+    )
+    assert shown == [0, 1]
     expect(page.get_by_test_id("warnings")).to_be_hidden()
     box.fill("The weather is [MASK].")
     box.press("Enter")

@@ -205,7 +205,9 @@ export function renderOptions(list, candidates, t, onChoose) {
     // evidence where this one never does (the two read alike, a review)
     const detail = [{ text: `${t("modelJoint")} ${formatPercent(candidate.joint * 100)}`, testid: "joint-score" }];
     if (!candidate.in_vocabulary) detail.push({ text: t("unknownChar"), testid: "unknown" });
-    detail.push(...memoryDetail(candidate, t));
+    // a one-character option's model score is its joint one: 模型整体 1.02% and 模型 1.02% were
+    // both shown (a review)
+    if (Array.from(candidate.option).length > 1) detail.push(...memoryDetail(candidate, t));
     const row = scoreRow({
       rank, label: candidate.option, probability: candidate.score, detail,
       testid: "option", onChoose: () => onChoose(candidate.text), memory: candidate.memory, t,
