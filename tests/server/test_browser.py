@@ -689,7 +689,10 @@ def test_model_output_is_shown_as_text_never_html(page: Page, html_token_url: st
     choose_mode(page, "whole_word")
     box.fill("画[MASK]点[MASK]")
     box.press("Enter")
-    expect(page.get_by_test_id("sequence").first.locator(".token")).to_have_text(HTML_TOKEN * 2)
+    # two separate blanks: their fills apart, as text
+    expect(page.get_by_test_id("sequence").first.locator(".token")).to_have_text(
+        f"{HTML_TOKEN} … {HTML_TOKEN}"
+    )
     choose_mode(page, "candidates")
     page.get_by_test_id("candidates-input").fill("<b>粗</b> <s>x</s>")
     box.fill("画龙点[MASK]")
@@ -949,6 +952,21 @@ def test_source_line_under_a_grounded_candidate(page: Page, grounded_url: str) -
         })"""
     )
     assert shown == [0, 1]
+    # a whole fill of separate blanks reads as separate fills, of one run as one word
+    labels = page.evaluate(
+        """import('./static/render.js').then((m) => {
+          const list = document.createElement('ol');
+          const fill = (fills) => ({fill: fills.join(''), fills, text: '', score: 0.1,
+                                    normalised: 0.1, rank_score: 0.1});
+          m.renderSequences(list, [fill(['蛟', '名', '名'])], false, (key) => key, () => {},
+                            ['', '龙点', '，', '不虚传。']);
+          const apart = list.querySelector('.token').textContent;
+          m.renderSequences(list, [fill(['吃', '饭'])], false, (key) => key, () => {},
+                            ['我们去', '', '吧。']);
+          return [apart, list.querySelector('.token').textContent];
+        })"""
+    )
+    assert labels == ["蛟 … 名 … 名", "吃饭"]
     expect(page.get_by_test_id("warnings")).to_be_hidden()
     box.fill("The weather is [MASK].")
     box.press("Enter")

@@ -458,7 +458,9 @@ function renderLists() {
   const title = $("sequences-title");
   title.dataset.i18n = data.text.includes(BLANK) ? "blankFillsTitle" : "sequencesTitle";
   title.textContent = t(title.dataset.i18n);
-  renderSequences($("sequences"), data.sequences, data.text.includes(BLANK), t, chooseSequence);
+  renderSequences(
+    $("sequences"), data.sequences, data.text.includes(BLANK), t, chooseSequence, state.segments,
+  );
   $("options-box").hidden = !data.candidates.length;
   renderOptions($("options"), data.candidates, t, chooseSentence);
   // titled where there is more than it above: whole fills, or a [BLANK]'s warning

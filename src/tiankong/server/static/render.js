@@ -181,7 +181,16 @@ export function renderMaskLists(container, masks, t, onChoose) {
 // Whole words: joint probability bars. A [BLANK]'s fills differ in length and are ranked by
 // rank_score (joint ** (1 / length ** 0.5)), so there the bar shows it, in the list's order;
 // the per-character and joint probabilities, which don't follow that order, are beside it.
-export function renderSequences(list, sequences, lengthsDiffer, t, onChoose) {
+// A whole fill's label: its blanks' fills, with … between blanks the text keeps apart
+// (``segments``: the text around the blanks, splitBlanks'); [MASK]龙点[MASK] listed 蛟点名's
+// fills as 蛟名, one word that is not one (a review).
+function fillLabel(sequence, segments) {
+  const fills = sequence.fills ?? [];
+  if (!segments || fills.length < 2 || fills.length !== segments.length - 1) return sequence.fill;
+  return fills.map((fill, i) => (i && segments[i] !== "" ? ` … ${fill}` : fill)).join("");
+}
+
+export function renderSequences(list, sequences, lengthsDiffer, t, onChoose, segments = null) {
   list.replaceChildren();
   sequences.forEach((sequence, rank) => {
     const perChar = `${t("perChar")} ${formatPercent(sequence.normalised * 100)}`;
@@ -190,7 +199,7 @@ export function renderSequences(list, sequences, lengthsDiffer, t, onChoose) {
       : [sequence.score, perChar];
     const detail = [{ text: other, testid: "other-score" }, ...memoryDetail(sequence, t)];
     const row = scoreRow({
-      rank, label: sequence.fill, probability: shown, detail,
+      rank, label: fillLabel(sequence, segments), probability: shown, detail,
       testid: "sequence", onChoose: () => onChoose(sequence), memory: sequence.memory, t,
     });
     row.firstChild.dataset.value = sequence.text;
