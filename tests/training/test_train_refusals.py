@@ -265,6 +265,28 @@ def test_resume_of_an_empty_or_a_finished_run(files: Path, tmp_path: Path) -> No
     assert (tmp_path / "run" / "training.json").read_text() == record
 
 
+def test_resume_finishes_a_run_stopped_after_its_last_step(files: Path, tmp_path: Path) -> None:
+    """Killed in the final evaluation or while writing the model or training.json, a run's
+    checkpoint was at --max-steps: without --resume it was "stopped before it finished; continue
+    it with --resume", and with it "already at step 2 ...; raise --max-steps" (a review)."""
+    data = (str(files / "t.txt"),)
+    run = tmp_path / "run"
+    finished = train(options(run, data, heldout=data))
+    weights = (run / "model.safetensors").read_bytes()
+    (run / "training.json").unlink()  # as a kill before it was written leaves the folder
+    (run / "model.safetensors").unlink()
+    with pytest.raises(BadOptionError, match=r"stopped before it finished; continue it with"):
+        train(options(run, data, heldout=data))
+    summary = train(options(run, data, heldout=data, resume=True))
+    assert summary.steps == finished.steps == 2
+    assert summary.final_train_loss == finished.final_train_loss
+    assert summary.heldout_accuracy == finished.heldout_accuracy
+    assert (run / "model.safetensors").read_bytes() == weights
+    assert json.loads((run / "training.json").read_text())["summary"]["steps"] == 2
+    with pytest.raises(BadOptionError, match=r"already at step 2, the end of --max-steps 2"):
+        train(options(run, data, heldout=data, resume=True))  # finished now
+
+
 def test_csv_is_told_by_its_name_in_any_case_and_with_a_weight(
     files: Path, tmp_path: Path, tiny_model_dir: Path
 ) -> None:

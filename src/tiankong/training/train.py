@@ -50,6 +50,7 @@ from tiankong.training.train_options import (
     check_resumed_recipe,
     recipe,
     run_lock,
+    unfinished,
     validate_options,
 )
 
@@ -72,6 +73,9 @@ class TrainState:
     history: list[dict[str, float]] = field(default_factory=list)
     # the run's seconds when its warm-up ended: a --max-time run's decay counts from there
     warm_elapsed_s: float | None = None
+    # the last step's training loss, kept in the checkpoint: a resume that only finishes the
+    # run (stopped after its last step) trains none to take it from
+    last_loss: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -268,8 +272,9 @@ def stops_between_steps() -> Iterator[StopRequest]:
 
 
 def resumed_state(options: TrainOptions, device: Any) -> dict[str, Any]:
-    """OUT's checkpoint state, refused when the options give it no step left to train: the loop
-    would not run, and the run's training.json would be written over with a NaN loss."""
+    """OUT's checkpoint state, refused when the options give a finished run no step left to
+    train: the loop would not run, and the run's training.json would be written over with a NaN
+    loss. An unfinished run (``unfinished``) at its end is returned: the resume finishes it."""
     import torch
 
     path = options.out / CHECKPOINT_DIR / "trainer_state.pt"
@@ -285,13 +290,17 @@ def resumed_state(options: TrainOptions, device: Any) -> dict[str, Any]:
         *([(options.stop_after_steps, "--stop-after-steps")] if options.stop_after_steps else []),
     ]
     check_resumed_recipe(options, saved.get("recipe"))
+    # a run stopped after its last step (Ctrl-C or SIGTERM in the final evaluation or while the
+    # model or training.json was written) is finished by the resume, training no more: it was
+    # refused both with --resume and without (a review)
+    finishing = unfinished(options.out)
     for limit, flag in ends:
-        if step >= limit:
+        if step > limit or (step == limit and not finishing):
             raise BadOptionError(
                 f"The run in '{options.out}' is already at step {step}, the end of {flag} "
                 f"{limit}; raise {flag} to train it further."
             )
-    if options.max_time_s and elapsed >= options.max_time_s:
+    if options.max_time_s and elapsed >= options.max_time_s and not finishing:
         raise BadOptionError(
             f"The run in '{options.out}' has already trained {elapsed:.0f} s, the whole "
             f"--max-time of {options.max_time_s:.0f} s; raise --max-time to train it further."
@@ -415,7 +424,7 @@ def train_locked(
     model.train()
     started = time.monotonic() - state.elapsed_s
     clock["started"] = started
-    loss_value = math.nan
+    loss_value = state.last_loss
     heldout_loss: float | None = None
     heldout_accuracy: float | None = None
     with stops_between_steps() as stop:
@@ -441,6 +450,7 @@ def train_locked(
             state.tokens_seen += tokens
             state.elapsed_s = time.monotonic() - started
             loss_value = float(loss.detach())
+            state.last_loss = loss_value
             metrics: dict[str, float] = {
                 "step": state.step,
                 "loss": loss_value,
