@@ -57,6 +57,49 @@ def test_out_folder_holding_other_files_is_refused(files: Path, tmp_path: Path) 
     assert train(options(tmp_path / "run", (str(files / "t.txt"),))).steps == 2  # again
 
 
+def test_only_tiankongs_own_run_state_makes_an_out_a_run(files: Path, tmp_path: Path) -> None:
+    """A project folder with a checkpoint/ of its own was taken for a run and its checkpoint
+    deleted by the first save; one with a training.json of another tool was written over; so
+    was the installed package's bundled model (a review)."""
+    from typer.testing import CliRunner
+
+    from tiankong.cli import app
+    from tiankong.core.models import BUNDLED_ROOT
+
+    data = (str(files / "t.txt"),)
+    project = tmp_path / "proj"
+    (project / "checkpoint").mkdir(parents=True)
+    (project / "checkpoint" / "epoch10.ckpt").write_text("w")
+    (project / "README.md").write_text("n")
+    flags = ["train", "--config", "tiny", "--seq-len", "32", "--max-steps", "2", "--data", data[0]]
+    result = CliRunner().invoke(app, [*flags, "--out", str(project)])
+    assert isinstance(result.exception, BadOptionError)  # exit 2 (errors.ERROR_TABLE)
+    assert "its checkpoint/ is not one tiankong wrote" in result.exception.message
+    (project / "README.md").unlink()  # a checkpoint/ alone is not tiankong's either
+    with pytest.raises(BadOptionError, match=r"holds no tiankong training run"):
+        train(options(project, data))
+    with pytest.raises(BadDataFileError, match=r"is incomplete|not a checkpoint tiankong wrote"):
+        train(options(project, data, resume=True))
+    assert (project / "checkpoint" / "epoch10.ckpt").read_text() == "w"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "training.json").write_text('{"epochs": 3}')
+    (other / "config.json").write_text("{}")
+    with pytest.raises(BadOptionError, match=r"holds no tiankong training run"):
+        train(options(other, data))
+    assert (other / "config.json").read_text() == "{}"
+    bundled = BUNDLED_ROOT / "tiankong-mini-zh"
+    config = (bundled / "config.json").read_bytes()
+    with pytest.raises(BadOptionError, match=r"is the installed package's bundled model"):
+        train(options(bundled, data))
+    assert (bundled / "config.json").read_bytes() == config
+    assert not (bundled / ".tiankong-train.lock").exists()
+    run = tmp_path / "run"  # a finished run's folder is still written over, and resumed
+    train(options(run, data))
+    assert train(options(run, data)).steps == 2
+    assert train(options(run, data, max_steps=3, resume=True)).steps == 3
+
+
 def test_a_damaged_xz_file_is_one_sentence(files: Path, tmp_path: Path) -> None:
     """A cut-off .txt.xz was "Aborted." (lzma's EOFError reached click); a .txt.xz that is not
     xz at all an LZMAError traceback; either was found only when the stream reached it."""

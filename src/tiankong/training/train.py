@@ -48,6 +48,7 @@ from tiankong.training.train_options import (
     TrainOptions,
     check_out_contents,
     check_resumed_recipe,
+    is_tiankong_checkpoint,
     recipe,
     run_lock,
     unfinished,
@@ -206,6 +207,13 @@ def save_checkpoint(
 
     import torch
 
+    if folder.exists() and not is_tiankong_checkpoint(folder):
+        # set aside and deleted, a project's own checkpoint/ was lost (a review); the --out
+        # checks refuse such a folder first, this is the last word
+        raise BadOptionError(
+            f"'{folder}' is not a checkpoint tiankong wrote, so it is not written over; give a "
+            "new or empty --out."
+        )
     with written_to(folder.parent):
         temp = folder.with_name(folder.name + ".tmp")
         shutil.rmtree(temp, ignore_errors=True)

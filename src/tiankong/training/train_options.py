@@ -36,7 +36,11 @@ MODEL_CONFIGS: dict[str, dict[str, Any]] = {
 CHECKPOINT_DIR = "checkpoint"
 # What marks a folder as an earlier run's --out (a run stopped in its first save leaves only the
 # temporary checkpoint): train writes into such a folder, and refuses any other non-empty one.
+# Only tiankong's own count (``owns_run_state``): any checkpoint/ or training.json did, and a
+# project's checkpoint/ was deleted by the first save, the bundled model written over (a review).
 RUN_MARKERS = (CHECKPOINT_DIR, CHECKPOINT_DIR + ".tmp", "training.json")
+# The keys of trainer_state.pt (``save_checkpoint``) that make it tiankong's.
+CHECKPOINT_KEYS = (b"optimizer", b"scheduler", b"state", b"recipe")
 # Held (flock) by the run writing an --out, removed when it ends: a second run on the same
 # folder interleaved its saves with the first's, and one seeing the first's checkpoint read it
 # as a stopped run (a review).
@@ -229,11 +233,18 @@ def check_out_folder(options: TrainOptions) -> None:
 def check_out_contents(options: TrainOptions) -> None:
     """What ``check_out_folder`` says of what --out holds: checked again under the run lock."""
     out = options.out
-    kept = out.is_dir() and any(path.name != RUN_LOCK for path in out.iterdir())
-    if kept and not any((out / n).exists() for n in RUN_MARKERS):
+    bundled = bundled_model_folder(out)
+    if bundled:
         raise BadOptionError(
-            f"--out '{out}' is not empty and holds no tiankong training run; "
-            "give a new or empty folder."
+            f"--out '{out}' is the installed package's bundled model {bundled}, which a run "
+            f"would write over; give a new or empty folder (--init {bundled} starts from it)."
+        )
+    kept = out.is_dir() and any(path.name != RUN_LOCK for path in out.iterdir())
+    foreign = foreign_contents(out) if kept and not options.resume else ""
+    if foreign:
+        raise BadOptionError(
+            f"--out '{out}' is not empty and holds no tiankong training run{foreign}; give a "
+            "new or empty folder."
         )
     checkpoint = out / CHECKPOINT_DIR
     if not options.resume:
@@ -253,6 +264,71 @@ def check_out_contents(options: TrainOptions) -> None:
             f"--resume: '{checkpoint}' is incomplete (no {' or '.join(missing)}), so it is not "
             "a checkpoint tiankong wrote; give a new --out to start again."
         )
+    if not is_tiankong_checkpoint(checkpoint):
+        raise BadDataFileError(
+            f"--resume: '{checkpoint}' is not a checkpoint tiankong wrote (its "
+            "trainer_state.pt holds no run's state and recipe); give a new --out to start again."
+        )
+
+
+def foreign_contents(out: Path) -> str:
+    """Why ``out``, not empty, is not a tiankong run's folder ("" when it is one): it holds
+    none of tiankong's own run state, or a checkpoint/ that tiankong did not write (the first
+    save would delete it)."""
+    checkpoint = out / CHECKPOINT_DIR
+    if checkpoint.exists() and not is_tiankong_checkpoint(checkpoint):
+        return " (its checkpoint/ is not one tiankong wrote)"
+    if checkpoint.exists() or (out / (CHECKPOINT_DIR + ".tmp")).is_dir():
+        return ""
+    return "" if is_run_record(out / "training.json") else " (no tiankong checkpoint/ or record)"
+
+
+def is_tiankong_checkpoint(folder: Path) -> bool:
+    """Whether ``folder`` is a checkpoint ``save_checkpoint`` wrote: a config.json and a
+    trainer_state.pt holding ``CHECKPOINT_KEYS``, read without torch (a torch.save file is a
+    zip archive whose data.pkl names the keys)."""
+    import zipfile
+
+    state = folder / "trainer_state.pt"
+    if not (folder / "config.json").is_file() or not state.is_file():
+        return False
+    try:
+        with zipfile.ZipFile(state) as archive:
+            name = next(n for n in archive.namelist() if n.endswith("/data.pkl"))
+            pickled = archive.read(name)
+    except (OSError, zipfile.BadZipFile, StopIteration):
+        return False
+    return all(key in pickled for key in CHECKPOINT_KEYS)
+
+
+def is_run_record(path: Path) -> bool:
+    """Whether ``path`` is the training.json a finished run writes: its ``summary`` (with the
+    steps) and ``options``. A record joined from stages (``scripts/training_stages.py``) is an
+    installed model's, not a run folder's."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("summary"), dict)
+        and "steps" in record["summary"]
+        and isinstance(record.get("options"), dict)
+        and "stages" not in record
+    )
+
+
+def bundled_model_folder(out: Path) -> str:
+    """The name of the bundled model whose folder ``out`` is, or is inside ("" if none): a
+    run there wrote over the shipped weights and config with no word (a review)."""
+    from tiankong.core.models import BUNDLED_MODELS, BUNDLED_ROOT
+
+    where = Path(os.path.realpath(out))
+    for model in BUNDLED_MODELS:
+        folder = Path(os.path.realpath(BUNDLED_ROOT / model.folder))
+        if where == folder or folder in where.parents:
+            return model.name
+    return ""
 
 
 def in_progress(out: Path) -> str:
