@@ -104,13 +104,14 @@ def example_and_int8(folder: Path) -> list[str]:
     return lines
 
 
-def file_weights(spec: str) -> list[tuple[str, str]]:
-    """``training.json``'s --data or --heldout tuple (as text) to (file name, weight) pairs,
-    each read as `tiankong train` reads it (``train_data.split_spec``; no weight: 1)."""
+def file_weights(spec: str | list[str]) -> list[tuple[str, str]]:
+    """``training.json``'s --data or --heldout list (a tuple's repr before 2026-12-07) to (file
+    name, weight) pairs, each read as `tiankong train` reads it (``train_data.split_spec``; no
+    weight: 1)."""
     from tiankong.training.train_data import split_spec
 
     names = []
-    for item in ast.literal_eval(spec):
+    for item in spec if isinstance(spec, list) else ast.literal_eval(spec):
         name, weight = split_spec(item)
         names.append((Path(name).name.removesuffix(".txt.xz"), weight or "1"))
     return names

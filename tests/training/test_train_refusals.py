@@ -471,6 +471,28 @@ def test_resume_refuses_another_recipe_and_names_each_option(files: Path, tmp_pa
     assert train(options(run, data, max_steps=5, save_every=3, config=None, resume=True)).steps == 5
 
 
+def test_a_resumed_runs_record_keeps_its_recipe(files: Path, tmp_path: Path) -> None:
+    """A resume that left out --config recorded "init": "None", "config": "None", kept a recipe
+    without them in its checkpoint, and described only its own part under "resolved"; the
+    files were a tuple's repr, "('/…/t.txt',)" (a review)."""
+    import torch
+
+    data = (str(files / "t.txt"),)
+    run = tmp_path / "run"
+    train(options(run, data, max_steps=4, stop_after_steps=2))
+    begun = torch.load(run / "checkpoint" / "trainer_state.pt", weights_only=False)["recipe"]
+    train(options(run, data, max_steps=4, config=None, resume=True))
+    record = json.loads((run / "training.json").read_text(encoding="utf-8"))
+    assert record["options"]["data"] == list(data) and record["options"]["resume"] is True
+    assert record["options"]["config"] == "tiny" and record["options"]["init"] is None
+    assert record["recipe"] == begun and begun["config"] == "tiny"
+    kept = torch.load(run / "checkpoint" / "trainer_state.pt", weights_only=False)["recipe"]
+    assert kept == begun
+    segments = record["resolved"]["segments"]
+    assert [segment["from_step"] for segment in segments] == [0, 2]
+    assert segments[-1]["threads"] == record["resolved"]["threads"] == 1
+
+
 @pytest.mark.parametrize(("suffix", "packed"), [(".gz", "gzip"), (".bz2", "bzip2")])
 def test_a_compressed_data_file_is_named_so(
     files: Path, tmp_path: Path, suffix: str, packed: str

@@ -50,6 +50,7 @@ from tiankong.training.train_options import (
     check_resumed_recipe,
     is_tiankong_checkpoint,
     recipe,
+    recorded_options,
     run_lock,
     unfinished,
     validate_options,
@@ -77,6 +78,9 @@ class TrainState:
     # the last step's training loss, kept in the checkpoint: a resume that only finishes the
     # run (stopped after its last step) trains none to take it from
     last_loss: float = math.nan
+    # where each part of the run (its start, each resume) trained: "auto" and the threads may
+    # resolve otherwise each time, and training.json described only the last part (a review)
+    segments: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -418,7 +422,9 @@ def train_locked(
         return max(0.0, 1.0 - progress)
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
-    run_recipe = recipe(options)
+    # a resume keeps the recipe its checkpoint holds: the one made from its options lacked the
+    # start it may leave out (--init/--config), and training.json recorded them "None" (a review)
+    run_recipe = (saved or {}).get("recipe") or recipe(options)
     checkpoint = options.out / CHECKPOINT_DIR
     if saved is not None:
         optimizer.load_state_dict(saved["optimizer"])
@@ -427,6 +433,13 @@ def train_locked(
         for _ in range(state.step):  # replay the data stream to where it stopped
             next(batches)
         torch.set_rng_state(saved["torch_rng"].cpu())
+    machine = {
+        "device": device.type,
+        "precision": "bf16" if bf16 else "fp32",
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+    state.segments.append({"from_step": state.step, **machine})
 
     batches = checked_first(batches, options)
     model.train()
@@ -513,16 +526,15 @@ def train_locked(
     )
     record = {
         "summary": asdict(summary),
-        "options": {k: str(v) for k, v in asdict(options).items() if k != "given"},
+        "options": recorded_options(options, run_recipe),
+        "recipe": run_recipe,  # as the run's checkpoint holds it, from the run's start
         # what "auto" and the defaults became on this machine: runs of one seed in bf16 and in
         # FP32, or on other thread counts, end with different weights, so a rerun needs them
         "resolved": {
-            "device": device.type,
             # max_steps None: 1000, or none (null) under max_time_s alone
             "step_limit": None if options.step_limit == NO_STEP_LIMIT else options.step_limit,
-            "precision": "bf16" if bf16 else "fp32",
-            "threads": torch.get_num_threads(),
-            "torch": torch.__version__,
+            **machine,  # the last part's; each part's, from its step, in segments
+            "segments": state.segments,
         },
     }
     with written_to(options.out):

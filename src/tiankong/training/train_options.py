@@ -80,6 +80,9 @@ RECIPE_FIELDS = (
 )
 
 
+# The recipe's fields that say how the model began, which a resume may leave out.
+START_FIELDS = ("init", "config", "position_init")
+
 DEFAULT_MAX_STEPS = 1000
 NO_STEP_LIMIT = 2**62  # --max-time alone: the clock ends the run and its schedule
 
@@ -444,6 +447,25 @@ def recipe(options: TrainOptions) -> dict[str, Any]:
 
     fields = {name: plain(name, getattr(options, name)) for name in RECIPE_FIELDS}
     return {**fields, "data_files": data_stamps(options)}
+
+
+def recorded_options(options: TrainOptions, run_recipe: dict[str, Any]) -> dict[str, Any]:
+    """``options`` as JSON values for training.json (the files a list: they were a Python
+    tuple's repr), and on a resume that left out the start (--init/--config, and with it
+    --position-init) the run's own from its recipe: they were recorded "None" (a review)."""
+    record: dict[str, Any] = {
+        item.name: getattr(options, item.name) for item in fields(options) if item.name != "given"
+    }
+    if options.resume and not (options.init or options.config):
+        record.update({name: run_recipe[name] for name in START_FIELDS if name in run_recipe})
+    return {
+        name: [str(item) for item in value]
+        if isinstance(value, tuple)
+        else str(value)
+        if isinstance(value, Path)
+        else value
+        for name, value in record.items()
+    }
 
 
 def data_stamps(options: TrainOptions) -> dict[str, str]:
