@@ -493,6 +493,22 @@ def test_a_resumed_runs_record_keeps_its_recipe(files: Path, tmp_path: Path) -> 
     assert segments[-1]["threads"] == record["resolved"]["threads"] == 1
 
 
+def test_a_sinusoidal_run_resumes_without_its_config(files: Path, tmp_path: Path) -> None:
+    """--position-init sinusoidal --config tiny could be resumed only with --config repeated:
+    with the flag kept "applies to a model started from --config", with it dropped "differs:
+    --position-init random (the run's: sinusoidal)" (a review)."""
+    data = (str(files / "t.txt"),)
+    run = tmp_path / "run"
+    train(options(run, data, max_steps=5, stop_after_steps=2, position_init="sinusoidal"))
+    kept = dict(max_steps=5, stop_after_steps=3, config=None, resume=True)
+    assert train(options(run, data, position_init="sinusoidal", **kept)).steps == 3
+    assert train(options(run, data, **{**kept, "stop_after_steps": 4})).steps == 4
+    with pytest.raises(BadOptionError, match=r"--position-init random \(the run's: sinusoidal\)"):
+        train(options(run, data, given=frozenset({"--position-init"}), **kept))
+    again = {**kept, "config": "tiny", "stop_after_steps": None}  # the command repeated
+    assert train(options(run, data, position_init="sinusoidal", **again)).steps == 5
+
+
 @pytest.mark.parametrize(("suffix", "packed"), [(".gz", "gzip"), (".bz2", "bzip2")])
 def test_a_compressed_data_file_is_named_so(
     files: Path, tmp_path: Path, suffix: str, packed: str

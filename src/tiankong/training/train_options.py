@@ -495,12 +495,18 @@ def check_resumed_recipe(options: TrainOptions, saved: dict[str, Any] | None) ->
     if saved is None:
         return
     now = recipe(options)
+    # the start left out (no --init or --config): the checkpoint's, and --position-init with it
+    # unless typed; a sinusoidal run could be resumed only with its --config repeated (a review)
+    left_out = {"init", "config"} if now["init"] is None and now["config"] is None else set()
+    if left_out and "--position-init" not in options.given and options.position_init == "random":
+        left_out.add("position_init")
     differ = [
         name
         for name in RECIPE_FIELDS
         if name in saved
         and saved[name] != now[name]
         and not (name in ("init", "config") and now[name] is None)  # the checkpoint starts it
+        and name not in left_out
     ]
     changed = [
         path
@@ -576,10 +582,13 @@ def validate_options(options: TrainOptions) -> None:
         raise BadOptionError(
             f"--position-init '{options.position_init}' is not one of {', '.join(POSITION_INITS)}."
         )
-    if options.position_init != "random" and not options.config:
+    # on --resume alone it describes how the run began, checked against the run's recipe: a
+    # sinusoidal run could not be resumed without its --config repeated (a review)
+    from_config = options.config or (options.resume and not options.init)
+    if options.position_init != "random" and not from_config:
         raise BadOptionError(
-            f"--position-init {options.position_init} applies to a model started from --config; "
-            "a model from --init or --resume keeps its own position embeddings."
+            f"--position-init {options.position_init} applies to a model started from "
+            "--config; a model from --init keeps its own position embeddings."
         )
     check_out_folder(options)
     if options.resume and options.config:
