@@ -509,6 +509,24 @@ def test_a_sinusoidal_run_resumes_without_its_config(files: Path, tmp_path: Path
     assert train(options(run, data, position_init="sinusoidal", **again)).steps == 5
 
 
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600)])
+def test_the_run_files_are_readable_as_the_umask_lets_them(
+    files: Path, tmp_path: Path, umask: int, mode: int
+) -> None:
+    """model.safetensors was 0600 (safetensors' save_file) beside 0644 files: a server running
+    as another user could not read the model it was given (a review)."""
+    import os
+
+    before = os.umask(umask)
+    try:
+        train(options(tmp_path / "run", (str(files / "t.txt"),)))
+    finally:
+        os.umask(before)
+    for folder in (tmp_path / "run", tmp_path / "run" / "checkpoint"):
+        assert (folder / "model.safetensors").stat().st_mode & 0o777 == mode
+        assert (folder / "config.json").stat().st_mode & 0o777 == mode
+
+
 @pytest.mark.parametrize(("suffix", "packed"), [(".gz", "gzip"), (".bz2", "bzip2")])
 def test_a_compressed_data_file_is_named_so(
     files: Path, tmp_path: Path, suffix: str, packed: str

@@ -78,6 +78,16 @@ def folder_mode() -> int:
     folder built in ``mkdtemp`` (0700) and renamed into place is set to it, so others may read
     it where the umask lets them (the image's server, uid 10001, reading a mounted index) and
     not where it doesn't (umask 077)."""
+    return 0o777 & ~current_umask()
+
+
+def file_mode() -> int:
+    """The mode a new file gets from ``open`` (0666 less the umask): one a library writes
+    private (safetensors' ``save_file``, 0600) is set to it, as ``folder_mode`` for folders."""
+    return 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
-    return 0o777 & ~mask
+    return mask

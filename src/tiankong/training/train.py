@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tiankong.core.output_folder import made_here
+from tiankong.core.output_folder import file_mode, made_here
 from tiankong.errors import BadDataFileError, BadOptionError
 from tiankong.host import require
 from tiankong.training.starting_point import (
@@ -196,6 +197,16 @@ def written_to(out: Path) -> Iterator[None]:
             raise OSError(str(error)) from None
 
 
+def readable_as_made(folder: Path) -> None:
+    """Each file in ``folder`` set to the mode the umask gives a new file (``file_mode``):
+    safetensors wrote model.safetensors 0600 beside 0644 files, so a server running as
+    another user (the image's, uid 10001) could not read the trained model (a review)."""
+    mode = file_mode()
+    for path in folder.iterdir():
+        if path.is_file() and not path.is_symlink():
+            os.chmod(path, mode)
+
+
 def save_checkpoint(
     folder: Path,
     model: Any,
@@ -233,6 +244,7 @@ def save_checkpoint(
             },
             temp / "trainer_state.pt",
         )
+        readable_as_made(temp)
         old = folder.with_name(folder.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if folder.exists():
@@ -511,6 +523,7 @@ def train_locked(
     with written_to(options.out):
         model.save_pretrained(options.out)
         saved_tokenizer.save_pretrained(options.out)
+        readable_as_made(options.out)
     summary = TrainSummary(
         out=str(options.out),
         steps=state.step,
