@@ -558,6 +558,32 @@ def test_a_refusal_comes_alone_before_the_warm_up_warning(files: Path, tmp_path:
     assert "warning" not in result.output
 
 
+def test_a_run_refused_under_the_lock_leaves_no_folder_and_no_warning(
+    files: Path, tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """A bad CSV row, --device cuda without a GPU or an --init that does not load left an empty
+    --out behind, and the warm-up warning came before the refusal (a review)."""
+    import torch
+    from typer.testing import CliRunner
+
+    from tiankong.cli import app
+
+    bad = files / "bad.csv"
+    bad.write_text("text,label\n没有空,的\n", encoding="utf-8")
+    with pytest.raises(BadDataFileError, match=r"has 1 bad row"):
+        train(tuning(tmp_path / "new" / "out", (str(bad),), tiny_model_dir))
+    assert not (tmp_path / "new").exists()
+    flags = ["train", "--out", str(tmp_path / "made" / "out"), "--config", "tiny", "--seq-len"]
+    flags += ["32", "--max-steps", "2", "--data", str(files / "t.txt")]
+    if not torch.cuda.is_available():
+        result = CliRunner().invoke(app, [*flags, "--device", "cuda"])
+        assert isinstance(result.exception, BadOptionError)
+        assert "sees no CUDA GPU" in result.exception.message
+        assert "warning" not in result.output and not (tmp_path / "made").exists()
+    result = CliRunner().invoke(app, flags)  # a run that begins says it, once
+    assert result.exit_code == 0 and result.output.count("warning: --warmup-steps 100") == 1
+
+
 def test_text_that_begins_like_a_bzip2_header_is_text(files: Path, tmp_path: Path) -> None:
     """ "BZh" alone was taken for bzip2: a file of notes beginning "BZh1 model" was refused."""
     from tiankong.core.compression import compression_of

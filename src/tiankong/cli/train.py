@@ -172,9 +172,9 @@ def train_command(
     if not console.is_terminal:  # logs: wide plain lines instead of a cut-off live display
         console = Console(stderr=True, width=200)
     validate_options(options)  # a refusal first, alone: the warning came before it, two lines
-    warning = schedule_warning(options)
-    if warning:
-        console.print(f"warning: {warning}", markup=False, highlight=False)
+    # said when the first step is done: a refusal made under the run lock (a bad CSV row, no
+    # GPU for --device cuda) came after it too (a review)
+    warnings = [schedule_warning(options)]
     of_limit = "" if options.step_limit == NO_STEP_LIMIT else f"/{options.step_limit}"
     progress = Progress(
         TextColumn("[bold]train"),
@@ -197,6 +197,9 @@ def train_command(
     )
 
     def on_progress(state: object, metrics: dict[str, float]) -> None:
+        warning = warnings.pop() if warnings else None
+        if warning:
+            console.print(f"warning: {warning}", markup=False, highlight=False)
         fields: dict[str, Any] = {"loss": metrics["loss"]}
         elapsed = getattr(state, "elapsed_s", 0.0)
         fields["tokens_per_s"] = getattr(state, "tokens_seen", 0) / max(elapsed, 1e-9)

@@ -359,7 +359,11 @@ def run_in_progress(out: Path) -> bool:
 @contextmanager
 def run_lock(out: Path) -> Iterator[None]:
     """``out`` made, and its run lock held (flock: released if the holder dies) until the
-    block ends, then removed; another run holding it is a BadOptionError."""
+    block ends, then removed; another run holding it is a BadOptionError. The folders it made
+    are removed again when the run left them empty: a run refused under the lock (a bad CSV
+    row, --device cuda without a GPU, an --init that does not load) left an empty --out (a
+    review)."""
+    made = [folder for folder in (out, *out.parents) if not os.path.lexists(folder)]
     handle = locked(out)
     with handle:
         try:
@@ -367,6 +371,11 @@ def run_lock(out: Path) -> Iterator[None]:
         finally:
             (out / RUN_LOCK).unlink(missing_ok=True)
             fcntl.flock(handle, fcntl.LOCK_UN)
+            for folder in made:  # the deepest first; one the run wrote in stays, with those above
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
 
 
 def locked(out: Path) -> IO[str]:
