@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import lzma
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -582,6 +583,34 @@ def test_a_run_refused_under_the_lock_leaves_no_folder_and_no_warning(
         assert "warning" not in result.output and not (tmp_path / "made").exists()
     result = CliRunner().invoke(app, flags)  # a run that begins says it, once
     assert result.exit_code == 0 and result.output.count("warning: --warmup-steps 100") == 1
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "words"),
+    [
+        ("--seed", "18446744073709551616", r"--seed must be at most 9,223,372,036,854,775,807 "),
+        ("--seed", "-1", r"--seed must be 0 or more; got -1\.$"),
+        ("--threads", "100000", r"--threads must be at most \d+, 4 per core of this machine's"),
+        ("--batch-size", "99999999999999999999", r"--batch-size must be at most 65,536; got 9+\.$"),
+        ("--shuffle-buffer", "10000000000", r"--shuffle-buffer must be at most 10,000,000 lines"),
+        ("--data-workers", "100000", r"--data-workers must be at most \d+, 4 per core of"),
+    ],
+)
+def test_extreme_numbers_are_one_sentence(
+    files: Path, tmp_path: Path, flag: str, value: str, words: str
+) -> None:
+    """--seed 2**64 was torch's overflow traceback, --threads 100000 a MemoryError and
+    --batch-size 10**20 a hang (a review)."""
+    from typer.testing import CliRunner
+
+    from tiankong.cli import app
+
+    flags = ["train", "--out", str(tmp_path / "x"), "--config", "tiny", "--seq-len", "32"]
+    flags += ["--max-steps", "2", "--data", str(files / "t.txt"), flag, value]
+    result = CliRunner().invoke(app, flags)
+    assert isinstance(result.exception, BadOptionError), result.output
+    assert re.match(words, result.exception.message), result.exception.message
+    assert not (tmp_path / "x").exists()
 
 
 def test_text_that_begins_like_a_bzip2_header_is_text(files: Path, tmp_path: Path) -> None:

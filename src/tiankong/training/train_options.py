@@ -145,7 +145,28 @@ LIMITS = (
     ("--shuffle-buffer", "shuffle_buffer", 1, True),
     ("--threads", "threads", 1, True),
     ("--stop-after-steps", "stop_after_steps", 1, True),
+    ("--seed", "seed", 0, True),
 )
+# The numbers whose size took a traceback or a hang (a review): --seed 2**64 torch's overflow
+# ValueError, --threads 100000 a MemoryError, --batch-size 10**20 a hang; each flag, its
+# TrainOptions field and its most, with why (a shuffle buffer past the corpus reads it forever,
+# and 100000 data workers are as many processes).
+SEED_MOST = 2**63 - 1  # torch.manual_seed takes 64 bits; the data workers add their number
+BATCH_MOST = 65_536
+SHUFFLE_MOST = 10_000_000
+PER_CORE_MOST = 4  # --threads and --data-workers: this many per CPU core
+
+
+def upper_limits() -> tuple[tuple[str, str, int, str], ...]:
+    cores = os.cpu_count() or 1
+    per_core = f", {PER_CORE_MOST} per core of this machine's {cores}"
+    return (
+        ("--seed", "seed", SEED_MOST, " (2**63 - 1)"),
+        ("--batch-size", "batch_size", BATCH_MOST, ""),
+        ("--shuffle-buffer", "shuffle_buffer", SHUFFLE_MOST, " lines"),
+        ("--threads", "threads", PER_CORE_MOST * cores, per_core),
+        ("--data-workers", "data_workers", PER_CORE_MOST * cores, per_core),
+    )
 
 
 def schedule_warning(options: TrainOptions) -> str | None:
@@ -163,7 +184,8 @@ def schedule_warning(options: TrainOptions) -> str | None:
 
 
 def check_numbers(options: TrainOptions) -> None:
-    """Each number of ``LIMITS`` within it (unset ones, None, are the defaults), and finite."""
+    """Each number of ``LIMITS`` and ``upper_limits`` within them (unset ones, None, are the
+    defaults), and finite."""
     for flag, name, least, allowed in LIMITS:
         value = getattr(options, name)
         if value is not None and not math.isfinite(value):
@@ -172,6 +194,10 @@ def check_numbers(options: TrainOptions) -> None:
             continue
         rule = f"{least:g} or more" if allowed else f"more than {least:g}"
         raise BadOptionError(f"{flag} must be {rule}; got {value:g}.")
+    for flag, name, most, why in upper_limits():
+        value = getattr(options, name)
+        if value is not None and value > most:
+            raise BadOptionError(f"{flag} must be at most {most:,}{why}; got {value}.")
 
 
 # The options that apply to part of a run only, each with when it applies and why it would not:
