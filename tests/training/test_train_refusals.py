@@ -613,6 +613,45 @@ def test_extreme_numbers_are_one_sentence(
     assert not (tmp_path / "x").exists()
 
 
+def test_steps_without_a_mask_leave_training_json_valid(
+    files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step whose batch drew no mask has a NaN loss, which reached final_train_loss and the
+    history as NaN, not JSON; the history's entry written after the loop had no lr; and
+    corpus.txt.XZ was read as plain text, "not UTF-8" (a review)."""
+    import tiankong.training.train as training
+
+    real, losses = training.masked_lm_loss, []
+
+    def no_mask_after_the_first_step(model, batch, bf16=False):
+        loss, logits, labels = real(model, batch, bf16)
+        if model.training:
+            losses.append(float(loss.detach()))
+            if len(losses) > 1:  # as a batch that drew no mask
+                return loss * math.nan, logits[:0], labels[:0]
+        return loss, logits, labels
+
+    monkeypatch.setattr(training, "masked_lm_loss", no_mask_after_the_first_step)
+    upper = files / "T.TXT.XZ"
+    shutil.copy(files / "t.txt.xz", upper)
+    data = (str(upper),)
+    run = tmp_path / "run"
+    kept = dict(heldout=(str(files / "t.txt"),), max_steps=4, stop_after_steps=3, eval_every=2)
+    summary = train(options(run, data, **kept))
+    assert summary.final_train_loss == losses[0]  # the last step that drew a mask
+
+    def refuse(constant: str) -> None:
+        raise ValueError(constant)
+
+    record = json.loads((run / "training.json").read_text(), parse_constant=refuse)
+    assert record["summary"]["final_train_loss"] == losses[0]
+    assert [entry["step"] for entry in record["summary"]["history"]] == [2, 3]
+    assert record["summary"]["history"][0]["loss"] is None
+    assert [set(entry) for entry in record["summary"]["history"]] == [
+        {"step", "loss", "lr", "heldout_loss", "heldout_accuracy", "elapsed_s", "tokens"}
+    ] * 2
+
+
 def test_text_that_begins_like_a_bzip2_header_is_text(files: Path, tmp_path: Path) -> None:
     """ "BZh" alone was taken for bzip2: a file of notes beginning "BZh1 model" was refused."""
     from tiankong.core.compression import compression_of

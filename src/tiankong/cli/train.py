@@ -242,7 +242,8 @@ def train_command(
     table.add_row("tokens", f"{summary.tokens:,}")
     table.add_row("wall time", f"{summary.wall_time_s:.0f} s")
     table.add_row("tokens/s", f"{summary.tokens_per_s:,.0f}")
-    table.add_row("final train loss", f"{summary.final_train_loss:.4f}")
+    final_loss = summary.final_train_loss
+    table.add_row("final train loss", "-" if final_loss is None else f"{final_loss:.4f}")
     if summary.heldout_accuracy is not None:
         table.add_row("held-out loss", f"{summary.heldout_loss:.4f}")
         table.add_row("held-out masked-token accuracy", f"{summary.heldout_accuracy:.2%}")

@@ -76,9 +76,10 @@ class TrainState:
     history: list[dict[str, float]] = field(default_factory=list)
     # the run's seconds when its warm-up ended: a --max-time run's decay counts from there
     warm_elapsed_s: float | None = None
-    # the last step's training loss, kept in the checkpoint: a resume that only finishes the
-    # run (stopped after its last step) trains none to take it from
-    last_loss: float = math.nan
+    # the training loss of the last step whose batch drew a mask (one that drew none scores
+    # NaN, which reached training.json, invalid JSON: a review), kept in the checkpoint: a
+    # resume that only finishes the run (stopped after its last step) trains none to take it
+    last_loss: float | None = None
     # where each part of the run (its start, each resume) trained: "auto" and the threads may
     # resolve otherwise each time, and training.json described only the last part (a review)
     segments: list[dict[str, Any]] = field(default_factory=list)
@@ -91,7 +92,7 @@ class TrainSummary:
     tokens: int
     wall_time_s: float
     tokens_per_s: float
-    final_train_loss: float
+    final_train_loss: float | None  # the last step's that drew a mask; None if none did
     heldout_loss: float | None
     heldout_accuracy: float | None
     history: list[dict[str, float]]
@@ -205,6 +206,18 @@ def readable_as_made(folder: Path) -> None:
     for path in folder.iterdir():
         if path.is_file() and not path.is_symlink():
             os.chmod(path, mode)
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with each NaN or infinity as None (null): a step whose batch drew no mask has
+    a NaN loss, which json.dumps wrote as NaN, and training.json was not JSON (a review)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(item) for item in value]
+    return value
 
 
 def save_checkpoint(
@@ -457,7 +470,7 @@ def train_locked(
     model.train()
     started = time.monotonic() - state.elapsed_s
     clock["started"] = started
-    loss_value = state.last_loss
+    loss_value = math.nan if state.last_loss is None else state.last_loss
     heldout_loss: float | None = None
     heldout_accuracy: float | None = None
     with stops_between_steps() as stop:
@@ -483,7 +496,8 @@ def train_locked(
             state.tokens_seen += tokens
             state.elapsed_s = time.monotonic() - started
             loss_value = float(loss.detach())
-            state.last_loss = loss_value
+            if math.isfinite(loss_value):
+                state.last_loss = loss_value
             metrics: dict[str, float] = {
                 "step": state.step,
                 "loss": loss_value,
@@ -511,6 +525,7 @@ def train_locked(
             {
                 "step": state.step,
                 "loss": loss_value,
+                "lr": float(scheduler.get_last_lr()[0]),  # as the loop's entries (a review)
                 "heldout_loss": heldout_loss,
                 "heldout_accuracy": heldout_accuracy,
                 "elapsed_s": state.elapsed_s,
@@ -530,7 +545,7 @@ def train_locked(
         tokens=state.tokens_seen,
         wall_time_s=round(state.elapsed_s, 1),
         tokens_per_s=round(state.tokens_seen / max(state.elapsed_s, 1e-9), 1),
-        final_train_loss=loss_value,
+        final_train_loss=state.last_loss,
         heldout_loss=heldout_loss,
         heldout_accuracy=heldout_accuracy,
         history=state.history,
@@ -551,5 +566,7 @@ def train_locked(
         },
     }
     with written_to(options.out):
-        (options.out / "training.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
+        (options.out / "training.json").write_text(
+            json.dumps(json_safe(record), indent=1, ensure_ascii=False, allow_nan=False)
+        )
     return summary

@@ -103,8 +103,14 @@ class TextSource:
         return cls(path, value)
 
 
+def is_xz(path: Path) -> bool:
+    """``.xz`` in any case, as ``is_csv`` reads ``.csv``: corpus.txt.XZ was read as plain text
+    and refused as not UTF-8 (a review)."""
+    return path.name.lower().endswith(".xz")
+
+
 def open_text(path: Path) -> TextIO:
-    if path.suffix == ".xz":
+    if is_xz(path):
         return lzma.open(path, "rt", encoding="utf-8")
     return path.open("r", encoding="utf-8")
 
@@ -138,7 +144,7 @@ def check_text_file(path: Path, flag: str) -> None:
             f"{file_noun(flag)} '{path}' is {packed}-compressed; train reads plain text or "
             "xz: decompress it (or recompress it with xz)."
         )
-    if path.suffix == ".xz":
+    if is_xz(path):
         with path.open("rb") as handle:
             head = handle.read(len(XZ_HEADER))
             handle.seek(max(0, path.stat().st_size - 4096))
