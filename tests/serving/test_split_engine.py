@@ -67,6 +67,27 @@ async def test_the_warm_up_is_not_held_to_the_request_timeout(tiny_masker: FillM
     assert slow.calls == [1]
 
 
+def test_a_server_whose_request_timeout_is_shorter_than_its_warm_ups_starts(
+    tiny_masker: FillMasker,
+) -> None:
+    """The proofreading task's warm-up still held the request timeout after the fill's no
+    longer did, and stopped the start (a verifying review): the app starts, requests 504."""
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from tiankong.server import create_app
+
+    slow = FakeEngine(len(tiny_masker.encoder.vocab))
+    run = slow.mask_logits
+    slow.mask_logits = lambda batch: time.sleep(0.1) or run(batch)  # type: ignore[method-assign]
+    settings = Settings(engine="fake", batch_window_ms=0, request_timeout_s=0.01)
+    masker = FillMasker(tiny_masker.model, tiny_masker.encoder, slow, settings)
+    with TestClient(create_app(settings, masker)) as client:
+        assert client.get("/ready").status_code == 200
+        assert client.post("/check", json={"text": "画龙点晴"}).status_code == 504
+
+
 def test_the_guard_line_says_which_batches_each_engine_serves() -> None:
     """The INT8 guard's figures are one engine's; with a split, the line names both."""
     lone, batch = FakeEngine(8), FakeEngine(8)

@@ -103,7 +103,9 @@ class TaskServing(Generic[RequestT, ResultT]):
         """The task's first run, as the fill warm-up does: an exclusive turn on the engine
         thread, outside the batch metrics (a task's tables load here, not on a user's request)."""
         request = self.prepare(self.warmup_text)
-        await self.predictor.batcher.run_exclusive(lambda: self.task.run([request]))
+        # no request's deadline: the check's warm-up stopped a --request-timeout 0.001 server's
+        # start where the fill warm-up no longer did (a verifying review)
+        await self.predictor.batcher.run_exclusive(lambda: self.task.run([request]), bounded=False)
 
     def close(self) -> None:
         self.steps.close()
