@@ -157,6 +157,9 @@ def test_what_the_guide_says_is_left_as_written(checker: Proofreader, text: str)
             "这是我们的学校，他们都很好，我们是好朋友。",
             None,
         ),
+        # ... and on a line of its own, where the rest of the text decides, not the wrong
+        # character itself (a verifying review: 們)
+        ("这是我们的学校。\n我門是好朋友。", "这是我们的学校。\n我们是好朋友。", None),
         # ... and in traditional where it is all the text says (我門 alone)
         ("我門是好朋友。", "我們是好朋友。", None),
         # the wrong character typed simplified among traditional ones: answered in traditional
