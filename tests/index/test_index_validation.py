@@ -427,10 +427,17 @@ def test_characters_no_reader_sees_are_not_kept_for_the_source(tmp_path: Path) -
     a control that is whitespace is folded to a space as the others are."""
     source = tmp_path / "c.txt"
     source.write_text(
-        "守株\u200b待兔的故事\n画龙点睛\x07是成语\nA\u00adB画蛇添足\n一\x1f二\ufeff三\n",
+        "守株\u200b待兔的故事\n画龙点睛\x07是成语\nA\u00adB画蛇添足\n一\x1f二\ufeff三\n"
+        "风花雪月\ufe0f琴棋书画\U000e0100诗酒茶\n",
         encoding="utf-8",
     )
     build_index([source], tmp_path / "out", progress=False)
     index = open_index(tmp_path / "out")
     read = [index.passage_at(int(start))[0] for start in index.passage_tokens]
-    assert read == ["守株待兔的故事", "画龙点睛是成语", "AB画蛇添足", "一 二三"]
+    assert read == [
+        "守株待兔的故事",
+        "画龙点睛是成语",
+        "AB画蛇添足",
+        "一 二三",
+        "风花雪月琴棋书画诗酒茶",  # variation selectors: a glyph's pick (a verifying review)
+    ]

@@ -111,20 +111,27 @@ def check_input(path: Path, field: str | None) -> None:
 def hidden_characters() -> re.Pattern[str]:
     """Characters no reader sees that the tokenizer drops: controls (Cc: a BEL, an escape) and
     format characters (Cf: zero-width spaces and joiners, soft hyphens, a BOM inside a line).
-    Kept in a passage, 出处 showed them (守株\u200b待兔, 画龙点睛\x07). Whitespace among the
+    Kept in a passage, 出处 showed them (守株\u200b待兔, 画龙点睛\x07). Variation selectors
+    too (VS1-16, U+FE00-FE0F, and the ideographic ones, U+E0100-E01EF): marks that only pick a
+    glyph, which the tokenizer's accent stripping drops; 风花雪月\ufe0f琴棋书画诗酒茶 kept one,
+    and the line matched only its half after it (a verifying review). Whitespace among the
     controls is folded instead, as the rest is. Made on first use (0.3 s)."""
     hidden = (
         chr(code)
         for code in range(0x110000)
         if unicodedata.category(chr(code)) in ("Cc", "Cf") and not chr(code).isspace()
     )
-    return re.compile("[" + "".join(map(re.escape, hidden)) + "]")
+    return re.compile("[" + "".join(map(re.escape, hidden)) + SELECTORS + "]")
+
+
+SELECTORS = "\ufe00-\ufe0f\U000e0100-\U000e01ef"  # variation selectors: a character class's
+HAS_SELECTOR = re.compile(f"[{SELECTORS}]")  # printable (Mn), so looked for apart
 
 
 def visible(folded: str) -> str:
-    """``folded`` (whitespace folded) without ``hidden_characters``; a printable text, almost
-    every line, is returned as it is without the regular expression's scan."""
-    if folded.isprintable():
+    """``folded`` (whitespace folded) without ``hidden_characters``; a printable text with no
+    variation selector, almost every line, is returned as it is without the full scan."""
+    if folded.isprintable() and not HAS_SELECTOR.search(folded):
         return folded
     return " ".join(hidden_characters().sub("", folded).split())
 
