@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import lzma
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -326,9 +327,20 @@ def test_resume_finishes_a_run_stopped_after_its_last_step(files: Path, tmp_path
     assert summary.final_train_loss == finished.final_train_loss
     assert summary.heldout_accuracy == finished.heldout_accuracy
     assert (run / "model.safetensors").read_bytes() == weights
-    assert json.loads((run / "training.json").read_text())["summary"]["steps"] == 2
+    record = json.loads((run / "training.json").read_text())
+    assert record["summary"]["steps"] == 2
+    # the last step's evaluation once, not again ([2, 2]: a verifying review)
+    assert [entry["step"] for entry in record["summary"]["history"]] == [
+        entry["step"] for entry in finished.history
+    ]
     with pytest.raises(BadOptionError, match=r"already at step 2, the end of --max-steps 2"):
         train(options(run, data, heldout=data, resume=True))  # finished now
+    # a training.json cut short by a kill while it was written is no finished run's
+    text = (run / "training.json").read_text()
+    (run / "training.json").write_text(text[:100])
+    os.utime(run / "checkpoint" / "trainer_state.pt", (0, 0))  # older than the cut record
+    again = train(options(run, data, heldout=data, resume=True))
+    assert again.steps == 2 and json.loads((run / "training.json").read_text())["summary"]
 
 
 def test_csv_is_told_by_its_name_in_any_case_and_with_a_weight(

@@ -519,6 +519,11 @@ def train_locked(
                 on_progress(state, metrics)
 
     save_checkpoint(checkpoint, model, saved_tokenizer, optimizer, scheduler, state, run_recipe)
+    last = state.history[-1] if state.history else None
+    if eval_set and last is not None and last["step"] == state.step and heldout_loss is None:
+        # a resume that only finishes the run: its checkpoint's history has the last step's
+        # evaluation, which was appended a second time ([2, 3, 3]: a verifying review)
+        heldout_loss, heldout_accuracy = last["heldout_loss"], last["heldout_accuracy"]
     if eval_set and (heldout_loss is None or state.history[-1]["step"] != state.step):
         heldout_loss, heldout_accuracy = evaluate(model, eval_set, bf16)
         state.history.append(
@@ -566,7 +571,11 @@ def train_locked(
         },
     }
     with written_to(options.out):
-        (options.out / "training.json").write_text(
+        # whole or not at all: a kill while it was written left a cut record newer than the
+        # checkpoint, a finished run to --resume, which then refused it (a verifying review)
+        part = options.out / "training.json.tmp"
+        part.write_text(
             json.dumps(json_safe(record), indent=1, ensure_ascii=False, allow_nan=False)
         )
+        os.replace(part, options.out / "training.json")
     return summary

@@ -434,7 +434,9 @@ def unfinished(out: Path) -> bool:
     record = out / "training.json"
     if not state.is_file():
         return False
-    return not record.is_file() or state.stat().st_mtime_ns > record.stat().st_mtime_ns
+    if not is_run_record(record):  # none, or one cut short by a kill (not a finished run's)
+        return True
+    return state.stat().st_mtime_ns > record.stat().st_mtime_ns
 
 
 def read_config(folder: Path) -> dict[str, Any]:
