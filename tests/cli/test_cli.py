@@ -235,3 +235,9 @@ def test_a_setting_with_no_flag_is_read_from_its_env_twin(tiny_model_dir: Path) 
     assert besides_first_run_notes(zero.stderr) == ["error: max_masks must be 1 or more; got 0."]
     bad = run_cli("serve", *flags, "--port", "0", env={"TIANKONG_MAX_TOP_K": "many"})
     assert bad.returncode == 2 and "max_top_k: 'many' is not valid" in bad.stderr
+    # predict's --top-k defaults to the setting (its fixed 5 hid TIANKONG_DEFAULT_TOP_K, and
+    # with TIANKONG_MAX_TOP_K=3 refused a command that gave no -k: a verifying review)
+    env = {"TIANKONG_DEFAULT_TOP_K": "2", "TIANKONG_MAX_TOP_K": "3"}
+    two = run_cli("predict", "--json", "画龙点[MASK]", *flags, env=env)
+    assert two.returncode == 0, two.stderr
+    assert len(json.loads(two.stdout)["masks"][0]) == 2

@@ -37,6 +37,7 @@ from tiankong.cli.predict import (
     ExcludeOption,
     OrderOption,
     PresetOption,
+    TopKOption,
     WholeWordOption,
     decoding_options,
 )
@@ -95,7 +96,7 @@ def fill_command(
     ] = None,
     model: object = FLAG,
     onnx_cache_dir: object = FLAG,
-    top_k: Annotated[int, typer.Option("--top-k", "-k")] = Settings.default_top_k,
+    top_k: TopKOption = None,
     device: object = FLAG,
     threads: object = FLAG,
     engine: object = FLAG,

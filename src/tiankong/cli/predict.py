@@ -59,6 +59,17 @@ PresetOption = Annotated[
         "--preset", callback=any_case, help="Constraint preset: chinese_only, no_punctuation."
     ),
 ]
+# None: the settings' default_top_k (TIANKONG_DEFAULT_TOP_K), which the flag's fixed 5 hid
+TopKOption = Annotated[
+    int | None,
+    typer.Option(
+        "--top-k",
+        "-k",
+        help=f"Candidates per mask (1-{Settings.max_top_k}; default {Settings.default_top_k}, "
+        "or TIANKONG_DEFAULT_TOP_K).",
+        show_default=False,
+    ),
+]
 BlankLengthOption = Annotated[
     int, typer.Option("--max-blank-length", help="Longest fill for a [BLANK] (1-4).")
 ]
@@ -71,7 +82,7 @@ def split_list(value: str | None) -> tuple[str, ...]:
 
 def decoding_options(
     masker: FillMasker,
-    top_k: int,
+    top_k: int | None,
     whole_word: bool,
     beam_width: int,
     order: str,
@@ -97,7 +108,7 @@ def decoding_options(
                 "or leave it out."
             )
     return masker.options(
-        top_k,
+        masker.settings.default_top_k if top_k is None else top_k,
         mode="whole_word" if whole_word else "single",
         beam_width=beam_width,
         order=order,
@@ -114,9 +125,7 @@ def predict_command(
         str | None, typer.Argument(help="Text with [MASK]s; omit to read lines from stdin.")
     ] = None,
     model: object = FLAG,
-    top_k: Annotated[
-        int, typer.Option("--top-k", "-k", help=f"Candidates per mask (1-{Settings.max_top_k}).")
-    ] = Settings.default_top_k,
+    top_k: TopKOption = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per text.")
     ] = False,
