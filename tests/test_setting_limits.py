@@ -248,3 +248,10 @@ def test_an_infinite_batch_window_in_the_env_stops_serve() -> None:
     done = run_cli("serve", "--port", "1", env={"TIANKONG_BATCH_WINDOW_MS": "inf"})
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == "error: --batch-window-ms must be a finite number; got inf."
+
+
+def test_a_split_is_asked_for_with_the_precision_that_makes_one() -> None:
+    """--split-engines with --precision fp32 was taken and did nothing (a verifying review)."""
+    check_settings(Settings(split_engines=True))  # auto: the measured choice may split
+    with pytest.raises(BadOptionError, match="--split-engines applies to --precision auto"):
+        check_settings(Settings(split_engines=True, precision="fp32"))

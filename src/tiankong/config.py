@@ -478,6 +478,13 @@ def check_settings(values: Any) -> None:
             f"default_top_k ({values.default_top_k}) is more than max_top_k "
             f"({values.max_top_k}): every request without a top_k would be refused."
         )
+    if isinstance(values, Settings) and values.split_engines and values.precision != "auto":
+        # a split is --precision auto's: with another precision it was taken and did nothing
+        # (a verifying review)
+        raise BadOptionError(
+            f"--split-engines applies to --precision auto (the measured choice); with "
+            f"--precision {values.precision} one engine serves, so leave it out."
+        )
     with suppress(TypeError):
         CHECKED.add(key)
 
