@@ -634,7 +634,8 @@ def read_environment(
             env_prefix=ENV_PREFIX, extra="forbid", env_ignore_empty=True
         )
 
-    if table is Settings:
+    if table is Settings and (only is None or set(SECRET_SETTINGS) & set(only)):
+        # (not for the CLI's flagless rows: a predict does not read the API keys)
         check_blank_secrets(os.environ)
     given = dict(given or {})
     names = {

@@ -241,3 +241,7 @@ def test_a_setting_with_no_flag_is_read_from_its_env_twin(tiny_model_dir: Path) 
     two = run_cli("predict", "--json", "画龙点[MASK]", *flags, env=env)
     assert two.returncode == 0, two.stderr
     assert len(json.loads(two.stdout)["masks"][0]) == 2
+    # reading them read the secrets' too: a blank TIANKONG_API_KEYS refused a predict, which
+    # reads no key (serve still refuses it)
+    keyless = run_cli("predict", "画龙点[MASK]", *flags, env={"TIANKONG_API_KEYS": ""})
+    assert keyless.returncode == 0, keyless.stderr
