@@ -47,15 +47,21 @@ async def test_the_warm_up_runs_both_engines(tiny_masker: FillMasker) -> None:
     assert (lone.calls, batch.calls) == ([1], [8])
 
 
-@pytest.mark.anyio
-async def test_the_warm_up_is_not_held_to_the_request_timeout(tiny_masker: FillMasker) -> None:
-    """A --request-timeout shorter than the warm-up's one inference stopped the server's start
-    with a RequestTimeoutError traceback (a review): the warm-up is no request."""
+def slow_engine(tiny_masker: FillMasker, seconds: float) -> FakeEngine:
+    """A fake engine whose every call takes ``seconds``, longer than a tiny request timeout."""
     import time
 
     slow = FakeEngine(len(tiny_masker.encoder.vocab))
     run = slow.mask_logits
-    slow.mask_logits = lambda batch: time.sleep(0.2) or run(batch)  # type: ignore[method-assign]
+    slow.mask_logits = lambda batch: time.sleep(seconds) or run(batch)  # type: ignore[method-assign]
+    return slow
+
+
+@pytest.mark.anyio
+async def test_the_warm_up_is_not_held_to_the_request_timeout(tiny_masker: FillMasker) -> None:
+    """A --request-timeout shorter than the warm-up's one inference stopped the server's start
+    with a RequestTimeoutError traceback (a review): the warm-up is no request."""
+    slow = slow_engine(tiny_masker, 0.2)
     masker = FillMasker(tiny_masker.model, tiny_masker.encoder, slow, tiny_masker.settings)
     settings = Settings(batch_window_ms=0, request_timeout_s=0.01)
     predictor = Predictor(masker, settings, ServerMetrics())
@@ -72,15 +78,11 @@ def test_a_server_whose_request_timeout_is_shorter_than_its_warm_ups_starts(
 ) -> None:
     """The proofreading task's warm-up still held the request timeout after the fill's no
     longer did, and stopped the start (a verifying review): the app starts, requests 504."""
-    import time
-
     from fastapi.testclient import TestClient
 
     from tiankong.server import create_app
 
-    slow = FakeEngine(len(tiny_masker.encoder.vocab))
-    run = slow.mask_logits
-    slow.mask_logits = lambda batch: time.sleep(0.1) or run(batch)  # type: ignore[method-assign]
+    slow = slow_engine(tiny_masker, 0.1)
     settings = Settings(engine="fake", batch_window_ms=0, request_timeout_s=0.01)
     masker = FillMasker(tiny_masker.model, tiny_masker.encoder, slow, settings)
     with TestClient(create_app(settings, masker)) as client:

@@ -131,16 +131,9 @@ def within_split(choice: dict[str, Any], allowed: bool) -> dict[str, Any]:
     split = choice.get("split")
     if not split or allowed:
         return choice
-    parts = {f"{part['engine']} {part['precision']}": part for part in (split, choice)}
-    alone = parts.get(split.get("alone"), choice)  # a choice without it: the full-batch one
-    return {
-        **choice,
-        **{key: alone[key] for key in ("engine", "precision", "file")},
-        "split": None,
-        "line": f"{choice['line']}; one engine serves unless --split-engines asks for two "
-        f"(a text's scores would depend on its batch), so {alone['precision']} "
-        f"({alone['engine']}) serves alone",
-    }
+    alone = keyed(choice, split).get(split.get("alone"), choice)  # none named: the full-batch
+    why = "one engine serves unless --split-engines asks for two (a text's scores would depend"
+    return serving_alone(choice, alone, f"{why} on its batch)")
 
 
 def within_batch_cap(choice: dict[str, Any], max_batch_size: int) -> dict[str, Any]:
@@ -150,14 +143,8 @@ def within_batch_cap(choice: dict[str, Any], max_batch_size: int) -> dict[str, A
     split = choice.get("split")
     if not split or max_batch_size >= int(split["below_rows"]):
         return choice
-    lone = {key: split[key] for key in ("engine", "precision", "file")}
-    return {
-        **choice,
-        **lone,
-        "split": None,
-        "line": f"{choice['line']}; --max-batch-size {max_batch_size} keeps every batch under "
-        f"{split['below_rows']} texts, so {lone['precision']} ({lone['engine']}) serves alone",
-    }
+    why = f"--max-batch-size {max_batch_size} keeps every batch under {split['below_rows']} texts"
+    return serving_alone(choice, split, why)
 
 
 def within_memory(choice: dict[str, Any], limit: MemoryLimit | None) -> dict[str, Any]:
@@ -170,7 +157,7 @@ def within_memory(choice: dict[str, Any], limit: MemoryLimit | None) -> dict[str
     if not split:
         return choice
     measured = {f"{c['engine']} {c['precision']}": c for c in choice.get("candidates", ())}
-    parts = {f"{part['engine']} {part['precision']}": part for part in (choice, split)}
+    parts = keyed(choice, split)
     alone = split.get("alone")
     second = next((measured.get(name) for name in parts if name != alone), None)
     if limit is None or alone not in parts or second is None or second["memory_mb"] is None:
@@ -178,7 +165,6 @@ def within_memory(choice: dict[str, Any], limit: MemoryLimit | None) -> dict[str
         if limit is not None:
             why = "the second engine's memory was not measured"
         return {**choice, "line": f"{choice['line']}; the split serves: {why}"}
-    alone_part = parts[alone]
     held = (
         f"the second engine, {second['precision']} ({second['engine']}), holds "
         f"{second['memory_mb']:,.0f} MB, {100 * second['memory_mb'] / limit.mb:.1f}% of "
@@ -186,12 +172,23 @@ def within_memory(choice: dict[str, Any], limit: MemoryLimit | None) -> dict[str
     )
     if second["memory_mb"] <= SPLIT_MEMORY_SHARE * limit.mb:
         return {**choice, "line": f"{choice['line']}; {held}"}
+    over = f"{held}, over the {100 * SPLIT_MEMORY_SHARE:.0f}% a split may take"
+    return serving_alone(choice, parts[alone], over)
+
+
+def keyed(*parts: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A choice's parts (itself, its split) by their candidate key, "onnx int8"."""
+    return {f"{part['engine']} {part['precision']}": part for part in parts}
+
+
+def serving_alone(choice: dict[str, Any], part: dict[str, Any], why: str) -> dict[str, Any]:
+    """``choice`` with its split's ``part`` serving alone (the choice itself, or its split's
+    lone engine), and its line saying why."""
     return {
         **choice,
-        **{key: alone_part[key] for key in ("engine", "precision", "file")},
+        **{key: part[key] for key in ("engine", "precision", "file")},
         "split": None,
-        "line": f"{choice['line']}; {held}, over the {100 * SPLIT_MEMORY_SHARE:.0f}% a split "
-        f"may take, so {alone_part['precision']} ({alone_part['engine']}) serves alone",
+        "line": f"{choice['line']}; {why}, so {part['precision']} ({part['engine']}) serves alone",
     }
 
 

@@ -520,11 +520,12 @@ def train_locked(
 
     save_checkpoint(checkpoint, model, saved_tokenizer, optimizer, scheduler, state, run_recipe)
     last = state.history[-1] if state.history else None
-    if eval_set and last is not None and last["step"] == state.step and heldout_loss is None:
-        # a resume that only finishes the run: its checkpoint's history has the last step's
-        # evaluation, which was appended a second time ([2, 3, 3]: a verifying review)
+    if eval_set and last is not None and last["step"] == state.step:
+        # this step was evaluated: in the loop, or before a resume that only finishes the run,
+        # whose checkpoint's history has it (it was appended a second time, [2, 3, 3]: a
+        # verifying review)
         heldout_loss, heldout_accuracy = last["heldout_loss"], last["heldout_accuracy"]
-    if eval_set and (heldout_loss is None or state.history[-1]["step"] != state.step):
+    elif eval_set:
         heldout_loss, heldout_accuracy = evaluate(model, eval_set, bf16)
         state.history.append(
             {
