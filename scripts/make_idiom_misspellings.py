@@ -12,7 +12,10 @@ come from the three training files (classical, modern, wiki_dialogue; never the 
 only the idioms, which are the MIT list's own entries, and their counts are written.
 
 The training text is mostly classical, so a pair is kept only where modern usage agrees
-(scripts/modern_usage.py: jieba's dictionary): 吃里扒外 is not a misspelling of 吃里爬外.
+(scripts/modern_usage.py: jieba's dictionary): 吃里扒外 is not a misspelling of 吃里爬外. Where
+modern usage is decisive (the idiom at least 20 times as common, the other form rare), it
+decides alone, if the training text writes the other form less often than the idiom: 按步就班
+(written once, 按部就班 twice) is a misspelling.
 
 jieba's dictionary also gives the common four-character words (``COMMON_WORD`` or more) that
 are not in the list and are one character off an idiom in it (毋庸置疑, one off 无庸置疑;
@@ -30,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from modern_usage import agreed, modern_usage  # noqa: E402
+from modern_usage import agreed, decisive, modern_usage  # noqa: E402
 
 from tiankong.tasks.check.confusion import ConfusionSets  # noqa: E402
 
@@ -69,7 +72,10 @@ def main() -> None:
             for wrong in group:
                 if wrong == right or wrong[position] not in sets.of(right[position]):
                     continue
-                if counts[right] >= 2 and counts[wrong] == 0 and agreed(wrong, right, usage):
+                attested = counts[right] >= 2 and counts[wrong] == 0 and agreed(wrong, right, usage)
+                # or modern usage decides, where the training text writes the pair no other way
+                decided = counts[wrong] < counts[right] and decisive(wrong, right, usage)
+                if attested or decided:
                     best = found.get(wrong)
                     if best is None or counts[right] > best[1]:
                         found[wrong] = (right, counts[right])

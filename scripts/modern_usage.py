@@ -16,6 +16,7 @@ from pathlib import Path
 MODERN_RATIO = 5
 RARE_IN_USE = 10
 FLOOR = 3
+DECISIVE_RATIO = 20  # the other form this many times as common: modern usage decides alone
 
 
 def modern_usage() -> dict[str, int]:
@@ -35,3 +36,12 @@ def agreed(wrong: str, right: str, usage: dict[str, int]) -> bool:
     of 画龙点睛 (26) yes; 吃里扒外 (20) of 吃里爬外 (3) no; 逼不得已 (3) of 必不得已 (3) no."""
     seen = max(usage.get(wrong, 0), FLOOR)
     return seen <= RARE_IN_USE and usage.get(right, 0) >= MODERN_RATIO * seen
+
+
+def decisive(wrong: str, right: str, usage: dict[str, int]) -> bool:
+    """Whether modern usage alone says ``wrong`` is a misspelling of ``right``, whatever the
+    (mostly classical) training text writes: ``wrong`` rare and ``right`` at least
+    ``DECISIVE_RATIO`` times as common. 按步就班 (3) of 按部就班 (90) yes, though the training
+    text writes them once and twice; 名符其实 (38) of 名副其实 (819) no: a variant in use."""
+    seen = max(usage.get(wrong, 0), FLOOR)
+    return seen <= RARE_IN_USE and usage.get(right, 0) >= DECISIVE_RATIO * seen
