@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -377,12 +378,13 @@ print("heavy:", heavy, result.masks[0][0].token)
     assert "heavy: []" in done.stdout
 
 
-def run_cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, cache: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tiankong", *args],
         capture_output=True,
         text=True,
         timeout=300,
+        cwd=cwd,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "TIANKONG_ONNX_CACHE_DIR": str(cache)},
     )
 
@@ -448,8 +450,8 @@ def test_export_cli_of_the_bundled_models_shipped_graph(tmp_path: Path) -> None:
     ("args", "exit_code", "message"),
     [
         (["--precision", "fp16"], 2, "--precision must be fp32 or int8"),
-        (["--out", "{model}"], 2, "' is not empty and holds no tiankong export"),
-        (["--out", "/"], 2, "--out '/' is not empty"),  # the folder's name was '' here
+        (["--out", "{model}"], 2, "' holds files that are not a tiankong export's own"),
+        (["--out", "/"], 2, "--out '/' is the working folder or one above it"),
         (["--model", "{missing}"], 3, "does not exist"),
         (["--model", "{model}/config.json"], 3, "does not exist or is not a directory"),
     ],
@@ -465,6 +467,30 @@ def test_export_cli_bad_input(
     assert done.returncode == exit_code
     assert message in done.stderr and "Traceback" not in done.stderr
     assert len(besides_first_run_notes(done.stderr)) == 1
+
+
+def test_export_cli_keeps_what_is_not_an_exports_own(
+    tiny_model_dir: Path, tiny_onnx_cache: Path, tmp_path: Path
+) -> None:
+    """An export replaces its --out whole: a folder holding an earlier export's manifest
+    among other files (the model's own, copied beside its export) lost them all (a review),
+    and -o . inside an export folder replaced the folder the shell sat in."""
+    out = tmp_path / "ship"
+    done = run_cli("export", "-m", str(tiny_model_dir), "-o", str(out), cache=tiny_onnx_cache)
+    assert done.returncode == 0, done.stderr
+    again = run_cli("export", "-m", str(tiny_model_dir), "-o", str(out), cache=tiny_onnx_cache)
+    assert again.returncode == 0, again.stderr  # an earlier export alone is replaced
+    for name in ("config.json", "tokenizer.json"):
+        shutil.copy2(tiny_model_dir / name, out / name)
+    refused = run_cli("export", "-m", str(tiny_model_dir), "-o", str(out), cache=tiny_onnx_cache)
+    assert refused.returncode == 2
+    assert "holds files that are not a tiankong export's own" in refused.stderr
+    assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
+    (out / "config.json").unlink()
+    (out / "tokenizer.json").unlink()
+    here = run_cli("export", "-m", str(tiny_model_dir), "-o", ".", cache=tiny_onnx_cache, cwd=out)
+    assert here.returncode == 2 and "is the working folder or one above it" in here.stderr
+    assert (out / MANIFEST_FILE).is_file()
 
 
 def test_guard_figures_for_identical_engines(tiny_model_dir: Path, tiny_onnx_cache: Path) -> None:

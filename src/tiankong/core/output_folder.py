@@ -7,7 +7,7 @@ foresee (a name the file system refuses, a full disk) is caught where the folder
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -38,6 +38,29 @@ def check_output_folder(path: Path, flag: str, replaced: bool) -> None:
         raise BadOptionError(
             f"{flag} '{path}' can't be written in '{existing}' (permission denied)."
         )
+
+
+def check_not_working_folder(path: Path, flag: str, error: type[TiankongError]) -> None:
+    """A folder that is replaced whole (export, index build) may not be the working folder or
+    one above it: ``-o .`` deleted the files the shell sat among, then failed renaming over
+    ``.``."""
+    where = Path(os.path.abspath(path)).resolve()
+    here = Path.cwd().resolve()
+    if where == here or where in here.parents:
+        raise error(
+            f"{flag} '{path}' is the working folder or one above it, which would be replaced "
+            "whole; name a new folder."
+        )
+
+
+def holds_only(folder: Path, own: Iterable[str]) -> bool:
+    """Whether ``folder`` holds nothing but the plain files named in ``own`` (a folder that is
+    replaced whole may hold only what the command itself wrote there)."""
+    names = set(own)
+    return all(
+        entry.name in names and not entry.is_symlink() and entry.is_file()
+        for entry in folder.iterdir()
+    )
 
 
 @contextmanager

@@ -42,7 +42,14 @@ from typing import Any
 
 from tiankong.config import Settings, cache_folder
 from tiankong.core.models import MODEL_FILE_PATTERNS, ResolvedModel
-from tiankong.core.output_folder import cache_written, check_output_folder, folder_mode, made_here
+from tiankong.core.output_folder import (
+    cache_written,
+    check_not_working_folder,
+    check_output_folder,
+    folder_mode,
+    holds_only,
+    made_here,
+)
 from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
 from tiankong.export import export
 from tiankong.export.cache_format import (
@@ -408,6 +415,24 @@ def discard(folder: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
+def check_replaceable(out: Path) -> None:
+    """Refuse an ``--out`` that holds anything but an earlier export's own files: the export
+    replaces the folder whole, and a folder with a ``tiankong-export.json`` among a model's
+    own files (an export copied beside its weights) lost the weights and the tokenizer."""
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    try:
+        manifest = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))
+        own = {MANIFEST_FILE, *manifest["files"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        own = set()
+    if not own or not holds_only(out, own):
+        raise BadOptionError(
+            f"--out '{out}' holds files that are not a tiankong export's own, and the export "
+            "replaces the folder whole; give a new or empty folder."
+        )
+
+
 def export_to_folder(
     model: ResolvedModel, precision: str, settings: Settings, out: Path
 ) -> OnnxExport:
@@ -415,12 +440,10 @@ def export_to_folder(
     that holds an earlier tiankong export, which is replaced whole."""
     if precision not in EXPORT_PRECISIONS:
         raise BadOptionError(f"--precision must be fp32 or int8 for an export; got '{precision}'.")
-    out = out.expanduser().absolute()
+    given, out = out, out.expanduser().absolute()
     check_output_folder(out, "--out", replaced=True)
-    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_FILE).is_file():
-        raise BadOptionError(
-            f"--out '{out}' is not empty and holds no tiankong export; give a new or empty folder."
-        )
+    check_not_working_folder(given, "--out", BadOptionError)
+    check_replaceable(out)
     export = ensure_export(model, precision, settings)
     with made_here(out, "--out"):
         out.parent.mkdir(parents=True, exist_ok=True)

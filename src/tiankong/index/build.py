@@ -26,7 +26,13 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from tiankong.core.output_folder import check_output_folder, folder_mode, made_here
+from tiankong.core.output_folder import (
+    check_not_working_folder,
+    check_output_folder,
+    folder_mode,
+    holds_only,
+    made_here,
+)
 from tiankong.core.script import normaliser_key, standard_lines
 from tiankong.errors import IndexInputError
 from tiankong.index.sources import file_sha256, only_text, read_passages
@@ -73,7 +79,7 @@ def build_index(
     out = Path(out_dir)
     if output_flag is not None:
         check_output_folder(out, output_flag, replaced=True)
-    check_not_working_folder(out)
+    check_not_working_folder(out, output_flag or "--output", IndexInputError)
     paths = [Path(path) for path in inputs]
     seen: set[Path] = set()
     for path in paths:  # the same file twice counted each of its passages twice
@@ -199,17 +205,6 @@ def build_index(
     return manifest
 
 
-def check_not_working_folder(out: Path) -> None:
-    """``-o .`` (or a folder above it) deleted files, then failed renaming over ``.``."""
-    where = Path(os.path.abspath(out)).resolve()
-    here = Path.cwd().resolve()
-    if where == here or where in here.parents:
-        raise IndexInputError(
-            f"--output '{out}' is the working folder or one above it, which the build would "
-            "replace; name a new folder for the index."
-        )
-
-
 def check_replaceable(out: Path) -> None:
     """Refuse an output folder that holds anything but a tiankong index's own files (a web
     app's ``manifest.json`` is not an index's): the build replaces it whole."""
@@ -226,10 +221,8 @@ def check_replaceable(out: Path) -> None:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise foreign
     listed = manifest.get("files")
-    own = {MANIFEST, *(listed if isinstance(listed, dict) else ())}
-    for entry in out.iterdir():
-        if entry.name not in own or entry.is_symlink() or not entry.is_file():
-            raise foreign
+    if not holds_only(out, {MANIFEST, *(listed if isinstance(listed, dict) else ())}):
+        raise foreign
 
 
 def encode_all(
