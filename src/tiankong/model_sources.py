@@ -22,7 +22,8 @@ from tiankong.core.models import (
     ResolvedModel,
     bundled_names,
 )
-from tiankong.errors import ModelUnavailableError
+from tiankong.core.output_folder import os_reason
+from tiankong.errors import ModelUnavailableError, not_utf8
 
 # Masked LMs whose inputs are more than token ids, which tiankong does not make: their answers
 # would be wrong without a word (a review's RoCBert answered 并 where the pipeline gives 悼).
@@ -191,12 +192,21 @@ def has_token(path: Path, token: str) -> bool:
             return Tokenizer.from_file(str(tokenizer_json)).token_to_id(token) is not None
         except Exception:  # a corrupt tokenizer.json
             raise ModelUnavailableError(
-                f"The tokenizer.json of model '{path.name}' is corrupt or unreadable."
+                f"The tokenizer.json of model '{path}' is corrupt or unreadable."
             ) from None
     vocab = path / "vocab.txt"
     if not vocab.is_file():
-        raise ModelUnavailableError(f"Model '{path.name}' has no tokenizer (vocab.txt).")
-    return token in vocab.read_text(encoding="utf-8").splitlines()
+        raise ModelUnavailableError(
+            f"Model '{path}' has no tokenizer: neither a tokenizer.json nor a vocab.txt file."
+        )
+    try:
+        return token in vocab.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:  # a GBK-saved vocabulary was a traceback, exit 1
+        raise ModelUnavailableError(not_utf8(f"The vocab.txt of model '{path}'", error)) from None
+    except OSError as error:
+        raise ModelUnavailableError(
+            f"The vocab.txt of model '{path}' can't be read ({os_reason(error)})."
+        ) from None
 
 
 def read_summary(path: Path) -> str:
@@ -205,7 +215,11 @@ def read_summary(path: Path) -> str:
         card = path / "README.md"
     if not card.is_file():
         return ""
-    for line in card.read_text(encoding="utf-8").splitlines():
+    try:  # a summary only: a card in another encoding or unreadable is no reason to stop
+        text = card.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    for line in text.splitlines():
         stripped = line.strip()
         if stripped and not stripped.startswith(("#", "---", "<")) and ":" not in stripped[:20]:
             return stripped[:300]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,29 @@ def test_hub_model_offline_exits_3(tmp_path: Path) -> None:
 def test_bad_model_path_exits_3(tmp_path: Path) -> None:
     done = run_cli("predict", "画龙点[MASK]", "--model", str(tmp_path / "missing"))
     assert done.returncode == 3 and "does not exist" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("vocab", "said"),
+    [
+        # a GBK-saved vocabulary was a UnicodeDecodeError traceback, exit 1 (a review)
+        ("[PAD]\n[UNK]\n\u6625\n".encode("gbk") + b"\xff\xfe\n", "can't be read as UTF-8"),
+        (None, "has no tokenizer: neither a tokenizer.json nor a vocab.txt"),
+    ],
+)
+def test_a_model_folder_with_a_bad_vocabulary_exits_3(
+    tiny_model_dir: Path, tmp_path: Path, vocab: bytes | None, said: str
+) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy2(tiny_model_dir / name, folder / name)
+    if vocab is not None:
+        (folder / "vocab.txt").write_bytes(vocab)
+    done = run_cli("predict", "画龙点[MASK]", "--model", str(folder))
+    assert done.returncode == 3, done.stderr
+    assert said in done.stderr and str(folder) in done.stderr and "Traceback" not in done.stderr
+    assert len(besides_first_run_notes(done.stderr)) == 1
 
 
 def test_unknown_option_is_a_usage_error() -> None:
