@@ -115,6 +115,45 @@ def test_length_alpha_with_no_blank_to_rank_is_refused(
 
 
 @pytest.mark.parametrize(
+    ("lines", "args", "said"),
+    [
+        # a lone [MASK] reads neither: each was accepted and did nothing (a review)
+        ([{"text": "画龙点[MASK]", "answers": ["睛"]}], ["--order", "confident_first"], "--order"),
+        ([{"text": "画龙点[MASK]", "answers": ["睛"]}], ["--beam-width", "2"], "--beam-width"),
+        (
+            [{"text": "画龙点[MASK]", "answers": ["睛"], "candidates": ["睛", "晴"]}],
+            ["--blank"],
+            "--blank turns an item's masks",
+        ),
+    ],
+)
+def test_a_decoding_option_no_item_reads_is_refused(
+    tiny_model_dir: Path, tmp_path: Path, lines: list[dict[str, object]], args: list[str], said: str
+) -> None:
+    items = write_lines(tmp_path / "c.jsonl", lines)
+    done = run_cli("eval", str(items), *args, *model_flags(tiny_model_dir))
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr
+    joint = write_lines(tmp_path / "j.jsonl", [{"text": "画[MASK][MASK]睛", "answers": ["龙点"]}])
+    if "--blank" not in args:  # two masks are filled jointly: the option is read
+        ran = run_cli("eval", str(joint), *args, *model_flags(tiny_model_dir))
+        assert ran.returncode == 0, ran.stderr
+
+
+@pytest.mark.parametrize("text", ["春眠不觉[MASK]，处处闻啼[BLANK]。", "画[BLANK]点[BLANK]"])
+def test_an_item_whose_blanks_break_the_rule_is_refused_with_its_line(
+    tmp_path: Path, text: str
+) -> None:
+    """It was scored wrong at every run, exit 0, where the README says it is refused."""
+    items = write_lines(
+        tmp_path / "c.jsonl",
+        [{"text": "画龙点[MASK]", "answers": ["睛"]}, {"text": text, "answers": ["晓鸟"]}],
+    )
+    done = run_cli("eval", str(items), "--model", str(tmp_path / "never-loaded"))
+    assert done.returncode == 2
+    assert "c.jsonl line 2: Use exactly one [BLANK] per text" in done.stderr
+
+
+@pytest.mark.parametrize(
     ("compared", "flag"), [("onnx:fp64", "--precision"), ("bogus:fp32", "--engine")]
 )
 def test_a_bad_compare_is_named_as_typed_before_any_model_loads(

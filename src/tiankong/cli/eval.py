@@ -23,9 +23,10 @@ from tiankong.cli.options import (
 from tiankong.cli.root import app
 from tiankong.config import Settings, check_settings
 from tiankong.core.options import PredictOptions
-from tiankong.core.text import BLANK, normalize_masks
+from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import BadOptionError
 from tiankong.offline.evaluate import (
+    ClozeItem,
     EvalReport,
     agreement,
     check_scorable,
@@ -103,15 +104,7 @@ def eval_command(
         raise BadOptionError(f"--task takes fill or check, not '{task}'.")
 
     items = read_items(file)
-    if (
-        length_alpha != PredictOptions.length_alpha
-        and not blank
-        and not any(BLANK in normalize_masks(item.text) for item in items)
-    ):  # it ranks a [BLANK]'s fills: with none it was accepted and did nothing
-        raise BadOptionError(
-            f"--length-alpha ranks the fills of a [BLANK], and no item of {file.name} has one; "
-            "add --blank (each item's masks as one [BLANK]) or leave it out."
-        )
+    refuse_unread_decoding(context, items, blank, file.name)
     options = PredictOptions(
         beam_width=beam_width, order=order, length_alpha=length_alpha
     ).validated()
@@ -170,6 +163,41 @@ def eval_command(
     if json_out:
         write_report(json_out, json.dumps(payload, ensure_ascii=False, indent=1))
         console.print(f"report written to {json_out}")
+
+
+def refuse_unread_decoding(
+    context: typer.Context, items: list[ClozeItem], blank: bool, name: str
+) -> None:
+    """The decoding options no item of the file reads are refused, not ignored: a choice item
+    ranks its candidates and reads none of them, a lone [MASK] reads neither --order nor
+    --beam-width, and only a [BLANK]'s fills read --length-alpha (each was accepted and did
+    nothing: a review)."""
+    given = {
+        flag
+        for key, flag in FILL_ONLY_OPTIONS.items()
+        if getattr(context.get_parameter_source(key), "name", "DEFAULT") != "DEFAULT"
+    }
+    free = [item for item in items if not item.candidates]  # choice items read no option
+    if "--blank" in given and not free:
+        raise BadOptionError(
+            f"--blank turns an item's masks into one [BLANK], and every item of {name} ranks "
+            "its own candidates, which --blank does not change; leave it out."
+        )
+    texts = [normalize_masks(item.text) for item in free]
+    blanks = [text for text in texts if blank or BLANK in text]
+    joint = blanks or [text for text in texts if text.count(MASK) > 1]
+    for flag in ("--order", "--beam-width"):
+        if flag in given and not joint:
+            raise BadOptionError(
+                f"{flag} steers the joint fill of several [MASK]s or a [BLANK], and no item of "
+                f"{name} has one; add --blank (each item's masks as one [BLANK]) or leave it "
+                "out."
+            )
+    if "--length-alpha" in given and not blanks:  # it ranks a [BLANK]'s fills
+        raise BadOptionError(
+            f"--length-alpha ranks the fills of a [BLANK], and no item of {name} has one; "
+            "add --blank (each item's masks as one [BLANK]) or leave it out."
+        )
 
 
 # eval's own options that only the fill task reads: --task check refuses them, not ignores them

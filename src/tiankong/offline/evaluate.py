@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tiankong.core.options import MASK_RUN, PredictOptions, check_candidates
+from tiankong.core.options import MASK_RUN, PredictOptions, check_blank, check_candidates
 from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import BadDataFileError, BadOptionError, TiankongError
 from tiankong.index.sources import json_value, not_json
@@ -114,8 +114,10 @@ def parse_record(record: dict[str, Any], number: int, name: str) -> Iterator[Clo
         return
     text, answers = record.get("text"), record.get("answers")
     if not isinstance(text, str) or not isinstance(answers, list):
+        proofreading = "answers" not in record and "correct" in record  # a check_*.jsonl
         raise BadDataFileError(
-            f"{name} line {number}: needs 'text' (a string with [MASK]) and 'answers' (a list)."
+            f"{name} line {number}: needs 'text' (a string with [MASK]) and 'answers' (a list)"
+            + ("; it reads as a proofreading file: add --task check." if proofreading else ".")
         )
     if not answers:  # a list, so "needs 'answers' (a list)" was no help (a review)
         raise BadDataFileError(
@@ -136,6 +138,11 @@ def parse_record(record: dict[str, Any], number: int, name: str) -> Iterator[Clo
             f"{name} line {number}: the text has no [MASK] (or [BLANK]), so it can never be "
             "scored right; mark the blank."
         )
+    if BLANK in marked:  # the text's own rule, before the model loads: it was scored wrong
+        try:  # at every run, exit 0 (a review)
+            check_blank(marked)
+        except BadOptionError as error:
+            raise BadDataFileError(f"{name} line {number}: {error.message}") from None
     # as the fills are compared: " 聊" was never counted right, where its length was checked
     answers = [answer.strip() for answer in answers]
     candidates = [candidate.strip() for candidate in candidates]
