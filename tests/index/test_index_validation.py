@@ -58,6 +58,16 @@ def test_a_text_file_given_as_the_index_says_how_to_build_one(tmp_path: Path) ->
     ) as caught:
         open_index(poems)
     assert f"tiankong index build {poems} -o DIR" in str(caught.value)
+    # a JSONL or CSV needs its --field: the command told was refused without it (a review)
+    notes = tmp_path / "notes.csv"
+    notes.write_text("text\n春眠不觉晓\n", encoding="utf-8")
+    with pytest.raises(IndexUnavailableError) as caught:
+        open_index(notes)
+    assert f"tiankong index build {notes} --field FIELD -o DIR" in str(caught.value)
+    (other := tmp_path / "notes.md").write_text("春眠不觉晓\n", encoding="utf-8")
+    with pytest.raises(IndexUnavailableError) as caught:
+        open_index(other)
+    assert "an index is built from .txt, .jsonl (.ndjson) or .csv files" in str(caught.value)
 
 
 def test_folder_without_manifest_is_foreign(tmp_path: Path) -> None:

@@ -107,6 +107,26 @@ def check_input(path: Path, field: str | None) -> None:
         )
 
 
+def built_from(path: Path) -> str:
+    """How to build an index from the file ``path``, given where an index folder goes: the
+    command as it would run (a JSONL or CSV needs its --field, told to run without it)."""
+    name = lower_name(path)
+    if name.endswith(FIELD_SUFFIXES):
+        return (
+            f"build an index from it with `tiankong index build {path} --field FIELD -o DIR` "
+            "(FIELD: its text's column or key) and pass --index DIR."
+        )
+    if name.endswith(TEXT_SUFFIXES):
+        return (
+            f"build an index from it with `tiankong index build {path} -o DIR` and pass "
+            "--index DIR."
+        )
+    return (
+        "an index is built from .txt, .jsonl (.ndjson) or .csv files (each optionally .xz) with "
+        "`tiankong index build FILE -o DIR`, then passed as --index DIR."
+    )
+
+
 @cache
 def hidden_characters() -> re.Pattern[str]:
     """Characters no reader sees that the tokenizer drops: controls (Cc: a BEL, an escape) and

@@ -39,7 +39,7 @@ from tiankong.errors import (
     IndexTokenizerMismatchError,
     IndexUnavailableError,
 )
-from tiankong.index.sources import file_sha256
+from tiankong.index.sources import built_from, file_sha256
 from tiankong.index.tokens import TOKEN_DTYPE
 
 FORMAT = "tiankong-corpus-index"
@@ -327,8 +327,7 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / MANIFEST
     if os.path.isfile(folder):  # the text itself, given where its index goes (a review)
         raise IndexUnavailableError(
-            f"{folder} is a file, not an index folder; build an index from it with `tiankong "
-            f"index build {folder} -o DIR` and pass --index DIR."
+            f"{folder} is a file, not an index folder; {built_from(folder)}"
         )
     if not os.path.isdir(folder):
         raise IndexUnavailableError(f"There is no index at {folder}; build one first.")
