@@ -46,6 +46,7 @@ from tiankong.server.ray_serve import (
     patient_proxy_start,
     replica_threads,
     settings_and_scale,
+    trust_forwarded_from,
 )
 
 # The first test's setup starts Ray, Serve's proxy and two replicas that each import torch: 70 s
@@ -79,6 +80,7 @@ def standalone(settings: Settings, tiny_masker: FillMasker) -> Iterator[TestClie
 def ray_url(settings: Settings) -> Iterator[str]:
     """Two replicas on a local Ray on loopback; shut down (and checked gone) after the module."""
     patient_proxy_start()  # as `tiankong serve --ray` does: a busy machine starts Serve slowly
+    trust_forwarded_from(settings.forwarded_allow_ips)  # and its proxy believes no one
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -399,6 +401,14 @@ def test_serve_ray_flags_fail_in_one_sentence_before_ray_starts(
     )
     assert done.returncode == 2, done.stderr
     assert words in done.stderr and "Traceback" not in done.stderr
+
+
+def test_serve_run_with_a_keys_file_it_cannot_read_is_one_sentence(tmp_path: Path) -> None:
+    """It built, then every replica failed with a traceback and `serve run` kept waiting."""
+    from tiankong.server.ray_serve import build_app
+
+    with pytest.raises(BadOptionError, match="Cannot read the API keys file"):
+        build_app({"api_keys_file": str(tmp_path / "missing.txt")})
 
 
 def test_patient_proxy_start_sets_a_default_and_keeps_a_given_value(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -717,17 +718,57 @@ def test_a_forwarded_allow_ip_that_matches_nothing_is_refused(address: str) -> N
         check_settings(Settings(forwarded_allow_ips=(address,)))
 
 
-def test_forwarded_allow_ip_is_refused_under_ray() -> None:
-    """Ray Serve's proxy is its own uvicorn, which reads X-Forwarded-For itself: the flag was
-    accepted and did nothing there (a review)."""
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (["--ray-address", "ray://nowhere:10001", "--forwarded-allow-ip", "127.0.0.1"], {}),
+        (["--forwarded-allow-ip", "10.0.0.0/8"], {"RAY_ADDRESS": "ray://nowhere:10001"}),
+        ([], {"RAY_ADDRESS": "ray://nowhere:10001", "TIANKONG_FORWARDED_ALLOW_IPS": "10.0.0.1"}),
+    ],
+)
+def test_forwarded_allow_ip_is_refused_on_a_ray_cluster(
+    args: list[str], env: dict[str, str]
+) -> None:
+    """A cluster's Serve proxy is its own uvicorn, which reads X-Forwarded-For by its own
+    environment: the setting was accepted and did nothing there (a review), from its env twin
+    too. Refused before any cluster is asked."""
     done = subprocess.run(
-        [sys.executable, "-m", "tiankong", "serve", "--ray", "--forwarded-allow-ip", "127.0.0.1"],
+        [sys.executable, "-m", "tiankong", "serve", "--ray", *args],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, **env},
     )
     assert done.returncode == 2
-    assert done.stderr == "error: --forwarded-allow-ip applies only without --ray; leave it out.\n"
+    assert done.stderr.startswith(
+        "error: --forwarded-allow-ip (TIANKONG_FORWARDED_ALLOW_IPS) applies with --ray only to "
+        "the local Ray this command starts"
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "trusted"),
+    [((), ""), (("127.0.0.1", "10.0.0.0/8"), "127.0.0.1,10.0.0.0/8"), (("*", "10.0.0.1"), "*")],
+)
+def test_the_local_rays_proxy_believes_x_forwarded_for_as_tiankong_does(
+    monkeypatch: pytest.MonkeyPatch, given: tuple[str, ...], trusted: str
+) -> None:
+    """Ray Serve's proxy is a uvicorn that reads FORWARDED_ALLOW_IPS from its environment
+    (default: loopback), which the local Ray of `serve --ray` inherits: a client on the
+    machine named its own address in X-Forwarded-For with each request and was never
+    rate-limited (a review). The setting is handed on; without it no one is believed."""
+    import uvicorn
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+    from tiankong.server.ray_serve import trust_forwarded_from
+
+    monkeypatch.delenv("FORWARDED_ALLOW_IPS", raising=False)
+    trust_forwarded_from(given)
+    assert os.environ["FORWARDED_ALLOW_IPS"] == trusted
+    config = uvicorn.Config(lambda: None, factory=True)  # as Ray's proxy makes its own
+    believed = ProxyHeadersMiddleware(lambda *_: None, config.forwarded_allow_ips).trusted_hosts
+    assert ("127.0.0.1" in believed) == (trusted in ("*", "127.0.0.1,10.0.0.0/8"))
+    assert ("::1" in believed) == (trusted == "*")
 
 
 @pytest.mark.parametrize(

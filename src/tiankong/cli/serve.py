@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tiankong.cli.options import ALL_FLAGS, refuse_unread, refuse_without_ray, settings_flags
+from tiankong.cli.options import ALL_FLAGS, refuse_without_ray, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import ScaleOptions, Settings, check_blank_secrets
 from tiankong.errors import BadOptionError
 from tiankong.host import require
+from tiankong.offline.ray_cluster import starts_local_ray
 
 if TYPE_CHECKING:
     from tiankong.core.models import ResolvedModel
@@ -51,8 +52,14 @@ def serve_command(
     # reads a blank env twin as unset, but a blank secret (TIANKONG_API_KEYS=) is refused
     check_blank_secrets(os.environ)
     refuse_without_ray(ray, typed)
-    if ray:  # Ray Serve's proxy is its own uvicorn, which reads X-Forwarded-For itself
-        refuse_unread(typed, {"forwarded_allow_ips": "--forwarded-allow-ip"}, "without --ray")
+    if ray and settings.forwarded_allow_ips and not starts_local_ray(ray_address):
+        # a cluster's Serve proxy is its own uvicorn, which reads X-Forwarded-For by its own
+        # environment; the local Ray this command starts is given the setting (ray_serve.py)
+        raise BadOptionError(
+            "--forwarded-allow-ip (TIANKONG_FORWARDED_ALLOW_IPS) applies with --ray only to the "
+            "local Ray this command starts: a cluster's Serve proxy believes X-Forwarded-For "
+            "from the addresses in its own FORWARDED_ALLOW_IPS; set it there, or leave this out."
+        )
     load_api_keys(settings)  # an unreadable or empty keys file: one sentence, before loading
     if ray:
         serve_with_ray(settings, scale, "threads" in given, ray_address)

@@ -43,6 +43,7 @@ from tiankong.core.request import EngineJob
 from tiankong.errors import BadOptionError, TiankongError
 from tiankong.host import usable_cores
 from tiankong.offline.ray_cluster import check_replicas_fit, init_ray, starts_local_ray
+from tiankong.server.middleware.security import load_api_keys
 from tiankong.service import FillMasker, run_jobs
 from tiankong.serving.batch_policy import BatchLimits, BatchObserver
 from tiankong.serving.batching import DynamicBatcher
@@ -207,6 +208,9 @@ def deployment_options(settings: Settings, scale: ScaleOptions) -> dict[str, Any
         # a full batch on the engine and the next one filling up
         "max_ongoing_requests": 2 * settings.max_batch_size,
         "ray_actor_options": {"num_cpus": reserved_cpus(settings)},
+        # --drain-timeout: how long a replica that is stopped finishes its requests in flight
+        # (Ray's default, 20 s, cut off a longer request at SIGTERM: a review)
+        "graceful_shutdown_timeout_s": settings.drain_timeout_s,
     }
     if scale.autoscaling:
         target = scale.target_ongoing_requests or max(1, settings.max_batch_size // 4)
@@ -233,6 +237,9 @@ def build_application(settings: Settings, scale: ScaleOptions | None = None) -> 
     from ray import serve
 
     check_settings(settings)  # a bad batching value fails here, not on every replica
+    # and so does a keys file that can't be read: `serve run` logged six tracebacks and kept
+    # waiting for replicas that failed as they started (a review)
+    load_api_keys(settings)
     options = deployment_options(settings, scale or ScaleOptions())
     deployment = serve.deployment(**options)(serve.ingress()(TiankongReplica))
     return deployment.bind(settings)
@@ -289,6 +296,17 @@ def patient_proxy_start() -> None:
     os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", str(PROXY_READY_TIMEOUT_S))
 
 
+def trust_forwarded_from(proxies: tuple[str, ...]) -> None:
+    """Give the local Ray started from this process the ``--forwarded-allow-ip`` setting, for
+    its Serve proxy: a uvicorn of Ray's, which reads uvicorn's FORWARDED_ALLOW_IPS from its
+    environment and by default believes X-Forwarded-For from loopback, so a client on this
+    machine named its own address with each request and was never rate-limited (a review).
+    Without the setting it believes no one, as ``tiankong serve`` does."""
+    from tiankong.server.uvicorn_server import trusted_proxies
+
+    os.environ["FORWARDED_ALLOW_IPS"] = ",".join(trusted_proxies(proxies) or [])
+
+
 def serve_on_ray(settings: Settings, scale: ScaleOptions, address: str | None = None) -> None:
     """``tiankong serve --ray``: deploy on a new local Ray (or the cluster at ``address``) and
     serve until Ctrl-C or SIGTERM; then the application is deleted (and a local Ray stopped)."""
@@ -298,6 +316,8 @@ def serve_on_ray(settings: Settings, scale: ScaleOptions, address: str | None = 
     application = build_application(settings, scale)
     local = starts_local_ray(address)  # else: leave the cluster's Serve up
     patient_proxy_start()
+    if local:
+        trust_forwarded_from(settings.forwarded_allow_ips)
     init_ray(address)  # from here SIGTERM is Ctrl-C (exit 130) until wait_for_stop's (exit 0)
     if local:  # a replica Ray can't place kept serve.run waiting forever
         try:
@@ -323,10 +343,12 @@ def serve_on_ray(settings: Settings, scale: ScaleOptions, address: str | None = 
         )
         wait_for_stop()
     finally:
+        # the application first, while the proxy still answers: its replicas finish what they
+        # hold (up to --drain-timeout: graceful_shutdown_timeout_s); serve.shutdown() alone
+        # took the proxy down with them, cutting off every request in flight (a review)
+        serve.delete(APP_NAME)
         if local:
             serve.shutdown()
-        else:
-            serve.delete(APP_NAME)
         ray.shutdown()
 
 
