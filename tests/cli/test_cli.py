@@ -150,6 +150,18 @@ def test_a_model_folder_with_a_bad_vocabulary_exits_3(
     assert len(besides_first_run_notes(done.stderr)) == 1
 
 
+def test_a_file_given_as_the_text_is_told_how_to_fill_it(tmp_path: Path) -> None:
+    """It said "The text has no [MASK]" of a file full of them; check said it is a file."""
+    lines = tmp_path / "t.txt"
+    lines.write_text("今天[MASK]\n", encoding="utf-8")
+    done = run_cli("predict", "t.txt", "--model", str(tmp_path / "never-loaded"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert besides_first_run_notes(done.stderr) == [
+        "error: 't.txt' is a file; fill its lines with tiankong fill t.txt -o OUT.jsonl, or give "
+        "them on stdin: tiankong predict < t.txt."
+    ]
+
+
 def test_unknown_option_is_a_usage_error() -> None:
     done = run_cli("predict", "画龙点[MASK]", "--nope")
     assert done.returncode == 2 and "Traceback" not in done.stderr

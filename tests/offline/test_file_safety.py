@@ -297,6 +297,41 @@ def test_a_second_run_on_the_same_output_is_refused_while_the_first_runs(
     assert run_fill(job, settings, PredictOptions()).filled == 4  # once it has ended
 
 
+def test_a_restart_stopped_after_emptying_the_files_leaves_no_checkpoint(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """--restart emptied the output and kept the old checkpoint: stopped there, the next run
+    was refused for options it never had, or for an output "shorter than its checkpoint"
+    that tiankong itself had emptied (a review)."""
+    from tiankong.offline.resume import checkpoint_temp, start_state
+
+    job = interrupted(settings, tmp_path)
+    assert job.checkpoint.is_file() and job.output.stat().st_size
+    checkpoint_temp(job.checkpoint).write_text("{", encoding="utf-8")  # a save cut short
+    start_state(replace(job, resume=False))  # what --restart does before its first chunk
+    assert not job.checkpoint.exists() and not checkpoint_temp(job.checkpoint).exists()
+    assert not job.output.exists() and not job.error_file.exists()
+    state = run_fill(job, settings, PredictOptions())  # the plain command starts afresh
+    assert (state.filled, state.failed) == (8, 8)
+
+
+def test_two_runs_cannot_share_one_errors_file(settings: Settings, tmp_path: Path) -> None:
+    """Two runs with their own outputs and one --errors each appended from their own
+    checkpoint, and one run's error lines were lost (a review): the errors file is held too."""
+    from filelock import FileLock
+
+    source = tmp_path / "in.txt"
+    source.write_text("画龙点[MASK]\n没有空\n", encoding="utf-8")
+    shared = tmp_path / "shared.errors.jsonl"
+    first = FillJob(source, tmp_path / "a.jsonl", errors=shared)
+    second = FillJob(source, tmp_path / "b.jsonl", errors=shared)
+    with FileLock(str(first.locks[1])):  # the first run, running
+        with pytest.raises(BadDataFileError, match=r"'shared\.errors\.jsonl' is being written by"):
+            run_fill(second, settings, PredictOptions())
+        assert not second.output.exists()
+    assert run_fill(second, settings, PredictOptions()).failed == 1
+
+
 def test_a_resume_naming_another_errors_file_is_refused(settings: Settings, tmp_path: Path) -> None:
     """A resume skipped the check a fresh run makes and cut the named file to the first run's
     error length: 3,893 bytes of someone's file became 0."""

@@ -567,6 +567,23 @@ def test_csv_keeps_every_input_column_in_order(settings: Settings, tmp_path: Pat
     assert header == ["id", "text", *(c for c in CSV_COLUMNS if c != "text")]
 
 
+def test_a_jsonl_records_values_are_json_in_csv_cells(settings: Settings, tmp_path: Path) -> None:
+    """Lists and objects were JSON, but true was Python's True and null an empty cell, as a
+    missing key is (a review)."""
+    source = tmp_path / "in.jsonl"
+    record = {"text": "画龙点[MASK]", "meta": {"a": [1, "中"]}, "ok": True, "no": False, "n": None}
+    source.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
+    job = FillJob(source, tmp_path / "out.csv")
+    assert run_fill(job, settings, PredictOptions()).filled == 1
+    [row] = read_csv(job.output)[1]
+    assert (row["meta"], row["ok"], row["no"], row["n"]) == (
+        '{"a": [1, "中"]}',
+        "true",
+        "false",
+        "null",
+    )
+
+
 @pytest.mark.parametrize(
     ("options", "answer_key", "name"),
     [

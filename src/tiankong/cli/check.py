@@ -4,7 +4,6 @@ check`'s report. Option parsing and output only (the task is ``tiankong.tasks.ch
 from __future__ import annotations
 
 import json
-import os
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -20,6 +19,7 @@ from tiankong.cli.options import (
     FROM_FLAGS,
     any_case,
     int8_warned,
+    names_a_file,
     refuse_field_for_txt,
     refuse_unread,
     settings_flags,
@@ -42,12 +42,6 @@ def load_checker(settings: Settings) -> Proofreader:
     from tiankong.tasks.check import Proofreader
 
     return Proofreader(int8_warned(FillMasker.load(settings=settings)))
-
-
-def names_a_file(text: str) -> bool:
-    """Whether the sentence argument is the path of an existing file (``os.path.isfile``: a
-    sentence longer than a file name may be, 255 bytes, is not one, where pathlib raises)."""
-    return len(text) < 4096 and "\n" not in text and os.path.isfile(text)
 
 
 # what a file name ends with: `check 我的作文.txt` with the file elsewhere proofread the name

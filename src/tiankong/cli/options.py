@@ -251,3 +251,9 @@ def any_case(value: str | None) -> str | None:
     read theirs (``built``): export --precision INT8 and eval --task Fill were refused where
     predict --precision FP32 was taken (a review)."""
     return value.lower() if isinstance(value, str) else value
+
+
+def names_a_file(text: str) -> bool:
+    """Whether the sentence argument is the path of an existing file (``os.path.isfile``: a
+    sentence longer than a file name may be, 255 bytes, is not one, where pathlib raises)."""
+    return len(text) < 4096 and "\n" not in text and os.path.isfile(text)

@@ -11,13 +11,20 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tiankong.cli.options import FLAG, FROM_FLAGS, any_case, int8_warned, settings_flags
+from tiankong.cli.options import (
+    FLAG,
+    FROM_FLAGS,
+    any_case,
+    int8_warned,
+    names_a_file,
+    settings_flags,
+)
 from tiankong.cli.root import app
 from tiankong.cli.stdin import print_line_error, stdin_lines
 from tiankong.config import Settings
 from tiankong.core.options import PredictOptions
 from tiankong.core.results import FillResult, Memory
-from tiankong.core.text import BLANK
+from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import BadOptionError, TiankongError, mapping_for
 
 if TYPE_CHECKING:
@@ -152,6 +159,12 @@ def predict_command(
     """
     from tiankong.service import FillMasker
 
+    if text is not None and names_a_file(text) and not has_blank(text):
+        # it said "The text has no [MASK]", of a file full of them (a review)
+        raise BadOptionError(
+            f"'{text}' is a file; fill its lines with tiankong fill {text} -o OUT.jsonl, or give "
+            f"them on stdin: tiankong predict < {text}."
+        )
     masker = int8_warned(FillMasker.load(settings=settings))
     options = decoding_options(
         masker,
@@ -296,3 +309,8 @@ def models_command() -> None:
         "\nOther sources: any local folder in Hugging Face layout, or a hub id such as "
         "google-bert/bert-base-chinese (recommended for production), via --model."
     )
+
+
+def has_blank(text: str) -> bool:
+    marked = normalize_masks(text)
+    return MASK in marked or BLANK in marked

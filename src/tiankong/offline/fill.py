@@ -553,9 +553,10 @@ def top_answer(payload: dict[str, Any]) -> tuple[str, float | str]:
 
 
 def csv_cell(value: Any) -> Any:
-    """A JSONL value in a CSV cell: lists and objects as JSON, not as Python's repr; a string's
+    """A JSONL value in a CSV cell: lists, objects, true, false and null as JSON, not as
+    Python's repr (True, and null an empty cell like a missing key: a review); a string's
     lone surrogates, which no CSV escape can keep (a JSON escape in the input), as U+FFFD."""
-    if isinstance(value, dict | list):
+    if isinstance(value, dict | list | bool) or value is None:
         return json_line(value)
     return LONE_SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
 

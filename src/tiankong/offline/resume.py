@@ -57,6 +57,15 @@ class FillJob:
     def lock(self) -> Path:
         return self.output.with_name(self.output.name + ".lock")
 
+    @property
+    def locks(self) -> tuple[Path, ...]:
+        """The files this run holds while it runs: the output's lock, and a named --errors
+        file's (two runs with their own outputs shared one --errors, each from its own
+        checkpoint, and one run's error lines were lost: a review)."""
+        if self.errors is None:
+            return (self.lock,)
+        return (self.lock, self.errors.with_name(self.errors.name + ".lock"))
+
 
 @dataclass
 class Checkpoint:
@@ -115,21 +124,25 @@ def claimed(job: FillJob) -> Iterator[None]:
     came out as 19,000 out of order, which a third run then called done."""
     from filelock import FileLock, Timeout
 
-    lock = FileLock(str(job.lock), timeout=0)
+    held: list[FileLock] = []
     try:
-        job.lock.parent.mkdir(parents=True, exist_ok=True)
-        lock.acquire()
-    except Timeout:  # an OSError too: first
-        raise BadDataFileError(
-            f"'{job.output.name}' is being written by another run now; wait for it to end, or "
-            "choose another output."
-        ) from None
-    except OSError as error:
-        raise BadOptionError(f"'{job.lock}' can't be written ({error.strerror}).") from None
-    try:
+        for path, written in zip(job.locks, (job.output, job.error_file), strict=False):
+            lock = FileLock(str(path), timeout=0)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                lock.acquire()
+            except Timeout:  # an OSError too: first
+                raise BadDataFileError(
+                    f"'{written.name}' is being written by another run now; wait for it to "
+                    f"end, or choose another {'output' if written == job.output else '--errors'}."
+                ) from None
+            except OSError as error:
+                raise BadOptionError(f"'{path}' can't be written ({error.strerror}).") from None
+            held.append(lock)
         yield
     finally:
-        lock.release()
+        for lock in reversed(held):
+            lock.release()
 
 
 def run_key(
@@ -328,6 +341,11 @@ def start_state(
                     f"'{job.checkpoint.name}' says; restore it, or pass --restart to start over."
                 )
         return saved
+    # the checkpoint first: a --restart stopped after emptying the files left the old one,
+    # and the next run was refused for options or files it never had (a review)
+    for stale in (job.checkpoint, checkpoint_temp(job.checkpoint)):
+        if os.path.isfile(stale):
+            stale.unlink()
     named = "another --errors" if job.errors is not None else "another output"
     for path, choose in ((job.output, "another output"), (job.error_file, named)):
         if file_size(path) and job.resume:  # not ours to overwrite: --errors named any file
