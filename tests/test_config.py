@@ -234,3 +234,16 @@ def test_an_index_word_is_read_in_any_case(given: str, kept: str) -> None:
     from tiankong.config import Settings
 
     assert Settings(index=given).index == kept
+
+
+def test_the_engines_own_thread_choice_is_shared_as_every_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--threads 0 (the engine's own choice: every core) gave each of several engines one
+    thread (`fill --ray --threads 0`: a review); one engine keeps its own choice."""
+    from tiankong import config
+
+    monkeypatch.setattr(config, "usable_cores", lambda: 8)
+    assert config.threads_per_worker(0, 1) == 0
+    assert config.threads_per_worker(0, 2) == 4 and config.threads_per_worker(0, 16) == 1
+    assert config.threads_per_worker(6, 4) == 1 and config.threads_per_worker(6, 2) == 3

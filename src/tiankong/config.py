@@ -51,7 +51,12 @@ T = TypeVar("T")
 
 def threads_per_worker(threads: int, workers: int) -> int:
     """The one split of intra-op threads between engines that share a machine (``fill
-    --workers``, Ray Data actors, Ray Serve replicas): an equal share each, at least one."""
+    --workers``, Ray Data actors, Ray Serve replicas): an equal share each, at least one.
+    ``threads`` 0 (the engine's own choice, which takes every core) shares this machine's
+    cores: it gave each engine one thread, where one engine alone would have used them all (a
+    review). One engine keeps 0, its own choice."""
+    if threads == 0:
+        return 0 if workers <= 1 else max(1, usable_cores() // workers)
     return max(1, threads // max(1, workers))
 
 

@@ -11,6 +11,7 @@ text -> validate/tokenize (text.py) -> pad (engines.pad_batch) -> engine -> deco
 from __future__ import annotations
 
 import numbers
+import os
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -180,7 +181,10 @@ class FillMasker:
 
     @classmethod
     def load(
-        cls, source: str | None = None, settings: Settings | None = None, index: str | None = None
+        cls,
+        source: str | None = None,
+        settings: Settings | None = None,
+        index: str | os.PathLike[str] | bool | None = None,
     ) -> FillMasker:
         """Resolve ``source`` (bundled name, folder or hub id), start its engine and open the
         corpus index: ``index`` is auto (default: the bundled index for a bundled model),
@@ -193,6 +197,13 @@ class FillMasker:
             raise BadOptionError(  # it was an AttributeError (with_overrides)
                 f"settings must be a tiankong.Settings, not {type(settings).__name__}; "
                 "Settings(threads=2, ...) makes one."
+            )
+        if index is False:  # as predict(index=False) spells it: "--index must be a string"
+            index = "none"  # named a CLI flag in a Python call (a review)
+        elif index is not None and not isinstance(index, str | os.PathLike):
+            raise BadOptionError(
+                f"index must be auto, bundled, none or an index folder (a str or a Path), or "
+                f"False for none; not {type(index).__name__} ({index!r})."
             )
         settings = settings or Settings()
         settings = settings.with_overrides(model=source, index=index)

@@ -21,7 +21,7 @@ from tokenizers.implementations import BertWordPieceTokenizer
 
 from tiankong import FillMasker, Settings
 from tiankong.core.models import VOCAB_FILE
-from tiankong.errors import IndexTokenizerMismatchError, IndexUnavailableError
+from tiankong.errors import BadOptionError, IndexTokenizerMismatchError, IndexUnavailableError
 from tiankong.index import combine
 from tiankong.index.grounding import choose_memory
 from tiankong.model_sources import resolve_model
@@ -115,6 +115,10 @@ def test_bundled_model_default_is_the_bundled_index() -> None:
     assert best.token == "睛" and best.memory is not None and best.memory["match"] == "画龙点睛"
     plain = FillMasker.load(index="none").predict("画龙点[MASK]").masks[0]
     assert all(c.memory is None for c in plain) and plain[0].token != "睛"
+    # as predict(index=False) spells it: it was "--index must be a string", a CLI flag's words
+    assert FillMasker.load(index=False).index.used == "none"
+    with pytest.raises(BadOptionError, match=r"^index must be auto, bundled, none or an index"):
+        FillMasker.load(index=True)
 
 
 # --- HTTP ------------------------------------------------------------------------------------

@@ -126,7 +126,7 @@ def run_ray_fill(
     threads = threads_per_worker(settings.threads, workers)
     # Logical CPUs: leave one for Ray's read and write tasks, or they wait behind the actors.
     cluster_cpus = float(ray.cluster_resources().get("CPU", 1.0))
-    actor_cpus = max(0.1, min(float(threads), (cluster_cpus - 1.0) / workers))
+    actor_cpus = max(0.1, min(float(threads or cluster_cpus), (cluster_cpus - 1.0) / workers))
     filled = dataset.map_batches(
         FillActor,
         fn_constructor_kwargs={
