@@ -160,6 +160,13 @@ def test_a_file_given_as_the_text_is_told_how_to_fill_it(tmp_path: Path) -> None
         "error: 't.txt' is a file; fill its lines with tiankong fill t.txt -o OUT.jsonl, or give "
         "them on stdin: tiankong predict < t.txt."
     ]
+    # a JSONL's lines on stdin were filled inside their braces; a name with a space is quoted
+    (tmp_path / "my g.jsonl").write_text('{"text": "今天[MASK]"}\n', encoding="utf-8")
+    done = run_cli("predict", "my g.jsonl", "--model", str(tmp_path / "never"), cwd=tmp_path)
+    assert besides_first_run_notes(done.stderr) == [
+        "error: 'my g.jsonl' is a file; fill its records with tiankong fill 'my g.jsonl' -o "
+        "OUT.jsonl."
+    ]
 
 
 def test_unknown_option_is_a_usage_error() -> None:

@@ -114,6 +114,30 @@ def test_length_alpha_with_no_blank_to_rank_is_refused(
         assert ran.returncode == 0, ran.stderr
 
 
+def test_blank_on_masks_apart_is_refused_with_the_line(tmp_path: Path) -> None:
+    """--blank made two [BLANK]s of two masks apart, scored wrong at every run, exit 0."""
+    items = write_lines(
+        tmp_path / "c.jsonl",
+        [
+            {"text": "画龙点[MASK]", "answers": ["睛"]},
+            {"text": "今[MASK]天气很[MASK]。", "answers": ["天好"]},
+        ],
+    )
+    done = run_cli("eval", str(items), "--blank", "--model", str(tmp_path / "never-loaded"))
+    assert done.returncode == 2
+    assert "--blank: c.jsonl line 2: its masks are not one run" in done.stderr
+
+
+def test_a_refusal_offers_blank_only_where_it_would_be_taken(tmp_path: Path) -> None:
+    """For a file of choice items it said "add --blank", which is then refused."""
+    choice = [{"text": "画龙点[MASK]", "answers": ["睛"], "candidates": ["睛", "晴"]}]
+    items = write_lines(tmp_path / "c.jsonl", choice)
+    for args in (["--beam-width", "3"], ["--length-alpha", "0.3"]):
+        done = run_cli("eval", str(items), *args, "--model", str(tmp_path / "never-loaded"))
+        assert done.returncode == 2 and "; leave it out." in done.stderr
+        assert "add --blank" not in done.stderr
+
+
 @pytest.mark.parametrize(
     ("lines", "args", "said"),
     [

@@ -330,6 +330,13 @@ def test_two_runs_cannot_share_one_errors_file(settings: Settings, tmp_path: Pat
             run_fill(second, settings, PredictOptions())
         assert not second.output.exists()
     assert run_fill(second, settings, PredictOptions()).failed == 1
+    # ... and a run naming another run's own OUTPUT.errors.jsonl (a verifying review)
+    third = FillJob(source, tmp_path / "c.jsonl")
+    fourth = FillJob(source, tmp_path / "d.jsonl", errors=third.error_file, resume=False)
+    held = FileLock(str(third.locks[1]))
+    written = r"'c\.jsonl\.errors\.jsonl' is being written"
+    with held, pytest.raises(BadDataFileError, match=written):
+        run_fill(fourth, settings, PredictOptions())
 
 
 def test_a_resume_naming_another_errors_file_is_refused(settings: Settings, tmp_path: Path) -> None:

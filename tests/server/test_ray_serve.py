@@ -409,6 +409,9 @@ def test_serve_run_with_a_keys_file_it_cannot_read_is_one_sentence(tmp_path: Pat
 
     with pytest.raises(BadOptionError, match="Cannot read the API keys file"):
         build_app({"api_keys_file": str(tmp_path / "missing.txt")})
+    # Ray's proxy reads its own FORWARDED_ALLOW_IPS: the setting did nothing (a verifying review)
+    with pytest.raises(BadOptionError, match=r"^forwarded_allow_ips .* applies only to the local"):
+        build_app({"forwarded_allow_ips": "10.0.0.2"})
 
 
 def test_patient_proxy_start_sets_a_default_and_keeps_a_given_value(

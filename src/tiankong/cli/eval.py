@@ -22,7 +22,7 @@ from tiankong.cli.options import (
 )
 from tiankong.cli.root import app
 from tiankong.config import Settings, check_settings
-from tiankong.core.options import PredictOptions
+from tiankong.core.options import MASK_RUN, PredictOptions, check_blank
 from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import BadOptionError
 from tiankong.offline.evaluate import (
@@ -183,20 +183,30 @@ def refuse_unread_decoding(
             f"--blank turns an item's masks into one [BLANK], and every item of {name} ranks "
             "its own candidates, which --blank does not change; leave it out."
         )
+    if blank:  # the one-blank rule, on the text --blank makes: masks apart made two blanks,
+        for item in free:  # scored wrong at every run, exit 0 (a verifying review)
+            try:
+                check_blank(MASK_RUN.sub(BLANK, normalize_masks(item.text)))
+            except BadOptionError as error:
+                raise BadOptionError(
+                    f"--blank: {name} line {item.line}: its masks are not one run, so they make "
+                    f"no single [BLANK] ({error.message.removesuffix('.')}); leave --blank out."
+                ) from None
     texts = [normalize_masks(item.text) for item in free]
     blanks = [text for text in texts if blank or BLANK in text]
     joint = blanks or [text for text in texts if text.count(MASK) > 1]
+    # --blank as the way out only where it would be taken: not for a file of choice items
+    add = "add --blank (each item's masks as one [BLANK]) or " if free and not blank else ""
     for flag in ("--order", "--beam-width"):
         if flag in given and not joint:
             raise BadOptionError(
                 f"{flag} steers the joint fill of several [MASK]s or a [BLANK], and no item of "
-                f"{name} has one; add --blank (each item's masks as one [BLANK]) or leave it "
-                "out."
+                f"{name} has one; {add}leave it out."
             )
     if "--length-alpha" in given and not blanks:  # it ranks a [BLANK]'s fills
         raise BadOptionError(
             f"--length-alpha ranks the fills of a [BLANK], and no item of {name} has one; "
-            "add --blank (each item's masks as one [BLANK]) or leave it out."
+            f"{add}leave it out."
         )
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -161,10 +163,7 @@ def predict_command(
 
     if text is not None and names_a_file(text) and not has_blank(text):
         # it said "The text has no [MASK]", of a file full of them (a review)
-        raise BadOptionError(
-            f"'{text}' is a file; fill its lines with tiankong fill {text} -o OUT.jsonl, or give "
-            f"them on stdin: tiankong predict < {text}."
-        )
+        raise BadOptionError(file_given(text))
     masker = int8_warned(FillMasker.load(settings=settings))
     options = decoding_options(
         masker,
@@ -314,3 +313,18 @@ def models_command() -> None:
 def has_blank(text: str) -> bool:
     marked = normalize_masks(text)
     return MASK in marked or BLANK in marked
+
+
+def file_given(name: str) -> str:
+    """What to do with a file given as the text: fill it, or, for plain lines, give them on
+    stdin (stdin's lines are texts as typed: a JSONL's were filled inside their braces)."""
+    from tiankong.offline.fill import named_format
+
+    quoted = shlex.quote(name)
+    fill = f"tiankong fill {quoted} -o OUT.jsonl"
+    if named_format(Path(name), "auto") in ("jsonl", "csv"):
+        return f"'{name}' is a file; fill its records with {fill}."
+    return (
+        f"'{name}' is a file; fill its lines with {fill}, or give them on stdin: tiankong "
+        f"predict < {quoted}."
+    )

@@ -9,6 +9,7 @@ import json
 import lzma
 import os
 import re
+import shlex
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -110,15 +111,15 @@ def check_input(path: Path, field: str | None) -> None:
 def built_from(path: Path) -> str:
     """How to build an index from the file ``path``, given where an index folder goes: the
     command as it would run (a JSONL or CSV needs its --field, told to run without it)."""
-    name = lower_name(path)
+    name, quoted = lower_name(path), shlex.quote(str(path))  # `my notes.csv` was two words
     if name.endswith(FIELD_SUFFIXES):
         return (
-            f"build an index from it with `tiankong index build {path} --field FIELD -o DIR` "
+            f"build an index from it with `tiankong index build {quoted} --field FIELD -o DIR` "
             "(FIELD: its text's column or key) and pass --index DIR."
         )
     if name.endswith(TEXT_SUFFIXES):
         return (
-            f"build an index from it with `tiankong index build {path} -o DIR` and pass "
+            f"build an index from it with `tiankong index build {quoted} -o DIR` and pass "
             "--index DIR."
         )
     return (

@@ -59,12 +59,11 @@ class FillJob:
 
     @property
     def locks(self) -> tuple[Path, ...]:
-        """The files this run holds while it runs: the output's lock, and a named --errors
-        file's (two runs with their own outputs shared one --errors, each from its own
-        checkpoint, and one run's error lines were lost: a review)."""
-        if self.errors is None:
-            return (self.lock,)
-        return (self.lock, self.errors.with_name(self.errors.name + ".lock"))
+        """The files this run holds while it runs: the output's lock and its errors file's
+        (two runs with their own outputs shared one --errors, or one named the other's
+        OUTPUT.errors.jsonl, each from its own checkpoint, and one run's error lines were
+        lost: reviews)."""
+        return (self.lock, self.error_file.with_name(self.error_file.name + ".lock"))
 
 
 @dataclass

@@ -253,7 +253,15 @@ def replica_threads(scale: ScaleOptions) -> int:
 
 def build_app(args: Mapping[str, object]) -> Application:
     """The ``serve run`` builder: ``serve run tiankong.ray_serve:build_app model=... threads=2``."""
-    return build_application(*settings_and_scale(args))
+    settings, scale = settings_and_scale(args)
+    if settings.forwarded_allow_ips:  # Ray's proxy reads its own environment: it did nothing
+        raise BadOptionError(
+            "forwarded_allow_ips (TIANKONG_FORWARDED_ALLOW_IPS) applies only to the local Ray "
+            "that `tiankong serve --ray` starts: under `serve run`, Ray Serve's proxy believes "
+            "X-Forwarded-For from the addresses in its own FORWARDED_ALLOW_IPS; set that in "
+            "Ray's environment (empty: no one), or leave this out."
+        )
+    return build_application(settings, scale)
 
 
 def settings_and_scale(args: Mapping[str, object]) -> tuple[Settings, ScaleOptions]:
