@@ -183,7 +183,7 @@ def test_export_to_folder_rules(model: ResolvedModel, cache: Path, tmp_path: Pat
     target = tmp_path / "target"
     target.mkdir()
     (target / "notes.txt").write_text("mine")
-    with pytest.raises(BadOptionError, match="not empty"):
+    with pytest.raises(BadOptionError, match="holds files that are not a tiankong export's own"):
         export_to_folder(model, "fp32", settings_for(cache), target)
     with pytest.raises(BadOptionError, match="is a file"):
         export_to_folder(model, "fp32", settings_for(cache), target / "notes.txt")
