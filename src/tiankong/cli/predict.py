@@ -26,7 +26,7 @@ from tiankong.cli.stdin import print_line_error, stdin_lines
 from tiankong.config import Settings
 from tiankong.core.options import PredictOptions
 from tiankong.core.results import FillResult, Memory
-from tiankong.core.text import BLANK, MASK, normalize_masks
+from tiankong.core.text import BLANK, has_blank
 from tiankong.errors import BadOptionError, TiankongError, mapping_for
 
 if TYPE_CHECKING:
@@ -308,11 +308,6 @@ def models_command() -> None:
         "\nOther sources: any local folder in Hugging Face layout, or a hub id such as "
         "google-bert/bert-base-chinese (recommended for production), via --model."
     )
-
-
-def has_blank(text: str) -> bool:
-    marked = normalize_masks(text)
-    return MASK in marked or BLANK in marked
 
 
 def file_given(name: str) -> str:

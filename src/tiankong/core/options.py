@@ -10,7 +10,7 @@ from typing import Any
 from tiankong.config import Settings
 from tiankong.core.beam_search import ORDERS
 from tiankong.core.decoding import PRESETS, Constraints
-from tiankong.core.text import BLANK, MASK, check_unicode, normalize_masks
+from tiankong.core.text import BLANK, MASK, check_unicode, has_blank
 from tiankong.errors import BadOptionError
 
 MODES = ("single", "whole_word", "candidates")
@@ -194,7 +194,7 @@ def check_option(option: object, name: str) -> None:
         raise BadOptionError(
             f"The {name} '{option[:20]}' is longer than {MAX_OPTION_CHARS} characters."
         )
-    if MASK in normalize_masks(option) or BLANK in normalize_masks(option):
+    if has_blank(option):
         raise BadOptionError(f"A {name} can't contain [MASK] or [BLANK].")
     check_not_word_piece(option, name)
 
@@ -217,7 +217,7 @@ def check_constraint_words(constraints: Constraints) -> None:
     for field, words in (("allowed", constraints.allowed), ("exclude", constraints.exclude)):
         if any(not isinstance(word, str) or not word.strip() for word in words):
             raise BadOptionError(f"Every entry of '{field}' must be a non-empty string.")
-        if any(MASK in normalize_masks(word) or BLANK in normalize_masks(word) for word in words):
+        if any(has_blank(word) for word in words):
             # as for a candidate: [BLANK] was read as its characters and answered ] and [
             raise BadOptionError(f"An entry of '{field}' can't contain [MASK] or [BLANK].")
         for word in words:

@@ -53,6 +53,12 @@ def normalize_masks(text: str) -> str:
     return BLANK_VARIANTS.sub(BLANK, MASK_VARIANTS.sub(MASK, text))
 
 
+def has_blank(text: str) -> bool:
+    """Whether ``text`` has a [MASK] or a [BLANK], in any of their typed forms."""
+    marked = normalize_masks(text)
+    return MASK in marked or BLANK in marked
+
+
 @dataclass(frozen=True)
 class TextLimits:
     max_masks: int = 16

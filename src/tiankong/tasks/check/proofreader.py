@@ -51,7 +51,7 @@ import numpy as np
 from tiankong.core.beam_search import RowScorer
 from tiankong.core.decoding import is_han
 from tiankong.core.script import between, has_han, memory_in, neighbours_traditional
-from tiankong.core.text import BLANK, MASK, normalize_masks
+from tiankong.core.text import has_blank
 from tiankong.errors import BadOptionError, each_text
 from tiankong.host import process_thread
 from tiankong.index.grounding import CorpusMemory
@@ -102,8 +102,7 @@ def check_warnings(text: str, checked: int, crowded: bool = False) -> list[str]:
     elif not warnings and checked < sum(map(is_han, text)):
         # a model of a small vocabulary checked 5 of 15 and said "no errors found" (a review)
         warnings.append(SOME_UNREAD)
-    marked = normalize_masks(text)
-    if MASK in marked or BLANK in marked:
+    if has_blank(text):
         warnings.append(BLANK_IN_CHECK)
     if crowded:
         warnings.append(MORE_MAY_REMAIN)
