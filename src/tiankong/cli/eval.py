@@ -172,11 +172,7 @@ def refuse_unread_decoding(
     ranks its candidates and reads none of them, a lone [MASK] reads neither --order nor
     --beam-width, and only a [BLANK]'s fills read --length-alpha (each was accepted and did
     nothing: a review)."""
-    given = {
-        flag
-        for key, flag in FILL_ONLY_OPTIONS.items()
-        if getattr(context.get_parameter_source(key), "name", "DEFAULT") != "DEFAULT"
-    }
+    given = {FILL_ONLY_OPTIONS[name] for name in fill_options_given(context)}
     free = [item for item in items if not item.candidates]  # choice items read no option
     if "--blank" in given and not free:
         raise BadOptionError(
@@ -221,14 +217,18 @@ FILL_ONLY_OPTIONS = {
 }
 
 
-def refuse_fill_options(context: typer.Context) -> None:
-    given = frozenset(
+def fill_options_given(context: typer.Context) -> frozenset[str]:
+    """The fill-only options given on the command line (not left at their defaults)."""
+    return frozenset(
         name
         for name in FILL_ONLY_OPTIONS
         if getattr(context.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
     )
+
+
+def refuse_fill_options(context: typer.Context) -> None:
     refuse_unread(
-        given,
+        fill_options_given(context),
         FILL_ONLY_OPTIONS,
         "to --task fill (--task check takes --index, --verbose, --json and the model and engine "
         "options)",
