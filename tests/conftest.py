@@ -199,9 +199,9 @@ def app(settings: Settings, tiny_masker: FillMasker) -> FastAPI:
 @pytest.fixture(scope="module")
 def client(app: FastAPI) -> Iterator[TestClient]:
     """The app in-process (lifespan run), one per test module."""
-    from fastapi.testclient import TestClient
+    from server_helpers import local_client
 
-    with TestClient(app) as test_client:
+    with local_client(app) as test_client:
         yield test_client
 
 

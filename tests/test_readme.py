@@ -41,6 +41,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from server_helpers import local_client
 
 from tiankong.core.models import BUNDLED_ROOT, DEFAULT_MODEL
 from tiankong.core.options import PredictOptions
@@ -332,9 +333,8 @@ def bundled_app(bundled_masker: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def bundled_client(bundled_app: Any) -> Iterator[Any]:
-    from fastapi.testclient import TestClient
 
-    with TestClient(bundled_app) as client:
+    with local_client(bundled_app) as client:
         yield client
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from cli_helpers import besides_first_run_notes, run_cli
-from fastapi.testclient import TestClient
+from server_helpers import local_client
 
 from tiankong import FillMasker, Settings
 from tiankong.config import MAX_THREADS, MIN_WINDOW, check_settings, setting
@@ -164,7 +164,7 @@ def test_a_server_with_a_window_longer_than_the_model_does_not_start(
     """Before: it started, then answered every long text (and its batch) with 500."""
     settings = Settings(engine="torch", threads=1, model=str(tiny_model_dir), max_length=1024)
     app = create_app(settings)  # the model loads at startup
-    with pytest.raises(BadOptionError, match="it has 512 positions"), TestClient(app):
+    with pytest.raises(BadOptionError, match="it has 512 positions"), local_client(app):
         pass
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
@@ -142,6 +143,25 @@ def origin_problem(origin: str) -> str | None:
         f"--cors-origin '{origin}' is not an origin; write it as the browser sends it, "
         "scheme://host[:port] with no path or trailing slash (https://app.example)."
     )
+
+
+HOST_LABEL = r"[a-z0-9_][a-z0-9_-]{0,62}"  # one part of a host name, as clients write them
+HOST_NAME = re.compile(rf"(?=.{{1,253}}$){HOST_LABEL}(\.{HOST_LABEL})*\.?")
+
+
+def host_name_problem(name: str) -> str | None:
+    """An ``--allowed-host``: a host name as a client types it (no scheme, no port), an IP
+    address or ``*``; anything else would match no request's ``Host``."""
+    if name == "*" or HOST_NAME.fullmatch(name.lower()):
+        return None
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return (
+            f"--allowed-host '{name}' is not a host name; give it as clients type it, without "
+            "scheme or port (tiankong.example.com), or *."
+        )
+    return None
 
 
 def proxy_problem(address: str) -> str | None:
@@ -323,6 +343,15 @@ class Settings:
         help="Allow cross-origin requests from this origin (repeatable; the env twin takes "
         "a comma-separated list). Default: no CORS.",
         each=origin_problem,
+    )
+    # the DNS-rebinding guard's names (server/middleware/hosts.py): who decides is host_check
+    allowed_hosts: tuple[str, ...] = setting(
+        (),
+        "--allowed-host",
+        help="A host name this server answers to besides localhost and IP addresses "
+        "(repeatable; the env twin takes a comma-separated list; * for any). Default: on a "
+        "loopback --host, only those; on any other, every name.",
+        each=host_name_problem,
     )
     forwarded_allow_ips: tuple[str, ...] = setting(
         (),

@@ -118,6 +118,12 @@ class BadDataFileError(BadInputError):
     code = "bad_data_file"
 
 
+class BadHostError(BadInputError):
+    """A ``Host`` header this server does not answer to (the DNS-rebinding guard: 400)."""
+
+    code = "bad_host"
+
+
 def not_utf8(what: str, error: UnicodeDecodeError) -> str:
     """The one sentence for an input file that isn't UTF-8 (``fill``, ``check``, ``eval``,
     ``index build``, ``train``), with the way out: a UTF-16 file (Windows' "Unicode", with NUL

@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reliability_helpers import fake_masker
-from server_helpers import assert_error
+from server_helpers import assert_error, local_client
 
 from tiankong import FillMasker, Settings
 from tiankong.core.options import MASK_RUN
@@ -421,7 +421,7 @@ POEM = "春眠不觉晓，处处闻啼[MASK]。"
 @pytest.fixture(scope="module")
 def client(tiny_masker: FillMasker, tiny_model_dir: Path) -> Iterator[TestClient]:
     settings_ = Settings(engine="fake", threads=1, model=str(tiny_model_dir))
-    with TestClient(create_app(settings_, fake_masker(tiny_masker, settings_))) as test_client:
+    with local_client(create_app(settings_, fake_masker(tiny_masker, settings_))) as test_client:
         yield test_client
 
 

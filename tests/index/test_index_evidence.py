@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from server_helpers import local_client
 
 from tiankong import FillMasker
 from tiankong.core.script import NO_HAN_WARNING, has_han
@@ -287,12 +288,11 @@ def test_the_hugging_face_route_reads_traditional_text_as_the_pipeline_does(
     """The README's Hugging Face section: the index is off on that route, so the model reads
     處處聞啼[MASK]。 as typed and answers in its own script, as the pipeline does; /predict with
     the index on answers 鳥 (test_the_issues_examples)."""
-    from fastapi.testclient import TestClient
 
     from tiankong import Settings
     from tiankong.server import create_app
 
-    with TestClient(create_app(Settings(), masker)) as client:
+    with local_client(create_app(Settings(), masker)) as client:
         [best, *_] = client.post("/", json={"inputs": "處處聞啼[MASK]。"}).json()
         assert best["sequence"] == "處處聞啼鸟。"
         grounded = client.post("/predict", json={"text": "處處聞啼[MASK]。"}).json()

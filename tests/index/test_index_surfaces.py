@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from server_helpers import local_client
 from tokenizers.implementations import BertWordPieceTokenizer
 
 from tiankong import FillMasker, Settings
@@ -127,7 +128,7 @@ def test_bundled_model_default_is_the_bundled_index() -> None:
 @pytest.fixture(scope="module")
 def client(grounded: FillMasker, tiny_model_dir: Path) -> Iterator[TestClient]:
     app = create_app(Settings(engine="torch", threads=1, model=str(tiny_model_dir)), grounded)
-    with TestClient(app) as test_client:
+    with local_client(app) as test_client:
         yield test_client
 
 

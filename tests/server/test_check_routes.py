@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 from fastapi.testclient import TestClient
-from server_helpers import assert_error
+from server_helpers import assert_error, local_client
 
 from tiankong import FillMasker, Settings
 from tiankong.server import create_app
@@ -67,7 +67,7 @@ def test_clean_and_odd_text_comes_back_unchanged(client: TestClient) -> None:
 
 def test_the_cost_cap_refuses_a_long_text(tiny_masker: FillMasker, settings: Settings) -> None:
     app = create_app(settings.with_overrides(max_request_cost=6), tiny_masker)
-    with TestClient(app) as client:
+    with local_client(app) as client:
         assert client.post("/check", json={"text": "画龙点晴"}).status_code == 200
         response = client.post("/check", json={"text": "今天天气很好。" * 40})
         assert "max_request_cost" in assert_error(response, 400, "bad_option")["message"]

@@ -91,7 +91,7 @@ def hang_up_mid_request(base_url: str, text: str) -> None:
     host, port = base_url.removeprefix("http://").split(":")
     body = json.dumps({"text": text}).encode()
     head = (
-        "POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "POST /predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     ).encode()
     with socket.create_connection((host, int(port)), timeout=10) as sock:
@@ -198,7 +198,7 @@ def test_a_client_that_pipelined_and_hung_up_is_a_499_without_a_traceback(
         for text in ("先[MASK]", "后[MASK]"):
             body = json.dumps({"text": text}).encode()
             requests += (
-                b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"POST /predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
             )
         with socket.create_connection((host, int(port)), timeout=10) as sock:

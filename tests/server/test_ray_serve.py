@@ -21,7 +21,7 @@ import pytest
 import ray
 from fastapi.testclient import TestClient
 from ray import serve
-from server_helpers import assert_error, free_port
+from server_helpers import assert_error, free_port, local_client
 
 from tiankong import FillMasker, Settings
 from tiankong.core.request import PlainJob
@@ -72,7 +72,7 @@ def settings(tiny_model_dir: Path) -> Settings:
 
 @pytest.fixture(scope="module")
 def standalone(settings: Settings, tiny_masker: FillMasker) -> Iterator[TestClient]:
-    with TestClient(create_app(settings, tiny_masker)) as client:
+    with local_client(create_app(settings, tiny_masker)) as client:
         yield client
 
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 from reliability_helpers import fake_masker
-from server_helpers import START_TIMEOUT_S, free_port, wait_until_ready
+from server_helpers import START_TIMEOUT_S, free_port, local_client, wait_until_ready
 
 from tiankong import FillMasker, Settings
 from tiankong.server import create_app
@@ -37,7 +37,7 @@ def client(tiny_masker: FillMasker, settings_fake: Settings) -> TestClient:
         raise RuntimeError("a bug")
 
     app.add_api_route("/broken", broken)
-    with TestClient(app, raise_server_exceptions=False) as test_client:
+    with local_client(app, raise_server_exceptions=False) as test_client:
         yield test_client  # type: ignore[misc]
 
 
@@ -134,7 +134,7 @@ def test_a_script_on_an_allowed_origin_can_send_and_read_the_id(
 ) -> None:
     origin = "https://app.example"
     settings = Settings(engine="fake", threads=1, model=str(tiny_model_dir), cors_origins=(origin,))
-    with TestClient(create_app(settings, fake_masker(tiny_masker, settings))) as cors:
+    with local_client(create_app(settings, fake_masker(tiny_masker, settings))) as cors:
         preflight = cors.options(
             "/predict",
             headers={
@@ -173,7 +173,7 @@ def test_the_openapi_document_names_the_limits(
 ) -> None:
     """Enums and ranges lived in descriptions only: a generated client knew none of them."""
     settings = Settings(engine="fake", model=str(tiny_model_dir), max_top_k=20, max_batch_texts=8)
-    with TestClient(create_app(settings, fake_masker(tiny_masker, settings))) as limited:
+    with local_client(create_app(settings, fake_masker(tiny_masker, settings))) as limited:
         document = limited.get("/openapi.json").json()
     models = document["components"]["schemas"]
     one, many = models["PredictRequest"]["properties"], models["BatchPredictRequest"]["properties"]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import BaseModel, TypeAdapter
+from server_helpers import local_client
 
 from tiankong.server.schemas import BatchPredictResponse, HFResponse, PredictResponse
 
@@ -115,7 +116,7 @@ def test_a_cached_answer_shows_in_server_timing_unless_the_cache_is_off(
     settings = Settings(
         engine="fake", threads=1, model=str(tiny_model_dir), result_cache_size=cache_size
     )
-    with TestClient(create_app(settings, fake_masker(tiny_masker, settings))) as client:
+    with local_client(create_app(settings, fake_masker(tiny_masker, settings))) as client:
         body = {"text": "春眠不觉晓，处处闻啼[MASK]。"}
         first, again = (client.post("/predict", json=body) for _ in range(2))
     assert first.json()["predictions"] == again.json()["predictions"] and engine_ms(first) > 0

@@ -74,7 +74,7 @@ async def slow_server(
         assert state.predictor is not None
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://test", timeout=30
+            transport=transport, base_url="http://localhost", timeout=30
         ) as client:
             yield client, engine, state.predictor
 

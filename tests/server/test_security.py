@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import pytest
 from cli_helpers import besides_first_run_notes
 from fastapi.testclient import TestClient
 from reliability_helpers import fake_masker
-from server_helpers import assert_error, capture_serve_settings
+from server_helpers import assert_error, capture_serve_settings, local_client, serve_in_thread
 
 from tiankong import FillMasker, Settings
 from tiankong.cli.serve import bind
@@ -35,7 +36,7 @@ BODIES: dict[str, Any] = {
 
 def make_client(tiny_masker: FillMasker, tiny_model_dir: Path, **changes: Any) -> TestClient:
     settings = Settings(engine="fake", threads=1, model=str(tiny_model_dir), **changes)
-    return TestClient(create_app(settings, fake_masker(tiny_masker, settings)))
+    return local_client(create_app(settings, fake_masker(tiny_masker, settings)))
 
 
 @pytest.fixture(scope="module")
@@ -552,7 +553,7 @@ def test_engine_errors_leak_no_path_or_traceback(
 ) -> None:
     settings = Settings(engine="fake", threads=1, model=str(tiny_model_dir), warmup=False)
     masker = fake_masker(tiny_masker, settings, LeakyEngine())
-    with TestClient(create_app(settings, masker)) as client:
+    with local_client(create_app(settings, masker)) as client:
         requests = [
             ("/predict", {"text": POEM}),
             ("/predict", {"text": POEM, "mode": "whole_word"}),
@@ -789,3 +790,95 @@ def test_an_error_never_quotes_a_client_at_length(
     message = answer.json()["error"]["message"]
     assert len(message) <= 910 and " … " in message
     assert len(answer.content) < 2_000
+
+
+# --- the Host guard (DNS rebinding) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["localhost", "LocalHost.:8000", "127.0.0.1:8000", "[::1]:8000", "10.0.0.7", "[fe80::1]"],
+)
+def test_a_loopback_server_answers_localhost_and_ip_addresses(
+    tiny_masker: FillMasker, tiny_model_dir: Path, host: str
+) -> None:
+    with make_client(tiny_masker, tiny_model_dir) as client:
+        response = client.post("/predict", json={"text": POEM}, headers={"Host": host})
+        assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize("path", ["/predict", "/health", "/", "/static/app.js", "/nowhere"])
+def test_a_loopback_server_refuses_another_name_on_every_path(
+    tiny_masker: FillMasker, tiny_model_dir: Path, path: str
+) -> None:
+    """A page whose name was pointed at 127.0.0.1 after it loaded (DNS rebinding) sends its
+    own name: the server answers it nothing, not even /health, and reads no body."""
+    with make_client(tiny_masker, tiny_model_dir) as client:
+        response = client.post(path, json={"text": POEM}, headers={"Host": "evil.example:8000"})
+        error = assert_error(response, 400, "bad_host")
+        assert "'evil.example'" in error["message"]
+        assert "--allowed-host evil.example" in error["message"]
+        assert response.headers["connection"] == "close"  # its body was never read
+        metrics = client.get("/metrics").text
+    assert 'status="400"' in metrics  # counted like any other answer
+
+
+def test_allowed_hosts_are_answered_and_named_in_the_refusal(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    names = ("tiankong.example.com", "Box.Internal.")
+    with make_client(tiny_masker, tiny_model_dir, allowed_hosts=names) as client:
+        for host in ("tiankong.example.com:443", "box.internal", "localhost:8000"):
+            assert client.get("/health", headers={"Host": host}).status_code == 200, host
+        refused = client.get("/health", headers={"Host": "example.com"})
+        message = assert_error(refused, 400, "bad_host")["message"]
+        assert "localhost, its IP addresses, box.internal and tiankong.example.com" in message
+
+
+def test_another_address_answers_every_name_unless_names_are_given(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    """0.0.0.0 (a container's): clients name it as they reach it; --allowed-host checks it."""
+    with make_client(tiny_masker, tiny_model_dir, host="0.0.0.0") as client:
+        assert client.get("/health", headers={"Host": "gpu-box:8000"}).status_code == 200
+    checked = make_client(tiny_masker, tiny_model_dir, host="0.0.0.0", allowed_hosts=("a.b",))
+    with checked as client:
+        assert client.get("/health", headers={"Host": "a.b:8000"}).status_code == 200
+        assert_error(client.get("/health", headers={"Host": "gpu-box:8000"}), 400, "bad_host")
+    with make_client(tiny_masker, tiny_model_dir, allowed_hosts=("*",)) as client:
+        assert client.get("/health", headers={"Host": "evil.example"}).status_code == 200
+
+
+def test_behind_a_proxy_ray_started_every_name_is_answered_unless_names_are_given(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    """A replica of `serve run` or a cluster: Ray's proxy listens where Ray's config says
+    (0.0.0.0 on KubeRay, reached by a Service's name), whatever ``host`` says."""
+    for names, refused in (((), False), (("a.b",), True)):
+        settings = Settings(engine="fake", threads=1, model=str(tiny_model_dir))
+        settings = settings.with_overrides(allowed_hosts=names)
+        app = create_app(settings, fake_masker(tiny_masker, settings), proxied=True)
+        with local_client(app) as client:
+            response = client.get("/health", headers={"Host": "tiankong-serve-svc:8000"})
+            assert response.status_code == (400 if refused else 200), response.text
+
+
+@pytest.mark.parametrize("name", ["http://a.example", "a.example:8000", "-a", "a..b", "", "a b"])
+def test_an_allowed_host_that_could_never_match_is_refused_at_start(
+    tiny_masker: FillMasker, tiny_model_dir: Path, name: str
+) -> None:
+    with pytest.raises(BadOptionError, match="is not a host name"):
+        make_client(tiny_masker, tiny_model_dir, allowed_hosts=("a.example", name))
+
+
+def test_a_request_without_a_host_is_answered(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    """HTTP/1.0 needs no Host, and no browser leaves it out."""
+    settings = Settings(engine="fake", threads=1, model=str(tiny_model_dir))
+    with serve_in_thread(create_app(settings, fake_masker(tiny_masker, settings))) as base_url:
+        address = base_url.removeprefix("http://").split(":")
+        with socket.create_connection((address[0], int(address[1])), timeout=30) as sock:
+            sock.sendall(b"GET /health HTTP/1.0\r\n\r\n")
+            answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 200"), answer

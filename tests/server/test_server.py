@@ -14,7 +14,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
-from server_helpers import assert_error
+from server_helpers import assert_error, local_client
 
 from tiankong import FillMasker, Settings
 from tiankong.engines.fake import FakeEngine
@@ -128,7 +128,7 @@ def test_batch_predict_all_bad_never_reaches_the_engine(client: TestClient) -> N
 
 def test_batch_predict_is_capped(settings: Settings, tiny_masker: FillMasker) -> None:
     capped = settings.with_overrides(max_batch_texts=2)
-    with TestClient(create_app(capped, tiny_masker)) as capped_client:
+    with local_client(create_app(capped, tiny_masker)) as capped_client:
         response = capped_client.post("/batch_predict", json={"texts": [POEM] * 3})
         assert_error(response, 400, "batch_too_large")
         assert capped_client.post("/batch_predict", json={"texts": [POEM] * 2}).status_code == 200
@@ -428,7 +428,7 @@ def test_another_spelling_of_a_path_is_not_found(
     """Not Starlette's empty 307 to the other spelling, whose Location took the client's Host
     header and http:// whatever the scheme."""
     response = client.request(
-        method, path, json={"text": POEM}, headers={"Host": "evil.example"}, follow_redirects=False
+        method, path, json={"text": POEM}, headers={"Host": "10.0.0.7"}, follow_redirects=False
     )
     assert_error(response, 404, "not_found")
     assert "location" not in response.headers
@@ -458,7 +458,7 @@ def test_engine_failure_is_a_clean_500_and_the_server_lives_on(
     vocab = tiny_masker.encoder.vocab
     engine = FakeEngine(len(vocab), fail_token_id=vocab["炸"])
     masker = FillMasker(tiny_masker.model, tiny_masker.encoder, engine, settings)
-    with TestClient(create_app(settings, masker)) as fake_client:
+    with local_client(create_app(settings, masker)) as fake_client:
         assert_error(fake_client.post("/predict", json={"text": "炸[MASK]"}), 500, "engine_error")
         assert fake_client.post("/predict", json={"text": POEM}).status_code == 200
         assert (
@@ -701,7 +701,7 @@ def test_hf_matches_the_transformers_pipeline(client: TestClient, tiny_model_dir
 
 
 def test_ready_is_503_until_the_model_is_warm(settings: Settings, tiny_masker: FillMasker) -> None:
-    not_started = TestClient(create_app(settings, tiny_masker))  # no `with`: no lifespan
+    not_started = local_client(create_app(settings, tiny_masker))  # no `with`: no lifespan
     assert not_started.get("/health").json() == {"status": "ok"}
     response = not_started.get("/ready")
     assert_error(response, 503, "model_unavailable")
@@ -713,7 +713,7 @@ def test_ready_is_503_until_the_model_is_warm(settings: Settings, tiny_masker: F
 def test_warm_up_runs_before_ready(settings: Settings, tiny_masker: FillMasker) -> None:
     engine = FakeEngine(len(tiny_masker.encoder.vocab))
     masker = FillMasker(tiny_masker.model, tiny_masker.encoder, engine, settings)
-    with TestClient(create_app(settings, masker)) as warm:
+    with local_client(create_app(settings, masker)) as warm:
         # before any request: the warm-up inference, then the check task's two steps
         # (serving/checking.py: one unmasked row, then its suspects' rows)
         assert engine.calls[0] == 1 and len(engine.calls) == 3
@@ -723,7 +723,7 @@ def test_warm_up_runs_before_ready(settings: Settings, tiny_masker: FillMasker) 
 def test_lifespan_loads_the_model_when_none_is_given(
     settings: Settings, tiny_model_dir: Path
 ) -> None:
-    with TestClient(create_app(settings)) as loading:
+    with local_client(create_app(settings)) as loading:
         assert loading.get("/ready").status_code == 200
         info = loading.get("/info").json()
         assert info["model"]["name"] == tiny_model_dir.name and info["engine"] == "torch"
@@ -741,13 +741,13 @@ def test_startup_heap_is_frozen_while_serving(settings: Settings, tiny_masker: F
 
 
 def check_heap_frozen(settings: Settings, tiny_masker: FillMasker) -> None:
-    with TestClient(create_app(settings, tiny_masker)) as serving:
+    with local_client(create_app(settings, tiny_masker)) as serving:
         # the model, the tokenizer and the libraries: out of the full collections' way
         frozen = gc.get_freeze_count()
         assert frozen > 10_000
         # a second app finds the heap frozen already: it neither freezes its own objects
         # (only a freeze adds to the count; frozen objects that die leave it) nor unfreezes
-        with TestClient(create_app(settings, tiny_masker)) as second:
+        with local_client(create_app(settings, tiny_masker)) as second:
             assert second.post("/predict", json={"text": POEM}).status_code == 200
             assert gc.get_freeze_count() <= frozen
         assert gc.get_freeze_count() > 10_000
@@ -883,7 +883,7 @@ async def test_concurrent_requests(settings: Settings, tiny_masker: FillMasker) 
     texts = [f"第{i}句：春眠不觉晓，处处闻啼[MASK]。" for i in range(12)]
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             responses = await asyncio.gather(
                 *(http.post("/predict", json={"text": text, "top_k": 2}) for text in texts),
                 *(http.get("/predict", params={"text": text}) for text in texts[:4]),

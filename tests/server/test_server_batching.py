@@ -108,7 +108,7 @@ async def http_client(
     app = create_app(settings, masker)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             yield client, app.state.tiankong
 
 
@@ -367,7 +367,7 @@ async def test_a_client_that_goes_mid_body_is_recorded_as_gone(
     async with app.router.lifespan_context(app):
         await asyncio.wait_for(app(scope, receive, send), 10)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             metrics_text = (await client.get("/metrics")).text
     assert [message["status"] for message in sent if "status" in message] == [499]
     assert metric(metrics_text, "tiankong_requests_total", route=path, status="499") == 1
@@ -398,7 +398,7 @@ async def test_a_disconnected_client_is_dropped_before_it_runs(
     async with app.router.lifespan_context(app):
         state = app.state.tiankong
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             async with engine_held(client, engine) as holder:
                 leaving = asyncio.create_task(app(scope, receive, send))
                 await until(lambda: predictor_of(state).batcher.depth == 1)
@@ -436,7 +436,7 @@ def test_a_client_that_hangs_up_over_tcp_is_dropped(
         port = int(base_url.rsplit(":", 1)[1])
         body = '{"text": "走[MASK]"}'.encode()
         request = (
-            b"POST /predict HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+            b"POST /predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
         )
         with socket.create_connection(("127.0.0.1", port)) as client:
@@ -471,7 +471,7 @@ async def test_shutdown_drains_queued_requests_and_refuses_new_ones(
     state: ServerState = app.state.tiankong
     batcher = predictor_of(state).batcher
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         async with engine_held(client, engine) as holder:
             queued = asyncio.gather(
                 *(client.post("/predict", json={"text": f"{i}[MASK]"}) for i in range(3))

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from server_helpers import assert_error
+from server_helpers import assert_error, local_client
 
 from tiankong import FillMasker, Settings
 from tiankong.core.decoding import Constraints, is_han
@@ -486,7 +486,7 @@ async def test_modes_and_plain_requests_concurrently(
     ] * 2
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             responses = await asyncio.gather(*(http.post("/predict", json=b) for b in bodies))
     for body, response in zip(bodies, responses, strict=True):
         assert response.status_code == 200, response.text
@@ -543,7 +543,7 @@ def test_the_readmes_cost_example_is_what_the_server_prices() -> None:
     from tiankong.server import create_app
 
     body = {"texts": ["[MASK]" * 16] * 64, "mode": "whole_word", "beam_width": 64}
-    with TestClient(create_app(Settings(engine="fake", threads=1))) as bundled:
+    with local_client(create_app(Settings(engine="fake", threads=1))) as bundled:
         for index, rows in ((True, "75,840"), (False, "65,600")):
             answer = bundled.post("/batch_predict", json={**body, "index": index})
             assert answer.status_code == 400, answer.text

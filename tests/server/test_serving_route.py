@@ -10,6 +10,7 @@ import fastapi.routing
 import pytest
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.testclient import TestClient
+from server_helpers import local_client
 
 from tiankong import FillMasker, Settings
 from tiankong.server.deps import state_of
@@ -118,7 +119,7 @@ def test_dependencies_an_include_adds_run_on_every_request(
 
     app = create_app(settings, tiny_masker)
     app.include_router(router, prefix="/guarded", dependencies=[Depends(deny)])
-    with TestClient(app) as client:
+    with local_client(app) as client:
         assert send(client, "/predict", VALID.encode(), "application/json")[0] == 200
         assert send(client, "/guarded/predict", VALID.encode(), "application/json")[0] == 403
         assert send(client, "/guarded/batch_predict", b'{"texts": ["a[MASK]"]}', JSON)[0] == 403
@@ -130,7 +131,7 @@ async def post_cut_short(app: FastAPI) -> tuple[list[int], bytes]:
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
         "scheme": "http", "path": "/predict", "raw_path": b"/predict", "root_path": "",
         "query_string": b"", "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000),
-        "headers": [(b"host", b"test"), (b"content-type", b"application/json"),
+        "headers": [(b"host", b"localhost"), (b"content-type", b"application/json"),
                     (b"transfer-encoding", b"chunked")], "state": {},
     }  # fmt: skip
     messages = iter(

@@ -66,7 +66,7 @@ def test_a_silent_connection_is_closed(base_url: str) -> None:
 
 
 def test_a_trickled_request_head_is_closed_while_others_are_served(base_url: str) -> None:
-    head = b"POST /predict HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 200
+    head = b"POST /predict HTTP/1.1\r\nHost: localhost\r\n" + b"X-Slow: " + b"a" * 200
     with connect(base_url) as slow, httpx.Client(base_url=base_url, timeout=10) as http:
         slow.send(head[:10])
         started = time.monotonic()
@@ -78,7 +78,7 @@ def test_a_trickled_request_head_is_closed_while_others_are_served(base_url: str
 def test_a_trickled_body_is_408_and_the_connection_closes(base_url: str) -> None:
     body = '{"text": "画龙点[MASK]"}'.encode()
     head = (
-        f"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"POST /predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     ).encode()
     with connect(base_url) as sock:
@@ -137,7 +137,7 @@ def read_answer(sock: socket.socket) -> bytes:
 
 def test_an_endless_request_head_is_431_and_closed(base_url: str) -> None:
     with connect(base_url) as sock:
-        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n")
         try:
             for index in range(64):  # up to 64 MB, never a whole head
                 sock.sendall(f"X-Big-{index}: ".encode() + b"a" * 1_000_000 + b"\r\n")
@@ -159,7 +159,7 @@ def test_a_head_just_over_the_limit_in_one_piece_is_431(
     (about 256 KiB) over the limit got a 200. The log line is the README's."""
     caplog.set_level(logging.INFO, logger="tiankong")
     with connect(base_url) as sock:
-        head = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * size + b"\r\n\r\n"
+        head = b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * size + b"\r\n\r\n"
         with contextlib.suppress(ConnectionResetError, BrokenPipeError):
             sock.sendall(head)
         answer = read_answer(sock)
@@ -189,7 +189,9 @@ def test_answers_before_the_app_are_counted_in_the_metrics(base_url: str) -> Non
     with connect(base_url) as sock:
         with contextlib.suppress(ConnectionResetError, BrokenPipeError):
             sock.sendall(
-                b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 1_100_000 + b"\r\n\r\n"
+                b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Big: "
+                + b"a" * 1_100_000
+                + b"\r\n\r\n"
             )
         assert read_answer(sock).startswith(b"HTTP/1.1 431 ")
     with connect(base_url) as sock:
@@ -202,7 +204,9 @@ def test_a_head_just_under_the_limit_is_served(base_url: str) -> None:
     with connect(base_url) as sock:
         big = b"a" * (MAX_HEAD_BYTES - 4096)
         sock.sendall(
-            b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: " + big + b"\r\n\r\n"
+            b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nX-Big: "
+            + big
+            + b"\r\n\r\n"
         )
         answer = read_answer(sock)
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
@@ -215,7 +219,7 @@ def test_a_long_get_url_is_still_served(base_url: str) -> None:
     query = urlencode({"text": text, "top_k": 1})
     with connect(base_url) as sock:
         sock.sendall(
-            f"GET /predict?{query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+            f"GET /predict?{query} HTTP/1.1\r\nHost: [::1]\r\nConnection: close\r\n\r\n".encode()
         )
         answer = read_answer(sock)
     assert len(query) > 60_000 and answer.startswith(b"HTTP/1.1 200 OK\r\n"), answer[:300]
@@ -226,7 +230,7 @@ def test_a_url_past_httptools_limit_is_414_with_the_way_out(base_url: str) -> No
     told "The request is not valid HTTP.", which it was (a review)."""
     query = urlencode({"text": "春" * 8_000 + "[MASK]"})
     with connect(base_url) as sock:
-        sock.sendall(f"GET /predict?{query} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        sock.sendall(f"GET /predict?{query} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
         answer = read_answer(sock)
     assert answer.startswith(b"HTTP/1.1 414 "), answer[:200]
     head, _, rest = answer.partition(b"\r\n\r\n")
@@ -250,7 +254,7 @@ def test_a_request_that_is_not_http_gets_the_error_shape(base_url: str) -> None:
 def test_websocket_upgrades_are_not_spoken(base_url: str) -> None:
     with connect(base_url) as sock:
         sock.sendall(
-            b"GET /predict HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+            b"GET /predict HTTP/1.1\r\nHost: [::1]\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
             b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
         )
         sock.settimeout(10)
@@ -280,7 +284,7 @@ def test_a_refusal_before_the_body_closes_the_connection(base_url: str) -> None:
     """A 413 by Content-Length comes before the body is read: the connection then closes, so
     the body is never parsed as the next request's head (it was, and answered 431 unasked)."""
     body = b"a" * (MAX_HEAD_BYTES + 300_000)  # over --max-body-bytes (1,000,000) by its length
-    head = "POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head = "POST /predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
     head += f"Content-Length: {len(body)}\r\n\r\n"
     with connect(base_url) as sock:
         sock.sendall(head.encode())

@@ -4,6 +4,7 @@ engine, the rest to the other, and the warm-up before /ready runs each engine on
 from __future__ import annotations
 
 import pytest
+from server_helpers import local_client
 
 from tiankong import FillMasker, Settings
 from tiankong.engines.fake import FakeEngine
@@ -78,14 +79,13 @@ def test_a_server_whose_request_timeout_is_shorter_than_its_warm_ups_starts(
 ) -> None:
     """The proofreading task's warm-up still held the request timeout after the fill's no
     longer did, and stopped the start (a verifying review): the app starts, requests 504."""
-    from fastapi.testclient import TestClient
 
     from tiankong.server import create_app
 
     slow = slow_engine(tiny_masker, 0.1)
     settings = Settings(engine="fake", batch_window_ms=0, request_timeout_s=0.01)
     masker = FillMasker(tiny_masker.model, tiny_masker.encoder, slow, settings)
-    with TestClient(create_app(settings, masker)) as client:
+    with local_client(create_app(settings, masker)) as client:
         assert client.get("/ready").status_code == 200
         assert client.post("/check", json={"text": "画龙点晴"}).status_code == 504
 

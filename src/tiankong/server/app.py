@@ -37,6 +37,7 @@ from tiankong.server import check_routes, hf, routes
 from tiankong.server.error_handlers import install_error_handlers
 from tiankong.server.metrics import INFERENCE_ROUTES, ServerMetrics
 from tiankong.server.middleware.guard import DOCS_ASSETS_PATH, STATIC_PATH, RequestGuard
+from tiankong.server.middleware.hosts import host_check
 from tiankong.server.middleware.security import cors_layer, is_public, security_layer
 from tiankong.server.responses import RangedFile
 from tiankong.server.schemas import ERROR_RESPONSES
@@ -57,10 +58,15 @@ DESCRIPTION = """Chinese fill-in-the-blank ([MASK] completion) with BERT masked 
 
 
 def create_app(
-    settings: Settings, masker: FillMasker | None = None, scheduler: SchedulerFactory | None = None
+    settings: Settings,
+    masker: FillMasker | None = None,
+    scheduler: SchedulerFactory | None = None,
+    proxied: bool = False,
 ) -> FastAPI:
     """Build the app. With ``masker=None`` the model in ``settings`` loads during startup.
-    ``scheduler`` replaces the dynamic batcher (Ray Serve replicas pass one that wraps it)."""
+    ``scheduler`` replaces the dynamic batcher (Ray Serve replicas pass one that wraps it).
+    ``proxied``: another server listens, not at ``settings.host`` (Ray Serve's proxy under
+    ``serve run``), so the Host guard checks only the names ``--allowed-host`` gives."""
     check_settings(settings)  # bad batcher or cache settings fail here, not at startup
     state = ServerState(settings=settings, metrics=ServerMetrics(), masker=masker)
 
@@ -113,6 +119,7 @@ def create_app(
         client_timeout_s=settings.client_timeout_s,
         cors=cors_layer(settings),
         security=security_layer(settings),  # API keys and rate limit, before any body is read
+        hosts=host_check(settings, proxied),  # the DNS-rebinding guard, before anything else
         known_paths=frozenset(
             [
                 *(

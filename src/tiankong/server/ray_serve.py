@@ -175,12 +175,13 @@ class TiankongReplica:
     replica, after ``__init__``) and ``serve.deployment`` in ``build_application``.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, proxied: bool = True) -> None:
         from ray import serve
 
         from tiankong.server.uvicorn_server import show_logs
 
         self.settings = settings
+        self.proxied = proxied  # create_app's: Ray's proxy listens where Ray's config says
         self.replica = serve.get_replica_context().replica_id.unique_id
         # tiankong's lines on the replica's stderr, which Ray keeps in the replica's log: the
         # access line with the request's id was written nowhere (a review's reproduction)
@@ -190,7 +191,7 @@ class TiankongReplica:
     def __serve_build_asgi_app__(self) -> FastAPI:
         from tiankong.server import create_app
 
-        app = create_app(self.settings, self.masker, scheduler=self.scheduler)
+        app = create_app(self.settings, self.masker, scheduler=self.scheduler, proxied=self.proxied)
         app.add_middleware(ReplicaHeaders, replica=self.replica)
         return app
 
@@ -232,8 +233,12 @@ def reserved_cpus(settings: Settings) -> int:
     return settings.threads or usable_cores()
 
 
-def build_application(settings: Settings, scale: ScaleOptions | None = None) -> Application:
-    """The Ray Serve application: ``serve.run(build_application(settings), route_prefix="/")``."""
+def build_application(
+    settings: Settings, scale: ScaleOptions | None = None, proxied: bool = True
+) -> Application:
+    """The Ray Serve application: ``serve.run(build_application(settings), route_prefix="/")``.
+    ``proxied``: Serve's proxy listens where Ray's own config says (``serve run``, a cluster),
+    not at ``settings.host`` (the local Serve that ``tiankong serve --ray`` starts there)."""
     from ray import serve
 
     check_settings(settings)  # a bad batching value fails here, not on every replica
@@ -242,7 +247,7 @@ def build_application(settings: Settings, scale: ScaleOptions | None = None) -> 
     load_api_keys(settings)
     options = deployment_options(settings, scale or ScaleOptions())
     deployment = serve.deployment(**options)(serve.ingress()(TiankongReplica))
-    return deployment.bind(settings)
+    return deployment.bind(settings, proxied)
 
 
 def replica_threads(scale: ScaleOptions) -> int:
@@ -321,8 +326,8 @@ def serve_on_ray(settings: Settings, scale: ScaleOptions, address: str | None = 
     import ray
     from ray import serve
 
-    application = build_application(settings, scale)
     local = starts_local_ray(address)  # else: leave the cluster's Serve up
+    application = build_application(settings, scale, proxied=not local)
     patient_proxy_start()
     if local:
         trust_forwarded_from(settings.forwarded_allow_ips)

@@ -7,6 +7,8 @@ Each HTTP request passes these stages, outermost first; the optional CORS and AP
    (``ServerMetrics``), 499 included; on the inference routes adds ``Server-Timing``
    (queue, engine, total); names the request (``X-Request-ID``: ``request_ids.py``) on its
    answer and writes its access line (``tiankong.access``, at info).
+   *Host* (where ``hosts.host_check`` asks for it): a ``Host`` the server does not answer to
+   is 400 ``bad_host``, before anything else runs (the DNS-rebinding guard).
 2. *CORS* (only with ``cors_origins``): preflights are answered before the drain and the keys.
 3. **drain**: counts the request in flight; once the drain has begun (after SIGTERM), every
    path but ``/health`` gets 503 ``shutting_down`` with ``Connection: close``.
@@ -50,6 +52,7 @@ from tiankong.server.error_handlers import (
     error_response,
 )
 from tiankong.server.metrics import INFERENCE_ROUTES, ServerMetrics
+from tiankong.server.middleware.hosts import HostCheck
 from tiankong.server.middleware.security import Layer
 from tiankong.serving.drain import Drain
 from tiankong.serving.timing import RequestTiming, request_timing
@@ -75,6 +78,7 @@ class Exchange:
         self.encoded: str | None = None  # a Content-Encoding other than identity
         chunked = False
         given_id: bytes | None = None
+        self.host: bytes | None = None
         for name, value in scope["headers"]:
             if name == b"content-length":
                 self.declared = int(value) if value.isdigit() else -1
@@ -82,6 +86,8 @@ class Exchange:
                 chunked = True
             elif name == request_ids.HEADER:
                 given_id = value
+            elif name == b"host":
+                self.host = value
             elif name == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
                 self.encoded = value.decode("latin-1")
         self.request_id = scope[request_ids.SCOPE_KEY] = request_ids.request_id(given_id)
@@ -196,8 +202,10 @@ class RequestGuard:
         cors: Layer | None = None,
         security: Layer | None = None,
         known_paths: AbstractSet[str] = frozenset(),
+        hosts: HostCheck | None = None,
     ) -> None:
         self.app = app
+        self.hosts = hosts  # None: any Host is answered
         self.known_paths = known_paths  # route_label's
         self.metrics = metrics
         self.drain = drain
@@ -219,7 +227,11 @@ class RequestGuard:
         token = request_timing.set(exchange.timing)
         self.metrics.requests_in_flight += 1
         try:
-            await self.after_metrics(scope, receive, exchange.send)
+            if self.hosts is None or self.hosts.allows(exchange.host):
+                await self.after_metrics(scope, receive, exchange.send)
+            else:
+                refusal = error_response(self.hosts.refusal(exchange.host or b""))
+                await refusal(scope, receive, exchange.send)
         finally:
             request_timing.reset(token)
             self.metrics.requests_in_flight -= 1

@@ -69,6 +69,7 @@ export const I18N = {
       bad_range: "请求的文件范围（Range）读不懂。",
       range_not_satisfiable: "请求的文件范围超出了文件的长度。",
       bad_data_file: "数据文件不合要求。",
+      bad_host: "服务器不回答这个主机名（防 DNS 重绑定）：请用 localhost 或 IP 地址打开，或在启动服务器时用 --allowed-host 加上这个名字。",
       bad_index_input: "建索引用的文本不合要求。",
       engine_unavailable: "模型的推理引擎用不了。",
       missing_package: "服务器缺少需要的软件包。",
