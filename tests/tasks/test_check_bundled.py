@@ -412,3 +412,29 @@ def test_characters_outside_the_vocabulary_are_said_to_be_unchecked(checker: Pro
     assert some.warnings == [SOME_UNREAD] and some.corrected.endswith("画龙点睛")
     assert checker.check("𠮷𠮷").warnings == [NOTHING_CHECKED]
     assert checker.check("他的身体非常建康。").warnings == []
+
+
+@pytest.mark.parametrize(
+    ("text", "corrected", "found"),
+    [
+        # a Kangxi radical (text copied from a PDF) is checked as the character it looks like,
+        # so the idiom beside it is fixed too; it was "no errors found" (a review)
+        ("⼀丝不狗", "一丝不苟", [("⼀", "一", "unicode"), ("狗", "苟", "idioms")]),
+        (
+            "我爱⾃⼰的祖国。",
+            "我爱自己的祖国。",
+            [("⾃", "自", "unicode"), ("⼰", "己", "unicode")],
+        ),
+        # the fix in the text's script: ⿓ is 龍 among traditional characters, 龙 among simplified
+        ("⿓的傳人", "龍的傳人", [("⿓", "龍", "unicode")]),
+        ("⿓的传人", "龙的传人", [("⿓", "龙", "unicode")]),
+    ],
+)
+def test_a_radical_typed_for_a_character_is_fixed_and_read_as_it(
+    checker: Proofreader, text: str, corrected: str, found: list[tuple[str, str, str]]
+) -> None:
+    result = checker.check(text)
+    assert result.corrected == corrected
+    assert [(e.original, e.suggestion, e.source) for e in result.edits] == found
+    assert result.warnings == []
+    assert all(text[e.start : e.end] == e.original for e in result.edits)

@@ -63,7 +63,10 @@ class EditOut(BaseModel):
     memory: MemoryOut | None = Field(
         description="出处: where the corpus index or the idiom list has the fixed expression."
     )
-    source: str = Field(description="What found it: model, index or idioms.")
+    source: str = Field(
+        description="What found it: model, index, idioms or unicode (a radical typed for the "
+        "character it looks like)."
+    )
 
 
 class CheckOut(BaseModel):

@@ -58,7 +58,7 @@ from tiankong.index.grounding import CorpusMemory
 from tiankong.service import FillMasker
 from tiankong.tasks.check.confusion import ConfusionSets
 from tiankong.tasks.check.idioms import IdiomLexicon
-from tiankong.tasks.check.request import CheckRequest, Window, prepare_check
+from tiankong.tasks.check.request import CheckRequest, Window, prepare_check, radical_table
 from tiankong.tasks.check.results import Alternative, CheckResult, Edit, apply_edits
 
 ALTERNATIVES = 3  # other characters listed with an edit
@@ -303,6 +303,7 @@ class Proofreader:
                 for edit in window_edits
                 if (typed := in_typed_script(edit, request)) is not None
             ]
+            mine = sorted([*mine, *radical_edits(request, mine)], key=lambda e: e.start)
             crowded = any(
                 number + k in passed_over and len(window_edits) >= CROWDED_EDITS
                 for k, window_edits in enumerate(its)
@@ -762,6 +763,21 @@ class Proofreader:
             memory,
             source,
         )
+
+
+def radical_edits(request: CheckRequest, edits: Sequence[Edit]) -> list[Edit]:
+    """A radical typed for a character (⼀ for 一: ``request.radical_table``) is a wrong
+    character of its own: its fix, at every place no other rule fixed, source "unicode", in
+    the text's script (⿓ is 龍 in 傳人's text, 龙 in 传人's: ``in_typed_script``)."""
+    table = radical_table()
+    taken = {edit.start for edit in edits}
+    checked = request.script.simplified if request.script is not None else request.text
+    found = (
+        in_typed_script(Edit(at, at + 1, char, checked[at], 1.0, source="unicode"), request)
+        for at, char in enumerate(request.text)
+        if ord(char) in table and at not in taken
+    )
+    return [edit for edit in found if edit is not None]
 
 
 def in_typed_script(edit: Edit, request: CheckRequest) -> Edit | None:

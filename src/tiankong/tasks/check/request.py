@@ -15,6 +15,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from itertools import pairwise
 
 from tiankong.core.script import (
@@ -193,6 +194,31 @@ def check_text(text: object, max_chars: int) -> str:
     return text
 
 
+# Kangxi radicals and the CJK radicals supplement: characters of their own that look like the
+# Han characters they stand for (⼀ for 一, ⼈ for 人), which text copied from a PDF often holds.
+# The tokenizer reads them as [UNK] (its NFD does not fold them: their mapping is a compatibility
+# one), so ⼀丝不狗 came back "no errors found" (a review).
+RADICAL_BLOCKS = ((0x2E80, 0x2EFF), (0x2F00, 0x2FDF))
+
+
+@cache
+def radical_table() -> dict[int, str]:
+    """Each radical whose compatibility form (NFKC) is one Han character -> that character."""
+    table = {}
+    for first, last in RADICAL_BLOCKS:
+        for code in range(first, last + 1):
+            folded = unicodedata.normalize("NFKC", chr(code))
+            if folded != chr(code) and len(folded) == 1 and HAN.fullmatch(folded):
+                table[code] = folded
+    return table
+
+
+def fold_radicals(text: str) -> str:
+    """``text`` with each radical of ``radical_table`` written as the character it stands for
+    (one character for one: offsets are kept)."""
+    return text.translate(radical_table())
+
+
 def checked_form(text: str) -> Script | None:
     """The form ``text`` is checked in, or None for as typed. Text with traditional or variant
     characters, all of them or a few, is checked in standard simplified form (``core.script``:
@@ -202,14 +228,16 @@ def checked_form(text: str) -> Script | None:
     character for character), so that an edit's offsets are the typed text's. Fixes go back in
     traditional where any character was (``proofreader.in_typed_script``): in the conversion
     that reproduces the text if one does (Taiwan, Hong Kong, OpenCC's standard, in that
-    order: ``core.script.TO_TRADITIONAL``), else Taiwan's."""
-    simplified = convert(text, TO_SIMPLIFIED)
+    order: ``core.script.TO_TRADITIONAL``), else Taiwan's. A radical (``radical_table``) is
+    checked as the character it stands for, and is an edit of its own (``radical_edits``)."""
+    unified = fold_radicals(text)
+    simplified = convert(unified, TO_SIMPLIFIED)
     checked = fold_variants(simplified)
     if checked == text or len(checked) != len(text):
         return None
     to_typed = None
-    if simplified != text:
-        to_typed = script_of(text).to_typed or TO_TRADITIONAL[0]
+    if simplified != unified:
+        to_typed = script_of(unified).to_typed or TO_TRADITIONAL[0]
     return Script(text, checked, to_typed)
 
 

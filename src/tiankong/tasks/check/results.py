@@ -29,7 +29,8 @@ class Edit:
     alternatives: list[Alternative] = field(default_factory=list)
     memory: Memory = None  # the corpus index's evidence (出处) for a fixed expression
     # what found it: "model" (the masked LM with the confusion sets), "index" (the corpus
-    # index) or "idioms" (the idiom list)
+    # index), "idioms" (the idiom list) or "unicode" (a radical typed for the character it
+    # looks like: ⼀ for 一)
     source: str = "model"
 
 
