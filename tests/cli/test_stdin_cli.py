@@ -170,3 +170,24 @@ def test_an_option_of_bytes_that_are_not_utf8_is_one_sentence(flag: str) -> None
     message = done.stderr.decode("utf-8", "replace").strip()
     assert "not valid Unicode" in message and "Traceback" not in message
     assert len(message.splitlines()) == 1, message
+
+
+@pytest.mark.parametrize(("command", "line", "field"), [("predict", "画龙点[MASK]", "sequence"),
+                                                        ("check", "画龙点晴", "text")])  # fmt: skip
+def test_a_dash_reads_stdin(command: str, line: str, field: str, tiny_model_dir: Path) -> None:
+    """``-`` names stdin, as for cat: `check -` answered the dash ("no Chinese character")
+    and `predict -` said it had no [MASK] (a review)."""
+    flags = ["-", "--json", "--model", str(tiny_model_dir), "--engine", "onnx", "--threads", "1"]
+    done = run_cli(command, *flags, stdin=f"{line}\n".encode())
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    answer = json.loads(done.stdout.decode().splitlines()[0])
+    assert answer[field].startswith("画龙点")
+
+
+def test_check_o_refuses_a_dash_in_one_sentence(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """It said "Input file '-' does not exist." (as fill did)."""
+    out = tmp_path / "out.jsonl"
+    done = run_cli("check", "-", "-o", str(out), "--model", str(tiny_model_dir), stdin=b"x\n")
+    assert done.returncode == 2
+    assert "check -o reads a file, not standard input ('-')" in done.stderr.decode()
+    assert not out.exists()

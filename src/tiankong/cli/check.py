@@ -26,7 +26,7 @@ from tiankong.cli.options import (
 )
 from tiankong.cli.predict import excerpt
 from tiankong.cli.root import app
-from tiankong.cli.stdin import print_line_error, stdin_lines
+from tiankong.cli.stdin import STDIN, named_stdin, print_line_error, stdin_lines
 from tiankong.config import Settings
 from tiankong.errors import BadOptionError, TiankongError, mapping_for
 from tiankong.offline.files import TOTAL_ROW
@@ -67,8 +67,8 @@ def check_command(
     text: Annotated[
         str | None,
         typer.Argument(
-            help="A sentence to check, or with -o a file (TXT, JSONL, CSV); omit to "
-            "read sentences from stdin, one a line."
+            help="A sentence to check, or with -o a file (TXT, JSONL, CSV); omit (or -) "
+            "to read sentences from stdin, one a line."
         ),
     ] = None,
     output: Annotated[
@@ -110,6 +110,12 @@ def check_command(
     if output is not None:
         if text is None:
             raise BadOptionError("-o needs an input file: tiankong check FILE -o OUT.jsonl.")
+        if text == STDIN:  # it said "Input file '-' does not exist."
+            raise BadOptionError(
+                "check -o reads a file, not standard input ('-'): it resumes by the file's "
+                "lines. Save the texts to a file, one a line, and give its path (without -o, "
+                "check reads stdin)."
+            )
         from tiankong.offline.fill import input_format as input_kind  # input_format: the flag
         from tiankong.offline.resume import FillJob
 
@@ -128,6 +134,7 @@ def check_command(
         check_file(job, settings)
         return
     refuse_unread(typed, FILE_ONLY, "with -o, which checks a file", "add -o OUT.jsonl")
+    text = named_stdin(text)
     if text is not None and names_a_file(text):
         raise BadOptionError(
             f"'{text}' is a file; check it with -o: tiankong check {text} -o OUT.jsonl."

@@ -22,7 +22,7 @@ from tiankong.cli.options import (
     settings_flags,
 )
 from tiankong.cli.root import app
-from tiankong.cli.stdin import print_line_error, stdin_lines
+from tiankong.cli.stdin import named_stdin, print_line_error, stdin_lines
 from tiankong.config import Settings
 from tiankong.core.options import PredictOptions
 from tiankong.core.results import FillResult, Memory
@@ -131,7 +131,7 @@ def decoding_options(
 @settings_flags
 def predict_command(
     text: Annotated[
-        str | None, typer.Argument(help="Text with [MASK]s; omit to read lines from stdin.")
+        str | None, typer.Argument(help="Text with [MASK]s; omit (or -) to read lines from stdin.")
     ] = None,
     model: object = FLAG,
     top_k: TopKOption = None,
@@ -161,6 +161,7 @@ def predict_command(
     """
     from tiankong.service import FillMasker
 
+    text = named_stdin(text)
     if text is not None and names_a_file(text) and not has_blank(text):
         # it said "The text has no [MASK]", of a file full of them (a review)
         raise BadOptionError(file_given(text))

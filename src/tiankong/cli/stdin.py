@@ -66,3 +66,12 @@ def print_line_error(
             f"[red]error:[/red] line {number} ({escape(shown)}): {escape(error.message)}",
             highlight=False,
         )
+
+
+STDIN = "-"  # a TEXT argument that names standard input, as in cat and most Unix tools
+
+
+def named_stdin(text: str | None) -> str | None:
+    """``text``, or None (read stdin) where it is ``-``: ``check -`` answered the dash ("no
+    Chinese character") and ``predict -`` said it had no [MASK] (a review)."""
+    return None if text == STDIN else text
