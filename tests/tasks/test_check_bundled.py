@@ -353,6 +353,23 @@ def test_a_crowded_sentence_says_more_may_remain(checker: Proofreader) -> None:
     assert "我门" in result.corrected and MORE_MAY_REMAIN in result.warnings
 
 
+def test_idiom_positions_past_the_first_suspects_pass_nothing_over(checker: Proofreader) -> None:
+    """Five idiom typos in one sentence, all five fixed: the suspects ranked past the first
+    four were idiom positions, which are masked anyway, and it said more may remain (a
+    review; checked again, the corrected text has no edit)."""
+    from tiankong.tasks.check.proofreader import MORE_MAY_REMAIN
+
+    text = (
+        "他写文章总是画龙点晴，做事却守株待免，出错后才亡羊补劳，我劝他再接再励，做人要一丝不狗。"
+    )
+    result = checker.check(text)
+    assert result.corrected == (
+        "他写文章总是画龙点睛，做事却守株待兔，出错后才亡羊补牢，我劝他再接再厉，做人要一丝不苟。"
+    )
+    assert MORE_MAY_REMAIN not in result.warnings
+    assert checker.check(result.corrected).edits == []
+
+
 @pytest.mark.parametrize("blank", ["[BLANK]", "【mask】", "［ＢＬＡＮＫ ］", "[MASK]"])
 def test_a_blank_marker_in_a_checked_text_is_read_as_one_mask(
     checker: Proofreader, blank: str
