@@ -42,6 +42,18 @@ def test_an_index_folder_with_other_files_is_not_replaced(
     assert open_index(out).size > 0
 
 
+def test_a_folder_inside_an_index_is_not_built(corpus_file: Path, tmp_path: Path) -> None:
+    """-o idx/sub was built, and idx then could not be rebuilt ("not an index folder")."""
+    out = tmp_path / "idx"
+    build_index([corpus_file], out, progress=False)
+    for inside in (out / "sub", out / "a" / "b"):
+        with pytest.raises(IndexInputError, match="is inside the index folder"):
+            build_index([corpus_file], inside, progress=False)
+        assert not inside.exists()
+    build_index([corpus_file], out, progress=False)  # still its own files only: replaced
+    assert open_index(out).size > 0
+
+
 def test_an_unreadable_manifest_is_not_an_index(corpus_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "odd"
     out.mkdir()

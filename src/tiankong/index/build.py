@@ -207,7 +207,17 @@ def build_index(
 
 def check_replaceable(out: Path) -> None:
     """Refuse an output folder that holds anything but a tiankong index's own files (a web
-    app's ``manifest.json`` is not an index's): the build replaces it whole."""
+    app's ``manifest.json`` is not an index's): the build replaces it whole; and one inside an
+    index folder (``-o idx/sub`` was built, and ``idx`` then could not be rebuilt: "not an
+    index folder")."""
+    holder = next(
+        (above for above in Path(os.path.abspath(out)).parents if is_index_folder(above)), None
+    )
+    if holder is not None:
+        raise IndexInputError(
+            f"{out} is inside the index folder {holder}, which holds only its own files; "
+            "choose a folder outside it."
+        )
     if not os.path.isdir(out) or not any(out.iterdir()):
         return
     foreign = IndexInputError(
@@ -223,6 +233,15 @@ def check_replaceable(out: Path) -> None:
     listed = manifest.get("files")
     if not holds_only(out, {MANIFEST, *(listed if isinstance(listed, dict) else ())}):
         raise foreign
+
+
+def is_index_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds a tiankong index's manifest (its format named)."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("format") == FORMAT
 
 
 def encode_all(
