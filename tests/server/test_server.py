@@ -773,6 +773,7 @@ def test_info(client: TestClient, tiny_masker: FillMasker) -> None:
     assert minute["requests"] >= 1 and minute["qps"] > 0
     assert 0 < minute["p50_ms"] <= minute["p95_ms"]
     assert info["limits"]["max_batch_texts"] == 64
+    assert (info["limits"]["max_text_chars"], info["limits"]["max_check_chars"]) == (10_000, 2_000)
 
 
 def test_metrics(client: TestClient) -> None:

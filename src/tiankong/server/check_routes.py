@@ -43,9 +43,12 @@ def elapsed_ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 2)
 
 
-CHECK_ERRORS = error_responses(
-    "Bad input: an empty text, a text over max_check_chars, an option out of range, or more "
-    "texts than max_batch_texts."
+CHECK_ERRORS = error_responses(  # /check: one text, no options
+    "Bad input: an empty text, or a text over max_check_chars."
+)
+BATCH_CHECK_ERRORS = error_responses(
+    "Bad input: more texts than max_batch_texts (a text that can't be checked, empty or over "
+    "max_check_chars, gets its own error entry)."
 )
 
 
@@ -63,7 +66,7 @@ async def check(
 
 
 @router.post(
-    "/batch_check", response_model=BatchCheckResponse, responses=CHECK_ERRORS, tags=["check"]
+    "/batch_check", response_model=BatchCheckResponse, responses=BATCH_CHECK_ERRORS, tags=["check"]
 )
 async def batch_check(
     body: Annotated[BatchCheckBody, Body(openapi_examples=BATCH_CHECK_EXAMPLES)],

@@ -171,6 +171,8 @@ async def info(state: StateDep) -> dict[str, Any]:
             "default_top_k": settings.default_top_k,
             "max_top_k": settings.max_top_k,
             "max_masks": settings.max_masks,
+            "max_text_chars": settings.max_text_chars,
+            "max_check_chars": settings.max_check_chars,  # /check's, /batch_check's per text
             "max_length": settings.max_length,
             "max_batch_texts": settings.max_batch_texts,
             "max_body_bytes": settings.max_body_bytes,
