@@ -56,7 +56,9 @@ def main() -> None:
     def rss() -> float:
         return process.memory_info().rss / 2**20
 
-    with TestClient(create_app(Settings(result_cache_size=0))) as client:
+    with TestClient(
+        create_app(Settings(result_cache_size=0)), base_url="http://localhost"
+    ) as client:
         ready, seconds = rss(), []
         for _ in range(args.checks):
             started = time.perf_counter()
