@@ -724,3 +724,39 @@ def test_text_with_nothing_to_mask_is_refused(files: Path, tmp_path: Path) -> No
         train(options(tmp_path / "y", (str(emoji),)))
     summary = train(options(tmp_path / "z", data, heldout=data))  # real text: scored
     assert summary.heldout_loss is not None and summary.heldout_loss == summary.heldout_loss
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_bad_line_deep_in_a_data_file_is_named_before_the_run(
+    tmp_path: Path, packed: bool
+) -> None:
+    """Only the first line was checked: a bad one 3,000 lines in ended a run at step 740 with
+    no line to look at, and the file, fixed, no longer matched the run for --resume."""
+    good = "\n".join(LINES * 300).encode() + b"\n"
+    raw = good + b"\xff\xfe bad\n" + good
+    data = tmp_path / ("deep.txt.xz" if packed else "deep.txt")
+    data.write_bytes(lzma.compress(raw) if packed else raw)
+    line = good.count(b"\n") + 1
+    with pytest.raises(BadDataFileError, match=rf"line {line} \(invalid start byte\)"):
+        train(options(tmp_path / "run", (str(data),)))
+    assert not (tmp_path / "run").exists()  # refused before anything was made
+
+
+@pytest.mark.parametrize("name", ["rows.tsv", "rows.csv.xz", "notes.md", "corpus"])
+def test_a_data_file_named_for_no_kind_is_refused(tmp_path: Path, name: str) -> None:
+    """A .tsv's or a .csv.xz's text,label rows trained as passages, with exit 0."""
+    data = tmp_path / name
+    text = "text,label\n画龙点[MASK],睛\n".encode()
+    data.write_bytes(lzma.compress(text) if name.endswith(".xz") else text)
+    with pytest.raises(
+        BadDataFileError, match=re.escape("is named neither .txt, .txt.xz nor .csv")
+    ):
+        train(options(tmp_path / "run", (str(data),)))
+
+
+def test_xz_named_txt_is_told_to_be_named_xz(files: Path, tmp_path: Path) -> None:
+    """It said "it doesn't look like a text file (it has NUL bytes)"."""
+    data = tmp_path / "packed.txt"
+    data.write_bytes((files / "t.txt.xz").read_bytes())
+    with pytest.raises(BadDataFileError, match=re.escape("is xz-compressed; name it .txt.xz")):
+        train(options(tmp_path / "run", (str(data),)))

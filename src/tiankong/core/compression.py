@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import lzma
 import re
 from pathlib import Path
 
@@ -24,3 +25,22 @@ def compression_of(path: Path) -> str | None:
     except OSError:
         return None
     return next((name for name, (magic, _) in COMPRESSED.items() if magic.match(head)), None)
+
+
+def first_line_not_utf8(
+    path: Path, unpack_xz: bool = False
+) -> tuple[int, UnicodeDecodeError] | None:
+    """The number of the first line of ``path`` that isn't UTF-8, with its error (None where
+    every line is, or the file can't be read again): one bad line in a long file was refused
+    with no line to look at (a review). A line break byte is never inside a UTF-8 character,
+    so lines decode alone. ``unpack_xz``: the lines of the xz stream ``path`` holds."""
+    try:
+        with lzma.open(path, "rb") if unpack_xz else path.open("rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    return number, error
+    except (OSError, EOFError, lzma.LZMAError):
+        pass
+    return None

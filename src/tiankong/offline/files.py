@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from tiankong.core.compression import COMPRESSED, compression_of
+from tiankong.core.compression import COMPRESSED, compression_of, first_line_not_utf8
 from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import BadDataFileError, BadOptionError, not_utf8
 from tiankong.index.sources import CsvRecords
@@ -69,27 +69,12 @@ def open_text(path: Path, what: str, newline: str | None = None) -> Iterator[Tex
                 f"{what} '{path}' is {packed}-compressed; this command reads plain files: "
                 "decompress it first."
             ) from None
-        line = first_line_not_utf8(path)
+        found = first_line_not_utf8(path)
+        line = found[0] if found else 0
         where = f" (line {line})" if line > 1 else ""  # line 1: a file in another encoding
         raise BadDataFileError(not_utf8(f"{what} '{path}'{where}", error)) from None
     except OSError as error:
         raise BadDataFileError(f"{what} '{path}' can't be read ({error.strerror}).") from None
-
-
-def first_line_not_utf8(path: Path) -> int:
-    """The number of the first line of ``path`` that isn't UTF-8 (0 where none is, or the file
-    can't be read again): one bad line in a long file was refused with no line to look at (a
-    review). A line break byte is never inside a UTF-8 character, so lines decode alone."""
-    try:
-        with path.open("rb") as handle:
-            for number, raw in enumerate(handle, 1):
-                try:
-                    raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    return number
-    except OSError:
-        pass
-    return 0
 
 
 def check_uncompressed_name(path: Path, what: str) -> None:

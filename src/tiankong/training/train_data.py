@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from tiankong.core.compression import compression_of
+from tiankong.core.compression import compression_of, first_line_not_utf8
 from tiankong.core.text import normalize_masks
 from tiankong.errors import BadDataFileError, BadOptionError, not_utf8
 from tiankong.index.sources import CsvRecords
@@ -25,6 +25,7 @@ MASK = "[MASK]"
 XZ_HEADER = b"\xfd7zXZ\x00"
 XZ_FOOTER = b"YZ"  # an xz stream's last two bytes (before any zero padding)
 JSON_SUFFIXES = (".json", ".jsonl")
+TEXT_SUFFIXES = (".txt", ".txt.xz")  # raw text (CSV: ``is_csv``); any other name is refused
 
 
 def file_noun(flag: str) -> str:
@@ -85,6 +86,14 @@ class TextSource:
                 f"{file_noun(flag)} '{name}' is JSON; {flag} takes raw text (.txt or .txt.xz, "
                 "one passage per line) or a CSV with text,label columns."
             )
+        named = name.lower().endswith(TEXT_SUFFIXES) or is_csv(name)
+        if not named and compression_of(path) in (None, "xz"):  # gzip & co: check_text_file's
+            # it was read as raw text: a .tsv's or a .csv.xz's rows trained as passages
+            raise BadDataFileError(
+                f"{file_noun(flag)} '{name}' is named neither .txt, .txt.xz nor .csv; {flag} "
+                "reads raw text (one passage a line) from .txt or .txt.xz files and text,label "
+                "rows from plain .csv files: name it for what it holds."
+            )
         if weight is None:
             return cls(path)
         try:
@@ -144,6 +153,11 @@ def check_text_file(path: Path, flag: str) -> None:
             f"{file_noun(flag)} '{path}' is {packed}-compressed; train reads plain text or "
             "xz: decompress it (or recompress it with xz)."
         )
+    if packed == "xz" and not is_xz(path):  # it "has NUL bytes", of a .txt holding xz
+        raise BadDataFileError(
+            f"{file_noun(flag)} '{path}' is xz-compressed; name it .txt.xz (train reads xz by "
+            "its name) or decompress it."
+        )
     if is_xz(path):
         with path.open("rb") as handle:
             head = handle.read(len(XZ_HEADER))
@@ -153,6 +167,17 @@ def check_text_file(path: Path, flag: str) -> None:
             raise BadDataFileError(damaged_xz(path, flag))
     if next(read_lines(path, flag), None) is None:
         raise BadDataFileError(f"{file_noun(flag)} '{path}' has no text lines.")
+    # every line, not the first alone: a bad one 3,000 lines in ended a run at step 740 with
+    # no line to look at, and the file, fixed, no longer matched the run for --resume (a review)
+    found = first_line_not_utf8(path, unpack_xz=is_xz(path))
+    if found is not None:
+        line, error = found
+        if line == 1:  # a file in another encoding: not_utf8 names the way to convert it
+            raise BadDataFileError(not_utf8(f"{file_noun(flag)} '{path}'", error))
+        raise BadDataFileError(
+            f"{file_noun(flag)} '{path}' has a line that isn't UTF-8 text, line {line} "
+            f"({error.reason}), where the {line - 1:,} lines before it are: fix or remove it."
+        )
 
 
 def endless_lines(
