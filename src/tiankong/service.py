@@ -216,7 +216,12 @@ class FillMasker:
         choice = choose_memory(settings.index, model, encoder.tokenizer)
         # the fake engine's rows as wide as the model's (a vocabulary padded past its tokenizer)
         engine = create_engine(model, settings, row_width(encoder.vocab, outputs), find_onnx_export)
-        return cls(model, encoder, engine, settings, choice)
+        masker = cls(model, encoder, engine, settings, choice)
+        # one short text through the engine: a model whose scores are not numbers (a training
+        # run that diverged) is refused here in one sentence (softmax's), not at its first
+        # request or in a server's warm-up, whose traceback Starlette prints (a review)
+        masker.predict(f"{MASK}。", top_k=1, index=False)
+        return masker
 
     def check_top_k(self, k: int) -> int:
         """``k`` as a Python int within 1..max_top_k: a numpy integer (a top_k read from pandas

@@ -309,3 +309,27 @@ def test_ids_a_padded_vocabulary_has_no_token_for_are_never_answers(tmp_path: Pa
         assert all(answer.token and answer.token_id < 21128 for answer in result.masks[0])
     blank = masker.predict("画龙点[BLANK]", top_k=3).sequences
     assert blank and all(sequence.fill for sequence in blank)
+
+
+@pytest.mark.parametrize("engine", ["torch", "onnx"])
+def test_a_model_whose_scores_are_not_numbers_is_refused_at_load(
+    tmp_path: Path, tiny_model_dir: Path, engine: str
+) -> None:
+    """A diverged training run's weights (NaN): the torch engine's predict was an IndexError
+    traceback, serve's warm-up another, and export wrote the graph with exit 0 (a review)."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from tiankong import FillMasker, Settings
+
+    broken = tmp_path / "nan-model"
+    shutil.copytree(tiny_model_dir, broken)
+    weights = load_file(broken / "model.safetensors")
+    nan = {name: torch.full_like(value, float("nan")) if value.is_floating_point() else value
+           for name, value in weights.items()}  # fmt: skip
+    save_file(nan, broken / "model.safetensors")
+    settings = Settings(engine=engine, precision="fp32", threads=1, onnx_cache_dir=str(tmp_path))
+    with pytest.raises(ModelUnavailableError, match=r"scores are not numbers \(NaN\)"):
+        FillMasker.load(str(broken), settings=settings, index="none")

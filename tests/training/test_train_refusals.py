@@ -760,3 +760,20 @@ def test_xz_named_txt_is_told_to_be_named_xz(files: Path, tmp_path: Path) -> Non
     data.write_bytes((files / "t.txt.xz").read_bytes())
     with pytest.raises(BadDataFileError, match=re.escape("is xz-compressed; name it .txt.xz")):
         train(options(tmp_path / "run", (str(data),)))
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_out_may_not_hold_the_init_model(
+    files: Path, tmp_path: Path, tiny_model_dir: Path, inside: bool
+) -> None:
+    """--init X --out X wrote over the starting model, and the recipe's --init then named the
+    run's own output (a review)."""
+    import shutil
+
+    start = tmp_path / "runs" / "start"
+    shutil.copytree(tiny_model_dir, start)
+    before = (start / "model.safetensors").read_bytes()
+    out = start.parent if inside else start
+    with pytest.raises(BadOptionError, match="the model the run starts from"):
+        train(tuning(out, (str(files / "t.txt"),), start))
+    assert (start / "model.safetensors").read_bytes() == before

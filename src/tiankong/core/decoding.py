@@ -9,7 +9,14 @@ from functools import lru_cache
 import numpy as np
 
 from tiankong.core.results import Memory, TokenScore
-from tiankong.errors import BadOptionError
+from tiankong.errors import BadOptionError, ModelUnavailableError
+
+# a model whose scores are NaN (a training run that diverged: `train --lr 1e10` wrote one) gave
+# no candidates, and an IndexError's traceback came of the empty list (a review)
+NOT_NUMBERS = (
+    "The model's scores are not numbers (NaN): its weights are broken, as a training run that "
+    "diverged leaves them; train it again with a lower --lr, or use another model."
+)
 
 
 def softmax(logits: np.ndarray, overwrite: bool = False) -> np.ndarray:
@@ -30,7 +37,10 @@ def softmax(logits: np.ndarray, overwrite: bool = False) -> np.ndarray:
     else:
         exp = logits - logits.max(axis=-1, keepdims=True)
     np.exp(exp, out=exp)  # in place: one row-sized array per call, not two
-    exp /= exp.sum(axis=-1, keepdims=True, dtype=np.float64).astype(np.float32)
+    sums = exp.sum(axis=-1, keepdims=True, dtype=np.float64)
+    if not np.isfinite(sums).all():  # a score that is NaN made every one NaN: nothing to rank
+        raise ModelUnavailableError(NOT_NUMBERS)
+    exp /= sums.astype(np.float32)
     return exp
 
 

@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tiankong.core.decoding import NOT_NUMBERS
 from tiankong.core.models import require_masked_lm_type, require_trained, unloadable_weights
-from tiankong.errors import EngineUnavailableError
+from tiankong.errors import EngineUnavailableError, ModelUnavailableError
 
 if TYPE_CHECKING:
     pass
@@ -134,6 +135,8 @@ def export_fp32(folder: Path, out_file: Path, threads: int) -> dict[str, Any]:
         check_inputs = sample_batch(batch=3, seq_len=11, masks=[2, 11, 20, 24], vocab=vocab)
         with torch.inference_mode():
             expected = reference(*(torch.from_numpy(array) for array in check_inputs)).numpy()
+        if not np.isfinite(expected).all():  # its NaN diff passed the check below: exit 0
+            raise ModelUnavailableError(NOT_NUMBERS)
         # a second copy, since the faster wrapper takes the last layer out of its encoder
         faster = masks_only_last_layer(load_masked_lm(folder))
         report: dict[str, Any] = {}

@@ -266,6 +266,20 @@ def save_checkpoint(
         shutil.rmtree(old, ignore_errors=True)
 
 
+def diverged(step: int, options: TrainOptions, checkpoint: Path) -> str:
+    """The sentence for a run whose loss became NaN at ``step`` (nothing is written then)."""
+    saved = (
+        f"the checkpoint in {checkpoint} is the last one saved, before it; "
+        if (checkpoint / "config.json").exists()
+        else ""
+    )
+    return (
+        f"The run diverged at step {step}: its loss is not a number (NaN), so its weights are "
+        f"no longer numbers, and no model was written ({saved}--resume would diverge again). "
+        f"Start again with a lower --lr (this run's: {options.lr:g})."
+    )
+
+
 class TrainingStopped(KeyboardInterrupt):
     """Ctrl-C or SIGTERM ended the run between two steps, after saving it there."""
 
@@ -486,7 +500,13 @@ def train_locked(
                 break
             batch = next(batches)
             tokens = int(batch["attention_mask"].sum())
-            loss = masked_lm_loss(model, to_device(batch, device), bf16)[0]
+            loss, _, labelled = masked_lm_loss(model, to_device(batch, device), bf16)
+            loss_value = float(loss.detach())
+            if not math.isfinite(loss_value) and len(labelled):
+                # a batch without a mask has no loss (NaN) and is passed over; one with masks
+                # whose loss is NaN means the weights are no longer numbers: `--lr 1e10` wrote
+                # such a model, exit 0, and every use of it was a traceback (a review)
+                raise BadOptionError(diverged(state.step + 1, options, checkpoint))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -495,7 +515,6 @@ def train_locked(
             state.step += 1
             state.tokens_seen += tokens
             state.elapsed_s = time.monotonic() - started
-            loss_value = float(loss.detach())
             if math.isfinite(loss_value):
                 state.last_loss = loss_value
             metrics: dict[str, float] = {

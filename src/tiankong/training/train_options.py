@@ -268,6 +268,15 @@ def check_out_contents(options: TrainOptions) -> None:
             f"--out '{out}' is the installed package's bundled model {bundled}, which a run "
             f"would write over; give a new or empty folder (--init {bundled} starts from it)."
         )
+    if options.init and os.path.isdir(options.init):
+        start, where = Path(options.init).resolve(), out.resolve()
+        if start == where or where in start.parents:
+            # the starting model was written over, and the recipe's --init then named the
+            # run's own output: it could not be rerun (a review)
+            raise BadOptionError(
+                f"--out '{out}' holds --init '{options.init}', the model the run starts from, "
+                "which it would write over; give a new or empty --out."
+            )
     kept = out.is_dir() and any(path.name != RUN_LOCK for path in out.iterdir())
     foreign = foreign_contents(out) if kept and not options.resume else ""
     if foreign:
