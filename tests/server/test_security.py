@@ -823,6 +823,32 @@ def test_a_loopback_server_refuses_another_name_on_every_path(
     assert 'status="400"' in metrics  # counted like any other answer
 
 
+def test_the_first_host_header_is_the_one_checked(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    """The guard read the last of two Host headers, Starlette the first: evil.com then
+    localhost was answered (a verifying review)."""
+    settings = Settings(engine="fake", threads=1, model=str(tiny_model_dir))
+    with serve_in_thread(create_app(settings, fake_masker(tiny_masker, settings))) as base_url:
+        address = base_url.removeprefix("http://").split(":")
+        with socket.create_connection((address[0], int(address[1])), timeout=30) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: evil.com\r\nHost: localhost\r\n\r\n")
+            answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 400"), answer
+    assert b"bad_host" in answer
+
+
+@pytest.mark.parametrize(("host", "named"), [("localhost x", "NAME"), ("::1", "NAME"),
+                                             ("Box.Example:80", "box.example")])  # fmt: skip
+def test_the_refusal_names_the_flag_with_a_name_it_takes(
+    tiny_masker: FillMasker, tiny_model_dir: Path, host: str, named: str
+) -> None:
+    """A Host of "localhost x" was told --allowed-host localhost x, and "::1" --allowed-host :."""
+    with make_client(tiny_masker, tiny_model_dir) as client:
+        message = assert_error(client.get("/health", headers={"Host": host}), 400, "bad_host")
+    assert f"start it with --allowed-host {named} to answer" in message["message"]
+
+
 def test_allowed_hosts_are_answered_and_named_in_the_refusal(
     tiny_masker: FillMasker, tiny_model_dir: Path
 ) -> None:

@@ -455,3 +455,17 @@ def test_a_radical_typed_for_a_character_is_fixed_and_read_as_it(
     assert [(e.original, e.suggestion, e.source) for e in result.edits] == found
     assert result.warnings == []
     assert all(text[e.start : e.end] == e.original for e in result.edits)
+
+
+def test_a_radical_is_not_quoted_in_the_evidence_nor_called_no_chinese(
+    checker: Proofreader,
+) -> None:
+    """The 出处 of 狗 -> 苟 beside ⼀ read ⼀絲不苟, and ⼀ alone was warned to hold no Chinese
+    character while it was fixed (a verifying review)."""
+    result = checker.check("龍的傳⼈，⼀丝不狗")
+    fix = next(edit for edit in result.edits if edit.original == "狗")
+    assert fix.memory is not None and "⼀" not in fix.memory["match"]
+    assert "⼀" not in fix.memory["example"] and "不苟" in fix.memory["match"]
+    alone = checker.check("⼀")
+    assert [(e.original, e.suggestion) for e in alone.edits] == [("⼀", "一")]
+    assert alone.warnings == []

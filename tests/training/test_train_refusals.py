@@ -604,6 +604,7 @@ def test_a_run_refused_under_the_lock_leaves_no_folder_and_no_warning(
         ("--seed", "-1", r"--seed must be 0 or more; got -1\.$"),
         ("--threads", "100000", r"--threads must be at most \d+, 4 per core of this machine's"),
         ("--batch-size", "99999999999999999999", r"--batch-size must be at most 65,536; got 9+\.$"),
+        ("--lr", "1e38", r"--lr must be at most 1,000,000 \(a rate past it diverges at once\)"),
         ("--shuffle-buffer", "10000000000", r"--shuffle-buffer must be at most 10,000,000 lines"),
         ("--data-workers", "100000", r"--data-workers must be at most \d+, 4 per core of"),
     ],
@@ -726,16 +727,21 @@ def test_text_with_nothing_to_mask_is_refused(files: Path, tmp_path: Path) -> No
     assert summary.heldout_loss is not None and summary.heldout_loss == summary.heldout_loss
 
 
-@pytest.mark.parametrize("packed", [False, True])
-def test_a_bad_line_deep_in_a_data_file_is_named_before_the_run(
-    tmp_path: Path, packed: bool
+@pytest.mark.parametrize(("name", "copies"), [("deep.txt", 300), ("deep.txt.xz", 300),
+                                              ("near.txt", 1), ("rows.csv", 0)])  # fmt: skip
+def test_a_bad_line_in_a_data_file_is_named_before_the_run(
+    tmp_path: Path, name: str, copies: int
 ) -> None:
     """Only the first line was checked: a bad one 3,000 lines in ended a run at step 740 with
-    no line to look at, and the file, fixed, no longer matched the run for --resume."""
-    good = "\n".join(LINES * 300).encode() + b"\n"
+    no line to look at, and the file, fixed, no longer matched the run for --resume; one near
+    the start was read with the first line's buffer and called GBK, as a CSV's was."""
+    if name.endswith(".csv"):
+        good = ("text,label\n" + "画龙点[MASK],睛\n" * 1500).encode()
+    else:
+        good = "\n".join(LINES * copies).encode() + b"\n"
     raw = good + b"\xff\xfe bad\n" + good
-    data = tmp_path / ("deep.txt.xz" if packed else "deep.txt")
-    data.write_bytes(lzma.compress(raw) if packed else raw)
+    data = tmp_path / name
+    data.write_bytes(lzma.compress(raw) if name.endswith(".xz") else raw)
     line = good.count(b"\n") + 1
     with pytest.raises(BadDataFileError, match=rf"line {line} \(invalid start byte\)"):
         train(options(tmp_path / "run", (str(data),)))

@@ -112,8 +112,8 @@ def check_command(
             raise BadOptionError("-o needs an input file: tiankong check FILE -o OUT.jsonl.")
         if text == STDIN:  # it said "Input file '-' does not exist."
             raise BadOptionError(
-                "check -o reads a file, not standard input ('-'): it resumes by the file's "
-                "lines. Save the texts to a file, one a line, and give its path (without -o, "
+                "check -o reads a file, not standard input ('-'), as it resumes by the file's "
+                "lines: save the texts to a file, one a line, and give its path (without -o, "
                 "check reads stdin)."
             )
         from tiankong.offline.fill import input_format as input_kind  # input_format: the flag

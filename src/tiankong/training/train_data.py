@@ -165,19 +165,26 @@ def check_text_file(path: Path, flag: str) -> None:
             tail = handle.read().rstrip(b"\0")
         if head != XZ_HEADER or not tail.endswith(XZ_FOOTER):
             raise BadDataFileError(damaged_xz(path, flag))
+    check_utf8_lines(path, flag, unpack_xz=is_xz(path))
     if next(read_lines(path, flag), None) is None:
         raise BadDataFileError(f"{file_noun(flag)} '{path}' has no text lines.")
-    # every line, not the first alone: a bad one 3,000 lines in ended a run at step 740 with
-    # no line to look at, and the file, fixed, no longer matched the run for --resume (a review)
-    found = first_line_not_utf8(path, unpack_xz=is_xz(path))
-    if found is not None:
-        line, error = found
-        if line == 1:  # a file in another encoding: not_utf8 names the way to convert it
-            raise BadDataFileError(not_utf8(f"{file_noun(flag)} '{path}'", error))
-        raise BadDataFileError(
-            f"{file_noun(flag)} '{path}' has a line that isn't UTF-8 text, line {line} "
-            f"({error.reason}), where the {line - 1:,} lines before it are: fix or remove it."
-        )
+
+
+def check_utf8_lines(path: Path, flag: str, unpack_xz: bool = False) -> None:
+    """Every line of a --data or --heldout file (raw text or CSV) is UTF-8, before any model
+    loads: a bad one 3,000 lines in ended a run at step 740 with no line to look at, and the
+    file, fixed, no longer matched the run for --resume (a review); a bad line 51 was read with
+    the first line's buffer and called GBK (a verifying review)."""
+    found = first_line_not_utf8(path, unpack_xz=unpack_xz)
+    if found is None:
+        return
+    line, error = found
+    if line == 1:  # a file in another encoding: not_utf8 names the way to convert it
+        raise BadDataFileError(not_utf8(f"{file_noun(flag)} '{path}'", error))
+    raise BadDataFileError(
+        f"{file_noun(flag)} '{path}' has a line that isn't UTF-8 text, line {line} "
+        f"({error.reason}), where the {line - 1:,} lines before it are: fix or remove it."
+    )
 
 
 def endless_lines(

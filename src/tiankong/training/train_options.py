@@ -19,6 +19,7 @@ from tiankong.training.masking import MASKING_KINDS
 from tiankong.training.train_data import (
     TextSource,
     check_text_file,
+    check_utf8_lines,
     is_csv,
     split_spec,
 )
@@ -153,6 +154,9 @@ LIMITS = (
 # and 100000 data workers are as many processes).
 SEED_MOST = 2**63 - 1  # torch.manual_seed takes 64 bits; the data workers add their number
 BATCH_MOST = 65_536
+# --lr: a rate this large diverges in its first step with a mask; past float32's range (1e38)
+# torch's optimizer stopped with a RuntimeError's traceback (a verifying review)
+LR_MOST = 1_000_000
 SHUFFLE_MOST = 10_000_000
 PER_CORE_MOST = 4  # --threads and --data-workers: this many per CPU core
 
@@ -162,6 +166,7 @@ def upper_limits() -> tuple[tuple[str, str, int, str], ...]:
     per_core = f", {PER_CORE_MOST} per core of this machine's {cores}"
     return (
         ("--seed", "seed", SEED_MOST, " (2**63 - 1)"),
+        ("--lr", "lr", LR_MOST, " (a rate past it diverges at once)"),
         ("--batch-size", "batch_size", BATCH_MOST, ""),
         ("--shuffle-buffer", "shuffle_buffer", SHUFFLE_MOST, " lines"),
         ("--threads", "threads", PER_CORE_MOST * cores, per_core),
@@ -249,6 +254,8 @@ def check_files(specs: tuple[str, ...], flag: str) -> None:
             )
         if not is_csv(spec):
             check_text_file(source.path, flag)
+        else:
+            check_utf8_lines(source.path, flag)
 
 
 def check_out_folder(options: TrainOptions) -> None:

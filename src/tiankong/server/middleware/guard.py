@@ -86,7 +86,7 @@ class Exchange:
                 chunked = True
             elif name == request_ids.HEADER:
                 given_id = value
-            elif name == b"host":
+            elif name == b"host" and self.host is None:  # the first, as Starlette reads it
                 self.host = value
             elif name == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
                 self.encoded = value.decode("latin-1")

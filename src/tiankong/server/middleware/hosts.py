@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from tiankong.config import Settings
+from tiankong.config import Settings, host_name_problem
 from tiankong.errors import BadHostError
 
 ANY_HOST = "*"
@@ -79,12 +79,15 @@ class HostCheck:
     def refusal(self, header: bytes) -> BadHostError:
         name = host_name(header)
         shown = name if name.isprintable() and 0 < len(name) <= 100 else None
+        # the flag named only with a name it takes (a Host of "localhost x" or "::1" was told
+        # to start with --allowed-host localhost x, or :)
+        flag_name = shown if shown and host_name_problem(shown) is None else "NAME"
         answered = ["localhost", "its IP addresses", *sorted(self.names - LOCAL_NAMES)]
         return BadHostError(
             f"This server answers requests for {', '.join(answered[:-1])} and {answered[-1]}, "
             "not for "
             f"{repr(shown) if shown else 'the Host this request named'} (a guard against DNS "
-            f"rebinding); start it with --allowed-host {shown or 'NAME'} to answer that name."
+            f"rebinding); start it with --allowed-host {flag_name} to answer that name."
         )
 
 

@@ -58,7 +58,13 @@ from tiankong.index.grounding import CorpusMemory
 from tiankong.service import FillMasker
 from tiankong.tasks.check.confusion import ConfusionSets
 from tiankong.tasks.check.idioms import IdiomLexicon
-from tiankong.tasks.check.request import CheckRequest, Window, prepare_check, radical_table
+from tiankong.tasks.check.request import (
+    CheckRequest,
+    Window,
+    fold_radicals,
+    prepare_check,
+    radical_table,
+)
 from tiankong.tasks.check.results import Alternative, CheckResult, Edit, apply_edits
 
 ALTERNATIVES = 3  # other characters listed with an edit
@@ -316,7 +322,8 @@ class Proofreader:
                     mine,
                     self.masker.model.name,
                     round(latency, 2),
-                    check_warnings(request.text, request.checked, crowded),
+                    # a radical is checked as its character: ⼀ alone was "no Chinese"
+                    check_warnings(fold_radicals(request.text), request.checked, crowded),
                     request.checked,
                 )
             )

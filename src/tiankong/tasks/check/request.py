@@ -238,7 +238,9 @@ def checked_form(text: str) -> Script | None:
     to_typed = None
     if simplified != unified:
         to_typed = script_of(unified).to_typed or TO_TRADITIONAL[0]
-    return Script(text, checked, to_typed)
+    # typed with the radicals' characters: a quotation (出处) of 一丝不苟 read 一 as ⼀
+    # (``typed_forms``: a review)
+    return Script(unified, checked, to_typed)
 
 
 def unseen(gap: str) -> bool:
