@@ -715,12 +715,12 @@ def test_a_resume_over_a_data_file_changed_in_place_is_refused(
 
 
 def test_a_run_whose_loss_becomes_nan_stops_in_one_sentence(corpus: Path, tmp_path: Path) -> None:
-    """`--lr 1e10` wrote a model of NaN weights with exit 0 (its summary showed an earlier,
-    finite loss), and every use of it was a traceback (a review)."""
+    """`--lr 1e10` (now past the most it takes) wrote a model of NaN weights with exit 0 (its
+    summary showed an earlier, finite loss), and every use of it was a traceback (a review)."""
     from tiankong.errors import BadOptionError
 
     out = tmp_path / "run"
-    options = tiny_options(corpus, out, lr=1e10, warmup_steps=0, max_steps=5)
+    options = tiny_options(corpus, out, lr=1e6, warmup_steps=0, max_steps=5)
     with pytest.raises(BadOptionError, match=r"diverged at step \d: its loss is not a number"):
         train(options)
     assert not (out / "model.safetensors").exists()

@@ -15,6 +15,7 @@ say which replica answered (``x-tiankong-replica``) and the largest batch their 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -359,7 +360,12 @@ def serve_on_ray(settings: Settings, scale: ScaleOptions, address: str | None = 
         # the application first, while the proxy still answers: its replicas finish what they
         # hold (up to --drain-timeout: graceful_shutdown_timeout_s); serve.shutdown() alone
         # took the proxy down with them, cutting off every request in flight (a review)
-        serve.delete(APP_NAME)
+        from ray.serve.exceptions import RayServeException
+
+        # stopped (SIGTERM, Ctrl-C) before Serve had started: no application to delete, and
+        # its "no Serve instance" error was a traceback where exit 130 is due
+        with contextlib.suppress(RayServeException):
+            serve.delete(APP_NAME)
         if local:
             serve.shutdown()
         ray.shutdown()
