@@ -145,3 +145,14 @@ def test_a_constraint_entry_never_lists_a_word_piece() -> None:
     vocab = {"#": 0, "##": 1, "好": 2, "##好": 3}
     assert sorted(ids_of(("##",), vocab)) == [0]
     assert sorted(ids_of(("好",), vocab)) == [2]
+
+
+def test_restrict_keeps_a_row_whose_allowed_tokens_all_underflow_at_zero() -> None:
+    """Its floor, 1e-300, was 0 in float32: 0 / 0 printed "score": NaN (a verifying review)."""
+    from tiankong.core.decoding import restrict
+
+    row = np.array([[0.7, 0.3, 0.0, 0.0]], dtype=np.float32)
+    allowed = np.array([False, False, True, True])
+    assert restrict(row, allowed).tolist() == [[0.0, 0.0, 0.0, 0.0]]
+    some = restrict(np.array([[0.5, 0.25, 0.25, 0.0]], dtype=np.float32), allowed)
+    assert some.tolist() == [[0.0, 0.0, 1.0, 0.0]]

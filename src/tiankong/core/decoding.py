@@ -270,9 +270,12 @@ def ids_of(entries: tuple[str, ...], vocab: dict[str, int], pieces_too: bool = F
 
 
 def restrict(probabilities: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """Zero out disallowed tokens and renormalise each row over what is left."""
+    """Zero out disallowed tokens and renormalise each row over what is left; a row whose
+    allowed tokens all score 0 (float32's underflow) stays 0: its floor, 1e-300, was 0 in
+    float32, and 0 / 0 printed "score": NaN, which is no JSON (a verifying review)."""
     kept = np.where(allowed, probabilities, 0.0)
-    return kept / np.maximum(kept.sum(axis=-1, keepdims=True), 1e-300)
+    total = kept.sum(axis=-1, keepdims=True)
+    return np.divide(kept, total, out=np.zeros_like(kept), where=total > 0)
 
 
 def top_k_constrained(
