@@ -828,12 +828,8 @@ def test_the_first_host_header_is_the_one_checked(
 ) -> None:
     """The guard read the last of two Host headers, Starlette the first: evil.com then
     localhost was answered (a verifying review)."""
-    settings = Settings(engine="fake", threads=1, model=str(tiny_model_dir))
-    with serve_in_thread(create_app(settings, fake_masker(tiny_masker, settings))) as base_url:
-        address = base_url.removeprefix("http://").split(":")
-        with socket.create_connection((address[0], int(address[1])), timeout=30) as sock:
-            sock.sendall(b"GET /health HTTP/1.1\r\nHost: evil.com\r\nHost: localhost\r\n\r\n")
-            answer = sock.recv(4096)
+    request = b"GET /health HTTP/1.1\r\nHost: evil.com\r\nHost: localhost\r\n\r\n"
+    answer = raw_answer(tiny_masker, tiny_model_dir, request)
     assert answer.startswith(b"HTTP/1.1 400"), answer
     assert b"bad_host" in answer
 
@@ -901,10 +897,16 @@ def test_a_request_without_a_host_is_answered(
     tiny_masker: FillMasker, tiny_model_dir: Path
 ) -> None:
     """HTTP/1.0 needs no Host, and no browser leaves it out."""
+    answer = raw_answer(tiny_masker, tiny_model_dir, b"GET /health HTTP/1.0\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+
+
+def raw_answer(tiny_masker: FillMasker, tiny_model_dir: Path, request: bytes) -> bytes:
+    """The start of a served app's answer to ``request``, sent as raw bytes (headers no HTTP
+    client sends: two Hosts, or none)."""
     settings = Settings(engine="fake", threads=1, model=str(tiny_model_dir))
     with serve_in_thread(create_app(settings, fake_masker(tiny_masker, settings))) as base_url:
         address = base_url.removeprefix("http://").split(":")
         with socket.create_connection((address[0], int(address[1])), timeout=30) as sock:
-            sock.sendall(b"GET /health HTTP/1.0\r\n\r\n")
-            answer = sock.recv(4096)
-    assert answer.startswith(b"HTTP/1.1 200"), answer
+            sock.sendall(request)
+            return sock.recv(4096)

@@ -211,7 +211,7 @@ def check_replaceable(out: Path) -> None:
     index folder (``-o idx/sub`` was built, and ``idx`` then could not be rebuilt: "not an
     index folder")."""
     holder = next(
-        (above for above in Path(os.path.abspath(out)).parents if is_index_folder(above)), None
+        (above for above in Path(os.path.abspath(out)).parents if own_manifest(above)), None
     )
     if holder is not None:
         raise IndexInputError(
@@ -224,24 +224,21 @@ def check_replaceable(out: Path) -> None:
         f"{out} exists and is not an index folder (it holds files no tiankong index has); "
         "choose an empty or new folder."
     )
-    try:
-        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise foreign from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+    manifest = own_manifest(out)
+    if manifest is None:
         raise foreign
     listed = manifest.get("files")
     if not holds_only(out, {MANIFEST, *(listed if isinstance(listed, dict) else ())}):
         raise foreign
 
 
-def is_index_folder(folder: Path) -> bool:
-    """Whether ``folder`` holds a tiankong index's manifest (its format named)."""
+def own_manifest(folder: Path) -> dict[str, Any] | None:
+    """``folder``'s manifest where it is a tiankong index's (its format named), else None."""
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(manifest, dict) and manifest.get("format") == FORMAT
+        return None
+    return manifest if isinstance(manifest, dict) and manifest.get("format") == FORMAT else None
 
 
 def encode_all(
