@@ -17,17 +17,19 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import cached_property, partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
 from tiankong.config import Settings, check_settings
 from tiankong.core.beam_search import RowScorer
 from tiankong.core.decoding import (
+    NOT_NUMBERS,
     Constraints,
     allowed_token_mask,
     any_of,
     banned_token_ids,
+    not_numbers,
     ranked_candidates,
     softmax,
 )
@@ -61,6 +63,7 @@ from tiankong.engines import Engine, create_engine, engine_calls, pad_batch
 from tiankong.errors import (
     BadOptionError,
     ModelUnavailableError,
+    TiankongError,
     TopKOutOfRangeError,
     each_text,
 )
@@ -372,20 +375,28 @@ class FillMasker:
         return self.options(self.settings.default_top_k if top_k is None else top_k, **changes)
 
     def run_requests(self, requests: Sequence[PreparedRequest]) -> list[FillResult]:
+        """Answers in input order (``answer_each``); a request's own error fails the call."""
+        results = self.answer_each(requests)
+        for result in results:
+            if isinstance(result, TiankongError):
+                raise result
+        return cast(list[FillResult], results)
+
+    def answer_each(self, requests: Sequence[PreparedRequest]) -> list[FillResult | TiankongError]:
         """Answers in input order: plain requests share engine calls (one per top-k), search
-        requests run one by one; every answer passes ``finish``."""
-        results: list[FillResult | None] = [None] * len(requests)
+        requests run one by one; every answer passes ``finish``. A plain request the model
+        gives no numbers for has its error in its place (``run_jobs``), so the others sharing
+        its engine call are answered (``fill``'s records); a search's error is raised."""
+        results: list[FillResult | TiankongError | None] = [None] * len(requests)
         for index, request in enumerate(requests):
             if not request.plain:
                 results[index] = self.run_search(request)
         for (k, use_index), indices in plain_groups(requests).items():
-            batch = self.run_prepared(
-                [requests[index].prepared for index in indices], k, use_index=use_index
-            )
-            for index, result in zip(indices, batch, strict=True):
+            jobs = [PlainJob(requests[index].prepared, k, None, use_index) for index in indices]
+            for index, result in zip(indices, run_jobs(self, jobs), strict=True):
                 results[index] = result
         return [
-            self.finish(request, result)
+            result if isinstance(result, TiankongError) else self.finish(request, result)
             for request, result in zip(requests, results, strict=True)
             if result is not None
         ]
@@ -407,15 +418,19 @@ class FillMasker:
             result = step(request, result)
         return result
 
-    def score_rows(self, rows: Sequence[list[int]], asked: Sequence[list[int]]) -> list[np.ndarray]:
+    def score_rows(
+        self, rows: Sequence[list[int]], asked: Sequence[list[int]], numbers_only: bool = True
+    ) -> list[np.ndarray]:
         """Softmax at the ``asked`` indices of each row: one engine call per slice of rows
         within the batch limits (``engine_calls``: rows, padded tokens, and output rows, at most
         a full batch of texts with the most masks each), on every path, so no caller can make
-        one engine call larger than a server's batches."""
+        one engine call larger than a server's batches. A score that is not a number is
+        ``ModelUnavailableError``, or with ``numbers_only`` off a row of NaN (``run_jobs``)."""
         results: list[np.ndarray] = []
         for start, end in self.call_slices(rows, asked):
             batch = pad_batch(list(rows[start:end]), list(asked[start:end]), self.encoder.pad_id)
-            probabilities = softmax(self.engine.mask_logits(batch), overwrite=True)
+            logits = self.engine.mask_logits(batch)
+            probabilities = softmax(logits, overwrite=True, numbers_only=numbers_only)
             first = 0
             for item in asked[start:end]:  # slices: views, as np.split made
                 results.append(probabilities[first : first + len(item)])
@@ -453,8 +468,12 @@ class FillMasker:
         use_index: bool = True,
     ) -> list[FillResult]:
         """One forward pass (``score_rows``) for all of ``prepared``; ``allowed`` limits the
-        candidates."""
-        return run_jobs(self, [PlainJob(item, k, allowed, use_index) for item in prepared])
+        candidates. A text the model gives no numbers for fails the call."""
+        results = run_jobs(self, [PlainJob(item, k, allowed, use_index) for item in prepared])
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return results
 
     def start_lookups(
         self, prepared: Sequence[PreparedText], use_index: Sequence[bool]
@@ -537,7 +556,10 @@ def run_jobs(masker: FillMasker, jobs: Sequence[EngineJob]) -> list[Any]:
     server's batcher, a Ray replica): one forward pass for every job (``score_rows``: engine
     calls within the batch limits), then each plain job's decoding, in order. A plain job is
     answered with its ``FillResult`` (the corpus index, when on, is mixed in; its lookups run
-    during the forward pass), a search row with the probabilities at its asked indices."""
+    during the forward pass), a search row with the probabilities at its asked indices. A job
+    whose scores are not numbers (a broken model, on some texts) is answered with the error
+    ``ModelUnavailableError(NOT_NUMBERS)`` in its place, so the batch's other jobs are answered
+    (its caller raises it for that job alone)."""
     if not jobs:
         return []
     plain = [job for job in jobs if isinstance(job, PlainJob)]
@@ -547,14 +569,21 @@ def run_jobs(masker: FillMasker, jobs: Sequence[EngineJob]) -> list[Any]:
     probabilities = masker.score_rows(
         [job.row for job in jobs],
         [job.prepared.mask_indices if isinstance(job, PlainJob) else job.asked for job in jobs],
+        numbers_only=False,
     )
     found = iter(looked_up())
-    return [
-        masker.decode(job.prepared, rows, job.top_k, job.allowed, job.use_index, next(found))
-        if isinstance(job, PlainJob)
-        else rows
-        for job, rows in zip(jobs, probabilities, strict=True)
-    ]
+    results: list[Any] = []
+    for job, rows in zip(jobs, probabilities, strict=True):
+        lookups = next(found) if isinstance(job, PlainJob) else None
+        if not_numbers(rows):
+            results.append(ModelUnavailableError(NOT_NUMBERS))
+        elif isinstance(job, PlainJob):
+            results.append(
+                masker.decode(job.prepared, rows, job.top_k, job.allowed, job.use_index, lookups)
+            )
+        else:
+            results.append(rows)
+    return results
 
 
 __all__ = ["MASK", "FillMasker", "PredictOptions", "run_jobs"]

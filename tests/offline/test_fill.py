@@ -11,17 +11,21 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from tiankong import Settings
+from tiankong import FillMasker, Settings
 from tiankong.core.decoding import Constraints
 from tiankong.core.options import PredictOptions
-from tiankong.errors import BadDataFileError, BadOptionError
+from tiankong.engines.base import EncodedBatch
+from tiankong.engines.fake import FakeEngine
+from tiankong.errors import BadDataFileError, BadOptionError, ModelUnavailableError
 from tiankong.offline.fill import (
     CSV_COLUMNS,
     Checkpoint,
     FillJob,
     count_records,
+    fill_records,
     read_records,
     run_fill,
 )
@@ -913,3 +917,37 @@ def test_a_csv_output_resumes_under_the_header_it_was_started_with(
     job.checkpoint.write_text(json.dumps(saved), encoding="utf-8")
     with pytest.raises(BadDataFileError, match="was started with the columns id, text, line"):
         run_fill(job, settings, PredictOptions())
+
+
+class NaNOnTokenEngine(FakeEngine):
+    """Scores that are NaN for the masks of a row holding ``fail_token_id``: a model broken
+    on some texts."""
+
+    def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
+        poisoned, self.fail_token_id = self.fail_token_id, None
+        logits = super().mask_logits(batch)
+        self.fail_token_id = poisoned
+        seq_len = batch.input_ids.shape[1]
+        for index, flat in enumerate(batch.mask_positions):
+            if poisoned in batch.input_ids[flat // seq_len]:
+                logits[index, 3] = np.nan
+        return logits
+
+
+def test_a_record_the_model_gives_no_numbers_for_is_an_error_record(tiny_masker) -> None:
+    """A NaN row failed the library call holding it with ModelUnavailableError, so fill lost
+    every record of its batch; now that record alone is an error record, and the library call
+    that asked for it still raises."""
+    vocab = tiny_masker.encoder.vocab
+    engine = NaNOnTokenEngine(len(vocab), fail_token_id=vocab["炸"])
+    masker = FillMasker(tiny_masker.model, tiny_masker.encoder, engine, tiny_masker.settings)
+    records = [(1, "好[MASK]。", ""), (2, "炸[MASK]。", ""), (3, "画龙点[MASK]", "")]
+    outcomes = fill_records(masker, records, masker.options(3), batch_size=8)
+    assert engine.calls == [3]  # one engine call for the three
+    assert [(line, status) for line, status, _ in outcomes] == [(1, "ok"), (2, "error"), (3, "ok")]
+    assert outcomes[1][2]["code"] == "model_unavailable"
+    assert "scores are not numbers (NaN)" in outcomes[1][2]["message"]
+    assert outcomes[0][2]["text"] == "好[MASK]。" and outcomes[2][2]["masks"]
+    with pytest.raises(ModelUnavailableError, match="not numbers"):
+        masker.predict_batch(["好[MASK]。", "炸[MASK]。"])
+    assert masker.predict("好[MASK]。").masks  # the model still answers other texts

@@ -265,9 +265,9 @@ def test_operations_routes(ray_url: str, standalone: TestClient) -> None:
 
 
 def gated(masker: FillMasker, gate: threading.Event) -> Any:
-    def score_rows(rows: Any, asked: Any) -> Any:
+    def score_rows(rows: Any, asked: Any, **given: Any) -> Any:
         assert gate.wait(30)
-        return FillMasker.score_rows(masker, rows, asked)
+        return FillMasker.score_rows(masker, rows, asked, **given)
 
     return score_rows
 

@@ -282,6 +282,62 @@ async def test_an_engine_error_fails_only_its_batch_each_with_the_error_id(
     assert metric(metrics_text, "tiankong_batcher_events_total", event="failed_batch") == 1
 
 
+class BrokenRowsEngine(GatedEngine):
+    """GatedEngine whose scores are NaN for every mask of a row holding ``fail_token_id``: a
+    model broken on some texts (overflow), not an engine that raises."""
+
+    def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
+        poisoned = self.fail_token_id
+        self.fail_token_id = None  # GatedEngine raises on it; here it only marks the rows
+        try:
+            logits = super().mask_logits(batch)
+        finally:
+            self.fail_token_id = poisoned
+        seq_len = batch.input_ids.shape[1]
+        for index, flat in enumerate(batch.mask_positions):
+            if poisoned in batch.input_ids[flat // seq_len]:
+                logits[index, 7] = np.nan
+        return logits
+
+
+async def test_a_text_the_model_gives_no_numbers_for_fails_alone(
+    tiny_model_dir: Path, tiny_masker: FillMasker
+) -> None:
+    """A broken model's NaN row failed the whole batch it ran in with a 500 and a traceback:
+    every other request in it too. Now only the requests holding such a row fail (503, the
+    model's error), in a batch and run inline, on fill, batch and check routes."""
+    masker, engine = gated_masker(tiny_masker, fail_on="炸", engine_class=BrokenRowsEngine)
+    settings = server_settings(tiny_model_dir, result_cache_size=0)
+    async with http_client(settings, masker) as (client, state):
+        batcher = predictor_of(state).batcher
+        async with engine_held(client, engine):
+            requests = asyncio.gather(
+                client.post("/predict", json={"text": "炸[MASK]"}),
+                client.post("/predict", json={"text": "好[MASK]"}),
+                client.post("/batch_predict", json={"texts": ["山[MASK]", "水[MASK]"]}),
+                client.post("/batch_predict", json={"texts": ["山[MASK]", "炸[MASK]"]}),
+                client.post("/", json={"inputs": "天[MASK]"}),
+                client.post("/predict", json={"text": "炸[MASK][MASK]", "mode": "whole_word"}),
+            )
+            await until(lambda: batcher.depth >= 6)
+        responses = await requests
+        checked = await client.post("/check", json={"text": "他昨天炸了一盘花生米。"})
+        fine_check = await client.post("/check", json={"text": "他昨天吃了一盘花生米。"})
+        lone = [
+            await client.post("/predict", json={"text": f"{index}炸[MASK]"}) for index in range(3)
+        ]
+        after = await client.post("/predict", json={"text": POEM})
+        metrics_text = (await client.get("/metrics")).text
+    statuses = [response.status_code for response in responses]
+    assert statuses == [503, 200, 200, 503, 200, 503]
+    assert len(engine.calls) > len(WARM_UP_CALLS) + 1  # the held one, then the batch together
+    for failed in [responses[0], responses[3], responses[5], checked, *lone]:
+        error = assert_error(failed, 503, "model_unavailable")
+        assert "scores are not numbers (NaN)" in error["message"]
+    assert fine_check.status_code == 200 and after.status_code == 200
+    assert metric(metrics_text, "tiankong_batcher_events_total", event="failed_batch") == 0
+
+
 async def test_a_full_queue_is_503_with_retry_after(
     tiny_model_dir: Path, tiny_masker: FillMasker
 ) -> None:

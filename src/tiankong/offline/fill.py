@@ -345,9 +345,13 @@ def fill_records(
     plain.sort(key=lambda item: len(item[2].prepared.input_ids))
     for start in range(0, len(plain), batch_size):
         group = plain[start : start + batch_size]
-        results = masker.run_requests([item[2] for item in group])
+        results = masker.answer_each([item[2] for item in group])
         for (line, text, _), result in zip(group, results, strict=True):
-            outcomes[line] = ("ok", record_of(text, result))
+            outcomes[line] = (
+                ("error", {"code": result.code, "message": result.message})
+                if isinstance(result, TiankongError)
+                else ("ok", record_of(text, result))
+            )
     return [(line, *outcomes[line]) for line, _, _ in records]
 
 

@@ -124,12 +124,15 @@ class RayBatchScheduler:
     ) -> AbstractAsyncContextManager[None]:
         return self.batcher.search_admission(cost, deadline)
 
-    def run_batch(self, jobs: list[EngineJob]) -> list[Outcome]:
+    def run_batch(self, jobs: list[EngineJob]) -> list[Any]:  # Outcome, or a job's own error
         """One forward pass for the batch, on the engine thread; each result with its batch size."""
         results = run_jobs(self.masker, jobs)
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(jobs))
-        return [(result, len(jobs)) for result in results]
+        # a job's own error (``run_jobs``) stays bare, so the batcher raises it for that job alone
+        return [
+            result if isinstance(result, Exception) else (result, len(jobs)) for result in results
+        ]
 
     async def run_exclusive(self, job: Callable[[], JobT], bounded: bool = True) -> JobT:
         return await self.batcher.run_exclusive(job, bounded)

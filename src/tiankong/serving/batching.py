@@ -47,8 +47,10 @@ Policy ("continuous" batching; the engine is the one scarce resource):
   predictor's ``StepScorer``), so it stops within one step.
 * **Failures.** If ``run_batch`` raises or returns the wrong number of results, every future of
   that batch gets an ``EngineError`` with one short error id (logged with the traceback), and the
-  batcher carries on. If the scheduler itself ever stops on a bug, every waiting future is failed
-  and later submissions are refused: nothing hangs silently.
+  batcher carries on. A result that is an ``Exception`` is that item's own error, raised to its
+  caller alone (``run_jobs``: a text a broken model gives no numbers for). If the scheduler
+  itself ever stops on a bug, every waiting future is failed and later submissions are refused:
+  nothing hangs silently.
 * **Exclusive jobs** (``run_exclusive``: the warm-up) run alone on the same worker thread.
   They and the batches take turns through one FIFO-fair ``asyncio.Lock``, so a job waits at
   most for the batch that is running and a batch for the jobs queued before it: neither can
@@ -97,7 +99,8 @@ JobT = TypeVar("JobT")
 
 class DynamicBatcher(Generic[ItemT, ResultT]):
     """Batches items for ``run_batch`` (called on the worker thread with a list of items, must
-    return one result per item, in order). ``size_of`` gives an item's length in tokens."""
+    return one result per item, in order, an item's own error as its result). ``size_of`` gives
+    an item's length in tokens."""
 
     def __init__(
         self,
@@ -410,6 +413,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         size = self.size_of(item)
         self.observer.observe_batch(BatchStats(1, size, size, ended - started))
         self.pace.note(1, ended - started)
+        if isinstance(results[0], Exception):  # its own error (``run_batch``), as in a batch
+            raise results[0]
         return results[0]
 
     def engine_call(self, items: list[ItemT]) -> Sequence[ResultT]:
@@ -567,7 +572,11 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             )
         )
         for entry, result in zip(batch, results, strict=True):
-            if not entry.future.done():  # its client may have gone while it ran
+            if entry.future.done():  # its client may have gone while it ran
+                continue
+            if isinstance(result, Exception):  # this item's own error (``run_batch``)
+                entry.future.set_exception(result)
+            else:
                 entry.future.set_result(result)
 
     def fail_waiting(self, make_error: Callable[[], Exception]) -> None:
