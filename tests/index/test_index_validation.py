@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import lzma
 import os
@@ -216,9 +217,17 @@ def test_bad_inputs(tmp_path: Path) -> None:
     (tmp_path / "u16.txt").write_bytes("画龙点睛\n春眠不觉晓\n".encode("utf-16-le"))
     with pytest.raises(IndexInputError, match=r"it looks like UTF-16"):
         build_index([tmp_path / "u16.txt"], tmp_path / "out", progress=False)
-    (tmp_path / "fake.txt.xz").write_text("画龙点睛\n", encoding="utf-8")  # not xz at all
-    with pytest.raises(IndexInputError, match="can't be read as xz-compressed text"):
+    # each told what it is: plain text, another compression, an xz stream cut short (all three
+    # were "it is not xz, or it is cut short")
+    (tmp_path / "fake.txt.xz").write_text("画龙点睛\n", encoding="utf-8")
+    with pytest.raises(IndexInputError, match=r"fake.txt.xz is named .xz but isn't xz-compre"):
         build_index([tmp_path / "fake.txt.xz"], tmp_path / "out", progress=False)
+    (tmp_path / "gz.txt.xz").write_bytes(gzip.compress("画龙点睛\n".encode()))
+    with pytest.raises(IndexInputError, match=r"gz.txt.xz is gzip-compressed, not xz; "):
+        build_index([tmp_path / "gz.txt.xz"], tmp_path / "out", progress=False)
+    (tmp_path / "cut.txt.xz").write_bytes(lzma.compress(("画龙点睛\n" * 50).encode())[:40])
+    with pytest.raises(IndexInputError, match=r"cut.txt.xz is a damaged or incomplete xz file"):
+        build_index([tmp_path / "cut.txt.xz"], tmp_path / "out", progress=False)
 
 
 def test_suffixes_are_read_in_any_case(tmp_path: Path) -> None:

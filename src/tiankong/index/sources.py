@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from tiankong.core.compression import compression_of
 from tiankong.errors import BadInputError, IndexInputError, not_utf8
 
 TEXT_SUFFIXES = (".txt", ".txt.xz")
@@ -173,10 +174,7 @@ def read_passages(path: Path, field: str | None = None) -> list[str]:
     except UnicodeDecodeError as error:  # Python's decoder text said which byte, not what to do
         raise IndexInputError(not_utf8(str(path), error)) from None
     except (lzma.LZMAError, EOFError):
-        raise IndexInputError(
-            f"{path} can't be read as xz-compressed text (it is not xz, or it is cut short); "
-            "name a plain file without .xz, or compress it again with xz."
-        ) from None
+        raise IndexInputError(not_xz(path)) from None
     except OSError as error:
         raise IndexInputError(f"{path} can't be read ({error.strerror or error}).") from None
     except csv.Error as error:
@@ -185,6 +183,20 @@ def read_passages(path: Path, field: str | None = None) -> list[str]:
     if not passages:
         raise IndexInputError(f"The input file {path} has no text; give at least one passage.")
     return passages
+
+
+def not_xz(path: Path) -> str:
+    """Why ``path``, named .xz, reads as no xz stream: by its first bytes (plain text was
+    told "it is not xz, or it is cut short")."""
+    packed = compression_of(path)
+    if packed is None:
+        return (
+            f"{path} is named .xz but isn't xz-compressed; if it is plain text, name it without "
+            ".xz (or compress it with xz)."
+        )
+    if packed != "xz":
+        return f"{path} is {packed}-compressed, not xz; decompress it or compress it with xz."
+    return f"{path} is a damaged or incomplete xz file; compress it again with xz."
 
 
 def json_field(handle: io.TextIOBase, field: str, path: Path) -> Iterator[str]:

@@ -158,6 +158,11 @@ def check_text_file(path: Path, flag: str) -> None:
             f"{file_noun(flag)} '{path}' is xz-compressed; name it .txt.xz (train reads xz by "
             "its name) or decompress it."
         )
+    if packed is None and is_xz(path):  # it was "a damaged or incomplete xz file"
+        raise BadDataFileError(
+            f"{file_noun(flag)} '{path}' is named .xz but isn't xz-compressed; if it is plain "
+            "text, name it .txt (or compress it with xz)."
+        )
     if is_xz(path):
         with path.open("rb") as handle:
             head = handle.read(len(XZ_HEADER))
