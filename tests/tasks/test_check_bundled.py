@@ -50,6 +50,10 @@ def checker() -> Proofreader:
         # one off two idioms (一丝不苟, 一丝不挂): the one whose character sounds like the
         # written one, not the model's 挂, which made 一丝不挂 at score 1.00 with a 出处
         ("他做事一丝不狗，大家都很佩服。", "他做事一丝不苟，大家都很佩服。", "一丝不苟"),
+        # known misspellings an older text writes (中庸's 半涂而废, 汉书's 道听涂说): before a
+        # comma the index's match, no longer than the four and the mark, held them as written
+        ("他做事半涂而废，让人失望。", "他做事半途而废，让人失望。", "半途而废"),
+        ("这些都是道听涂说，不可信。", "这些都是道听途说，不可信。", "道听途说"),
     ],
 )
 def test_fixes_with_their_source(
@@ -134,7 +138,9 @@ def test_the_idiom_rules_as_the_guide_shows_them(
     assert result.edits[0].memory is not None and result.edits[0].memory["match"] == match
 
 
-@pytest.mark.parametrize("text", ["他早己走了", "我门看美国电影", "生于忧患，死于安乐"])
+@pytest.mark.parametrize(
+    "text", ["他早己走了", "我门看美国电影", "生于忧患，死于安乐", "君子遵道而行，半涂而废。"]
+)
 def test_what_the_guide_says_is_left_as_written(checker: Proofreader, text: str) -> None:
     """docs/PROOFREADING.md's misses (他早己走了; 我门, by default and with every position
     masked) and the both-sides rule's right line, shown there as getting no edit."""

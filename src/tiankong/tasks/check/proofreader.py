@@ -548,7 +548,11 @@ class Proofreader:
                 continue
             if not owns(window, slot):
                 continue  # the overlapping window's to edit (request.windows_of)
-            if slot in matches and self.index_confirms(window, slot, matches[slot]):
+            if (
+                slot in matches
+                and self.index_confirms(window, slot, matches[slot])
+                and not self.only_the_misspelling(window, slot, matches[slot], near.get(slot))
+            ):
                 continue  # 月落乌啼霜满天: the corpus holds 霜 there, so the model's 雨 is wrong
             edit = (
                 self.index_edit(window, slot, matches[slot], masked.get(slot))
@@ -619,6 +623,29 @@ class Proofreader:
             return False
         written = written_count(match, window.input_ids[window.positions[slot]])
         return written > 0 and written >= max(match.fills.values())
+
+    def only_the_misspelling(
+        self,
+        window: Window,
+        slot: int,
+        match: Any,
+        options: list[tuple[int, str, bool]] | None,
+    ) -> bool:
+        """Whether the index's match for the written character at ``slot`` reads no Han
+        character outside a known misspelling's four (a mark beside them may count): then it
+        attests an older spelling (中庸's 半涂而废, 汉书's 道听涂说), not the user's sentence, and
+        the list's fix stands. 他做事半涂而废，让人失望。 was "no errors found", where without the
+        comma it was fixed; a quotation that goes on past the four (君子遵道而行，半涂而废) is
+        confirmed as written."""
+        known = [(token, idiom) for token, idiom, is_known in options or () if is_known]
+        if not known:
+            return False
+        token, idiom = known[0]
+        run = set(idiom_run(window.chars, slot, self.id_to_char(token), idiom))
+        at = window.positions[slot]
+        low, high = at - len(match.left), at + len(match.right)
+        read = {other for other, p in enumerate(window.positions) if low <= p <= high}
+        return read <= run
 
     def index_edit(
         self, window: Window, slot: int, match: Any, row: np.ndarray | None
