@@ -376,6 +376,23 @@ def test_idiom_positions_past_the_first_suspects_pass_nothing_over(checker: Proo
     assert checker.check(result.corrected).edits == []
 
 
+@pytest.mark.parametrize(
+    ("text", "corrected"),
+    [
+        ("亡羊补劳，亡羊补劳。", "亡羊补牢，亡羊补牢。"),
+        ("他们再接再励，我们也再接再励。", "他们再接再厉，我们也再接再厉。"),
+    ],
+)
+def test_the_same_idiom_typo_twice_is_fixed_twice(
+    checker: Proofreader, text: str, corrected: str
+) -> None:
+    """Each typo was read beside the other, and the model copied it: the first 劳 was left,
+    and neither 励 fixed. A position one off an idiom is now masked with the window's others."""
+    result = checker.check(text)
+    assert result.corrected == corrected
+    assert len(result.edits) == 2
+
+
 @pytest.mark.parametrize("blank", ["[BLANK]", "【mask】", "［ＢＬＡＮＫ ］", "[MASK]"])
 def test_a_blank_marker_in_a_checked_text_is_read_as_one_mask(
     checker: Proofreader, blank: str

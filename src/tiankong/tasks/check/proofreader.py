@@ -293,7 +293,7 @@ class Proofreader:
         looked_up = self.start_lookups(windows, getattr(score, "check", None))
         near = [self.near_idioms(window) for window in windows]
         suspects, passed_over = self.find_suspects(windows, near, score)
-        masked = self.score_masked(windows, suspects, score)
+        masked = self.score_masked(windows, suspects, score, near)
         found = looked_up()
         edits = [
             self.decide(window, masked.get(number, {}), found[number], near[number])
@@ -421,9 +421,16 @@ class Proofreader:
         return [slot for _, slot in ranked]
 
     def score_masked(
-        self, windows: Sequence[Window], suspects: Sequence[Suspect], score: RowScorer
+        self,
+        windows: Sequence[Window],
+        suspects: Sequence[Suspect],
+        score: RowScorer,
+        near: Sequence[Near] = (),
     ) -> dict[int, dict[int, np.ndarray]]:
-        """window number -> slot -> the masked distribution at that position."""
+        """window number -> slot -> the masked distribution at that position. A position one
+        character off an idiom is masked with the window's other such positions (``near``):
+        each is a likely typo, and the model copied one into the other (守株待免的人和守株待免
+        的事: each 免 read beside the other gave 兔 0.001 of 免, and neither was fixed)."""
         if not suspects:
             return {}
         mask_id = self.masker.encoder.mask_id
@@ -432,6 +439,10 @@ class Proofreader:
             window = windows[suspect.window]
             position = window.positions[suspect.slot]
             row = list(window.input_ids)
+            idiom_slots = near[suspect.window] if near else {}
+            if suspect.slot in idiom_slots:
+                for slot in idiom_slots:
+                    row[window.positions[slot]] = mask_id
             row[position] = mask_id
             rows.append(row)
             asked.append([position])
