@@ -427,14 +427,19 @@ class Proofreader:
         score: RowScorer,
         near: Sequence[Near] = (),
     ) -> dict[int, dict[int, np.ndarray]]:
-        """window number -> slot -> the masked distribution at that position. A position one
-        character off an idiom is masked with the window's other such positions (``near``):
-        each is a likely typo, and the model copied one into the other (守株待免的人和守株待免
-        的事: each 免 read beside the other gave 兔 0.001 of 免, and neither was fixed)."""
+        """window number -> slot -> the masked distribution at that position. A suspect is
+        masked with the window's other suspects of the same character, and a position one
+        character off an idiom with the window's other such positions (``near``): each is a
+        likely typo, and the model copied one into the other (我门今天去学校，我门很高兴。 and
+        亡羊补劳，亡羊补劳。 had one or neither fixed; 守株待免的人和守株待免的事: each 免 read
+        beside the other gave 兔 0.001 of 免, masked together 0.05 and 0.1)."""
         if not suspects:
             return {}
         mask_id = self.masker.encoder.mask_id
         rows, asked = [], []
+        by_window: dict[int, list[int]] = {}
+        for suspect in suspects:
+            by_window.setdefault(suspect.window, []).append(suspect.slot)
         for suspect in suspects:
             window = windows[suspect.window]
             position = window.positions[suspect.slot]
@@ -442,6 +447,10 @@ class Proofreader:
             idiom_slots = near[suspect.window] if near else {}
             if suspect.slot in idiom_slots:
                 for slot in idiom_slots:
+                    row[window.positions[slot]] = mask_id
+            written = row[position]
+            for slot in by_window[suspect.window]:  # the same suspect character again
+                if row[window.positions[slot]] == written:
                     row[window.positions[slot]] = mask_id
             row[position] = mask_id
             rows.append(row)
