@@ -157,6 +157,14 @@ def test_eval_cli_prints_the_table_and_writes_json(tiny_model_dir: Path, tmp_pat
             {"text": "守株待[MASK]", "answers": ["兔"], "candidates": ["兔", "兔"]},
             "line 1: The candidate '兔' is given twice, so the item can never be scored right",
         ),
+        # present but no list: "", false, {} and 0 were read as no candidates (a review)
+        *(
+            (
+                {"text": "守株待[MASK]", "answers": ["兔"], "candidates": given},
+                "line 1: 'candidates' must be a list of strings, at least one",
+            )
+            for given in ("", False, {}, 0, [])
+        ),
         (  # it was scored as an error item, every time, in the denominator
             {"text": "没有空", "answers": ["的"]},
             "line 1: the text has no \\[MASK\\] \\(or \\[BLANK\\]\\), so it can never be scored",
@@ -271,3 +279,46 @@ def test_an_answer_is_compared_as_the_fills_are_without_spaces(tiny_masker, tmp_
     assert items[0].answers == (best,) and items[1].candidates == ("x", "y")
     _, outcomes = evaluate_items(tiny_masker, items, PredictOptions())
     assert outcomes[0].rank == 1
+
+
+def test_an_answer_is_compared_as_the_model_reads_it(
+    tiny_masker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An uncased vocabulary reads C as c, and the model fills c: the item was never counted
+    right, where its candidates item was; 一 层 never matched 一层 (a review)."""
+    from tokenizers import normalizers
+
+    from tiankong.offline import evaluate
+
+    uncased = normalizers.BertNormalizer(lowercase=True)  # as bert-base-uncased's
+    monkeypatch.setattr(tiny_masker.encoder.tokenizer, "normalizer", uncased)
+    fills = {"维生素[MASK]可以预防感冒。": ["c", "d"], "更上[MASK][MASK]楼": ["一层", "二层"]}
+    monkeypatch.setattr(evaluate, "predicted_fills", lambda masker, item, *_: fills[item.text])
+    lines = [
+        {"text": "维生素[MASK]可以预防感冒。", "answers": ["C"]},
+        {"text": "更上[MASK][MASK]楼", "answers": ["一 层"]},
+    ]
+    path = tmp_path / "cased.jsonl"
+    path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines), encoding="utf-8")
+    _, outcomes = evaluate_items(tiny_masker, read_items(path), PredictOptions())
+    assert [outcome.rank for outcome in outcomes] == [1, 1]
+
+
+def test_a_candidate_the_vocabulary_lacks_is_refused(tiny_masker, tmp_path: Path) -> None:
+    """Scored through [UNK], 𠀀 ranked first and the item counted right (a review); a free
+    answer of it was refused, and POST /'s targets refuse it."""
+    from tiankong.offline.evaluate import check_scorable
+
+    path = tmp_path / "unk.jsonl"
+    path.write_text(
+        '{"text": "守株待[MASK]", "answers": ["𠀀"], "candidates": ["𠀀", "鳜"]}\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(BadDataFileError) as refused:
+        check_scorable(tiny_masker, read_items(path), False, path.name)
+    assert refused.value.message == (
+        "unk.jsonl line 1: the candidate '𠀀' holds a character this model's vocabulary "
+        "doesn't have (𠀀), so it has no honest score; leave it out for this model."
+    )
+    with pytest.raises(BadDataFileError, match="the candidate '𠀀'"):
+        check_scorable(tiny_masker, read_items(path), True, path.name)  # --blank too

@@ -128,9 +128,14 @@ def parse_record(record: dict[str, Any], number: int, name: str) -> Iterator[Clo
             f"{name} line {number}: 'answers' must be a list of strings, each a fill "
             "(not null, a number or empty)."
         )
-    candidates = record.get("candidates") or []
-    if not is_strings(candidates):
-        raise BadDataFileError(f"{name} line {number}: 'candidates' must be a list of strings.")
+    candidates = record.get("candidates")
+    if candidates is None:
+        candidates = []
+    elif not is_strings(candidates) or not candidates:  # "", false, {} and 0 were ignored
+        raise BadDataFileError(
+            f"{name} line {number}: 'candidates' must be a list of strings, at least one (or "
+            "leave it out)."
+        )
     category = item_category(record, f"{name} line {number}")
     marked = normalize_masks(text)
     if MASK not in marked and BLANK not in marked:  # it was scored, as an error, every time
@@ -190,7 +195,8 @@ def parse_chid(record: dict[str, Any], number: int, name: str) -> Iterator[Cloze
         )
     if not is_strings(truths) or not all(truth.strip() for truth in truths):
         raise BadDataFileError(f"{name} line {number}: each ChID groundTruth must be an idiom.")
-    per_blank = chid_options(record.get("candidates") or [], len(placeholders))
+    given = record.get("candidates")
+    per_blank = chid_options([] if given is None else given, len(placeholders))
     if per_blank is None:
         raise BadDataFileError(
             f"{name} line {number}: ChID 'candidates' must be a list of idioms, or one such "
@@ -211,7 +217,7 @@ def parse_chid(record: dict[str, Any], number: int, name: str) -> Iterator[Cloze
 def chid_options(candidates: Any, blanks: int) -> list[tuple[str, ...]] | None:
     """Each placeholder's options: one list shared by all, or one list each (CLUE-CHID);
     None when ``candidates`` is neither."""
-    if not candidates:
+    if isinstance(candidates, list) and not candidates:
         return [()] * blanks
     if is_strings(candidates):
         return [tuple(candidates)] * blanks
@@ -226,6 +232,17 @@ def check_scorable(masker: FillMasker, items: Sequence[ClozeItem], blank: bool, 
     has masks: a fill has one token per mask, so it could never be right. Items with candidates
     or a [BLANK] (or every item, with ``blank``) take fills of any length; a text that can't be
     read is left to the run, which counts it as an error."""
+    unknown = masker.encoder.vocab.get("[UNK]")
+    for item in items:  # a candidate read as [UNK] has no honest score (POST /'s targets)
+        for candidate in item.candidates:
+            if unknown in answer_ids(masker, candidate):
+                vocab = masker.encoder.vocab
+                shown = ", ".join(sorted({c for c in candidate if c not in vocab}) or [candidate])
+                raise BadDataFileError(
+                    f"{name} line {item.line}: the candidate '{candidate}' holds a character "
+                    f"this model's vocabulary doesn't have ({shown}), so it has no honest "
+                    "score; leave it out for this model."
+                )
     if blank:
         return
     for item in items:
@@ -238,7 +255,6 @@ def check_scorable(masker: FillMasker, items: Sequence[ClozeItem], blank: bool, 
         answers = [answer_ids(masker, answer) for answer in item.answers]
         lengths = [len(ids) for ids in answers]
         fitting = [ids for ids in answers if len(ids) == masks]
-        unknown = masker.encoder.vocab.get("[UNK]")
         if fitting and all(unknown in ids for ids in fitting):
             # a character the model's vocabulary lacks reads as [UNK]: said so, where the
             # sentence blamed [SEP] and [PAD] and the data file (a review, with a model of its
@@ -265,6 +281,15 @@ def check_scorable(masker: FillMasker, items: Sequence[ClozeItem], blank: bool, 
                 "never be scored right; give one [MASK] per character of the answer, or "
                 "[BLANK] for a fill of any length."
             )
+
+
+def as_read(masker: FillMasker, fill: str) -> str:
+    """A fill or an answer as the model's tokenizer reads it, spaces left out: its normalizer
+    (an uncased vocabulary lower-cases C, which the model fills as c, never counted right; a
+    review) and no space between characters (an answer 一 层 for 一层 never matched)."""
+    normalizer = masker.encoder.tokenizer.normalizer
+    read = normalizer.normalize_str(fill) if normalizer is not None else fill
+    return "".join(read.split())
 
 
 def answer_ids(masker: FillMasker, answer: str) -> list[int]:
@@ -322,7 +347,10 @@ def evaluate_items(
         except TiankongError as failure:
             ranked, error = [], failure.message
         latency = (time.perf_counter() - started) * 1000
-        rank = next((i + 1 for i, fill in enumerate(ranked) if fill in item.answers), None)
+        answers = {as_read(masker, answer) for answer in item.answers}
+        rank = next(
+            (i + 1 for i, fill in enumerate(ranked) if as_read(masker, fill) in answers), None
+        )
         outcomes.append(ItemOutcome(item, ranked, rank, latency, error))
     engine = masker.engine
     mode_name = "blank" if blank else f"auto ({options.order}, beam {options.beam_width})"
