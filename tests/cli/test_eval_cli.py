@@ -67,6 +67,63 @@ def test_check_report_in_a_pipe_keeps_category_names_whole(
     assert "false alarms" in done.stdout and "…" not in done.stdout
 
 
+def test_check_report_json_holds_every_sentence_with_its_fixes(
+    tiny_model_dir: Path, check_items: Path, tmp_path: Path
+) -> None:
+    """The --json report held the totals only: no figure could be recomputed, no two runs
+    compared sentence by sentence (a review)."""
+    out = tmp_path / "report.json"
+    flags = model_flags(tiny_model_dir)
+    done = run_cli("eval", "--task", "check", str(check_items), *flags, "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text(encoding="utf-8"))
+    items = report["items"]
+    assert [(item["line"], item["text"], item["correct"]) for item in items] == [
+        (1, "画龙点晴", "画龙点睛"),
+        (2, "白日依山尽", "白日依山尽"),
+    ]
+    for item in items:  # each sentence's fixes make its corrected text
+        text = list(item["text"])
+        for edit in item["edits"]:
+            assert text[edit["start"]] == edit["original"]
+            text[edit["start"]] = edit["suggestion"]
+        assert "".join(text) == item["corrected"]
+    corrected = sum(i["corrected"] == i["correct"] != i["text"] for i in items)
+    assert report["overall"]["corrected"] == corrected
+
+
+def test_a_check_item_with_nothing_the_model_checks_is_refused(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """ "hello world" was counted as a clean pass: 0.0% of 1 false alarms (a review)."""
+    items = write_lines(
+        tmp_path / "latin.jsonl",
+        [
+            {"text": "画龙点晴", "correct": "画龙点睛"},
+            {"text": "hello world", "correct": "hello world"},
+        ],
+    )
+    done = run_cli("eval", "--task", "check", str(items), *model_flags(tiny_model_dir))
+    assert done.returncode == 2
+    [line] = besides_first_run_notes(done.stderr)
+    assert line == (
+        "error: Line 2 of 'latin.jsonl': the model checks none of its characters (no Chinese "
+        "character it reads), so the item tests nothing; leave it out."
+    )
+
+
+def test_a_second_engine_that_does_not_load_is_named_as_compare(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """ "fp16 needs a CUDA GPU" came without the --compare it belonged to (a review)."""
+    items = write_lines(tmp_path / "c.jsonl", [{"text": "画龙点[MASK]", "answers": ["睛"]}])
+    done = run_cli("eval", str(items), *model_flags(tiny_model_dir), "--compare", "torch:fp16")
+    assert done.returncode == 2
+    assert besides_first_run_notes(done.stderr)[-1] == (
+        "error: --compare torch:fp16: fp16 needs a CUDA GPU; on the CPU use fp32 or int8."
+    )
+
+
 def test_fill_tables_in_a_pipe_keep_category_names_whole(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:

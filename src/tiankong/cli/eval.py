@@ -24,7 +24,7 @@ from tiankong.cli.root import app
 from tiankong.config import Settings, check_settings
 from tiankong.core.options import MASK_RUN, PredictOptions, check_blank
 from tiankong.core.text import BLANK, MASK, normalize_masks
-from tiankong.errors import BadOptionError
+from tiankong.errors import BadOptionError, TiankongError
 from tiankong.offline.evaluate import (
     ClozeItem,
     EvalReport,
@@ -139,7 +139,13 @@ def eval_command(
     if compare_index:
         runs = [(masker, replace(options, index=False)), (masker, options)]
     if other is not None:
-        runs.append((int8_warned(FillMasker.load(settings=other)), options))
+        try:
+            second = FillMasker.load(settings=other)
+        except TiankongError as error:  # "fp16 needs a CUDA GPU" named no --compare (a review)
+            error.message = f"--compare {compare}: {error.message}"
+            error.args = (error.message,)
+            raise
+        runs.append((int8_warned(second), options))
     console = Console()
     reports, outcomes = [], []
     for run_masker, run_options in runs:
