@@ -446,8 +446,14 @@ def test_hf_word_targets_on_several_inputs(client: TestClient) -> None:
 @pytest.mark.parametrize(
     ("parameters", "inputs", "words"),
     [
-        ({"targets": ["飞鸟"]}, TWO_BLANKS, "exactly one blank"),
-        ({"targets": ["飞鸟"]}, [POEM, TWO_BLANKS], "exactly one blank"),
+        # it said "Candidate ranking takes exactly one blank", which no client asked for
+        (
+            {"targets": ["飞鸟"]},
+            TWO_BLANKS,
+            "A target of several tokens ('飞鸟') is scored as the fill of one blank, so each "
+            "text needs exactly one [MASK] (or one run of [MASK]s); give one-token targets",
+        ),
+        ({"targets": ["鸟", "飞鸟"]}, [POEM, TWO_BLANKS], "inputs[1]: A target of several tok"),
         ({"targets": ["😀鸟"]}, POEM, "not in the model's vocabulary"),
         ({"targets": ["鸟", "[SEP]"]}, POEM, "special token"),  # answered before
         ({"targets": ["[MASK]"]}, POEM, "A target can't contain [MASK]"),  # as a candidate

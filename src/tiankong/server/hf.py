@@ -24,6 +24,7 @@ import numpy as np
 from fastapi import APIRouter, Body
 
 from tiankong.core.options import (
+    MASK_RUN,
     MAX_CANDIDATES,
     PredictOptions,
     check_entry_count,
@@ -31,7 +32,7 @@ from tiankong.core.options import (
 )
 from tiankong.core.request import PreparedRequest
 from tiankong.core.results import FillResult
-from tiankong.core.text import fill_text
+from tiankong.core.text import BLANK, fill_text, normalize_masks
 from tiankong.errors import (
     BadInputError,
     BadOptionError,
@@ -223,8 +224,24 @@ async def ranked_targets(
     options = predictor.masker.options(
         k, mode="candidates", candidates=tuple(target_ids), index=HF_USES_INDEX
     )
+    several = next(target for target, ids in target_ids.items() if len(ids) > 1)
+
+    def prepare(text: str) -> PreparedRequest:
+        try:
+            return whole_text(predictor.prepare_request(text, options))
+        except BadOptionError:
+            marked = normalize_masks(text)
+            if len(MASK_RUN.findall(marked)) + marked.count(BLANK) == 1:
+                raise
+            # it said "Candidate ranking takes exactly one blank", which no client asked for
+            raise BadOptionError(
+                f"A target of several tokens ('{several}') is scored as the fill of one blank, "
+                "so each text needs exactly one [MASK] (or one run of [MASK]s); give "
+                "one-token targets for a text with several."
+            ) from None
+
     # every text has one blank, checked before any engine work
-    requests = each_input(inputs, lambda text: whole_text(predictor.prepare_request(text, options)))
+    requests = each_input(inputs, prepare)
     outputs: list[PipelineOutput] = []
     for answer in await predictor.run_many(requests, allowance=allowance):
         if isinstance(answer, TiankongError):
