@@ -761,9 +761,21 @@ def test_sigterm_to_the_driver_ends_its_workers_too(tiny_model_dir: Path, tmp_pa
     """kill PID (a job scheduler's stop) to `fill --workers 2` left both workers running,
     re-parented to init, holding the caller's pipes; now it ends as Ctrl-C does."""
     import signal
-    import time
 
     import psutil
+
+    driver = started_fill_with_workers(tiny_model_dir, tmp_path)
+    workers = psutil.Process(driver.pid).children(recursive=True)
+    assert workers
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(timeout=60) == 130
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive, f"workers left running: {[p.pid for p in alive]}"
+
+
+def started_fill_with_workers(tiny_model_dir: Path, tmp_path: Path) -> subprocess.Popen[str]:
+    """`fill --workers 2` on a long file, once its first chunk is written."""
+    import time
 
     source = tmp_path / "in.txt"
     source.write_text("".join(f"第{i}句，画龙点[MASK]。\n" for i in range(200_000)), "utf-8")
@@ -779,10 +791,47 @@ def test_sigterm_to_the_driver_ends_its_workers_too(tiny_model_dir: Path, tmp_pa
     while not checkpoint.exists() and time.monotonic() < deadline and driver.poll() is None:
         time.sleep(0.2)
     assert checkpoint.exists(), "the run never got going"
+    return driver
+
+
+@pytest.mark.processes
+def test_a_worker_that_dies_ends_the_run_in_one_sentence(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """kill -9 of one worker (as the OOM killer does) hung the run for good: the pool, broken,
+    sent SIGTERM to the other, whose inherited handler's KeyboardInterrupt the pool's result
+    sending caught and retried, and the driver waited on it (a review)."""
+    import psutil
+
+    driver = started_fill_with_workers(tiny_model_dir, tmp_path)
+    first, *others = psutil.Process(driver.pid).children(recursive=True)
+    first.kill()
+    assert driver.wait(timeout=60) == 1
+    assert driver.stderr is not None
+    assert (
+        driver.stderr.read()
+        .strip()
+        .endswith(
+            "error: A --workers process ended before its work was done (killed, or out of memory); "
+            "the lines the checkpoint covers are kept: run the same command again to resume (with "
+            "fewer --workers if memory ran short)."
+        )
+    )
+    _, alive = psutil.wait_procs(others, timeout=30)
+    assert not alive, f"workers left running: {[p.pid for p in alive]}"
+
+
+@pytest.mark.processes
+def test_workers_end_when_their_driver_is_killed(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """kill -9 of the driver left both workers running, re-parented to init, each holding its
+    model and blocked on a result no one would read; SIGTERM did not end them (a review)."""
+    import psutil
+
+    driver = started_fill_with_workers(tiny_model_dir, tmp_path)
     workers = psutil.Process(driver.pid).children(recursive=True)
     assert workers
-    driver.send_signal(signal.SIGTERM)
-    assert driver.wait(timeout=60) == 130
+    driver.kill()
+    driver.wait(timeout=30)
     _, alive = psutil.wait_procs(workers, timeout=30)
     assert not alive, f"workers left running: {[p.pid for p in alive]}"
 

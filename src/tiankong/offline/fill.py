@@ -15,8 +15,13 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
+import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import asdict
 from itertools import chain
@@ -308,6 +313,32 @@ def load_worker(settings: Settings) -> None:
     _masker = FillMasker.load(settings=settings)
 
 
+PARENT_POLL_S = 1.0
+WORKER_DIED = (
+    "A --workers process ended before its work was done (killed, or out of memory); the lines "
+    "the checkpoint covers are kept: run the same command again to resume (with fewer "
+    "--workers if memory ran short)."
+)
+
+
+def start_worker(settings: Settings, parent: int) -> None:
+    """A worker process of ``--workers``: SIGTERM ends it (the CLI's handler, inherited, raised
+    a KeyboardInterrupt that the pool's result sending caught and retried, so a pool broken by
+    one worker's death hung on the other: a review), Ctrl-C is the driver's to handle, and it
+    ends itself once the driver is gone (``kill -9`` of the driver left both workers running,
+    each holding its model, blocked on a result no one would read)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="tiankong-parent-watch", daemon=True).start()
+    load_worker(settings)
+
+
 def fill_chunk(
     records: list[tuple[int, str | None, str]], options: PredictOptions, batch_size: int
 ) -> list[tuple[int, str, dict[str, Any]]]:
@@ -449,8 +480,21 @@ def started_workers(job: FillJob, settings: Settings) -> Iterator[ProcessPoolExe
         yield None
         return
     per_worker = settings.with_overrides(threads=threads_per_worker(settings.threads, job.workers))
-    with ProcessPoolExecutor(job.workers, initializer=load_worker, initargs=(per_worker,)) as pool:
+    pool = ProcessPoolExecutor(
+        job.workers, initializer=start_worker, initargs=(per_worker, os.getpid())
+    )
+    try:
         yield pool
+    except BaseException as error:  # an interrupt, a refusal, a worker that died: stop now
+        processes = list((pool._processes or {}).values())  # the pool's own (None if broken)
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        if isinstance(error, BrokenProcessPool):
+            raise TiankongError(WORKER_DIED) from None
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 def on_a_worker(pool: ProcessPoolExecutor | None, ask: Callable[[], T]) -> T:
