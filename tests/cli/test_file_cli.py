@@ -402,3 +402,20 @@ def test_a_file_run_that_answers_no_line_is_exit_2(
     for _ in range(2):  # the second run resumes the finished one
         done = run_cli(command, str(mixed), "-o", str(tmp_path / "m.jsonl"), *flags)
         assert done.returncode == 0, done.stderr
+
+
+def test_fill_on_an_output_another_run_writes_is_refused_before_the_model_loads(
+    tmp_path: Path,
+) -> None:
+    """The CLI loaded the model to check the options before the library took the lock, so the
+    refusal came after a model load (and the model loaded twice for one worker: a review)."""
+    from filelock import FileLock
+
+    source = tmp_path / "in.txt"
+    source.write_text("画龙点[MASK]\n", encoding="utf-8")
+    output = tmp_path / "out.jsonl"
+    with FileLock(str(output) + ".lock"):  # the first run, running
+        done = run_cli("fill", str(source), "-o", str(output), "--model", str(tmp_path / "none"))
+    assert done.returncode == 2
+    assert "'out.jsonl' is being written by another run now" in done.stderr
+    assert not output.exists()

@@ -1000,3 +1000,23 @@ def test_a_record_the_model_gives_no_numbers_for_is_an_error_record(tiny_masker)
     with pytest.raises(ModelUnavailableError, match="not numbers"):
         masker.predict_batch(["好[MASK]。", "炸[MASK]。"])
     assert masker.predict("好[MASK]。").masks  # the model still answers other texts
+
+
+def test_a_field_name_with_a_lone_surrogate_is_written_to_a_csv(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A JSONL key's lone surrogate ({"k\\ud800": 1}) was a UnicodeEncodeError traceback at the
+    CSV header, leaving an empty output behind (a review); it is written as a value's is, and
+    the run resumes under that header."""
+    source = tmp_path / "s.jsonl"
+    source.write_text(
+        '{"text": "好[MASK]", "k\\ud800": 1}\n{"text": "画龙点[MASK]", "k\\ud800": 2}\n',
+        encoding="utf-8",
+    )
+    job = FillJob(source, tmp_path / "s.csv", chunk_size=1)
+    state = run_fill(job, settings, PredictOptions(top_k=1))
+    assert state.filled == 2
+    with (tmp_path / "s.csv").open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0][:2] == ["text", "k\ufffd"] and [row[1] for row in rows[1:]] == ["1", "2"]
+    assert run_fill(job, settings, PredictOptions(top_k=1)).filled == 2  # resumes: all done

@@ -68,7 +68,7 @@ def test_what_ray_data_would_stop_on_is_one_sentence_first(
     """A non-empty output folder (a second run doubled every row), input not in UTF-8 and a
     JSONL line that isn't JSON were tracebacks from Ray; they are refused before Ray starts."""
     from tiankong.errors import BadDataFileError, BadOptionError
-    from tiankong.offline.ray_fill import run_ray_fill
+    from tiankong.offline.ray_fill import checked_ray_input, run_ray_fill
 
     settings = Settings(model=str(tiny_model_dir), engine="torch", threads=1)
     started = ray.is_initialized()  # this module's other test may have started a local Ray
@@ -98,6 +98,9 @@ def test_what_ray_data_would_stop_on_is_one_sentence_first(
     # (Ray turned the number 1 into the string "1", or stopped on the block)
     refused("array.jsonl", '{"text": "画龙点[MASK]"}\n["a", "b"]\n', "c", BadDataFileError,
             "Line 2 .* not a JSON object")  # fmt: skip
+    # a field name with a lone surrogate: four tracebacks from Arrow (a review)
+    refused("surrogate.jsonl", '{"text": "好[MASK]", "k\\ud800": 1}\n', "q", BadDataFileError,
+            "Line 1 .* a field name with a lone surrogate")  # fmt: skip
     # a result-named field after the first block was dropped without a word (a review)
     refused("late.jsonl", '{"text": "画龙点[MASK]"}\n{"text": "a[MASK]", "error": "x"}\n', "p",
             BadDataFileError, "Line 2 .* has the field 'error', the name of a result")  # fmt: skip
@@ -122,6 +125,9 @@ def test_what_ray_data_would_stop_on_is_one_sentence_first(
         (FillJob(good, tmp_path / "h", resume=False), BadOptionError, "no checkpoint"),
         (FillJob(good, tmp_path / "i", chunk_size=10), BadOptionError, "no checkpoint"),
     ]
+    # --chunk-size typed at the default's value was taken (a review)
+    with pytest.raises(BadOptionError, match="no checkpoint, so --restart and --chunk-size"):
+        checked_ray_input(FillJob(good, tmp_path / "k"), typed={"chunk_size"})
     # nested values, which Arrow rewrote ({"a": 1} became {"a": 1.0, "b": null})
     refused(
         "nested.jsonl",
@@ -206,7 +212,7 @@ def test_ray_keeps_jsonl_values_as_written(local_ray, tiny_model_dir: Path, tmp_
     assert first["error"] is None and last["error"] is None
     assert str(second["error"]).startswith("bad_input:")  # the lone surrogate, shown as U+FFFD
     assert second["text"] == "\ufffd很[MASK]"
-    assert str(blank["error"]).startswith("empty_text:")
+    assert blank["error"] == "bad_record: empty line"  # as fill's errors file (empty_text before)
 
 
 @pytest.mark.parametrize(
@@ -294,3 +300,13 @@ def test_a_ray_actor_fills_its_rows_in_engine_batches_and_a_block_without_the_fi
     alone = actor(pa.table({"id": [1, 2], "note": ["x", "y"]})).to_pylist()
     assert [r["error"] for r in alone] == ["bad_record: no string field 'text'"] * 2
     assert [(r["id"], r["note"], r["text"]) for r in alone] == [(1, "x", None), (2, "y", None)]
+
+
+def test_a_shard_that_cannot_be_written_is_one_sentence(tmp_path: Path) -> None:
+    """A full disk was four chained tracebacks ending in OSError, exit 1 (a review)."""
+    from tiankong.errors import BadDataFileError
+    from tiankong.offline.ray_fill import write_shards
+
+    (tmp_path / "out" / "part-000000.jsonl").mkdir(parents=True)  # no file can be made there
+    with pytest.raises(BadDataFileError, match=r"^Writing the output folder '.*out' failed \("):
+        write_shards([{"text": "好", "error": None}], tmp_path / "out")

@@ -117,7 +117,7 @@ def fill_command(
     """Fill every text of INPUT_FILE into OUTPUT; resumable after an interruption."""
     from tiankong.offline.fill import check_files, count_records, refuse_empty, run_fill
     from tiankong.offline.fill import input_format as input_kind  # input_format: the flag
-    from tiankong.offline.resume import Checkpoint, FillJob
+    from tiankong.offline.resume import Checkpoint, FillJob, refuse_if_claimed
     from tiankong.service import FillMasker
 
     if str(input_file) == "-":  # it said "Input file '-' does not exist."
@@ -145,11 +145,12 @@ def fill_command(
         check_files(job)
         total = count_records(input_file, input_kind(input_file, input_format))
         refuse_empty(total, job, "filled")
+        refuse_if_claimed(job)  # a run writing the output now: before the model loads
     try:
         if ray:  # what --ray can't honour, and its files, are refused before the model loads
             from tiankong.offline.ray_fill import checked_ray_input
 
-            checked = checked_ray_input(job)  # makes the output folder, last
+            checked = checked_ray_input(job, typed)  # makes the output folder, last
             # before Ray starts (about 20 s), where the library's run fills nothing
             refuse_empty(count_records(input_file, checked[0]), job, "filled")
         # validates the model and the options up front
@@ -166,6 +167,9 @@ def fill_command(
             preset,
             max_blank_length,
         )
+        # one worker fills with this model (it was loaded a second time); workers and Ray
+        # actors load their own, so the driver lets it go
+        filler = masker if not ray and job.workers == 1 else None
         del masker
         if ray:  # before the handler below: Ray's own SIGTERM handler dumped a stack, exit 15
             from tiankong.offline.ray_cluster import init_ray
@@ -224,7 +228,7 @@ def fill_command(
             speed = progress.tasks[task].speed or 0.0
             progress.update(task, rate=speed, failed=failed)
 
-        state = run_fill(job, settings, options, on_progress, on_start)
+        state = run_fill(job, settings, options, on_progress, on_start, masker=filler)
     console.print(summary_line("filled", start, state, job), soft_wrap=True, highlight=False)
     refuse_if_none_done("filled", state, job)
 

@@ -234,7 +234,7 @@ def read_records(path: Path, kind: str, field: str) -> Iterator[Row]:
                 yield number, line, "", {}
                 continue
             if not line.strip():
-                yield number, None, "empty line", {}
+                yield number, None, EMPTY_LINE, {}
                 continue
             try:
                 record = json_value(line)
@@ -314,6 +314,7 @@ def load_worker(settings: Settings) -> None:
 
 
 PARENT_POLL_S = 1.0
+EMPTY_LINE = "empty line"  # a blank line of a JSONL file: a bad record, with or without --ray
 WORKER_DIED = (
     "A --workers process ended before its work was done (killed, or out of memory); the lines "
     "the checkpoint covers are kept: run the same command again to resume (with fewer "
@@ -401,11 +402,14 @@ def run_fill(
     options: PredictOptions,
     on_progress: Callable[[int, int, int], None] | None = None,
     on_start: Callable[[Checkpoint], None] | None = None,
+    masker: FillMasker | None = None,
 ) -> Checkpoint:
     """Fill ``job.input`` into ``job.output``; returns the final checkpoint (counts).
 
     ``on_start`` gets the counts the run starts from (those of a resumed run's finished lines,
-    zeros on a fresh run); ``on_progress`` gets each chunk's lines and the running totals."""
+    zeros on a fresh run); ``on_progress`` gets each chunk's lines and the running totals.
+    ``masker``: the model ``settings`` load, where the caller has it loaded (the CLI, to check
+    the options): with one worker it fills the lines, where the model was loaded twice."""
     check_files(job)
     in_kind = input_format(job.input, job.input_format)
     out_kind = format_of(job.output, job.output_format)
@@ -415,7 +419,7 @@ def run_fill(
     files = (job.text_field, in_kind, out_kind)
     key = run_key(settings, options, files, FILL_ANSWER_SETTINGS)
     run = run_description(settings, options, files, FILL_ANSWER_SETTINGS)
-    with claimed(job), started_workers(job, settings) as pool:  # refused before a model loads
+    with claimed(job), started_workers(job, settings, masker) as pool:  # before a model loads
         state = start_state(job, key, earlier_key=run_key(settings, options), run=run)
         check_served(job, state, *on_a_worker(pool, served_here))
         check_weights(job, state, *on_a_worker(pool, weights_here))
@@ -457,8 +461,8 @@ def fill_rows(
         writer = None
         if header is not None:
             writer = csv.DictWriter(output, header)
-            if state.output_bytes == 0:
-                writer.writeheader()
+            if state.output_bytes == 0:  # a name's lone surrogate as a value's (a traceback)
+                writer.writer.writerow(shown_header(header))
         for results in chunk_results(job, pool, options, records()):
             for line, status, payload in results:
                 fields = kept.pop(line)
@@ -472,11 +476,17 @@ def fill_rows(
 
 
 @contextmanager
-def started_workers(job: FillJob, settings: Settings) -> Iterator[ProcessPoolExecutor | None]:
-    """The model loaded here (one worker: None), or a pool of ``job.workers`` processes that
-    each load it with their share of the threads."""
+def started_workers(
+    job: FillJob, settings: Settings, masker: FillMasker | None = None
+) -> Iterator[ProcessPoolExecutor | None]:
+    """The model loaded here (one worker: None; ``masker`` where it is loaded already), or a
+    pool of ``job.workers`` processes that each load it with their share of the threads."""
+    global _masker
     if job.workers == 1:
-        load_worker(settings)
+        if masker is not None:
+            _masker = masker
+        else:
+            load_worker(settings)
         yield None
         return
     per_worker = settings.with_overrides(threads=threads_per_worker(settings.threads, job.workers))
@@ -509,7 +519,7 @@ def check_header(job: FillJob, header: list[str]) -> None:
     then would append rows of more columns than its header names."""
     with open_text(job.output, "Output file", newline="") as handle:
         written = next(csv.reader(handle), [])
-    if written != header:
+    if written != shown_header(header):
         raise BadDataFileError(
             f"'{job.output.name}' was started with the columns {', '.join(written)}, and this "
             f"run writes {', '.join(header)}; pass --restart to start over."
@@ -598,6 +608,11 @@ def top_answer(payload: dict[str, Any]) -> tuple[str, float | str]:
     if payload["predictions"]:
         return payload["predictions"][0]["token"], payload["predictions"][0]["score"]
     return "", ""
+
+
+def shown_header(header: list[str]) -> list[str]:
+    """A CSV output's header as written: each name as ``csv_cell`` writes a string."""
+    return [LONE_SURROGATE.sub("\ufffd", name) for name in header]
 
 
 def csv_cell(value: Any) -> Any:

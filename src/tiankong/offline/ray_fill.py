@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -29,6 +29,7 @@ from tiankong.errors import BadDataFileError, BadOptionError
 from tiankong.index.sources import json_value, not_json
 from tiankong.offline.files import csv_records, json_line, open_text, require_input
 from tiankong.offline.fill import (
+    EMPTY_LINE,
     checked_records,
     fill_records,
     format_of,
@@ -68,7 +69,9 @@ class FillActor:
         values += [None] * (batch.num_rows - len(values))
         kept = {name: batch.column(name) for name in names if name not in OUTPUT_COLUMNS}
         records = [
-            (row, text if isinstance(text, str) else None, no_string_field(self.field))
+            (row, None, EMPTY_LINE)
+            if text == BLANK_LINE
+            else (row, text if isinstance(text, str) else None, no_string_field(self.field))
             for row, text in enumerate(values)  # a number, a boolean, null or missing
         ]
         columns: dict[str, list[Any]] = {name: [] for name in OUTPUT_COLUMNS}
@@ -156,25 +159,39 @@ def write_shards(rows: Iterable[dict[str, Any]], output: Path) -> Written:
     written = bad = 0
     handle: IO[str] | None = None
     try:
-        for row in rows:
-            if written % SHARD_ROWS == 0:
-                if handle is not None:
-                    handle.close()
-                name = f"part-{written // SHARD_ROWS:06d}.jsonl"
-                handle = (output / name).open("w", encoding="utf-8", newline="\n")
-            assert handle is not None
-            handle.write(json_line(row, default=str) + "\n")
-            written += 1
-            bad += row.get("error") is not None
-    finally:
-        if handle is not None:
-            handle.close()
+        try:
+            for row in rows:
+                if written % SHARD_ROWS == 0:
+                    if handle is not None:
+                        handle.close()
+                    name = f"part-{written // SHARD_ROWS:06d}.jsonl"
+                    handle = (output / name).open("w", encoding="utf-8", newline="\n")
+                assert handle is not None
+                handle.write(json_line(row, default=str) + "\n")
+                written += 1
+                bad += row.get("error") is not None
+        finally:
+            if handle is not None:
+                handle.close()
+    except OSError as error:  # a full disk was four chained tracebacks (a review)
+        raise BadDataFileError(
+            f"Writing the output folder '{output}' failed ({error.strerror or error}) after "
+            f"{written:,} rows, and its last shard may be cut short; --ray has no checkpoint: "
+            "remove the folder and run again once it can write."
+        ) from None
     return Written(written, bad)
 
 
-def check_ray_job(job: FillJob) -> None:
+NO_CHECKPOINT = (
+    "--ray writes a new folder each run and has no checkpoint, so --restart and --chunk-size "
+    "don't apply; leave them out, or run without --ray."
+)
+
+
+def check_ray_job(job: FillJob, typed: Collection[str] = ()) -> None:
     """Refuse, in one sentence, the options of ``tiankong fill`` that --ray can't honour: it
-    writes a folder of JSONL shards with each row's error in it, and has no checkpoint."""
+    writes a folder of JSONL shards with each row's error in it, and has no checkpoint.
+    ``typed``: the CLI's flags as typed (--chunk-size 512, the default's value, was taken)."""
     default = FillJob(job.input, job.output)
     if job.workers < 1 or job.batch_size < 1:
         raise BadOptionError("--workers and --batch-size must be at least 1.")
@@ -188,11 +205,8 @@ def check_ray_job(job: FillJob) -> None:
             "--ray writes a folder of JSONL shards, not CSV; leave out --output-format csv and "
             "name the output folder without .csv, or run without --ray."
         )
-    if not job.resume or job.chunk_size != default.chunk_size:
-        raise BadOptionError(
-            "--ray writes a new folder each run and has no checkpoint, so --restart and "
-            "--chunk-size don't apply; leave them out, or run without --ray."
-        )
+    if not job.resume or job.chunk_size != default.chunk_size or "chunk_size" in typed:
+        raise BadOptionError(NO_CHECKPOINT)
 
 
 def read_dataset(path: Path, kind: str, field: str = "text") -> Any:
@@ -202,7 +216,7 @@ def read_dataset(path: Path, kind: str, field: str = "text") -> Any:
     without its byte-order mark. JSONL lines are parsed by ``json_value``, as without --ray
     (Ray's reader went through pandas: "01234" became 1234, "2024-01-02" a timestamp, and a lone
     surrogate was dropped), of the flat records ``check_ray_files`` let through; a blank line is a
-    row with an empty text (an ``empty_text`` error row; Ray's reader dropped it)."""
+    row that is a bad record, "empty line", as without --ray (Ray's reader dropped it)."""
     import ray
 
     where = str(path.resolve())
@@ -227,11 +241,16 @@ def read_dataset(path: Path, kind: str, field: str = "text") -> Any:
 
 def jsonl_records(row: dict[str, Any], field: str) -> list[dict[str, Any]]:
     """A JSONL file's records as ``read_records`` parses them (``check_ray_files`` has refused
-    what isn't a flat JSON object); a blank line is ``{field: ""}``."""
+    what isn't a flat JSON object); a blank line is ``{field: BLANK_LINE}``."""
     lines = bytes(row["bytes"]).decode("utf-8-sig").split("\n")
     if lines[-1] == "":
         lines.pop()
-    return [json_value(line) if line.strip() else {field: ""} for line in lines]
+    return [json_value(line) if line.strip() else {field: BLANK_LINE} for line in lines]
+
+
+# a blank JSONL line's text, told apart from a record's own "" by ``Filler``: plain fill calls
+# it a bad_record ("empty line"), and --ray called it empty_text (a review)
+BLANK_LINE = "\x00\x00tiankong: a blank line\x00\x00"
 
 
 def txt_lines(row: dict[str, Any]) -> list[dict[str, str]]:
@@ -243,10 +262,10 @@ def txt_lines(row: dict[str, Any]) -> list[dict[str, str]]:
     return [{"text": line.rstrip("\r")} for line in lines]
 
 
-def checked_ray_input(job: FillJob) -> tuple[str, str]:
+def checked_ray_input(job: FillJob, typed: Collection[str] = ()) -> tuple[str, str]:
     """The job's flags, input and output checked as ``run_ray_fill`` needs them (the CLI calls
     it before the model loads and Ray starts); the input's format and its text's field."""
-    check_ray_job(job)
+    check_ray_job(job, typed)
     require_input(job.input, "Input file")
     kind = input_format(job.input, job.input_format)
     field = "text" if kind == "txt" else job.text_field
@@ -308,6 +327,12 @@ def check_jsonl_lines(job: FillJob, kind: str) -> None:
                     f"{where} is not a JSON object; on Ray every line must be one {elsewhere}."
                 )
             for field, value in record.items():  # Arrow gives a column one type
+                if LONE_SURROGATE.search(field):  # four tracebacks from Arrow (a review)
+                    raise BadDataFileError(
+                        f"{where} has a field name with a lone surrogate (a \\u escape of half "
+                        "a character), which Ray's tables can't hold; rename it, or run "
+                        "without --ray."
+                    )
                 if named_like_results([field], OUTPUT_COLUMNS, job.text_field):
                     # the check on the dataset's columns sees the first block's alone, and a
                     # later block's result-named field was dropped without a word (a review)

@@ -131,10 +131,7 @@ def claimed(job: FillJob) -> Iterator[None]:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 lock.acquire()
             except Timeout:  # an OSError too: first
-                raise BadDataFileError(
-                    f"'{written.name}' is being written by another run now; wait for it to "
-                    f"end, or choose another {'output' if written == job.output else '--errors'}."
-                ) from None
+                raise BadDataFileError(being_written(job, written)) from None
             except OSError as error:
                 raise BadOptionError(f"'{path}' can't be written ({error.strerror}).") from None
             held.append(lock)
@@ -142,6 +139,30 @@ def claimed(job: FillJob) -> Iterator[None]:
     finally:
         for lock in reversed(held):
             lock.release()
+
+
+def being_written(job: FillJob, written: Path) -> str:
+    return (
+        f"'{written.name}' is being written by another run now; wait for it to end, or choose "
+        f"another {'output' if written == job.output else '--errors'}."
+    )
+
+
+def refuse_if_claimed(job: FillJob) -> None:
+    """``claimed``'s refusal, before a model loads (the CLI loads one to check the options), with
+    nothing made: a lock no run made yet is held by none."""
+    from filelock import FileLock, Timeout
+
+    for path, written in zip(job.locks, (job.output, job.error_file), strict=False):
+        if not path.exists():
+            continue
+        try:
+            with FileLock(str(path), timeout=0):
+                pass
+        except Timeout:
+            raise BadDataFileError(being_written(job, written)) from None
+        except OSError:
+            continue  # claimed() says why, once the run takes it
 
 
 def run_key(
