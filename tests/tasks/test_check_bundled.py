@@ -54,6 +54,12 @@ def checker() -> Proofreader:
         # comma the index's match, no longer than the four and the mark, held them as written
         ("他做事半涂而废，让人失望。", "他做事半途而废，让人失望。", "半途而废"),
         ("这些都是道听涂说，不可信。", "这些都是道听途说，不可信。", "道听途说"),
+        # ... and where the match read one more character by chance (语，道听涂说, a review)
+        (
+            "别信那些流言蜚语，道听涂说的东西不可信。",
+            "别信那些流言蜚语，道听途说的东西不可信。",
+            "道听途说",
+        ),
     ],
 )
 def test_fixes_with_their_source(
@@ -353,11 +359,10 @@ def test_a_crowded_sentence_says_more_may_remain(checker: Proofreader) -> None:
     assert "我门" in result.corrected  # the premise: not every typo is found at once
     assert MORE_MAY_REMAIN in result.warnings
     assert MORE_MAY_REMAIN not in checker.check("我门今天去学校。").warnings
-    # two fixes of seven typos, the same 我门 fixed once and left twice, and no word (a review;
-    # since the forty-first session the four 我门 are fixed, and 高心 and others are left)
+    # two fixes of seven typos, the same 我门 fixed once and left twice, and no word (a review)
     seven = "我门和我门的朋友在公园里玩，我门很高心，我门都很建康，时问过得真快，他早已经知到了。"
     result = checker.check(seven)
-    assert "高心" in result.corrected and MORE_MAY_REMAIN in result.warnings
+    assert "我门" in result.corrected and MORE_MAY_REMAIN in result.warnings
 
 
 def test_idiom_positions_past_the_first_suspects_pass_nothing_over(checker: Proofreader) -> None:
@@ -382,19 +387,30 @@ def test_idiom_positions_past_the_first_suspects_pass_nothing_over(checker: Proo
     [
         ("亡羊补劳，亡羊补劳。", "亡羊补牢，亡羊补牢。"),
         ("他们再接再励，我们也再接再励。", "他们再接再厉，我们也再接再厉。"),
-        ("我门今天去学校，我门很高兴。", "我们今天去学校，我们很高兴。"),
-        ("他在公圆散步，我也在公圆散步。", "他在公园散步，我也在公园散步。"),
+        # the first fixed and the second left, with no word (a review): the same fix at both
+        ("守株待免的人和守株待免的事。", "守株待兔的人和守株待兔的事。"),
+        # two idioms: each position masked with the other lost 免's fix (a review)
+        ("同学们要专心至志，不能守株待免。", "同学们要专心致志，不能守株待兔。"),
     ],
 )
-def test_the_same_typo_twice_is_fixed_twice(
+def test_idiom_typos_in_one_sentence_are_each_fixed(
     checker: Proofreader, text: str, corrected: str
 ) -> None:
-    """Each typo was read beside the other, and the model copied it: the first 劳 was left,
-    and neither 励, 门 nor 圆 fixed. A suspect is now masked with the window's other suspects
-    of the same character, and a position one off an idiom with the window's others."""
+    """The same idiom typo twice: each read beside the other, and the model copied it (the
+    first 劳 was left, neither 励 fixed). A position one off an idiom is masked with the
+    window's others off the same idiom, and an idiom's fix is made at each place the same
+    four characters are written."""
     result = checker.check(text)
     assert result.corrected == corrected
     assert len(result.edits) == 2
+    assert {edit.source for edit in result.edits} <= {"idioms", "index"}
+
+
+def test_a_right_copy_of_a_typo_is_context_for_it(checker: Proofreader) -> None:
+    """博得's right 得 masked with the wrong one beside it took its context away, and the
+    wrong one was left (a review)."""
+    result = checker.check("潍坊究竟以什么魅力来博得台商得青睐呢？")
+    assert result.corrected == "潍坊究竟以什么魅力来博得台商的青睐呢？"
 
 
 @pytest.mark.parametrize("blank", ["[BLANK]", "【mask】", "［ＢＬＡＮＫ ］", "[MASK]"])

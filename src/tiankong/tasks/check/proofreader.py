@@ -199,6 +199,10 @@ class Suspect:
     slot: int  # the position's number in that window
 
 
+# Han characters an index match must read past a known misspelling's four to hold it as
+# written: a quotation of the older text, not one character that happens to match
+QUOTED = 2
+
 # slot -> the idioms a four-character window is one character off there: (the idiom's token
 # id at the slot, the idiom, whether the window is a known misspelling of it)
 Near = dict[int, list[tuple[int, str, bool]]]
@@ -427,30 +431,26 @@ class Proofreader:
         score: RowScorer,
         near: Sequence[Near] = (),
     ) -> dict[int, dict[int, np.ndarray]]:
-        """window number -> slot -> the masked distribution at that position. A suspect is
-        masked with the window's other suspects of the same character, and a position one
-        character off an idiom with the window's other such positions (``near``): each is a
-        likely typo, and the model copied one into the other (我门今天去学校，我门很高兴。 and
-        亡羊补劳，亡羊补劳。 had one or neither fixed; 守株待免的人和守株待免的事: each 免 read
-        beside the other gave 兔 0.001 of 免, masked together 0.05 and 0.1)."""
+        """window number -> slot -> the masked distribution at that position. A position one
+        character off an idiom is masked with the window's other positions off the same idiom:
+        the model copied one typo into the other (亡羊补劳，亡羊补劳。 had its second 劳 fixed,
+        他们再接再励，我们也再接再励。 neither). A position off another idiom stays as context (a
+        review: masked too, 专心至志 beside 守株待免 lost 免's fix), and so does a suspect of the
+        same character (masked too, 博得's right 得 beside a wrong one lost its fix; 我门…我门
+        is still left: the unmasked row's ratios, 0.04 and 0.02 for the two 门, 0.014 and
+        0.003 for the wrong 得 and 博得's, tell no repeated typo from a right copy)."""
         if not suspects:
             return {}
         mask_id = self.masker.encoder.mask_id
         rows, asked = [], []
-        by_window: dict[int, list[int]] = {}
-        for suspect in suspects:
-            by_window.setdefault(suspect.window, []).append(suspect.slot)
         for suspect in suspects:
             window = windows[suspect.window]
             position = window.positions[suspect.slot]
             row = list(window.input_ids)
             idiom_slots = near[suspect.window] if near else {}
-            if suspect.slot in idiom_slots:
-                for slot in idiom_slots:
-                    row[window.positions[slot]] = mask_id
-            written = row[position]
-            for slot in by_window[suspect.window]:  # the same suspect character again
-                if row[window.positions[slot]] == written:
+            idioms = {idiom for _, idiom, _ in idiom_slots.get(suspect.slot, ())}
+            for slot, options in idiom_slots.items():  # the same idiom, off again
+                if idioms & {idiom for _, idiom, _ in options}:
                     row[window.positions[slot]] = mask_id
             row[position] = mask_id
             rows.append(row)
@@ -593,7 +593,36 @@ class Proofreader:
                 edit = self.model_edit(window, slot, masked[slot])
             if edit is not None:
                 edits.append(edit)
-        return self.confirmed(window, edits, near, matches)
+        return self.confirmed(window, self.idiom_repeats(window, edits, near), near, matches)
+
+    def idiom_repeats(self, window: Window, edits: list[Edit], near: Near) -> list[Edit]:
+        """``edits``, and where an idiom's fix was made, the same fix at each other place the
+        same four characters are written off the same idiom: 守株待免的人和守株待免的事。 had the
+        first fixed and the second left, with no word (a review). The same four characters
+        are the same word, mistyped the same way."""
+        done = {window.slot_of(edit.start) for edit in edits}
+        added: list[Edit] = []
+        for edit in edits:
+            slot = window.slot_of(edit.start)
+            if edit.source != "idioms" or slot not in near:
+                continue
+            [idiom] = {i for t, i, _ in near[slot] if self.id_to_char(t) == edit.suggestion}
+            run = idiom_run(window.chars, slot, edit.suggestion, idiom)
+            written = [window.chars[s] for s in run]
+            for other, options in near.items():
+                if other in done or not any(i == idiom for _, i, _ in options):
+                    continue
+                run = idiom_run(window.chars, other, edit.suggestion, idiom)
+                if [window.chars[s] for s in run] == written:
+                    token = next(t for t, i, _ in options if i == idiom)
+                    added.append(
+                        self.edit(
+                            window, other, token, edit.score, edit.alternatives, edit.memory,
+                            "idioms",
+                        )
+                    )  # fmt: skip
+                    done.add(other)
+        return sorted([*edits, *added], key=lambda edit: edit.start)
 
     def confirmed(
         self,
@@ -651,12 +680,14 @@ class Proofreader:
         match: Any,
         options: list[tuple[int, str, bool]] | None,
     ) -> bool:
-        """Whether the index's match for the written character at ``slot`` reads no Han
-        character outside a known misspelling's four (a mark beside them may count): then it
-        attests an older spelling (中庸's 半涂而废, 汉书's 道听涂说), not the user's sentence, and
-        the list's fix stands. 他做事半涂而废，让人失望。 was "no errors found", where without the
-        comma it was fixed; a quotation that goes on past the four (君子遵道而行，半涂而废) is
-        confirmed as written."""
+        """Whether the index's match for the written character at ``slot`` reads fewer than
+        ``QUOTED`` Han characters outside a known misspelling's four (a mark beside them may
+        count): then it attests an older spelling (中庸's 半涂而废, a classical passage's 道听涂
+        说), not the user's sentence, and the list's fix stands. 他做事半涂而废，让人失望。 was "no
+        errors found", where without the comma it was fixed, and one character more that
+        happened to match (流言蜚语，道听涂说 against the corpus's 狂言诈语，道听涂说) held it too
+        (a review); a quotation that goes on past the four (君子遵道而行，半涂而废) is confirmed
+        as written."""
         known = [(token, idiom) for token, idiom, is_known in options or () if is_known]
         if not known:
             return False
@@ -665,7 +696,7 @@ class Proofreader:
         at = window.positions[slot]
         low, high = at - len(match.left), at + len(match.right)
         read = {other for other, p in enumerate(window.positions) if low <= p <= high}
-        return read <= run
+        return len(read - run) < QUOTED
 
     def index_edit(
         self, window: Window, slot: int, match: Any, row: np.ndarray | None
