@@ -116,6 +116,36 @@ def test_resume_after_interruption_gives_the_same_output(
     assert again.lines_done == len(TEXTS) and again.filled == state.filled
 
 
+def test_a_job_folder_moved_mid_run_resumes(settings: Settings, tmp_path: Path) -> None:
+    """The checkpoint kept the errors file's absolute path, so a job folder moved (or mounted
+    elsewhere) was refused, and the advice, --errors with the old path, made the old folder
+    again (a review)."""
+    first = tmp_path / "mv1"
+    first.mkdir()
+    source = write_jsonl(first / "in.jsonl", TEXTS)
+    calls = []
+
+    def interrupt(done: int, filled: int, failed: int) -> None:
+        calls.append(done)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(
+            FillJob(source, first / "out.jsonl", chunk_size=16),
+            settings,
+            PredictOptions(),
+            interrupt,
+        )
+    moved = first.rename(tmp_path / "mv2")
+    job = FillJob(moved / "in.jsonl", moved / "out.jsonl", chunk_size=16)
+    state = run_fill(job, settings, PredictOptions())
+    assert state.lines_done == len(TEXTS) and not first.exists()
+    whole = FillJob(moved / "in.jsonl", tmp_path / "whole.jsonl", chunk_size=16)
+    run_fill(whole, settings, PredictOptions())
+    assert job.output.read_text(encoding="utf-8") == whole.output.read_text(encoding="utf-8")
+
+
 def test_a_resumed_run_must_be_the_same_run(settings: Settings, tmp_path: Path) -> None:
     """Another top_k (or model) was appended to the first run's rows; now it is refused, and
     --restart (resume=False) starts over."""

@@ -141,6 +141,15 @@ def claimed(job: FillJob) -> Iterator[None]:
             lock.release()
 
 
+def errors_where(job: FillJob) -> str:
+    """A run's errors file as its checkpoint keeps it: relative to the output's folder, so a
+    job folder moved or mounted elsewhere resumes (an absolute path was refused there, and the
+    advice to name it with --errors made the old folder again: a review)."""
+    return os.path.relpath(
+        os.path.abspath(job.error_file), os.path.dirname(os.path.abspath(job.output))
+    )
+
+
 def being_written(job: FillJob, written: Path) -> str:
     return (
         f"'{written.name}' is being written by another run now; wait for it to end, or choose "
@@ -314,7 +323,7 @@ def start_state(
     """The checkpoint a run starts from: the saved one, checked (the same input, run, errors
     file and files), or a fresh one, after refusing to overwrite what no checkpoint covers."""
     identity = input_identity(job.input)
-    errors = os.path.abspath(job.error_file)
+    errors = errors_where(job)
     if job.resume and os.path.isfile(job.checkpoint):
         try:
             saved = Checkpoint(**json.loads(job.checkpoint.read_text(encoding="utf-8")))
@@ -335,10 +344,13 @@ def start_state(
                 "or pass --restart."
             )
         saved.input_id = identity
-        if saved.errors and saved.errors != errors:
+        # an absolute path: a checkpoint written before errors were kept relative to the output
+        if saved.errors and saved.errors not in (errors, os.path.abspath(job.error_file)):
+            where = os.path.join(os.path.dirname(os.path.abspath(job.output)), saved.errors)
             raise BadDataFileError(
-                f"'{job.output.name}' was started with its errors in '{saved.errors}'; name "
-                "that file with --errors to resume it, or pass --restart to start over."
+                f"'{job.output.name}' was started with its errors in "
+                f"'{os.path.normpath(where)}'; name that file with --errors to resume it, or "
+                "pass --restart to start over."
             )
         saved.errors = errors
         # ``earlier_key``: how a checkpoint written before the key held the text's field and the
