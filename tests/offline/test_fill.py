@@ -218,7 +218,8 @@ def test_a_resume_is_refused_where_auto_serves_another_engine(
             run_fill(job, settings, PredictOptions())
     assert str(refused.value) == (
         "'out.jsonl' was started on fp32 (torch) and this run serves bf16 (openvino) "
-        "(--precision auto chooses by the threads, which --workers and --threads change); "
+        "(--engine and --precision as given, or auto's choice by the threads, which --workers "
+        "and --threads change); "
         "pass --engine torch --precision fp32 to resume it, or pass --restart to start over."
     )
     # what the sentence says to pass: asked otherwise, resolved the same, so the same run

@@ -267,7 +267,8 @@ def check_served(
             advice = f"resume it with the first run's {flags}"  # (a split: no flag names both)
         raise BadDataFileError(
             f"'{job.output.name}' was started on {was} and this run serves {now} "
-            f"(--precision auto chooses by the threads, which {flags} change); {advice}, or "
+            f"(--engine and --precision as given, or auto's choice by the threads, which "
+            f"{flags} change); {advice}, or "
             "pass --restart to start over."
         )
     state.engine, state.precision = engine, precision
