@@ -1051,3 +1051,21 @@ def test_a_field_name_with_a_lone_surrogate_is_written_to_a_csv(
         rows = list(csv.reader(handle))
     assert rows[0][:2] == ["text", "k\ufffd"] and [row[1] for row in rows[1:]] == ["1", "2"]
     assert run_fill(job, settings, PredictOptions(top_k=1)).filled == 2  # resumes: all done
+
+
+def test_a_record_that_gives_a_key_twice_is_a_bad_record(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """{"id": 1, "id": 2, ...} kept the last id without a word, where a CSV header that
+    repeats a column is refused (a review)."""
+    source = tmp_path / "dup.jsonl"
+    source.write_text(
+        '{"id": 1, "id": 2, "text": "好[MASK]"}\n{"id": 3, "text": "画龙点[MASK]"}\n',
+        encoding="utf-8",
+    )
+    job = FillJob(source, tmp_path / "out.jsonl")
+    state = run_fill(job, settings, PredictOptions(top_k=1))
+    assert (state.filled, state.failed) == (1, 1)
+    assert read_jsonl(job.error_file) == [
+        {"line": 1, "code": "bad_record", "message": "not valid JSON (the key 'id' is given twice)"}
+    ]

@@ -46,8 +46,30 @@ def json_value(line: str) -> Any:
     Traceback (most recent call last):
     ...
     tiankong.index.sources.NotJsonError: NaN is not JSON
+
+    A key given twice in one object is refused too: the last one was kept without a word, where
+    a CSV header that repeats a column is refused (a review).
+
+    >>> json_value('{"id": 1, "id": 2}')
+    Traceback (most recent call last):
+    ...
+    tiankong.index.sources.NotJsonError: the key 'id' is given twice
     """
-    return json.loads(line, parse_constant=not_json_constant, parse_float=finite_float)
+    return json.loads(
+        line,
+        parse_constant=not_json_constant,
+        parse_float=finite_float,
+        object_pairs_hook=unique_keys,
+    )
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    record: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in record:
+            raise NotJsonError(f"the key '{key}' is given twice")
+        record[key] = value
+    return record
 
 
 def not_json(error: ValueError) -> str:
