@@ -429,7 +429,7 @@ class FillMasker:
         results: list[np.ndarray] = []
         for start, end in self.call_slices(rows, asked):
             batch = pad_batch(list(rows[start:end]), list(asked[start:end]), self.encoder.pad_id)
-            logits = self.engine.mask_logits(batch)
+            logits = self.engine.mask_logits(batch)  # the softmax is taken in place
             probabilities = softmax(logits, overwrite=True, numbers_only=numbers_only)
             first = 0
             for item in asked[start:end]:  # slices: views, as np.split made

@@ -186,3 +186,38 @@ def test_a_check_onto_a_fills_output_names_the_command_that_wrote_it(
     checked = interrupted_run(checker, tmp_path / "other")
     with pytest.raises(BadDataFileError, match="is the output of `tiankong check`; name another"):
         run_fill(checked, settings, PredictOptions())
+
+
+def test_a_text_the_model_gives_no_numbers_for_is_an_error_record(
+    tiny_masker: Any, tmp_path: Path
+) -> None:
+    """A model broken on some texts (NaN scores for rows holding 炸) stopped the whole check -o
+    at that text, and a resume stopped there again (a verifying review); now that line alone
+    is an error record."""
+    import numpy as np
+
+    from tiankong import FillMasker
+    from tiankong.engines.base import EncodedBatch
+    from tiankong.engines.fake import FakeEngine
+
+    class NaNOnBomb(FakeEngine):
+        def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
+            logits = super().mask_logits(batch)
+            seq_len = batch.input_ids.shape[1]
+            for index, flat in enumerate(batch.mask_positions):
+                if vocab["炸"] in batch.input_ids[flat // seq_len]:
+                    logits[index, 3] = np.nan
+            return logits
+
+    vocab = tiny_masker.encoder.vocab
+    masker = FillMasker(
+        tiny_masker.model, tiny_masker.encoder, NaNOnBomb(len(vocab)), tiny_masker.settings
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("我门今天去学校。\n炸鸡很好吃。\n他做事半涂而废。\n", encoding="utf-8")
+    job = FillJob(source, tmp_path / "out.jsonl")
+    state = run_check_file(job, Proofreader(masker))
+    assert (state.lines_done, state.failed) == (3, 1)
+    [error] = [json.loads(line) for line in job.error_file.read_text("utf-8").splitlines()]
+    assert error["line"] == 2 and error["code"] == "model_unavailable"
+    assert len(job.output.read_text("utf-8").splitlines()) == 2

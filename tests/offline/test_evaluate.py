@@ -322,3 +322,8 @@ def test_a_candidate_the_vocabulary_lacks_is_refused(tiny_masker, tmp_path: Path
     )
     with pytest.raises(BadDataFileError, match="the candidate '𠀀'"):
         check_scorable(tiny_masker, read_items(path), True, path.name)  # --blank too
+    # one the tokenizer reads as nothing was an item error at every run (a verifying review)
+    item = {"text": "我今天很[MASK]兴。", "answers": ["高"], "candidates": ["高", "\u200b"]}
+    path.write_text(json.dumps(item) + "\n", encoding="utf-8")
+    with pytest.raises(BadDataFileError, match=r"candidate '\\u200b' has no character the model"):
+        check_scorable(tiny_masker, read_items(path), False, path.name)

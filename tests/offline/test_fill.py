@@ -144,6 +144,19 @@ def test_a_job_folder_moved_mid_run_resumes(settings: Settings, tmp_path: Path) 
     whole = FillJob(moved / "in.jsonl", tmp_path / "whole.jsonl", chunk_size=16)
     run_fill(whole, settings, PredictOptions())
     assert job.output.read_text(encoding="utf-8") == whole.output.read_text(encoding="utf-8")
+    # an errors file outside the output's folder stays where it was named: the output's folder
+    # moved away from it, it resumed with it (it was refused, a verifying review)
+    errors = tmp_path / "errs" / "e.jsonl"
+    (tmp_path / "m3").mkdir()
+    elsewhere = FillJob(
+        moved / "in.jsonl", tmp_path / "m3" / "out.jsonl", errors=errors, chunk_size=16
+    )
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(elsewhere, settings, PredictOptions(), interrupt)
+    deep = (tmp_path / "m3").rename(tmp_path / "deep")
+    again = FillJob(moved / "in.jsonl", deep / "out.jsonl", errors=errors, chunk_size=16)
+    assert run_fill(again, settings, PredictOptions()).lines_done == len(TEXTS)
 
 
 def test_a_resumed_run_must_be_the_same_run(settings: Settings, tmp_path: Path) -> None:

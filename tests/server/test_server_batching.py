@@ -305,7 +305,8 @@ async def test_a_text_the_model_gives_no_numbers_for_fails_alone(
 ) -> None:
     """A broken model's NaN row failed the whole batch it ran in with a 500 and a traceback:
     every other request in it too. Now only the requests holding such a row fail (503, the
-    model's error), in a batch and run inline, on fill, batch and check routes."""
+    model's error), in a batch and run inline, on fill, batch and check routes; in a
+    /batch_predict or /batch_check, only that text's entry."""
     masker, engine = gated_masker(tiny_masker, fail_on="炸", engine_class=BrokenRowsEngine)
     settings = server_settings(tiny_model_dir, result_cache_size=0)
     async with http_client(settings, masker) as (client, state):
@@ -323,17 +324,25 @@ async def test_a_text_the_model_gives_no_numbers_for_fails_alone(
         responses = await requests
         checked = await client.post("/check", json={"text": "他昨天炸了一盘花生米。"})
         fine_check = await client.post("/check", json={"text": "他昨天吃了一盘花生米。"})
+        # a batch's such text was a 503 for every text of it (a verifying review)
+        both = ["他昨天吃了一盘花生米。", "他昨天炸了一盘花生米。"]
+        batch_checked = await client.post("/batch_check", json={"texts": both})
         lone = [
             await client.post("/predict", json={"text": f"{index}炸[MASK]"}) for index in range(3)
         ]
         after = await client.post("/predict", json={"text": POEM})
         metrics_text = (await client.get("/metrics")).text
     statuses = [response.status_code for response in responses]
-    assert statuses == [503, 200, 200, 503, 200, 503]
+    assert statuses == [503, 200, 200, 200, 200, 503]
     assert len(engine.calls) > len(WARM_UP_CALLS) + 1  # the held one, then the batch together
-    for failed in [responses[0], responses[3], responses[5], checked, *lone]:
+    for failed in [responses[0], responses[5], checked, *lone]:
         error = assert_error(failed, 503, "model_unavailable")
         assert "scores are not numbers (NaN)" in error["message"]
+    for batch, key in ((responses[3], "results"), (batch_checked, "results")):
+        assert batch.status_code == 200
+        fine, broken = batch.json()[key]
+        assert "error" not in fine and broken["error"]["code"] == "model_unavailable"
+    assert responses[3].json()["results"][0]["text"] == "山[MASK]"
     assert fine_check.status_code == 200 and after.status_code == 200
     assert metric(metrics_text, "tiankong_batcher_events_total", event="failed_batch") == 0
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from tiankong.config import Settings
-from tiankong.errors import TiankongError
+from tiankong.errors import ModelUnavailableError, TiankongError
 from tiankong.offline.files import json_line
 from tiankong.offline.fill import (
     Row,
@@ -145,6 +145,25 @@ def check_chunk(
             outcomes[line] = {"code": error.code, "message": error.message}
     for start in range(0, len(ready), BATCH):
         group = ready[start : start + BATCH]
-        for (line, _), result in zip(group, checker.run([r for _, r in group]), strict=True):
+        for (line, _), result in zip(group, checked_each(checker, group), strict=True):
             outcomes[line] = result
     return [(line, outcomes[line], fields) for line, _, _, fields in chunk]
+
+
+def checked_each(
+    checker: Proofreader, group: list[tuple[int, CheckRequest]]
+) -> list[CheckResult | dict[str, str]]:
+    """The group checked in one run; where the model gives no numbers for a text, each alone,
+    and that one's error is its record (the whole file stopped at it, and a resume stopped
+    there again: a verifying review)."""
+    try:
+        return list(checker.run([request for _, request in group]))
+    except ModelUnavailableError:
+        pass
+    records: list[CheckResult | dict[str, str]] = []
+    for _, request in group:
+        try:
+            records += checker.run([request])
+        except ModelUnavailableError as error:
+            records.append({"code": error.code, "message": error.message})
+    return records

@@ -235,6 +235,11 @@ def check_scorable(masker: FillMasker, items: Sequence[ClozeItem], blank: bool, 
     unknown = masker.encoder.vocab.get("[UNK]")
     for item in items:  # a candidate read as [UNK] has no honest score (POST /'s targets)
         for candidate in item.candidates:
+            if not answer_ids(masker, candidate):  # \u200b: an item error at every run
+                raise BadDataFileError(
+                    f"{name} line {item.line}: the candidate {candidate!r} has no character the "
+                    "model reads, so the item can never be scored right."
+                )
             if unknown in answer_ids(masker, candidate):
                 vocab = masker.encoder.vocab
                 shown = ", ".join(sorted({c for c in candidate if c not in vocab}) or [candidate])

@@ -142,12 +142,14 @@ def claimed(job: FillJob) -> Iterator[None]:
 
 
 def errors_where(job: FillJob) -> str:
-    """A run's errors file as its checkpoint keeps it: relative to the output's folder, so a
-    job folder moved or mounted elsewhere resumes (an absolute path was refused there, and the
-    advice to name it with --errors made the old folder again: a review)."""
-    return os.path.relpath(
-        os.path.abspath(job.error_file), os.path.dirname(os.path.abspath(job.output))
-    )
+    """A run's errors file as its checkpoint keeps it: relative to the output's folder where
+    it lies in it (the default, beside the output), so a job folder moved or mounted elsewhere
+    resumes (an absolute path was refused there, and the advice to name it with --errors made
+    the old folder again: a review); elsewhere its absolute path, so an output moved away from
+    it still finds it (a verifying review)."""
+    errors = os.path.abspath(job.error_file)
+    relative = os.path.relpath(errors, os.path.dirname(os.path.abspath(job.output)))
+    return errors if relative.split(os.sep)[0] == os.pardir else relative
 
 
 def being_written(job: FillJob, written: Path) -> str:
@@ -347,6 +349,7 @@ def start_state(
         saved.input_id = identity
         # an absolute path: a checkpoint written before errors were kept relative to the output
         if saved.errors and saved.errors not in (errors, os.path.abspath(job.error_file)):
+            # a relative path is the output folder's; an absolute one stays itself
             where = os.path.join(os.path.dirname(os.path.abspath(job.output)), saved.errors)
             raise BadDataFileError(
                 f"'{job.output.name}' was started with its errors in "

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import Response
 
-from tiankong.errors import TiankongError
+from tiankong.errors import ModelUnavailableError, TiankongError
 from tiankong.server.check_schemas import (
     BATCH_CHECK_EXAMPLES,
     CHECK_EXAMPLES,
@@ -23,7 +23,7 @@ from tiankong.server.responses import JSONBody, error_payload
 from tiankong.server.schemas import error_responses
 from tiankong.server.state import server_state
 from tiankong.serving.checking import CheckServing
-from tiankong.tasks.check import CheckRequest
+from tiankong.tasks.check import CheckRequest, CheckResult
 
 router = APIRouter()
 
@@ -83,8 +83,28 @@ async def batch_check(
             ready.append((number, checking.prepare(text)))
         except TiankongError as error:
             answers[number] = error_payload(error)
-    results = await checking.run([request for _, request in ready], allowance=allowance)
+    try:
+        results: list[Any] = await checking.run([r for _, r in ready], allowance=allowance)
+    except ModelUnavailableError:  # a text the model gives no numbers for: it fails alone
+        if len(ready) == 1:
+            raise
+        results = [await checked_alone(checking, request) for _, request in ready]
     for (number, _), result in zip(ready, results, strict=True):
-        answers[number] = result.to_dict()
+        answers[number] = (
+            error_payload(result) if isinstance(result, TiankongError) else result.to_dict()
+        )
     model = checking.predictor.masker.model.name
     return JSONBody({"results": answers, "model": model, "latency_ms": elapsed_ms(started)})
+
+
+async def checked_alone(
+    checking: CheckServing, request: CheckRequest
+) -> CheckResult | TiankongError:
+    """One text of a /batch_check checked on its own (its cost was spent with the batch's): its
+    result, or the model's error for it (a /batch_check with one text the model gives no
+    numbers for was a 503 for all of them: a review)."""
+    try:
+        [result] = await checking.run([request])
+    except ModelUnavailableError as error:
+        return error
+    return result

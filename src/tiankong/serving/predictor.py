@@ -52,6 +52,7 @@ from tiankong.errors import (
     BadInputError,
     BadOptionError,
     EngineError,
+    ModelUnavailableError,
     OverloadedError,
     RequestTimeoutError,
     TiankongError,
@@ -226,6 +227,30 @@ class Predictor:
             raise EngineError("The engine returned a different number of results than texts.")
         return filled
 
+    async def run_each(
+        self,
+        prepared: Sequence[PreparedText],
+        k: int,
+        allowed: np.ndarray | None,
+        use_index: bool,
+        deadline: float,
+    ) -> list[FillResult | TiankongError]:
+        """``run``, where a text the model gives no numbers for (``run_jobs``) fails alone: the
+        texts are then run one by one, and its error is its answer (a /batch_predict with one
+        such text was a 503 for all of them: a review). A lone text's error is raised."""
+        try:
+            return list(await self.run(prepared, k, allowed, use_index, deadline))
+        except ModelUnavailableError:
+            if len(prepared) == 1:
+                raise
+        answers: list[FillResult | TiankongError] = []
+        for item in prepared:
+            try:
+                answers += await self.run([item], k, allowed, use_index, deadline)
+            except ModelUnavailableError as error:
+                answers.append(error)
+        return answers
+
     def prepare_request(self, text: str, options: PredictOptions) -> PreparedRequest:
         """Tokenize (through the token cache) and decide the kind; typed errors. ``options``
         come from ``options`` (checked there, once)."""
@@ -297,9 +322,13 @@ class Predictor:
         async with self.searching(cost_of_searches, deadline):
             for (k, use_index), plain in plain_groups(requests).items():
                 prepared = [requests[index].prepared for index in plain]
-                results = await self.run(prepared, k, allowed, use_index, deadline)
+                results = await self.run_each(prepared, k, allowed, use_index, deadline)
                 for index, result in zip(plain, results, strict=True):
-                    answers[index] = self.masker.finish(requests[index], result)
+                    answers[index] = (
+                        result
+                        if isinstance(result, TiankongError)
+                        else self.masker.finish(requests[index], result)
+                    )
             for index in searches:
                 try:
                     result = await self.run_search(requests[index], deadline)

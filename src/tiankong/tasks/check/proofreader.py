@@ -596,32 +596,33 @@ class Proofreader:
         return self.confirmed(window, self.idiom_repeats(window, edits, near), near, matches)
 
     def idiom_repeats(self, window: Window, edits: list[Edit], near: Near) -> list[Edit]:
-        """``edits``, and where an idiom's fix was made, the same fix at each other place the
-        same four characters are written off the same idiom: 守株待免的人和守株待免的事。 had the
-        first fixed and the second left, with no word (a review). The same four characters
-        are the same word, mistyped the same way."""
+        """``edits``, and where a fix made an idiom of four characters one off it (by any rule),
+        the same fix at each other place the same four characters are written: 守株待免的人和守
+        株待免的事。 had the first fixed and the second left, with no word (a review). The same
+        four characters are the same word, mistyped the same way; the copy is the idioms
+        rule's, with the first fix's score and 出处."""
         done = {window.slot_of(edit.start) for edit in edits}
         added: list[Edit] = []
         for edit in edits:
             slot = window.slot_of(edit.start)
-            if edit.source != "idioms" or slot not in near:
-                continue
-            [idiom] = {i for t, i, _ in near[slot] if self.id_to_char(t) == edit.suggestion}
-            run = idiom_run(window.chars, slot, edit.suggestion, idiom)
-            written = [window.chars[s] for s in run]
-            for other, options in near.items():
-                if other in done or not any(i == idiom for _, i, _ in options):
-                    continue
-                run = idiom_run(window.chars, other, edit.suggestion, idiom)
-                if [window.chars[s] for s in run] == written:
-                    token = next(t for t, i, _ in options if i == idiom)
-                    added.append(
-                        self.edit(
-                            window, other, token, edit.score, edit.alternatives, edit.memory,
-                            "idioms",
-                        )
-                    )  # fmt: skip
-                    done.add(other)
+            made = {i for t, i, _ in near.get(slot, ()) if self.id_to_char(t) == edit.suggestion}
+            for idiom in sorted(made):
+                written = [
+                    window.chars[s] for s in idiom_run(window.chars, slot, edit.suggestion, idiom)
+                ]
+                for other, options in near.items():
+                    tokens = [t for t, i, _ in options if i == idiom]
+                    if other in done or not tokens:
+                        continue
+                    again = idiom_run(window.chars, other, edit.suggestion, idiom)
+                    if [window.chars[s] for s in again] == written:
+                        added.append(
+                            self.edit(
+                                window, other, tokens[0], edit.score, edit.alternatives,
+                                edit.memory, "idioms",
+                            )
+                        )  # fmt: skip
+                        done.add(other)
         return sorted([*edits, *added], key=lambda edit: edit.start)
 
     def confirmed(
