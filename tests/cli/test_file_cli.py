@@ -381,6 +381,9 @@ def test_fill_on_ray_refuses_its_files_before_ray_starts(tmp_path: Path) -> None
     done = run_cli("fill", "in.txt", "-o", "out2", "--ray", *NO_MODEL, cwd=tmp_path)
     assert done.returncode == 3 and "Ray" not in done.stderr.replace("--ray", "")
     assert not (tmp_path / "out1").exists() and not (tmp_path / "out2").exists()
+    # ... nor the parents it made (r/a/b were left, empty: a verifying review)
+    done = run_cli("fill", "in.txt", "-o", "r/a/b/out", "--ray", *NO_MODEL, cwd=tmp_path)
+    assert done.returncode == 3 and not (tmp_path / "r").exists()
 
 
 @pytest.mark.parametrize("command", ["fill", "check"])

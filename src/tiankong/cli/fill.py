@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import signal
 from pathlib import Path
 from types import FrameType
@@ -140,7 +139,7 @@ def fill_command(
     refuse_without_ray(ray, typed)
     refuse_field_for_txt(typed, input_kind(input_file, input_format))
     total = None
-    made_output = ray and not output.exists()
+    made_output = missing_folders(output) if ray else []
     if not ray:  # the files (and the input's encoding) are checked before the model loads
         check_files(job)
         total = count_records(input_file, input_kind(input_file, input_format))
@@ -176,7 +175,7 @@ def fill_command(
 
             init_ray(ray_address)
     except BaseException:
-        remove_if_empty(output, made_output)  # a refused run left the folder it made (a review)
+        remove_if_empty(made_output)  # a refused run left the folder it made (a review)
         raise
     # SIGTERM to this process alone (kill PID, a job scheduler) ends the run as Ctrl-C does:
     # the worker pool is shut down on the way out, where its processes were left running
@@ -187,7 +186,7 @@ def fill_command(
         try:
             written = run_ray_fill(job, settings, options, address=ray_address, checked=checked)
         except BaseException:
-            remove_if_empty(output, made_output)  # interrupted before a shard was written
+            remove_if_empty(made_output)  # interrupted before a shard was written
             raise
         if written.rows == written.bad:  # nothing filled is exit 2, as without --ray
             if not written.rows:
@@ -265,12 +264,26 @@ def lines(count: int) -> str:
     return f"{count:,} line{'' if count == 1 else 's'}"
 
 
-def remove_if_empty(folder: Path, made: bool) -> None:
-    """``folder``, made by this run, removed while it is still empty (``rmdir`` removes no
-    other): a refused or interrupted ``fill --ray`` left it behind."""
-    if made:
-        with contextlib.suppress(OSError):
-            folder.rmdir()
+def missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and each of its parents that does not exist yet, innermost first: what a
+    ``fill --ray`` run makes before it writes."""
+    missing = []
+    for path in (folder, *folder.absolute().parents):
+        if path.exists():
+            break
+        missing.append(path)
+    return missing
+
+
+def remove_if_empty(made: list[Path]) -> None:
+    """The folders this run made (``missing_folders``), removed while they are still empty
+    (``rmdir`` removes no other), innermost first: a refused or interrupted ``fill --ray`` left
+    the output folder behind, and then its parents (``-o r/a/b/out``: a verifying review)."""
+    for path in made:
+        try:
+            path.rmdir()
+        except OSError:
+            return
 
 
 def stop_as_interrupted(signum: int, frame: FrameType | None) -> None:
