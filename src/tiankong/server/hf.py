@@ -115,7 +115,9 @@ async def plain_outputs(
     allowance: Allowance,
 ) -> list[PipelineOutput]:
     """The pipeline's answers for plain requests (``allowed``: single-token targets), run like
-    every other route's (``Predictor.run_many``: priced once, batched, finished)."""
+    every other route's (``Predictor.run_many``: priced once, batched, finished). The
+    pipeline's shape has no place for a per-text error, so a list's first text with one (a
+    text the model gives no numbers for, one past the deadline) answers the request."""
     outputs: list[PipelineOutput] = []
     for answer in await predictor.run_many(requests, allowed, allowance=allowance):
         if isinstance(answer, TiankongError):
