@@ -194,24 +194,15 @@ def test_a_text_the_model_gives_no_numbers_for_is_an_error_record(
     """A model broken on some texts (NaN scores for rows holding 炸) stopped the whole check -o
     at that text, and a resume stopped there again (a verifying review); now that line alone
     is an error record."""
-    import numpy as np
-
     from tiankong import FillMasker
-    from tiankong.engines.base import EncodedBatch
     from tiankong.engines.fake import FakeEngine
-
-    class NaNOnBomb(FakeEngine):
-        def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
-            logits = super().mask_logits(batch)
-            seq_len = batch.input_ids.shape[1]
-            for index, flat in enumerate(batch.mask_positions):
-                if vocab["炸"] in batch.input_ids[flat // seq_len]:
-                    logits[index, 3] = np.nan
-            return logits
 
     vocab = tiny_masker.encoder.vocab
     masker = FillMasker(
-        tiny_masker.model, tiny_masker.encoder, NaNOnBomb(len(vocab)), tiny_masker.settings
+        tiny_masker.model,
+        tiny_masker.encoder,
+        FakeEngine(len(vocab), nan_token_id=vocab["炸"]),
+        tiny_masker.settings,
     )
     source = tmp_path / "in.txt"
     source.write_text("我门今天去学校。\n炸鸡很好吃。\n他做事半涂而废。\n", encoding="utf-8")

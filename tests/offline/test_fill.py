@@ -8,16 +8,15 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from tiankong import FillMasker, Settings
 from tiankong.core.decoding import Constraints
 from tiankong.core.options import PredictOptions
-from tiankong.engines.base import EncodedBatch
 from tiankong.engines.fake import FakeEngine
 from tiankong.errors import BadDataFileError, BadOptionError, ModelUnavailableError
 from tiankong.offline.fill import (
@@ -84,6 +83,18 @@ def test_csv_and_txt(settings: Settings, tmp_path: Path) -> None:
         run_fill(FillJob(source, tmp_path / "x.jsonl"), settings, PredictOptions())
 
 
+def stop_after(chunks: int) -> Callable[[int, int, int], None]:
+    """A progress callback that interrupts the run once ``chunks`` chunks are done."""
+    calls: list[int] = []
+
+    def stop(done: int, filled: int, failed: int) -> None:
+        calls.append(done)
+        if len(calls) == chunks:
+            raise KeyboardInterrupt
+
+    return stop
+
+
 def test_resume_after_interruption_gives_the_same_output(
     settings: Settings, tmp_path: Path
 ) -> None:
@@ -92,15 +103,8 @@ def test_resume_after_interruption_gives_the_same_output(
     run_fill(whole, settings, PredictOptions())
 
     job = FillJob(source, tmp_path / "split.jsonl", chunk_size=16)
-    calls = []
-
-    def interrupt(done: int, filled: int, failed: int) -> None:
-        calls.append(done)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-
     with pytest.raises(KeyboardInterrupt):
-        run_fill(job, settings, PredictOptions(), interrupt)
+        run_fill(job, settings, PredictOptions(), stop_after(3))
     # a crash mid-write leaves a partial line after the checkpointed bytes
     with job.output.open("a", encoding="utf-8") as handle:
         handle.write('{"line": 999, "trunc')
@@ -123,19 +127,12 @@ def test_a_job_folder_moved_mid_run_resumes(settings: Settings, tmp_path: Path) 
     first = tmp_path / "mv1"
     first.mkdir()
     source = write_jsonl(first / "in.jsonl", TEXTS)
-    calls = []
-
-    def interrupt(done: int, filled: int, failed: int) -> None:
-        calls.append(done)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-
     with pytest.raises(KeyboardInterrupt):
         run_fill(
             FillJob(source, first / "out.jsonl", chunk_size=16),
             settings,
             PredictOptions(),
-            interrupt,
+            stop_after(2),
         )
     moved = first.rename(tmp_path / "mv2")
     job = FillJob(moved / "in.jsonl", moved / "out.jsonl", chunk_size=16)
@@ -151,9 +148,8 @@ def test_a_job_folder_moved_mid_run_resumes(settings: Settings, tmp_path: Path) 
     elsewhere = FillJob(
         moved / "in.jsonl", tmp_path / "m3" / "out.jsonl", errors=errors, chunk_size=16
     )
-    calls.clear()
     with pytest.raises(KeyboardInterrupt):
-        run_fill(elsewhere, settings, PredictOptions(), interrupt)
+        run_fill(elsewhere, settings, PredictOptions(), stop_after(2))
     deep = (tmp_path / "m3").rename(tmp_path / "deep")
     again = FillJob(moved / "in.jsonl", deep / "out.jsonl", errors=errors, chunk_size=16)
     assert run_fill(again, settings, PredictOptions()).lines_done == len(TEXTS)
@@ -1012,27 +1008,12 @@ def test_a_csv_output_resumes_under_the_header_it_was_started_with(
         run_fill(job, settings, PredictOptions())
 
 
-class NaNOnTokenEngine(FakeEngine):
-    """Scores that are NaN for the masks of a row holding ``fail_token_id``: a model broken
-    on some texts."""
-
-    def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
-        poisoned, self.fail_token_id = self.fail_token_id, None
-        logits = super().mask_logits(batch)
-        self.fail_token_id = poisoned
-        seq_len = batch.input_ids.shape[1]
-        for index, flat in enumerate(batch.mask_positions):
-            if poisoned in batch.input_ids[flat // seq_len]:
-                logits[index, 3] = np.nan
-        return logits
-
-
 def test_a_record_the_model_gives_no_numbers_for_is_an_error_record(tiny_masker) -> None:
     """A NaN row failed the library call holding it with ModelUnavailableError, so fill lost
     every record of its batch; now that record alone is an error record, and the library call
     that asked for it still raises."""
     vocab = tiny_masker.encoder.vocab
-    engine = NaNOnTokenEngine(len(vocab), fail_token_id=vocab["炸"])
+    engine = FakeEngine(len(vocab), nan_token_id=vocab["炸"])
     masker = FillMasker(tiny_masker.model, tiny_masker.encoder, engine, tiny_masker.settings)
     records = [(1, "好[MASK]。", ""), (2, "炸[MASK]。", ""), (3, "画龙点[MASK]", "")]
     outcomes = fill_records(masker, records, masker.options(3), batch_size=8)

@@ -12,7 +12,8 @@ CALLS_KEPT = 10_000
 class FakeEngine:
     """Scores favour token ``(sum of the row's ids + mask index) % vocab``; can be told to fail.
 
-    ``fail_when`` lets fault tests make a batch raise, e.g. when a given token id is present.
+    ``fail_token_id``: a batch holding that token raises (an engine fault). ``nan_token_id``:
+    the masks of a row holding that token score NaN (a model broken on some texts).
     """
 
     name = "fake"
@@ -20,9 +21,12 @@ class FakeEngine:
     precision = "fp32"
     device_reason: str | None = None
 
-    def __init__(self, vocab_size: int, fail_token_id: int | None = None) -> None:
+    def __init__(
+        self, vocab_size: int, fail_token_id: int | None = None, nan_token_id: int | None = None
+    ) -> None:
         self.vocab_size = vocab_size
         self.fail_token_id = fail_token_id
+        self.nan_token_id = nan_token_id
         self.calls: list[int] = []  # batch sizes seen (the latest CALLS_KEPT), for tests
 
     def mask_logits(self, batch: EncodedBatch) -> np.ndarray:
@@ -39,4 +43,6 @@ class FakeEngine:
             logits[index, favourite] = 8.0
             logits[index, (favourite + 1) % self.vocab_size] = 6.0
             logits[index, (favourite + 2) % self.vocab_size] = 4.0
+            if self.nan_token_id is not None and (row == self.nan_token_id).any():
+                logits[index, favourite] = np.nan
         return logits
