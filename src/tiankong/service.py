@@ -376,11 +376,7 @@ class FillMasker:
 
     def run_requests(self, requests: Sequence[PreparedRequest]) -> list[FillResult]:
         """Answers in input order (``answer_each``); a request's own error fails the call."""
-        results = self.answer_each(requests)
-        for result in results:
-            if isinstance(result, TiankongError):
-                raise result
-        return cast(list[FillResult], results)
+        return cast(list[FillResult], raise_first(self.answer_each(requests)))
 
     def answer_each(self, requests: Sequence[PreparedRequest]) -> list[FillResult | TiankongError]:
         """Answers in input order: plain requests share engine calls (one per top-k), search
@@ -469,11 +465,9 @@ class FillMasker:
     ) -> list[FillResult]:
         """One forward pass (``score_rows``) for all of ``prepared``; ``allowed`` limits the
         candidates. A text the model gives no numbers for fails the call."""
-        results = run_jobs(self, [PlainJob(item, k, allowed, use_index) for item in prepared])
-        for result in results:
-            if isinstance(result, Exception):
-                raise result
-        return results
+        return raise_first(
+            run_jobs(self, [PlainJob(item, k, allowed, use_index) for item in prepared])
+        )
 
     def start_lookups(
         self, prepared: Sequence[PreparedText], use_index: Sequence[bool]
@@ -549,6 +543,15 @@ class FillMasker:
     def banned_in(self, token_ids: Sequence[int]) -> bool:
         """Whether any of ``token_ids`` is one that never appears in results."""
         return any_of(token_ids, self.banned)
+
+
+def raise_first(results: list[Answer]) -> list[Answer]:
+    """``results``, where none is an error (``run_jobs`` puts a job's own in its place); the
+    first one raised otherwise: a library call fails as a whole."""
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+    return results
 
 
 def run_jobs(masker: FillMasker, jobs: Sequence[EngineJob]) -> list[Any]:
