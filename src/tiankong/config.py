@@ -149,10 +149,29 @@ HOST_LABEL = r"[a-z0-9_][a-z0-9_-]{0,62}"  # one part of a host name, as clients
 HOST_NAME = re.compile(rf"(?=.{{1,253}}$){HOST_LABEL}(\.{HOST_LABEL})*\.?")
 
 
+def ascii_host(name: str) -> str:
+    """A host name as a ``Host`` header carries it: lower case, and a name written in another
+    script in its ASCII form (IDNA with UTS #46, as browsers send it: 中文.com is
+    xn--fiq228c.com); a name IDNA refuses is returned lower-cased, for ``host_name_problem``
+    to refuse."""
+    name = name.lower()
+    if name.isascii():
+        return name
+    import idna  # small, and only for a name written in another script
+
+    try:
+        return str(idna.encode(name.removesuffix("."), uts46=True).decode("ascii")) + (
+            "." if name.endswith(".") else ""
+        )
+    except idna.IDNAError:
+        return name
+
+
 def host_name_problem(name: str) -> str | None:
-    """An ``--allowed-host``: a host name as a client types it (no scheme, no port), an IP
-    address or ``*``; anything else would match no request's ``Host``."""
-    if name == "*" or HOST_NAME.fullmatch(name.lower()):
+    """An ``--allowed-host``: a host name as a client types it (no scheme, no port; one in
+    another script is taken in its ASCII form, ``ascii_host``), an IP address or ``*``;
+    anything else would match no request's ``Host``."""
+    if name == "*" or HOST_NAME.fullmatch(ascii_host(name)):
         return None
     try:
         ipaddress.ip_address(name.strip("[]"))

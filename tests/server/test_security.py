@@ -857,6 +857,17 @@ def test_allowed_hosts_are_answered_and_named_in_the_refusal(
         assert "localhost, its IP addresses, box.internal and tiankong.example.com" in message
 
 
+def test_an_allowed_host_in_another_script_answers_its_ascii_form(
+    tiny_masker: FillMasker, tiny_model_dir: Path
+) -> None:
+    """Browsers send a name such as 填空.example in its IDNA form; --allowed-host 中文.com was
+    refused as "not a host name" (a review)."""
+    with make_client(tiny_masker, tiny_model_dir, allowed_hosts=("填空.Example",)) as client:
+        answered = client.get("/health", headers={"Host": "xn--cnso60f.example:8000"})
+        assert answered.status_code == 200, answered.text
+        assert_error(client.get("/health", headers={"Host": "xn--fiq228c.com"}), 400, "bad_host")
+
+
 def test_another_address_answers_every_name_unless_names_are_given(
     tiny_masker: FillMasker, tiny_model_dir: Path
 ) -> None:
@@ -885,7 +896,9 @@ def test_behind_a_proxy_ray_started_every_name_is_answered_unless_names_are_give
             assert response.status_code == (400 if refused else 200), response.text
 
 
-@pytest.mark.parametrize("name", ["http://a.example", "a.example:8000", "-a", "a..b", "", "a b"])
+@pytest.mark.parametrize(
+    "name", ["http://a.example", "a.example:8000", "-a", "a..b", "", "a b", "中 文.com"]
+)
 def test_an_allowed_host_that_could_never_match_is_refused_at_start(
     tiny_masker: FillMasker, tiny_model_dir: Path, name: str
 ) -> None:

@@ -11,17 +11,18 @@ does a replica behind a Ray Serve proxy that ``serve run`` or a cluster started 
 it listens where Ray's config says, ``0.0.0.0`` on KubeRay), unless names are given. A request
 without a ``Host`` (no browser leaves it out) is answered.
 
->>> check = HostCheck(frozenset({"tiankong.example.com"}))
+>>> check = HostCheck(frozenset({"tiankong.example.com", "填空.example"}))
 >>> [check.allows(host) for host in (b"localhost:8000", b"[::1]:8000", b"10.0.0.7",
-...                                   b"TianKong.example.com.:443", b"evil.example:8000")]
-[True, True, True, True, False]
+...                                   b"TianKong.example.com.:443", b"evil.example:8000",
+...                                   b"xn--cnso60f.example")]
+[True, True, True, True, False, True]
 """
 
 from __future__ import annotations
 
 import ipaddress
 
-from tiankong.config import Settings, host_name_problem
+from tiankong.config import Settings, ascii_host, host_name_problem
 from tiankong.errors import BadHostError
 
 ANY_HOST = "*"
@@ -62,7 +63,7 @@ class HostCheck:
     """The names a server answers to: ``localhost``, IP addresses and ``names``."""
 
     def __init__(self, names: frozenset[str]) -> None:
-        self.names = LOCAL_NAMES | {name.lower().removesuffix(".") for name in names}
+        self.names = LOCAL_NAMES | {ascii_host(name).removesuffix(".") for name in names}
         self.verdicts: dict[bytes, bool] = {}
 
     def allows(self, header: bytes | None) -> bool:
