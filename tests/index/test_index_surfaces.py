@@ -162,7 +162,9 @@ def test_http_routes_show_evidence_and_take_index_false(
 
 def test_info_describes_the_index(client: TestClient, small_index: Path) -> None:
     index = client.get("/info").json()["index"]
-    assert index["used"] == str(small_index) and index["setting"] == str(small_index)
+    # by the folder's own name, as a model is: a client was shown the server's paths
+    assert index["used"] == small_index.name and index["setting"] == "folder"
+    assert str(small_index.parent) not in json.dumps(client.get("/info").json())
     assert index["counts"]["passages"] == 11 and index["sources"][0]["name"] == "small.txt"
     assert index["tokenizer"]["name"] == "bert-base-chinese" and index["bytes"] > 0
 
@@ -283,7 +285,7 @@ def test_cli_fill_and_eval_compare_index(
     compared = run_cli(*args, "--index", str(small_index), "--compare-index", "--json", str(report))
     assert compared.returncode == 0, compared.stderr
     without, grounded = json.loads(report.read_text())["reports"]
-    assert (without["index"], grounded["index"]) == ("none", str(small_index))
+    assert (without["index"], grounded["index"]) == ("none", small_index.name)
     assert grounded["overall"]["top1"] == 1.0
     # a user model has no index by default: refused before the model loads (it was exported
     # and measured first, on a cold cache: a review)

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
+from tiankong.config import INDEX_KEYWORDS
 from tiankong.core.memory import PROPOSALS, Grounding, MixedRows
 from tiankong.core.models import ResolvedModel
 from tiankong.core.results import Memory
@@ -58,7 +59,7 @@ class CorpusMemory:
 
     def __init__(self, index: CorpusIndex, name: str, tokenizer: Tokenizer | None = None) -> None:
         self.index = index
-        self.name = name  # "bundled" or the folder, for /info and the result cache key
+        self.name = name  # "bundled" or the folder's name, for /info and the result cache key
         self.lookup = BlankLookup(index, tokenizer)
         vocab = self.lookup.tokenizer.get_vocab()
         self.punctuation = np.array(
@@ -238,7 +239,8 @@ class CorpusMemory:
         return [list(fill) for fill in ranked[:PROPOSALS]]
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "folder": str(self.index.folder), **self.index.describe()}
+        # no folder: /info's client is not the operator, and was shown the server's paths
+        return {"name": self.name, **self.index.describe()}
 
 
 @dataclass(frozen=True)
@@ -250,7 +252,9 @@ class MemoryChoice:
     reason: str
 
     def describe(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"setting": self.setting, "used": self.used, "reason": self.reason}
+        # a folder is named by its own name, as a model's folder is (``CorpusMemory.name``)
+        setting = self.setting if self.setting in INDEX_KEYWORDS else "folder"
+        info: dict[str, Any] = {"setting": setting, "used": self.used, "reason": self.reason}
         if self.memory is not None:
             info.update(self.memory.describe())
         return info
@@ -320,4 +324,6 @@ def choose_memory(
             f"The index {setting} was built with another tokenizer than model '{model.name}' "
             f"reads text with (another vocabulary, or letters lower-cased); {rebuild}."
         ) from None
-    return MemoryChoice(setting, CorpusMemory(index, setting, tokenizer), "asked for")
+    # the folder's own name, as a model's folder is named: /info showed its whole path
+    name = index.folder.resolve().name or "index"
+    return MemoryChoice(setting, CorpusMemory(index, name, tokenizer), "asked for")
