@@ -967,7 +967,7 @@ def test_a_resume_is_refused_on_another_build_of_the_index(
         run_fill(job, indexed, PredictOptions(), interrupt_at_once)
     built = json.loads(job.checkpoint.read_text(encoding="utf-8"))["index"]
     name, digest = built.rsplit(":", 1)  # the index's name and a hash of its content
-    assert name == str(folder) and len(digest) == 16
+    assert name == folder.name and len(digest) == 16
     # a typo fixed: the same counts, where the key read a build time the manifest lacks, so
     # the rebuilt index was the same index (the session's own review)
     corpus.write_text("春眠不觉晓，处处闻啼鸟。\n画龙点晴\n", encoding="utf-8")
@@ -1045,6 +1045,23 @@ def test_a_field_name_with_a_lone_surrogate_is_written_to_a_csv(
         rows = list(csv.reader(handle))
     assert rows[0][:2] == ["text", "k\ufffd"] and [row[1] for row in rows[1:]] == ["1", "2"]
     assert run_fill(job, settings, PredictOptions(top_k=1)).filled == 2  # resumes: all done
+
+
+def test_two_keys_one_csv_column_would_hold_are_refused(settings: Settings, tmp_path: Path) -> None:
+    """ "k\\ud800" and "k\\ufffd" were both written as the column "k\ufffd": two columns of one
+    name, and a reader keeps one (a review)."""
+    source = tmp_path / "s.jsonl"
+    source.write_text(
+        '{"text": "好[MASK]", "k\\ud800": 1}\n{"text": "画龙点[MASK]", "k\\ufffd": 2}\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(BadDataFileError) as refused:
+        run_fill(FillJob(source, tmp_path / "s.csv"), settings, PredictOptions(top_k=1))
+    assert refused.value.message == (
+        "The input keys 'k\\ud800' and 'k\\ufffd' would both be the CSV column 'k\ufffd' (a "
+        "lone surrogate is written as U+FFFD); rename one."
+    )
+    assert not (tmp_path / "s.csv").exists()
 
 
 def test_a_record_that_gives_a_key_twice_is_a_bad_record(

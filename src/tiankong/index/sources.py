@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from tiankong.core.compression import compression_of
+from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import BadInputError, IndexInputError, not_utf8
 
 TEXT_SUFFIXES = (".txt", ".txt.xz")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.xz", ".ndjson", ".ndjson.xz")  # .ndjson as `fill` reads it
 FIELD_SUFFIXES = (*JSONL_SUFFIXES, ".csv", ".csv.xz")
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class NotJsonError(ValueError):

@@ -275,6 +275,14 @@ def input_columns(path: Path, kind: str, field: str) -> list[str]:
             f"The input column '{clashes[0]}' has the name of a result column "
             f"({', '.join(CSV_COLUMNS)}); rename it."
         )
+    written: dict[str, str] = {}
+    for name, shown in zip(columns, shown_header(columns), strict=True):
+        if shown in written:  # "k\ud800" and "k\ufffd": two columns of one name (a review)
+            raise BadDataFileError(
+                f"The input keys {written[shown]!a} and {name!a} would both be the "
+                f"CSV column '{shown}' (a lone surrogate is written as U+FFFD); rename one."
+            )
+        written[shown] = name
     return columns
 
 
