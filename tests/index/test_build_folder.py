@@ -98,14 +98,14 @@ def test_an_output_folder_that_fills_up_is_one_sentence(
     """A full disk while the arrays were written was a traceback after the progress bars."""
     import errno
 
+    from tiankong.core import output_folder
     from tiankong.errors import BadOptionError
-    from tiankong.index import build
 
     def full(*_: object) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(build.os, "replace", full)
-    with pytest.raises(BadOptionError, match=r"--output '.*' can't be written \(No space left"):
+    monkeypatch.setattr(output_folder.os, "rename", full)
+    with pytest.raises(BadOptionError, match=r"out_dir '.*' can't be written \(No space left"):
         build_index([corpus_file], tmp_path / "idx", progress=False)
     assert [path.name for path in tmp_path.iterdir()] == []  # the half-built folder is gone
 
@@ -122,3 +122,49 @@ def test_a_user_cache_that_cant_hold_the_bundled_index_is_one_sentence(tmp_path:
     message = str(caught.value)
     assert "The bundled corpus index can't be written in" in message
     assert "XDG_CACHE_HOME" in message and "--index none" in message
+
+
+def test_a_rebuild_named_through_its_own_folder_keeps_an_index(
+    corpus_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """-o idx/../idx named the new index through the old one: the old was removed, the rename
+    found no path, and the user was left with no index and a .building- folder (a review)."""
+    monkeypatch.chdir(tmp_path)
+    build_index([corpus_file], "idx", progress=False)
+    build_index([corpus_file], "idx/../idx", progress=False)
+    assert open_index(tmp_path / "idx").size > 0
+    assert [name for name in os.listdir(tmp_path) if name != corpus_file.name] == ["idx"]
+
+
+def test_a_folder_that_cant_be_put_in_place_leaves_the_old_one(tmp_path: Path) -> None:
+    """The old folder is renamed aside, and put back when the new one can't take its place
+    (it was removed first: a failure between the two steps lost it)."""
+    from tiankong.core.output_folder import replace_folder
+
+    out = tmp_path / "idx"
+    out.mkdir()
+    (out / "manifest.json").write_text("old")
+    with pytest.raises(OSError):
+        replace_folder(tmp_path / "never-made", out)
+    assert (out / "manifest.json").read_text() == "old"
+    assert sorted(os.listdir(tmp_path)) == ["idx"]
+    new = tmp_path / "new"
+    new.mkdir()
+    (new / "manifest.json").write_text("new")
+    replace_folder(new, out)
+    assert (out / "manifest.json").read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == ["idx"]
+
+
+def test_one_file_and_an_empty_output_are_read_as_given(corpus_file: Path, tmp_path: Path) -> None:
+    """build_index("notes.txt", ...) read the string's characters as file names ("The file t
+    is given more than once"); an empty output was told as '.', a folder never named."""
+    manifest = build_index(str(corpus_file), tmp_path / "idx", progress=False)
+    assert [source["name"] for source in manifest["sources"]] == [corpus_file.name]
+    with pytest.raises(IndexInputError) as refused:
+        build_index([corpus_file], "", progress=False)
+    assert refused.value.message == "out_dir is empty; name the folder the index is built in."
+    command = [sys.executable, "-m", "tiankong", "index", "build", str(corpus_file), "-o", ""]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == "error: --output is empty; name the folder the index is built in."

@@ -27,7 +27,10 @@ def build_command(
         ),
     ],
     output: Annotated[
-        Path, typer.Option("--output", "-o", help="The index folder to write (replaced).")
+        str,  # not Path: -o "" was read as ".", a folder the user never named
+        typer.Option(
+            "--output", "-o", metavar="PATH", help="The index folder to write (replaced)."
+        ),
     ],
     field: Annotated[
         str | None, typer.Option("--field", help="The text field of JSONL or CSV inputs.")
@@ -69,6 +72,7 @@ def build_command(
         progress=True,
         tokenizer=tokenizer,
         tokenizer_name=tokenizer_name,
+        output_flag="--output",
     )
     counts = manifest.get("counts", {})
     Console(stderr=True).print(

@@ -7,6 +7,8 @@ foresee (a name the file system refuses, a full disk) is caught where the folder
 from __future__ import annotations
 
 import os
+import shutil
+import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +40,36 @@ def check_output_folder(path: Path, flag: str, replaced: bool) -> None:
         raise BadOptionError(
             f"{flag} '{path}' can't be written in '{existing}' (permission denied)."
         )
+
+
+def replaced_path(path: Path) -> Path:
+    """Where a folder that is replaced whole (export, index build) goes, as an absolute path
+    through its real parent: ``-o idx/../idx`` named the new folder through the old one, so
+    once the old was removed the rename found no path and the index was lost (a review)."""
+    path = Path(os.path.abspath(path.expanduser()))  # "idx/.." and "." folded by name
+    return path.parent.resolve() / path.name
+
+
+def replace_folder(new: Path, out: Path) -> None:
+    """Put the finished folder ``new`` (made beside ``out``) in ``out``'s place: an old ``out``
+    is renamed aside first, removed only once ``new`` is in, and put back if ``new`` can't be;
+    so a failure leaves the old folder, never none. Another build that put its own ``out`` in
+    between is one sentence (``made_here``'s OSError: "Directory not empty" said nothing)."""
+    old = out.with_name(f".old-{out.name}-{uuid.uuid4().hex[:8]}") if out.exists() else None
+    if old is not None:
+        os.rename(out, old)
+    try:
+        os.rename(new, out)
+    except OSError as error:
+        if old is not None:
+            os.rename(old, out)
+        if out.exists():
+            raise OSError(
+                f"another run wrote '{out.name}' meanwhile; run one at a time ({os_reason(error)})"
+            ) from None
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def check_not_working_folder(path: Path, flag: str, error: type[TiankongError]) -> None:

@@ -49,6 +49,8 @@ from tiankong.core.output_folder import (
     folder_mode,
     holds_only,
     made_here,
+    replace_folder,
+    replaced_path,
 )
 from tiankong.errors import BadOptionError, EngineError, ModelUnavailableError
 from tiankong.export import export
@@ -440,7 +442,7 @@ def export_to_folder(
     that holds an earlier tiankong export, which is replaced whole."""
     if precision not in EXPORT_PRECISIONS:
         raise BadOptionError(f"--precision must be fp32 or int8 for an export; got '{precision}'.")
-    given, out = out, out.expanduser().absolute()
+    given, out = out, replaced_path(out)
     check_output_folder(out, "--out", replaced=True)
     check_not_working_folder(given, "--out", BadOptionError)
     check_replaceable(out)
@@ -454,9 +456,7 @@ def export_to_folder(
                 shutil.copy2(export.folder / name, temp / name)
             shutil.copy2(export.folder / MANIFEST_FILE, temp / MANIFEST_FILE)
             os.chmod(temp, folder_mode())  # not mkdtemp's 0700
-            if out.exists():
-                discard(out)
-            os.rename(temp, out)
+            replace_folder(temp, out)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise

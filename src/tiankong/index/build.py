@@ -32,6 +32,8 @@ from tiankong.core.output_folder import (
     folder_mode,
     holds_only,
     made_here,
+    replace_folder,
+    replaced_path,
 )
 from tiankong.core.script import normaliser_key, standard_lines
 from tiankong.errors import IndexInputError
@@ -62,9 +64,10 @@ def build_index(
     progress: bool = True,
     tokenizer: Tokenizer | None = None,
     tokenizer_name: str = "bert-base-chinese",
-    output_flag: str | None = "--output",
+    output_flag: str | None = "out_dir",
 ) -> dict[str, Any]:
-    """Build an index of ``inputs`` into ``out_dir`` (replaced atomically); returns the manifest.
+    """Build an index of ``inputs`` (files, or one file) into ``out_dir``, which is replaced
+    only once the new index is complete (``replace_folder``); returns the manifest.
 
     ``field`` names the text field of JSONL/CSV inputs. ``tokenizer`` defaults to the
     bert-base-chinese tokenizer that the bundled model uses. ``output_flag``: what the user
@@ -76,10 +79,15 @@ def build_index(
     if not inputs:
         raise IndexInputError("Give at least one input file to index.")
     tokenizer = tokenizer or default_tokenizer()
-    out = Path(out_dir)
+    if isinstance(inputs, str | Path):  # one file: a string was read as its characters' names
+        inputs = [inputs]
+    flag = output_flag or "out_dir"
+    if not str(out_dir).strip():  # "" is ".", which the user never named
+        raise IndexInputError(f"{flag} is empty; name the folder the index is built in.")
+    given, out = Path(out_dir), replaced_path(Path(out_dir))
     if output_flag is not None:
-        check_output_folder(out, output_flag, replaced=True)
-    check_not_working_folder(out, output_flag or "--output", IndexInputError)
+        check_output_folder(given, output_flag, replaced=True)
+    check_not_working_folder(given, flag, IndexInputError)
     paths = [Path(path) for path in inputs]
     seen: set[Path] = set()
     for path in paths:  # the same file twice counted each of its passages twice
@@ -91,7 +99,7 @@ def build_index(
     for path in paths:  # the build replaces the folder whole, with whatever it holds
         if out.resolve() in path.resolve().parents:
             raise IndexInputError(
-                f"The input {path} is inside the index folder {out}, which the build replaces; "
+                f"The input {path} is inside the index folder {given}, which the build replaces; "
                 "move it out first."
             )
     check_replaceable(out)
@@ -138,7 +146,7 @@ def build_index(
         task = bar.add_task("spelling", total=1)
         spelling = spelling_arrays(passages, ids, starts, tokenizer)
         bar.advance(task)
-    with made_here(out, output_flag) if output_flag is not None else nullcontext():
+    with made_here(given, output_flag) if output_flag is not None else nullcontext():
         out.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=".building-", dir=out.parent))
         try:
@@ -197,9 +205,7 @@ def build_index(
             # mkdtemp's 0700 would keep the index from a server that runs as another user (the
             # image's uid 10001 reading a mounted /data); a folder asked for gets the usual mode
             os.chmod(work, folder_mode())
-            if out.exists():
-                shutil.rmtree(out)
-            os.replace(work, out)
+            replace_folder(work, out)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return manifest
