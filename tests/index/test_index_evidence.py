@@ -247,6 +247,16 @@ def test_an_option_in_the_other_script_is_scored_alike_in_both_directions(
     for hair in (["發", "髮"], ["髮", "發"]):
         assert masker.predict("她的頭[MASK]很長。", candidates=hair).sequence == "她的頭髮很長。"
     assert ranked("处处闻啼[MASK]。", ["鳥", "鸟"])[0][0] == "鸟"
+    # the 出处 of an option in the other script quotes the corpus in the sentence's script, never
+    # the option put in it: 鳥's was 春眠不觉晓，处处闻啼鳥。, a line the corpus does not hold
+    for text, options, line in (
+        ("处处闻啼[MASK]。", ["鳥", "鸟"], "处处闻啼鸟。"),
+        ("處處聞啼[MASK]。", ["鸟", "鳥"], "處處聞啼鳥。"),
+        ("春眠不覺曉，处处闻啼[MASK]。", ["鳥", "鸟"], "处处闻啼鸟。"),
+    ):
+        for found in masker.predict(text, candidates=options).candidates:
+            assert found.memory is not None, (text, found.option)
+            assert found.memory["match"].endswith(line) and line in found.memory["example"]
     # constraints alike: excluding 鳥 excludes the bird on a simplified text too
     assert masker.predict("处处闻啼[MASK]。", exclude=["鳥"]).masks[0][0].token != "鸟"
     assert masker.predict("处处闻啼[MASK]。", allowed=["鳥"]).masks[0][0].token == "鸟"

@@ -224,7 +224,10 @@ def written_in(
             lean = back_at(0)
             option = typed.pop(0) if typed else lean(candidate.option)
             text = fill_text(one_blank(script.typed), [option], BLANK)
-            filled = Filled(candidate.text, text, before_blank)
+            quoted = quoted_fill(option, lean(candidate.option), lean is back)
+            filled = Filled(
+                candidate.text, fill_text(one_blank(script.typed), [quoted], BLANK), before_blank
+            )
             found = evidence(candidate.memory, lean, filled)
             return replace(candidate, option=option, text=text, memory=found)
         text = back(candidate.text)
@@ -234,9 +237,12 @@ def written_in(
             typed.remove(fitting)  # in 處處聞啼[MASK]。, so the answer is 處處聞啼鳥。
             typed.insert(0, fitting)
         option = typed.pop(0) if typed else back(candidate.option)
+        quoted = text
         if len(text) == len(candidate.text) and len(option) == len(candidate.option):
             text = text[:before_blank] + option + text[end:]  # the fill as typed
-        filled = Filled(candidate.text, text, before_blank)
+            fill = quoted_fill(option, quoted[before_blank:end], script.to_typed is not None)
+            quoted = quoted[:before_blank] + fill + quoted[end:]
+        filled = Filled(candidate.text, quoted, before_blank)
         return replace(
             candidate,
             option=option,
@@ -492,6 +498,18 @@ def script_leaning(typed: str, simplified: str, traditional: str) -> int:
 
 
 @cache
+def quoted_fill(typed: str, scripted: str, traditional: bool) -> str:
+    """The fill an option's 出处 quotes: the option as typed where the quoted line's script
+    writes it so (髮 in a traditional line, which OpenCC would write 發), else ``scripted``, the
+    corpus's own fill in that script: 鳥 offered in a simplified line was quoted 处处闻啼鳥, a
+    line the corpus does not hold (a review)."""
+    if traditional:
+        foreign = any(simplified_only(char) for char in typed if is_han(char))
+    else:
+        foreign = convert(typed, TO_SIMPLIFIED) != typed
+    return scripted if foreign else typed
+
+
 def simplified_only(character: str) -> bool:
     """Whether ``character`` is written otherwise in traditional text (国, not 欲 or 天)."""
     return all(convert(character, config) != character for config in TO_TRADITIONAL)
