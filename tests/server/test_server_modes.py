@@ -555,3 +555,12 @@ def test_the_readmes_cost_example_is_what_the_server_prices() -> None:
             assert answer.status_code == 400, answer.text
             message = answer.json()["error"]["message"]
             assert f"would cost {rows} forward rows, over this server's limit of 16,384" in message
+        # sixteen separate masks: each its own blank for the index, so more with it, as the
+        # README says (the example's figure was taken for any 16 masks: a review)
+        apart = {**body, "texts": ["好[MASK]" * 16] * 64}
+        costs = []
+        for index in (True, False):
+            answer = bundled.post("/batch_predict", json={**apart, "index": index})
+            assert answer.status_code == 400, answer.text
+            costs.append(int(answer.json()["error"]["message"].split()[4].replace(",", "")))
+        assert costs[0] > 75_840 and costs[1] == 65_600, costs

@@ -145,11 +145,20 @@ def test_the_idiom_rules_as_the_guide_shows_them(
 
 
 @pytest.mark.parametrize(
-    "text", ["他早己走了", "我门看美国电影", "生于忧患，死于安乐", "君子遵道而行，半涂而废。"]
+    "text",
+    [
+        "他早己走了",
+        "我门看美国电影",
+        "生于忧患，死于安乐",
+        "君子遵道而行，半涂而废。",
+        "两个黄鹂鸣翠柳，一行白鹭上青大。",  # the README's misses: 大/天 in no confusion set
+        "他做事总是守株待免，不肯努力。",
+    ],
 )
 def test_what_the_guide_says_is_left_as_written(checker: Proofreader, text: str) -> None:
     """docs/PROOFREADING.md's misses (他早己走了; 我门, by default and with every position
-    masked) and the both-sides rule's right line, shown there as getting no edit."""
+    masked), the both-sides rule's right line, and the README's two misses, shown there as
+    getting no edit."""
     assert checker.check(text).edits == []
     if text.startswith("我门"):
         masked = Proofreader(checker.masker, CheckMethod(detect="masked"))
