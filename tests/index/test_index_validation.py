@@ -409,6 +409,24 @@ def test_an_index_whose_source_was_edited_since_is_refused_where_it_is_used(
     assert FillMasker.load(settings=settings, index=str(folder)).memory is not None
 
 
+def test_a_stale_indexs_rebuild_command_is_the_build_that_made_it(tmp_path: Path) -> None:
+    """The hint said `tiankong index build FILES -o DIR`: without --field a JSONL build failed,
+    and without --model the index built was refused by the model (a review)."""
+    from tiankong.index.store import check_recorded_sources, read_manifest
+
+    notes = tmp_path / "my notes.jsonl"
+    notes.write_text('{"body": "春眠不觉晓，处处闻啼鸟。"}\n', encoding="utf-8")
+    folder = tmp_path / "idx"
+    build_index([notes], folder, field="body", progress=False, tokenizer_name="my-bert")
+    notes.write_text('{"body": "夜来风雨声，花落知多少。"}\n', encoding="utf-8")
+    with pytest.raises(IndexStaleError) as refused:
+        check_recorded_sources(folder, read_manifest(folder))
+    assert refused.value.message.endswith(
+        f"rebuild it with `tiankong index build '{notes}' -o {folder} --field body --model "
+        "my-bert`."
+    )
+
+
 @pytest.mark.parametrize(
     "damage",
     [

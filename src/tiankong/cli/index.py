@@ -51,13 +51,14 @@ def build_command(
     """
     from tiankong.index import build_index
     from tiankong.index.sources import only_text
+    from tiankong.index.tokens import DEFAULT_TOKENIZER
 
     if field is not None and only_text(inputs):  # it was ignored, and written into the
         raise BadOptionError(  # manifest as if it had been read
             f"--field '{field}' names the text field of JSONL or CSV inputs, and every input "
             "here is text, one passage a line; leave it out."
         )
-    tokenizer, tokenizer_name = None, "bert-base-chinese"
+    tokenizer, tokenizer_name = None, DEFAULT_TOKENIZER
     if model is not None:  # the model is checked before any input is read
         from tiankong.core.text import TextEncoder, TextLimits
         from tiankong.model_sources import resolve_model

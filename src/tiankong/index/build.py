@@ -47,6 +47,7 @@ from tiankong.index.store import (
     TEXT_FILE,
 )
 from tiankong.index.tokens import (
+    DEFAULT_TOKENIZER,
     SEPARATOR,
     TOKEN_DTYPE,
     CorpusEncoder,
@@ -63,7 +64,7 @@ def build_index(
     field: str | None = None,
     progress: bool = True,
     tokenizer: Tokenizer | None = None,
-    tokenizer_name: str = "bert-base-chinese",
+    tokenizer_name: str = DEFAULT_TOKENIZER,
     output_flag: str | None = "out_dir",
 ) -> dict[str, Any]:
     """Build an index of ``inputs`` (files, or one file) into ``out_dir``, which is replaced

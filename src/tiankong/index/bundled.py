@@ -28,7 +28,7 @@ from tiankong.errors import IndexUnavailableError
 from tiankong.index.build import build_index
 from tiankong.index.sources import file_sha256
 from tiankong.index.store import FORMAT_VERSION, MANIFEST, CorpusIndex
-from tiankong.index.tokens import default_tokenizer, tokenizer_fingerprint
+from tiankong.index.tokens import DEFAULT_TOKENIZER, default_tokenizer, tokenizer_fingerprint
 
 BUNDLED_FILES = ("classical.txt.xz", "xiehouyu.txt.xz", "idioms.txt.xz")
 # where the user's cache can't hold the index (read-only, full)
@@ -73,7 +73,7 @@ def ensure_bundled_index(progress: bool = True, cache_dir: Path | None = None) -
             bundled_sources(),
             folder,
             progress=progress,
-            tokenizer_name="bert-base-chinese",
+            tokenizer_name=DEFAULT_TOKENIZER,
             output_flag=None,
         )
     return folder

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import shlex
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from tiankong.errors import (
     IndexUnavailableError,
 )
 from tiankong.index.sources import built_from, file_sha256
-from tiankong.index.tokens import TOKEN_DTYPE
+from tiankong.index.tokens import DEFAULT_TOKENIZER, TOKEN_DTYPE
 
 FORMAT = "tiankong-corpus-index"
 FORMAT_VERSION = 2
@@ -437,5 +438,25 @@ def check_recorded_sources(folder: Path, manifest: dict[str, Any]) -> None:
         if file_sha256(path) != source.get("sha256"):
             raise IndexStaleError(
                 f"The index {folder} was built from {path}, which has changed since; rebuild "
-                f"it with `tiankong index build FILES -o {folder}`."
+                f"it with `{rebuild_command(folder, manifest)}`."
             )
+
+
+def rebuild_command(folder: Path, manifest: dict[str, Any]) -> str:
+    """The ``index build`` that made ``folder``, from its manifest: its sources where they were
+    read (FILES where that is not recorded), its --field and the model whose tokenizer read
+    them (the hint left both out, and the index it built was refused or failed: a review)."""
+    paths = [source.get("path") for source in manifest["sources"]]
+    files = (
+        " ".join(shlex.quote(path) for path in paths)
+        if all(isinstance(path, str) for path in paths)
+        else "FILES"
+    )
+    command = f"tiankong index build {files} -o {shlex.quote(str(folder))}"
+    recipe, tokenizer = manifest.get("recipe", {}), manifest.get("tokenizer", {})
+    if isinstance(recipe, dict) and isinstance(recipe.get("field"), str):
+        command += f" --field {shlex.quote(recipe['field'])}"
+    name = tokenizer.get("name") if isinstance(tokenizer, dict) else None
+    if isinstance(name, str) and name != DEFAULT_TOKENIZER:
+        command += f" --model {shlex.quote(name)}"
+    return command

@@ -19,6 +19,7 @@ from tiankong.errors import IndexInputError
 
 VOCAB_FILE = Path(__file__).resolve().parent.parent / "resources" / "vocab.txt"
 SEPARATOR = 0  # [PAD] in BERT vocabularies: between passages, so no match crosses one
+DEFAULT_TOKENIZER = "bert-base-chinese"  # what default_tokenizer reads text with
 TOKEN_DTYPE = np.dtype(">u2")  # big-endian: byte order equals token order for the suffix array
 # Letters, digits, accents and width forms: the probe exposes the normaliser's rules.
 FINGERPRINT_PROBE = "AbC ａＢ Éé ß 123 中文，。！“”—…"
