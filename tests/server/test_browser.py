@@ -1076,3 +1076,45 @@ def test_a_rate_limit_says_how_long_to_wait(page: Page, base_url: str) -> None:
     expect(page.get_by_test_id("error")).to_contain_text("请 30 秒后再试")
     page.get_by_test_id("lang-toggle").click()
     expect(page.get_by_test_id("error")).to_contain_text("Too many requests: try again in 30 s.")
+
+
+def test_a_mode_switch_clears_the_error_and_note_of_the_mode_left(
+    page: Page, base_url: str
+) -> None:
+    """单字's 「句子里没有 [MASK]」 stayed in 校对 (whose insert button is hidden), and kept the
+    saved check of the same text from being shown again; 校对's "at most 2,000" stayed in
+    单字, whose limit is 10,000; the notes under the text box stayed too (a review)."""
+    page.goto(base_url)
+    box = page.get_by_test_id("input")
+    error = page.get_by_test_id("error")
+    note = page.get_by_test_id("text-note")
+    choose_mode(page, "check")
+    box.fill("守株待免")
+    box.press("Enter")
+    expect(page.get_by_test_id("check-output")).to_be_visible()
+    choose_mode(page, "single")
+    box.press("Enter")
+    expect(error).to_contain_text("没有 [MASK]")
+    choose_mode(page, "check")
+    expect(error).to_be_hidden()
+    expect(page.get_by_test_id("check-output")).to_be_visible()  # the check of this text
+    # the other way: 校对's limit is not 单字's
+    box.fill("好" * 2001)
+    box.press("Enter")
+    expect(error).to_be_visible()
+    choose_mode(page, "single")
+    expect(error).to_be_hidden()
+    # the notes: 候选's empty box, 校对's changed text
+    choose_mode(page, "candidates")
+    page.get_by_test_id("predict").click()
+    expect(note).to_have_text("请先填写候选词，再预测。")
+    choose_mode(page, "single")
+    expect(note).to_be_hidden()
+    choose_mode(page, "check")
+    box.fill("守株待免")
+    box.press("Enter")
+    expect(page.get_by_test_id("check-output")).to_be_visible()
+    box.press_sequentially("。")
+    expect(note).to_have_text("文字已改动，请重新校对。")
+    choose_mode(page, "whole_word")
+    expect(note).to_be_hidden()

@@ -120,15 +120,17 @@ function onModeChange() {
   const switched = state.mode !== null && mode !== state.mode;
   if (switched) {
     // an answer of another mode would sit under this mode's button: it goes (and one on its
-    // way is dropped when it comes, in predict)
+    // way is dropped when it comes, in predict); so do its error and its note, which spoke
+    // of that mode (单字's 没有 [MASK] stayed in 校对, 校对's 2,000 characters in 单字: a review)
     $("output").hidden = true;
     $("check-output").hidden = true;
+    hideError();
+    $("text-note").hidden = true;
   }
   state.mode = mode;
   // back to 校对: the check of this very text (one that came while another mode was shown, or
   // the one shown before the switch) is shown again, not run again (a review)
-  if (switched && mode === "check" && state.checked && $("error").hidden
-      && state.checked.text === $("text").value) {
+  if (switched && mode === "check" && state.checked && state.checked.text === $("text").value) {
     renderChecked(state.checked);
   }
   $("candidates-box").hidden = mode !== "candidates";
