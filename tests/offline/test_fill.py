@@ -948,6 +948,27 @@ def test_a_refused_resume_names_index_and_constraints_as_flags(
     assert '(--allowed ["的"] (the run\'s: []))' in refused.value.message
 
 
+def test_a_resume_takes_the_index_folder_however_its_path_is_written(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--index ./idx, idx/ or its absolute path were refused on a run begun with --index idx
+    ("started with another model or other options": a review); a folder is one by its build."""
+    from tiankong.index import build_index
+
+    monkeypatch.chdir(tmp_path)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("春眠不觉晓，处处闻啼鸟。\n画龙点睛\n", encoding="utf-8")
+    build_index([corpus], "idx", progress=False)
+    source = write_jsonl(tmp_path / "in.jsonl", TEXTS)
+    job = FillJob(source, tmp_path / "out.jsonl", chunk_size=16)
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(job, replace(settings, index="idx"), PredictOptions(), interrupt_at_once)
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(job, replace(settings, index="./idx/"), PredictOptions(), stop_after(1))
+    done = run_fill(job, replace(settings, index=str(tmp_path / "idx")), PredictOptions())
+    assert done.lines_done == len(TEXTS)
+
+
 def test_a_resume_is_refused_on_another_build_of_the_index(
     settings: Settings, tmp_path: Path
 ) -> None:

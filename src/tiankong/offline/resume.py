@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from tiankong.config import Settings
+from tiankong.config import INDEX_KEYWORDS, Settings
 from tiankong.core.decoding import Constraints
 from tiankong.core.models import ResolvedModel
 from tiankong.errors import BadDataFileError, BadOptionError
@@ -189,12 +189,22 @@ def run_key(
     the first one's rows. Threads, workers and batch sizes are not in it. ``answer_settings``
     (default ``ANSWER_SETTINGS``) names the settings in it: ``fill`` leaves the engine and
     precision out, as it compares the ones they resolve to (``check_served``)."""
-    answers = [getattr(settings, name) for name in answer_settings or ANSWER_SETTINGS]
+    answers = [keyed(settings, name) for name in answer_settings or ANSWER_SETTINGS]
     described: list[Any] = [answers, options if isinstance(options, dict) else asdict(options)]
     if files:  # a key from before they were in it stays as it was
         described.append(list(files))
     text = json.dumps(described, default=str, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def keyed(settings: Settings, name: str) -> Any:
+    """A setting as a run's key holds it: an index folder as "folder", whichever way its path
+    is written (``--index ./idx`` was refused on a run begun with ``--index idx``: a review);
+    which index it is, is its build's identity (``check_index``)."""
+    value = getattr(settings, name)
+    if name == "index" and isinstance(value, str) and value.strip() not in INDEX_KEYWORDS:
+        return "folder"
+    return value
 
 
 def run_description(
@@ -205,7 +215,7 @@ def run_description(
 ) -> dict[str, Any]:
     """What ``run_key`` hashes, by name (JSON values): each setting, option and file choice."""
     named = {
-        f"--{name.replace('_', '-')}": getattr(settings, name)
+        f"--{name.replace('_', '-')}": keyed(settings, name)
         for name in answer_settings or ANSWER_SETTINGS
     }
     for name, value in (options if isinstance(options, dict) else asdict(options)).items():
