@@ -1118,3 +1118,55 @@ def test_a_mode_switch_clears_the_error_and_note_of_the_mode_left(
     expect(note).to_have_text("文字已改动，请重新校对。")
     choose_mode(page, "whole_word")
     expect(note).to_be_hidden()
+
+
+def test_candidates_are_checked_in_the_pages_language(page: Page, base_url: str) -> None:
+    """睛 睛 came back "The candidate '睛' is given twice." in English under a Chinese headline
+    (a review): a repeated candidate is sent once, one longer than the server takes (8
+    characters, the documented limit) is said in the page's language and nothing is sent,
+    and a server's English reason that is still shown is marked as the server's, in English."""
+    bodies: list[Any] = []
+    page.on(
+        "request",
+        lambda request: (
+            bodies.append(json.loads(request.post_data or "null"))
+            if request.url.endswith("/predict")
+            else None
+        ),
+    )
+    page.goto(base_url)
+    choose_mode(page, "candidates")
+    box = page.get_by_test_id("input")
+    options = page.get_by_test_id("candidates-input")
+    error = page.get_by_test_id("error")
+    box.fill("画龙点[MASK]")
+    options.fill("睛 睛、晴")
+    box.press("Enter")
+    expect(page.get_by_test_id("option")).to_have_count(2)
+    expect(error).to_be_hidden()
+    assert bodies[-1]["candidates"] == ["睛", "晴"]
+
+    bodies.clear()
+    options.fill("睛、一二三四五六七八九")
+    box.press("Enter")
+    note = page.get_by_test_id("text-note")
+    expect(note).to_have_text("候选词「一二三四五六七八九」太长了：每个最多 8 个字。")
+    expect(options).to_be_focused()
+    page.get_by_test_id("lang-toggle").click()
+    expect(note).to_have_text(
+        "The option 一二三四五六七八九 is too long: at most 8 characters each."
+    )
+    page.get_by_test_id("lang-toggle").click()
+    options.fill(" ".join(chr(0x4E00 + i) for i in range(51)))
+    box.press("Enter")
+    expect(note).to_have_text("候选词最多 50 个，现在有 51 个。")
+    assert bodies == []
+
+    # the server's own reason: marked English, and said to be the server's
+    box.fill("他[MASK]天去公园[MASK]步。")
+    options.fill("散、跑")
+    box.press("Enter")
+    expect(note).to_be_hidden()
+    detail = error.locator(".detail")
+    expect(detail).to_have_attribute("lang", "en")
+    expect(detail).to_contain_text(re.compile(r"^服务器的说明（英文）：.*exactly one blank"))

@@ -2,7 +2,7 @@
 // Model output is only ever put into the page with textContent, never as HTML.
 import { I18N } from "./i18n.js";
 import {
-  BLANK, MASK, fillsIn, make, renderMaskLists, renderOptions, renderSentence, renderSequences,
+  BLANK, MASK, chinese, fillsIn, make, renderMaskLists, renderOptions, renderSentence, renderSequences,
   splitBlanks,
 } from "./render.js";
 import { acceptEdit, renderCheck, utf16Span } from "./check.js";
@@ -31,6 +31,7 @@ const state = {
   mode: null, // the mode whose answer may be on screen
   info: null, // the last /info answer (the system panel)
   boxFocused: false, // the text box has had the focus (its caret is the user's)
+  note: null, // the note under the text box: its i18n key and what fills it in
 };
 const $ = (id) => document.getElementById(id);
 const API_KEY_STORAGE = "tiankong-api-key";
@@ -87,6 +88,7 @@ function applyLanguage() {
   if (state.lastError) showError(state.lastError);
   if (state.data) renderLists();
   if (state.checked && !$("check-output").hidden) renderChecked(state.checked);
+  if (state.note && !$("text-note").hidden) showNote(state.note.key, state.note.values);
 }
 
 function setLanguage(lang) {
@@ -167,6 +169,31 @@ function splitList(value) {
   return value.split(/[\s,，、;；]+/).filter(Boolean);
 }
 
+// The server's rule for candidates (core/options.py), as documented (README, the OpenAPI
+// description): /info does not publish it. At most 50 different ones of at most 8 characters.
+const MAX_CANDIDATES = 50;
+const MAX_OPTION_CHARS = 8;
+
+// The options typed, each once: 睛 睛 was a 400 whose reason only the server's English gave
+// (a review), and an option typed twice asks nothing more than once.
+function candidateList() {
+  return [...new Set(splitList($("candidates").value))];
+}
+
+// What the page can tell of the options before sending them, as a note in the page's language
+// (the server's 400 says it in English): none, too many, one too long. Null when they pass.
+function candidatesNote() {
+  const options = candidateList();
+  if (!options.length) return { key: "candidatesEmpty" };
+  if (options.length > MAX_CANDIDATES) {
+    return { key: "candidatesTooMany", values: { max: MAX_CANDIDATES, n: options.length } };
+  }
+  // characters as the server counts them (code points: 𠀀 is one, not two UTF-16 units)
+  const long = options.find((option) => [...option].length > MAX_OPTION_CHARS);
+  if (long) return { key: "candidateTooLong", values: { option: long, max: MAX_OPTION_CHARS } };
+  return null;
+}
+
 // A [BLANK] as the server reads one (core/text.py's marker_variants): any case, ASCII or
 // full-width letters, ASCII, full-width or lenticular brackets.
 const BLANK_TYPED = /[[【［]\s*[bＢｂ][lＬｌ][aＡａ][nＮｎ][kＫｋ]\s*[\]】］]/i;
@@ -175,7 +202,7 @@ function requestBody() {
   const mode = currentMode();
   const body = { text: $("text").value, top_k: Number($("top-k").value), mode };
   if (mode === "candidates") {
-    body.candidates = splitList($("candidates").value);
+    body.candidates = candidateList();
     return body; // the constraint fields are disabled in this mode (onModeChange)
   }
   // The search options go only where a search reads them (whole words, a [BLANK]): sent with
@@ -257,10 +284,12 @@ async function predict() {
     $("api-key").focus();
     return;
   }
-  if (currentMode() === "candidates" && !splitList($("candidates").value).length) {
+  const refused = currentMode() === "candidates" ? candidatesNote() : null;
+  if (refused) {
     // said here, in the page's language: the server's 400 read "candidates is an empty list
     // ... or leave it out", in English, of a box this mode can't leave out (a review)
-    showNote("candidatesEmpty");
+    hideError(); // an earlier request's
+    showNote(refused.key, refused.values);
     $("candidates").focus();
     return;
   }
@@ -301,7 +330,8 @@ async function predict() {
       return;
     }
     if (!response.ok) {
-      const error = data && data.error ? data.error : { code: "http", message: `HTTP ${response.status}` };
+      // the server's own message (English, by design: one error table) is said to be its own
+      const error = data && data.error ? { ...data.error, server: true } : { code: "http", message: `HTTP ${response.status}` };
       // a 429 says how long to wait (Retry-After): shown in the page's language
       showError({ ...error, retryAfter: Number(response.headers.get("Retry-After")) || null });
       if (response.status === 401) $("api-key").focus();
@@ -354,12 +384,23 @@ function showError(error) {
     || (I18N[state.lang].errors || {})[error.code];
   const headline = known || (state.lang === "en" && error.message) || t("fallbackError");
   box.append(make("strong", "", headline));
-  if (error.message && error.message !== headline) box.append(make("span", "detail", error.message));
+  if (error.message && error.message !== headline) box.append(errorDetail(error));
   // a 500's id finds its traceback in the server's log: the one thing a user can report
   if (error.error_id) box.append(make("span", "detail", `${t("errorId")}: ${error.error_id}`));
   box.hidden = false;
   $("output").hidden = true;
   $("check-output").hidden = true;
+}
+
+// An error's detail: the server's message is English whatever the page's language, marked so,
+// and on the Chinese page said to be the server's own words (it read as the page's English).
+function errorDetail(error) {
+  if (!error.server) return make("span", "detail", error.message);
+  const detail = make("span", "detail");
+  detail.lang = "en";
+  if (state.lang === "zh") detail.append(chinese(make("span", "", t("serverWords"))));
+  detail.append(error.message);
+  return detail;
 }
 
 // "Too many requests" with the wait the server named: seconds, or minutes past two of them.
@@ -371,11 +412,11 @@ function waitWords(seconds) {
 }
 
 // A note under the text box (a check's fixes gone because the text changed), in the page's
-// language, until the next request.
-function showNote(key) {
+// language, until the next request; ``values`` fill its {names} in.
+function showNote(key, values = {}) {
+  state.note = { key, values };
   const note = $("text-note");
-  note.dataset.i18n = key;
-  note.textContent = t(key);
+  note.textContent = t(key).replace(/\{(\w+)\}/g, (match, name) => String(values[name] ?? match));
   note.hidden = false;
 }
 
