@@ -124,10 +124,11 @@ class BadHostError(BadInputError):
     code = "bad_host"
 
 
-def not_utf8(what: str, error: UnicodeDecodeError) -> str:
+def not_utf8(what: str, error: UnicodeDecodeError, line: int = 0) -> str:
     """The one sentence for an input file that isn't UTF-8 (``fill``, ``check``, ``eval``,
     ``index build``, ``train``), with the way out: a UTF-16 file (Windows' "Unicode", with NUL
-    bytes or its byte-order mark) was told to convert from GBK."""
+    bytes or its byte-order mark) was told to convert from GBK. ``line``: the first line that
+    isn't UTF-8, where the caller found it (``what`` names it; 0: not known)."""
     data = bytes(error.object)
     start = data[:256]
     if start.startswith((b"\xff\xfe", b"\xfe\xff")) or (b"\x00" in start and reads_as_utf16(start)):
@@ -137,9 +138,33 @@ def not_utf8(what: str, error: UnicodeDecodeError) -> str:
     elif error.reason == "unexpected end of data" and error.end >= len(data):
         # valid UTF-8 cut short in its last character (a truncated copy), told to be GBK
         hint = "it ends in the middle of a character, as a file cut short does; copy it again"
-    else:
+    elif reads_as_gbk(data[error.start : error.start + 64]):
         hint = "save it as UTF-8 (from GBK: iconv -f GBK -t UTF-8)"
+        if line > 1:  # a GBK CSV under an ASCII header, or one GBK line in a UTF-8 file
+            hint = (
+                "that line reads as GBK: if the whole file is GBK, save it as UTF-8 (iconv -f "
+                "GBK -t UTF-8); if only that line is, write that line again in UTF-8"
+            )
+    elif line > 1:  # UTF-8 up to that line: converting the whole file would garble the rest
+        hint = (
+            "the lines before it are UTF-8, so mend or remove that line's bytes rather than "
+            "convert the whole file"
+        )
+    else:  # Latin-1's café was told to convert from GBK
+        hint = "save it as UTF-8 from the encoding it was written in (iconv -f ENCODING -t UTF-8)"
     return f"{what} can't be read as UTF-8 text ({error.reason}); {hint}."
+
+
+def reads_as_gbk(data: bytes) -> bool:
+    """Whether ``data`` (from a byte UTF-8 refused) reads as GBK text: the advice to convert from
+    GBK only where it would work. A character cut at the end of ``data`` is left out."""
+    import codecs
+
+    try:
+        text = codecs.getincrementaldecoder("gbk")().decode(data, final=False)
+    except UnicodeDecodeError:
+        return False
+    return any("\u4e00" <= char <= "\u9fff" for char in text)
 
 
 def reads_as_utf16(start: bytes) -> bool:

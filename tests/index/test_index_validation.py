@@ -206,6 +206,19 @@ def test_bad_inputs(tmp_path: Path) -> None:
     (tmp_path / "gbk.txt").write_bytes("画龙点睛\n".encode("gbk"))
     with pytest.raises(IndexInputError, match=r"save it as UTF-8 \(from GBK: iconv -f GBK "):
         build_index([tmp_path / "gbk.txt"], tmp_path / "out", progress=False)
+    # a bad byte deep in a UTF-8 file, and Latin-1, were told to convert from GBK, with no line
+    # (a review); a GBK CSV under an ASCII header is told both ways out
+    (tmp_path / "deep.txt").write_bytes("画龙点睛\n".encode() * 50 + b"bad \xff\xfe line\n")
+    with pytest.raises(IndexInputError) as refused:
+        build_index([tmp_path / "deep.txt"], tmp_path / "out", progress=False)
+    assert "deep.txt (line 51) can't be read as UTF-8 text" in refused.value.message
+    assert "the lines before it are UTF-8, so mend or remove" in refused.value.message
+    (tmp_path / "latin.txt").write_bytes("café\n".encode("latin-1"))
+    with pytest.raises(IndexInputError, match=r"from the encoding it was written in \(iconv -f E"):
+        build_index([tmp_path / "latin.txt"], tmp_path / "out", progress=False)
+    (tmp_path / "gbk.csv").write_bytes("id,text\n1,画龙点睛\n".encode("gbk"))
+    with pytest.raises(IndexInputError, match=r"\(line 2\) .*that line reads as GBK: if the whole"):
+        build_index([tmp_path / "gbk.csv"], tmp_path / "out", field="text", progress=False)
     # a binary file was told "it looks like UTF-16", UTF-8 cut short "from GBK" (a review);
     # UTF-16 without its byte-order mark is still told so
     (tmp_path / "zip.txt").write_bytes(b"PK\x03\x04\x14\x00\x00\x00\x08\x00\x8b\xe9\xff\x01")

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tiankong.core.compression import compression_of
+from tiankong.core.compression import compression_of, first_line_not_utf8
 from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import BadInputError, IndexInputError, not_utf8
 
@@ -194,7 +194,11 @@ def read_passages(path: Path, field: str | None = None) -> list[str]:
                 raw = csv_field(handle, field or "", path)
             passages = [visible(" ".join(text.split())) for text in raw]
     except UnicodeDecodeError as error:  # Python's decoder text said which byte, not what to do
-        raise IndexInputError(not_utf8(str(path), error)) from None
+        # the line too: a bad byte deep in a UTF-8 file was told to convert it from GBK
+        found = first_line_not_utf8(path, unpack_xz=lower_name(path).endswith(".xz"))
+        line = found[0] if found else 0
+        where = f" (line {line})" if line > 1 else ""
+        raise IndexInputError(not_utf8(f"{path}{where}", error, line)) from None
     except (lzma.LZMAError, EOFError):
         raise IndexInputError(not_xz(path)) from None
     except OSError as error:

@@ -72,7 +72,7 @@ def open_text(path: Path, what: str, newline: str | None = None) -> Iterator[Tex
         found = first_line_not_utf8(path)
         line = found[0] if found else 0
         where = f" (line {line})" if line > 1 else ""  # line 1: a file in another encoding
-        raise BadDataFileError(not_utf8(f"{what} '{path}'{where}", error)) from None
+        raise BadDataFileError(not_utf8(f"{what} '{path}'{where}", error, line)) from None
     except OSError as error:
         raise BadDataFileError(f"{what} '{path}' can't be read ({error.strerror}).") from None
 
