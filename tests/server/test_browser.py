@@ -85,9 +85,9 @@ def page(browser: Browser) -> Iterator[Page]:
         lambda message: (
             problems.append(message.text)
             # the no-mask test's 400, the API-key test's 401s, the error-id test's 500, the
-            # busy server's 503s, the rate limit's 429s
+            # busy server's 503s, the rate limit's 429s, the proxy's 504
             if message.type == "error"
-            and not re.search("status of (40[01]|429|50[03])", message.text)
+            and not re.search("status of (40[01]|429|50[034])", message.text)
             else None
         ),
     )
@@ -1170,3 +1170,24 @@ def test_candidates_are_checked_in_the_pages_language(page: Page, base_url: str)
     detail = error.locator(".detail")
     expect(detail).to_have_attribute("lang", "en")
     expect(detail).to_contain_text(re.compile(r"^服务器的说明（英文）：.*exactly one blank"))
+
+
+def test_a_proxys_error_page_is_reported_as_no_api_answer(page: Page, base_url: str) -> None:
+    """A proxy's 504 HTML page was 「出错了。 HTTP 504」: a non-JSON error answer is told as the
+    non-JSON 200 is, with its status, in both languages (a review)."""
+    page.goto(base_url)
+    page.route(
+        "**/predict",
+        lambda route: route.fulfill(
+            status=504, body="<html><h1>504 Gateway Time-out</h1></html>", content_type="text/html"
+        ),
+    )
+    page.get_by_test_id("input").press("Enter")
+    error = page.get_by_test_id("error")
+    expect(error).to_contain_text("服务器的回答读不懂")
+    expect(error).to_contain_text("HTTP 504")
+    expect(error).not_to_contain_text("出错了")
+    page.get_by_test_id("lang-toggle").click()
+    expect(error).to_contain_text("not the API's JSON")
+    expect(error).to_contain_text("HTTP 504")
+    page.get_by_test_id("lang-toggle").click()

@@ -329,9 +329,15 @@ async function predict() {
       }
       return;
     }
+    if (!response.ok && !isError(data)) {
+      // a proxy's 502/504 page, not the API's error: told as a 200 that isn't the API's answer
+      // is, with its status (it was 出错了。 HTTP 504, a review)
+      showError({ code: "bad_answer", message: `HTTP ${response.status}` });
+      return;
+    }
     if (!response.ok) {
       // the server's own message (English, by design: one error table) is said to be its own
-      const error = data && data.error ? { ...data.error, server: true } : { code: "http", message: `HTTP ${response.status}` };
+      const error = { ...data.error, server: true };
       // a 429 says how long to wait (Retry-After): shown in the page's language
       showError({ ...error, retryAfter: Number(response.headers.get("Retry-After")) || null });
       if (response.status === 401) $("api-key").focus();
@@ -366,6 +372,12 @@ async function predict() {
     refreshInfo();
     if (state.again) predict(); // the text or mode changed meanwhile: answer what is shown now
   }
+}
+
+// The API's error answer: {"error": {"code", "message", ...}}.
+function isError(data) {
+  return data !== null && typeof data === "object" && data.error !== null
+    && typeof data.error === "object" && typeof data.error.code === "string";
 }
 
 // The API's answer, by the lists the page draws: a check's edits, a prediction's masks,
