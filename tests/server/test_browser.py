@@ -85,9 +85,11 @@ def page(browser: Browser) -> Iterator[Page]:
         lambda message: (
             problems.append(message.text)
             # the no-mask test's 400, the API-key test's 401s, the error-id test's 500, the
-            # busy server's 503s, the rate limit's 429s, the proxy's 504
+            # busy server's 503s, the rate limit's 429s, the proxy's 504, the lost connection
             if message.type == "error"
-            and not re.search("status of (40[01]|429|50[034])", message.text)
+            and not re.search(
+                "status of (40[01]|429|50[034])|net::ERR_CONNECTION_REFUSED", message.text
+            )
             else None
         ),
     )
@@ -1191,3 +1193,21 @@ def test_a_proxys_error_page_is_reported_as_no_api_answer(page: Page, base_url: 
     expect(error).to_contain_text("not the API's JSON")
     expect(error).to_contain_text("HTTP 504")
     page.get_by_test_id("lang-toggle").click()
+
+
+def test_a_lost_connection_is_said_in_words(page: Page, base_url: str) -> None:
+    """A network failure showed the browser's «TypeError: Failed to fetch» (a review): it is a
+    sentence in the page's language, the raw words go to the console."""
+    warned: list[str] = []
+    page.on(
+        "console",
+        lambda message: warned.append(message.text) if message.type == "warning" else None,
+    )
+    page.goto(base_url)
+    page.route("**/predict", lambda route: route.abort("connectionrefused"))
+    page.get_by_test_id("input").press("Enter")
+    error = page.get_by_test_id("error")
+    expect(error).to_contain_text("无法连接服务器")
+    expect(error).not_to_contain_text("TypeError")
+    expect(error).not_to_contain_text("fetch")
+    assert any("Failed to fetch" in text for text in warned), warned

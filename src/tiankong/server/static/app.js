@@ -365,7 +365,9 @@ async function predict() {
   } catch (error) {
     // aborted: the server took the connection and never answered
     const late = deadline.signal.aborted;
-    showError(late ? { code: "no_answer", message: "" } : { code: "network", message: String(error) });
+    // the browser's own words (TypeError: Failed to fetch) are for the console, not the reader
+    if (!late) console.warn("tiankong: the request failed:", error);
+    showError({ code: late ? "no_answer" : "network", message: "" });
   } finally {
     clearTimeout(timer);
     setBusy(false);

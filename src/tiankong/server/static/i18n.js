@@ -82,7 +82,7 @@ export const I18N = {
       index_tokenizer_mismatch: "语料索引和模型的词表对不上。",
       not_found: "没有这个地址。",
       method_not_allowed: "这个地址不接受这种请求方法。",
-      network: "无法连接服务器。",
+      network: "无法连接服务器：请检查网络，或服务器是否还在运行。",
       no_answer: "服务器 90 秒都没有回答：请稍后再试。",
       bad_api_key: "API 密钥只能由不含空格的可打印 ASCII 字符组成。",
       bad_answer: "服务器的回答读不懂（不是 API 的 JSON）：中间可能有代理或登录页。",
@@ -156,7 +156,7 @@ export const I18N = {
     apiKey: "API key", apiKeyHint: "Needed only when the server asks for one; kept in this browser only.",
     apiKeyNeeded: "This server wants an API key: enter it here (kept in this browser only).",
     errors: {
-      network: "Cannot reach the server.",
+      network: "Cannot reach the server: check the network, or whether the server is still running.",
       no_answer: "The server did not answer within 90 s; try again later.",
       unauthorized: "A valid API key is needed: enter it under System below.",
       bad_api_key: "An API key is printable ASCII without spaces.",
