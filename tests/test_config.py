@@ -104,7 +104,7 @@ def test_comma_lists(items: list[str], listed: tuple[str, ...]) -> None:
     ("flags", "words"),
     [
         (["--size", "0"], "--size must be 1 or more; got 0."),
-        (["--wait", "0"], "--wait must be more than 0; got 0."),
+        (["--wait", "0"], "--wait (wait_s) must be more than 0; got 0."),
         (["--level", "loud"], "--level: unknown value 'loud'; use one of info, debug."),
     ],
 )
@@ -182,8 +182,14 @@ def test_settings_rows_are_checked_and_every_twin_is_distinct() -> None:
         ({"port": 1.5}, "--port must be a whole number, not float (1.5)."),
         ({"warmup": "yes"}, "--warmup must be true or false, not str ('yes')."),
         ({"model": 123}, "--model must be a string, not int (123)."),
-        ({"api_keys": "secret"}, "--api-key must be a list of strings, not str ('secret')."),
-        ({"request_timeout_s": True}, "--request-timeout must be a number, not bool (True)."),
+        (
+            {"api_keys": "secret"},
+            "--api-key (api_keys) must be a list of strings, not str ('secret').",
+        ),
+        (
+            {"request_timeout_s": True},
+            "--request-timeout (request_timeout_s) must be a number, not bool (True).",
+        ),
         # a row that can't be unset: a TypeError from the limit's comparison in predict
         (
             {"max_top_k": None},

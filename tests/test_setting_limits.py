@@ -223,14 +223,23 @@ def test_the_top_k_settings(tiny_model_dir: Path) -> None:
         ({"batch_window_ms": float("nan")}, "--batch-window-ms must be a finite number; got nan."),
         ({"batch_window_ms": 60_001.0}, "--batch-window-ms must be from 0 to 60000; got 60001."),
         # 1e10 was an OverflowError traceback from the drain's watchdog at SIGTERM
-        ({"drain_timeout_s": 1e10}, "--drain-timeout must be 86400 or less; got 1e+10."),
+        (
+            {"drain_timeout_s": 1e10},
+            "--drain-timeout (drain_timeout_s) must be 86400 or less; got 1e+10.",
+        ),
         (
             {"request_timeout_s": float("inf")},
-            "--request-timeout must be a finite number; got inf.",
+            "--request-timeout (request_timeout_s) must be a finite number; got inf.",
         ),
-        ({"client_timeout_s": 86_401.0}, "--client-timeout must be from 0.1 to 86400; got 86401."),
+        (
+            {"client_timeout_s": 86_401.0},
+            "--client-timeout (client_timeout_s) must be from 0.1 to 86400; got 86401.",
+        ),
         # 1e-9 was taken, and every connection closed before its headers came, /ready's too
-        ({"client_timeout_s": 1e-9}, "--client-timeout must be from 0.1 to 86400; got 1e-09."),
+        (
+            {"client_timeout_s": 1e-9},
+            "--client-timeout (client_timeout_s) must be from 0.1 to 86400; got 1e-09.",
+        ),
         ({"int8_min_agreement": float("nan")}, "must be a finite number; got nan."),
     ],
 )

@@ -506,8 +506,13 @@ def env_twin(name: str) -> str:
 
 
 def label(row: Field[Any], flag: Flag) -> str:
-    """How an error names a setting: its flag, or its name where it has none."""
-    return flag.names[0].split("/")[0] if flag.names else row.name
+    """How an error names a setting: its flag, with its field's name where the two differ by
+    more than the dashes (a library caller of ``Settings(request_timeout_s=...)`` was told of
+    --request-timeout alone), or its name where it has no flag."""
+    if not flag.names:
+        return row.name
+    name = flag.names[0].split("/")[0]
+    return name if name.lstrip("-").replace("-", "_") == row.name else f"{name} ({row.name})"
 
 
 # Settings instances already checked: they are frozen, so each is checked once per process
