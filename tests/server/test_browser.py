@@ -1125,8 +1125,9 @@ def test_a_mode_switch_clears_the_error_and_note_of_the_mode_left(
 def test_candidates_are_checked_in_the_pages_language(page: Page, base_url: str) -> None:
     """睛 睛 came back "The candidate '睛' is given twice." in English under a Chinese headline
     (a review): a repeated candidate is sent once, one longer than the server takes (8
-    characters, the documented limit) is said in the page's language and nothing is sent,
-    and a server's English reason that is still shown is marked as the server's, in English."""
+    characters, as /info's limits publish it) is said in the page's language and nothing is
+    sent, and a server's English reason that is still shown is marked as the server's, in
+    English."""
     bodies: list[Any] = []
     page.on(
         "request",
@@ -1137,6 +1138,7 @@ def test_candidates_are_checked_in_the_pages_language(page: Page, base_url: str)
         ),
     )
     page.goto(base_url)
+    expect(page.get_by_test_id("info-model")).not_to_have_text("…")  # /info (its limits) read
     choose_mode(page, "candidates")
     box = page.get_by_test_id("input")
     options = page.get_by_test_id("candidates-input")

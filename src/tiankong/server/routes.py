@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from tiankong import __version__
+from tiankong.core.options import MAX_CANDIDATES, MAX_OPTION_CHARS
 from tiankong.core.results import FillResult
 from tiankong.server.deps import ServingDep, StateDep, once_each, utf8_query
 from tiankong.server.dispatch import (
@@ -177,6 +178,8 @@ async def info(state: StateDep) -> dict[str, Any]:
             "max_batch_texts": settings.max_batch_texts,
             "max_body_bytes": settings.max_body_bytes,
             "max_request_cost": settings.max_request_cost,
+            "max_candidates": MAX_CANDIDATES,  # the page checks candidates with these two
+            "max_option_chars": MAX_OPTION_CHARS,
         },
     }
 

@@ -169,10 +169,13 @@ function splitList(value) {
   return value.split(/[\s,，、;；]+/).filter(Boolean);
 }
 
-// The server's rule for candidates (core/options.py), as documented (README, the OpenAPI
-// description): /info does not publish it. At most 50 different ones of at most 8 characters.
-const MAX_CANDIDATES = 50;
-const MAX_OPTION_CHARS = 8;
+// The server's rule for candidates, as /info's limits publish it (core/options.py writes it
+// once); before /info has answered (or where it needs a key the page lacks) the page checks
+// only for none, and the server's own 400 says the rest.
+function candidateLimits() {
+  const limits = state.info?.limits ?? {};
+  return { most: limits.max_candidates, longest: limits.max_option_chars };
+}
 
 // The options typed, each once: 睛 睛 was a 400 whose reason only the server's English gave
 // (a review), and an option typed twice asks nothing more than once.
@@ -185,12 +188,15 @@ function candidateList() {
 function candidatesNote() {
   const options = candidateList();
   if (!options.length) return { key: "candidatesEmpty" };
-  if (options.length > MAX_CANDIDATES) {
-    return { key: "candidatesTooMany", values: { max: MAX_CANDIDATES, n: options.length } };
+  const { most, longest } = candidateLimits();
+  if (Number.isInteger(most) && options.length > most) {
+    return { key: "candidatesTooMany", values: { max: most, n: options.length } };
   }
   // characters as the server counts them (code points: 𠀀 is one, not two UTF-16 units)
-  const long = options.find((option) => [...option].length > MAX_OPTION_CHARS);
-  if (long) return { key: "candidateTooLong", values: { option: long, max: MAX_OPTION_CHARS } };
+  const long = Number.isInteger(longest)
+    ? options.find((option) => [...option].length > longest)
+    : undefined;
+  if (long) return { key: "candidateTooLong", values: { option: long, max: longest } };
   return null;
 }
 
