@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -297,3 +298,35 @@ def test_an_alternative_fix_is_one_click_away(page: Page, base_url: str) -> None
     chars[first["start"]] = "晶"
     expect(page.get_by_test_id("input")).to_have_value("".join(chars))
     expect(page.get_by_test_id("accept-fix")).to_have_count(len(answer["edits"]) - 1)
+
+
+def test_a_fixs_context_never_cuts_a_marker_or_a_character(page: Page, base_url: str) -> None:
+    """The characters shown around a fix were cut at a fixed count, so checking
+    [MASK]守株待免 showed «…SK]守株待免» (a review): the cut now falls outside a [MASK] or a
+    [BLANK], in any of the forms the server reads, and outside a character drawn from several
+    code points (an emoji family). The answer is the server's own with the fix put on 免, so
+    the test does not hang on what a model weighs."""
+    shape = httpx.post(f"{base_url}/check", json={"text": TEXT}, timeout=30).json()
+
+    def answer(route: Any) -> None:
+        text = route.request.post_data_json["text"]
+        at = list(text).index("免")  # the server's offsets count code points, as list() does
+        edit = {**shape["edits"][0], "start": at, "end": at + 1, "original": "免"}
+        edit.update(suggestion="兔", alternatives=[], memory=None)
+        route.fulfill(json={**shape, "text": text, "edits": [edit]})
+
+    page.goto(base_url)
+    page.route("**/check", answer)
+    page.locator("label.mode", has=page.get_by_test_id("mode-check")).click()
+    context = page.get_by_test_id("fix-context")
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # one emoji of five code points
+    for text, shown in [
+        ("[MASK]守株待免", "[MASK]守株待免"),
+        ("［ＭＡＳＫ］守株待免", "［ＭＡＳＫ］守株待免"),
+        ("守株待免[BLANK]。", "守株待免[BLANK]…"),
+        (family + "守株待免", family + "守株待免"),
+    ]:
+        page.get_by_test_id("input").fill(text)
+        page.get_by_test_id("predict").click()
+        expect(context).to_have_text(shown)
+        expect(context.locator(".suspect")).to_have_text("免")

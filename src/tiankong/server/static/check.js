@@ -14,6 +14,7 @@ export function renderCheck(box, data, t, onAccept) {
   const sentence = chinese(make("p", "sentence check-sentence"));
   sentence.dataset.testid = "check-sentence";
   const chars = characters(data.text);
+  const cuts = cutPoints(data.text);
   let last = 0;
   for (const edit of data.edits) {
     sentence.append(document.createTextNode(chars.slice(last, edit.start).join("")));
@@ -50,7 +51,7 @@ export function renderCheck(box, data, t, onAccept) {
     score.append(make("span", "main-score", formatPercent(edit.score * 100)));
     score.append(make("span", "sub-score", t(`checkSource_${edit.source}`)));
     button.append(score);
-    button.append(contextOf(chars, edit)); // the row under the fix and its score
+    button.append(contextOf(chars, cuts, edit)); // the row under the fix and its score
     button.title = t("checkAccept");
     // one click, one fix: the list is drawn anew after it, and a double click's second click
     // landed on the next fix, which moved under the pointer (a key press has detail 0)
@@ -90,12 +91,38 @@ function alternativesOf(edit, t, onAccept) {
 // fixes a reader (and a screen reader, which reads the button's text) can tell apart: every
 // button read 「采 → 彩 100.0%」 alike. Line ends show as spaces.
 const CONTEXT_CHARS = 6;
+// A blank's marker in the forms the server reads (core/text.py's marker_variants): any case,
+// ASCII or full-width letters and brackets, lenticular brackets.
+const MARKER = /[[【［]\s*(?:[mＭｍ][aＡａ][sＳｓ][kＫｋ]|[bＢｂ][lＬｌ][aＡａ][nＮｎ][kＫｋ])\s*[\]】］]/gi;
 
-function contextOf(chars, edit) {
+// The offsets (in characters, as the server counts them) where ``text`` may be cut for a
+// context: between two characters as a reader sees them (an emoji family is one, of five code
+// points) and never inside a marker: checking [MASK]守株待免 showed «…SK]守株待免» (a review).
+function cutPoints(text) {
+  const parts = typeof Intl.Segmenter === "function"
+    ? Array.from(new Intl.Segmenter().segment(text), (part) => part.segment)
+    : characters(text);
+  const cuts = new Set([0]);
+  let at = 0;
+  for (const part of parts) {
+    at += characters(part).length;
+    cuts.add(at);
+  }
+  for (const marker of text.matchAll(MARKER)) {
+    const start = characters(text.slice(0, marker.index)).length;
+    const end = start + characters(marker[0]).length;
+    for (let inside = start + 1; inside < end; inside++) cuts.delete(inside);
+  }
+  return cuts;
+}
+
+function contextOf(chars, cuts, edit) {
   const line = chinese(make("span", "fix-context"));
   line.dataset.testid = "fix-context";
-  const from = Math.max(0, edit.start - CONTEXT_CHARS);
-  const to = Math.min(chars.length, edit.end + CONTEXT_CHARS);
+  let from = Math.max(0, edit.start - CONTEXT_CHARS);
+  let to = Math.min(chars.length, edit.end + CONTEXT_CHARS);
+  while (!cuts.has(from)) from -= 1; // widened to the whole marker or character: 0 is a cut
+  while (to < chars.length && !cuts.has(to)) to += 1;
   const flat = (part) => part.join("").replace(/\s+/g, " ");
   line.append(document.createTextNode((from > 0 ? "…" : "") + flat(chars.slice(from, edit.start))));
   line.append(make("mark", "suspect", edit.original));
