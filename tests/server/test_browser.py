@@ -1213,3 +1213,25 @@ def test_a_lost_connection_is_said_in_words(page: Page, base_url: str) -> None:
     expect(error).not_to_contain_text("TypeError")
     expect(error).not_to_contain_text("fetch")
     assert any("Failed to fetch" in text for text in warned), warned
+
+
+def test_an_example_clears_the_constraints_it_does_not_set(page: Page, base_url: str) -> None:
+    """The examples ran with whatever constraints were left in the folded area, so 诗句 could
+    answer 莺 with nothing in sight saying why (a review): an example sets its own mode and
+    clears the constraints, and its request carries none."""
+    page.goto(base_url)
+    page.get_by_test_id("advanced").locator("summary").click()
+    page.get_by_test_id("preset").select_option("chinese_only")
+    page.get_by_test_id("allowed").fill("莺")
+    page.get_by_test_id("exclude").fill("鸟")
+    page.get_by_test_id("advanced").locator("summary").click()  # folded again, out of sight
+    with page.expect_request("**/predict") as asked:
+        page.get_by_test_id("example-poem").click()
+    body = asked.value.post_data_json
+    assert not {"preset", "allowed", "exclude"} & set(body), body
+    expect(page.get_by_test_id("candidate")).to_have_count(5)
+    assert page.get_by_test_id("candidate").locator(".token").all_text_contents() == api_tokens(
+        base_url, POEM, 5
+    )
+    for field in ("preset", "allowed", "exclude"):
+        expect(page.get_by_test_id(field)).to_have_value("")

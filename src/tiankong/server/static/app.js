@@ -670,6 +670,10 @@ function init() {
       // undoably: Ctrl+Z brings back what was typed before (assigning value lost it for good)
       replaceUndoably($("text"), 0, $("text").value.length, example.text, example.text);
       if (example.candidates) $("candidates").value = example.candidates;
+      // cleared, not shown: constraints left in the folded area made 诗句 answer 莺 with
+      // nothing in sight saying why (a review); an example shows what it is an example of.
+      // The search's options (beam width, order, [BLANK] length) stay: they rank, not filter
+      for (const id of ["preset", "allowed", "exclude"]) $(id).value = "";
       setMode(example.mode);
       $("text").focus();
       predict();
