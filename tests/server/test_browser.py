@@ -1235,3 +1235,25 @@ def test_an_example_clears_the_constraints_it_does_not_set(page: Page, base_url:
     )
     for field in ("preset", "allowed", "exclude"):
         expect(page.get_by_test_id(field)).to_have_value("")
+
+
+def test_a_chosen_candidate_stays_chosen_when_the_count_changes(page: Page, base_url: str) -> None:
+    """Changing 候选数 asked again and put the top answer back: a chosen 莺 went back to 鸟 (a
+    review). The candidate chosen stays chosen while the new list still has it."""
+    page.goto(base_url)
+    page.get_by_test_id("predict").click()
+    candidates = page.get_by_test_id("candidate")
+    expect(candidates).to_have_count(5)
+    expected = api_tokens(base_url, POEM, 10)
+    sentence = page.get_by_test_id("sentence")
+    candidates.nth(3).click()
+    expect(sentence).to_have_text(POEM.replace("[MASK]", expected[3]))
+    page.get_by_test_id("top-k").select_option("10")
+    expect(candidates).to_have_count(10)
+    expect(sentence).to_have_text(POEM.replace("[MASK]", expected[3]))
+    expect(candidates.nth(3)).to_have_attribute("aria-pressed", "true")
+    # a list too short for it: the top answer, as for any new answer
+    page.get_by_test_id("top-k").select_option("3")
+    expect(candidates).to_have_count(3)
+    expect(sentence).to_have_text(POEM.replace("[MASK]", expected[0]))
+    expect(candidates.nth(0)).to_have_attribute("aria-pressed", "true")

@@ -32,6 +32,7 @@ const state = {
   info: null, // the last /info answer (the system panel)
   boxFocused: false, // the text box has had the focus (its caret is the user's)
   note: null, // the note under the text box: its i18n key and what fills it in
+  keep: null, // the fills the user chose, for the next answer to the same text (top-k changed)
 };
 const $ = (id) => document.getElementById(id);
 const API_KEY_STORAGE = "tiankong-api-key";
@@ -286,6 +287,8 @@ async function predict() {
     return;
   }
   state.again = false;
+  const keep = state.keep; // for this request's answer, not for one already on its way
+  state.keep = null;
   if (keyRefused()) {
     $("api-key").focus();
     return;
@@ -362,7 +365,7 @@ async function predict() {
         $("check-output").hidden = true;
         showNote("checkTextChanged");
       } else if (checking) renderChecked(data);
-      else render(data);
+      else render(data, keep);
     } catch (error) {
       // an answer shaped like the API's with a part missing (a proxy's rewrite, another
       // version): drawing it threw, and the page said it could not reach the server (a review)
@@ -486,15 +489,17 @@ function replaceUndoably(box, start, end, text, whole) {
   if (!typed || box.value !== whole) box.value = whole;
 }
 
-function render(data) {
+// ``keep``: the fills the user chose in the answer before, to this text ({text, fills}).
+function render(data, keep = null) {
   $("check-output").hidden = true;
   state.data = data;
   state.segments = splitBlanks(data);
-  // the best whole answer when there is one, else each mask's top token
+  // the user's own choice where the answer still lists it, else the best whole answer when
+  // there is one, else each mask's top token
   const tops = data.masks.map((candidates) => candidates[0]?.token ?? "");
   const option = data.candidates[0];
   const sequence = data.sequences[0];
-  state.fills = (option && fillsIn(state.segments, option.text))
+  state.fills = keptFills(data, keep) || (option && fillsIn(state.segments, option.text))
     || (sequence && sequenceFills(sequence)) || tops;
   $("latency").textContent = `${data.latency_ms.toFixed(1)} ms`;
   $("latency").title = t("serverTime");
@@ -502,6 +507,18 @@ function render(data) {
   renderSentence($("sentence"), state.segments, state.fills);
   renderLists();
   $("output").hidden = false;
+}
+
+// The fills chosen in the answer before (``keep``) where this answer to the same text still
+// lists them: as a row of each mask's list, a whole fill or an option. Changing the count
+// asked again and put the top answer back: a chosen 莺 went back to 鸟 (a review).
+function keptFills(data, keep) {
+  if (!keep || keep.text !== data.text || keep.fills.length !== state.segments.length - 1) return null;
+  const sentence = state.segments.map((segment, i) => segment + (keep.fills[i] ?? "")).join("");
+  const listed = data.sequences.some((whole) => whole.text === sentence)
+    || data.candidates.some((candidate) => candidate.text === sentence)
+    || keep.fills.every((fill, i) => data.masks[i]?.some((candidate) => candidate.token === fill));
+  return listed ? [...keep.fills] : null;
 }
 
 function renderLists() {
@@ -651,8 +668,10 @@ function init() {
       showNote("checkTextChanged"); // the fixes went: say why, and what to do
     }
   });
-  // the list length follows the selector: answered again when an answer is shown
+  // the list length follows the selector: answered again when an answer is shown, the
+  // candidate chosen in it kept where the new list still has it (keptFills)
   $("top-k").addEventListener("change", () => {
+    if (state.data && !$("output").hidden) state.keep = { text: state.data.text, fills: [...state.fills] };
     if (state.busy || !$("output").hidden) predict(); // busy: answered again after this one
   });
   for (const id of ["candidates", "allowed", "exclude"]) $(id).addEventListener("keydown", onKeyDown);
