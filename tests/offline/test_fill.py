@@ -939,9 +939,20 @@ def test_a_refused_resume_names_index_and_constraints_as_flags(
     job = FillJob(source, tmp_path / "out.jsonl", chunk_size=16)
     with pytest.raises(KeyboardInterrupt):
         run_fill(job, settings, PredictOptions(), interrupt_at_once)
+    # --index none where auto served no index (a model of one's own) is the same run: resumed
+    # further, then an index that was not the run's is refused, naming both
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(job, replace(settings, index="none"), PredictOptions(), stop_after(1))
+    from tiankong.index import build_index
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("春眠不觉晓，处处闻啼鸟。\n", encoding="utf-8")
+    build_index([corpus], tmp_path / "notes", progress=False)
     with pytest.raises(BadDataFileError) as refused:
-        run_fill(job, replace(settings, index="none"), PredictOptions())
-    assert "(--index none (the run's: auto))" in refused.value.message
+        run_fill(job, replace(settings, index=str(tmp_path / "notes")), PredictOptions())
+    assert "another corpus index (it was none, this run's is the index 'notes')" in (
+        refused.value.message
+    )
     allowed = PredictOptions(constraints=Constraints(allowed=("的",)))
     with pytest.raises(BadDataFileError) as refused:
         run_fill(job, settings, allowed)
@@ -965,7 +976,13 @@ def test_a_resume_takes_the_index_folder_however_its_path_is_written(
         run_fill(job, replace(settings, index="idx"), PredictOptions(), interrupt_at_once)
     with pytest.raises(KeyboardInterrupt):
         run_fill(job, replace(settings, index="./idx/"), PredictOptions(), stop_after(1))
-    done = run_fill(job, replace(settings, index=str(tmp_path / "idx")), PredictOptions())
+    with pytest.raises(KeyboardInterrupt):
+        run_fill(
+            job, replace(settings, index=str(tmp_path / "idx")), PredictOptions(), stop_after(1)
+        )
+    # a copy under another name is the same index: it was refused as "rebuilt since"
+    shutil.copytree(tmp_path / "idx", tmp_path / "copy")
+    done = run_fill(job, replace(settings, index="copy"), PredictOptions())
     assert done.lines_done == len(TEXTS)
 
 
@@ -994,7 +1011,7 @@ def test_a_resume_is_refused_on_another_build_of_the_index(
     corpus.write_text("春眠不觉晓，处处闻啼鸟。\n画龙点晴\n", encoding="utf-8")
     shutil.rmtree(folder)
     build_index([corpus], folder, progress=False)
-    with pytest.raises(BadDataFileError, match="another build of the corpus index"):
+    with pytest.raises(BadDataFileError, match=r"another corpus index \(it was rebuilt since\)"):
         run_fill(job, indexed, PredictOptions())
 
 

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from tiankong.config import INDEX_KEYWORDS, Settings
+from tiankong.config import Settings
 from tiankong.core.decoding import Constraints
 from tiankong.core.models import ResolvedModel
 from tiankong.errors import BadDataFileError, BadOptionError
@@ -189,22 +189,12 @@ def run_key(
     the first one's rows. Threads, workers and batch sizes are not in it. ``answer_settings``
     (default ``ANSWER_SETTINGS``) names the settings in it: ``fill`` leaves the engine and
     precision out, as it compares the ones they resolve to (``check_served``)."""
-    answers = [keyed(settings, name) for name in answer_settings or ANSWER_SETTINGS]
+    answers = [getattr(settings, name) for name in answer_settings or ANSWER_SETTINGS]
     described: list[Any] = [answers, options if isinstance(options, dict) else asdict(options)]
     if files:  # a key from before they were in it stays as it was
         described.append(list(files))
     text = json.dumps(described, default=str, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def keyed(settings: Settings, name: str) -> Any:
-    """A setting as a run's key holds it: an index folder as "folder", whichever way its path
-    is written (``--index ./idx`` was refused on a run begun with ``--index idx``: a review);
-    which index it is, is its build's identity (``check_index``)."""
-    value = getattr(settings, name)
-    if name == "index" and isinstance(value, str) and value.strip() not in INDEX_KEYWORDS:
-        return "folder"
-    return value
 
 
 def run_description(
@@ -215,7 +205,7 @@ def run_description(
 ) -> dict[str, Any]:
     """What ``run_key`` hashes, by name (JSON values): each setting, option and file choice."""
     named = {
-        f"--{name.replace('_', '-')}": keyed(settings, name)
+        f"--{name.replace('_', '-')}": getattr(settings, name)
         for name in answer_settings or ANSWER_SETTINGS
     }
     for name, value in (options if isinstance(options, dict) else asdict(options)).items():
@@ -240,9 +230,16 @@ OPTION_FLAGS = {
 }
 
 
-def run_differences(saved: dict[str, Any], now: dict[str, Any]) -> str:
-    """The entries of two run descriptions that differ, as a refusal names them."""
-    names = [name for name in {**saved, **now} if saved.get(name) != now.get(name)]
+def run_differences(
+    saved: dict[str, Any], now: dict[str, Any], skipped: tuple[str, ...] = ()
+) -> str:
+    """The entries of two run descriptions that differ, as a refusal names them, but
+    ``skipped``."""
+    names = [
+        name
+        for name in {**saved, **now}
+        if saved.get(name) != now.get(name) and name not in skipped
+    ]
     shown = [
         f"{name} {plain(now.get(name))} (the run's: {plain(saved.get(name))})" for name in names[:3]
     ]
@@ -321,13 +318,26 @@ def index_build(masker: Any) -> str:
 
 
 def check_index(job: FillJob, state: Checkpoint, build: str) -> None:
-    """A resumed run must mix in the index build its first part did (``index_build``)."""
-    if state.index and state.index != build:
+    """A resumed run must mix in the index its first part did (``index_build``), compared by
+    content: the same index under another name (a copy, --index auto or bundled) is the same."""
+    if state.index and content_of(state.index) != content_of(build):
+        was, now = (plain_index(value) for value in (state.index, build))
+        why = "it was rebuilt since" if was == now else f"it was {was}, this run's is {now}"
         raise BadDataFileError(
-            f"'{job.output.name}' was started with another build of the corpus index (it was "
-            "rebuilt since); pass --restart to start over with this one."
+            f"'{job.output.name}' was started with another corpus index ({why}); pass "
+            "--restart to start over with this one."
         )
     state.index = build
+
+
+def content_of(build: str) -> str:
+    """An index build's content hash ("none" without an index): ``index_build``'s last part."""
+    return build.rpartition(":")[2]
+
+
+def plain_index(build: str) -> str:
+    """An index build as a refusal names it: its name, or "none"."""
+    return "none" if build == "none" else f"the index '{build.rpartition(':')[0]}'"
 
 
 def start_state(
@@ -369,8 +379,14 @@ def start_state(
         saved.errors = errors
         # ``earlier_key``: how a checkpoint written before the key held the text's field and the
         # formats was keyed (a new key never equals it: the files are in it)
-        if saved.run_key and saved.run_key not in (key, earlier_key or key):
-            differ = run_differences(saved.run, run) if saved.run and run else ""
+        if (
+            saved.run_key
+            and saved.run_key not in (key, earlier_key or key)
+            and not only_the_index_named_otherwise(saved, run)
+        ):
+            # the index is compared by its content (check_index), not as --index was typed
+            skipped = ("--index",) if saved.index else ()
+            differ = run_differences(saved.run, run, skipped) if saved.run and run else ""
             which = differ or (
                 "the model's files or a setting" if saved.run else f"{job.keyed_options} among them"
             )
@@ -402,6 +418,17 @@ def start_state(
         if os.path.isfile(path):
             path.unlink()
     return Checkpoint(identity, run_key=key, errors=errors, run=run or {}, command=job.command)
+
+
+def only_the_index_named_otherwise(saved: Checkpoint, run: dict[str, Any] | None) -> bool:
+    """Whether a resume differs from its run only in --index as typed, where the checkpoint
+    records the index's content, which ``check_index`` compares: ``--index ./idx`` was refused
+    on a run begun with ``--index idx``, and ``bundled`` on one begun with ``auto`` (reviews)."""
+    if not (saved.index and saved.run and run):
+        return False
+    return [name for name in {**saved.run, **run} if saved.run.get(name) != run.get(name)] == [
+        "--index"
+    ]
 
 
 def file_size(path: Path) -> int:
