@@ -253,6 +253,8 @@ def test_an_option_in_the_other_script_is_scored_alike_in_both_directions(
         ("处处闻啼[MASK]。", ["鳥", "鸟"], "处处闻啼鸟。"),
         ("處處聞啼[MASK]。", ["鸟", "鳥"], "處處聞啼鳥。"),
         ("春眠不覺曉，处处闻啼[MASK]。", ["鳥", "鸟"], "处处闻啼鸟。"),
+        # a traditional form the corpus's words write otherwise (白发 is 白髮): it quoted 白發
+        ("白[MASK]三千丈，緣愁似個長。", ["發", "髮", "发"], "白髮三千丈，緣愁似個長。"),
     ):
         for found in masker.predict(text, candidates=options).candidates:
             assert found.memory is not None, (text, found.option)
@@ -365,7 +367,8 @@ def test_evidence_for_traditional_text_quotes_the_users_words_and_the_answer(
     options = masker.predict("出發之前，他理了理頭[MASK]。", candidates=("髮", "發")).candidates
     assert [(c.option, c.memory and c.memory["match"]) for c in options] == [
         ("髮", "出發之前，他理了理頭髮。"),
-        ("發", "出發之前，他理了理頭發。"),  # the option as typed, in the user's sentence
+        # the corpus's fill, not the option as typed: 頭發 is no line the corpus holds
+        ("發", "出發之前，他理了理頭髮。"),
     ]
     word = masker.predict("出發之前，他理了理[MASK][MASK]。", mode="whole_word", top_k=1)
     assert word.sequence == "出發之前，他理了理頭髮。"

@@ -219,15 +219,24 @@ def written_in(
         return memory_in(found, lean, script.typed_forms, filled)
 
     def option_as_typed(candidate: CandidateScore) -> CandidateScore:
+        """The option as typed, its text and its 出处, whose fill is the corpus's own written by
+        the script around it, never the option as typed: 鳥 offered in a simplified line was
+        quoted 处处闻啼鳥, 發 in 白[MASK]三千丈 白發三千丈, lines the corpus does not hold
+        (reviews); OpenCC reads the words around a fill (白发: 白髮)."""
         typed = typed_of.get(candidate.option, [])
+
+        def corpus_fill(lean: Callable[[str], str]) -> str:
+            written = lean(candidate.text)
+            if len(written) != len(candidate.text):
+                return lean(candidate.option)
+            return written[before_blank : before_blank + len(candidate.option)]
+
         if script.mixed:  # the typed text around the option, written as its blank leans
             lean = back_at(0)
             option = typed.pop(0) if typed else lean(candidate.option)
             text = fill_text(one_blank(script.typed), [option], BLANK)
-            quoted = quoted_fill(option, lean(candidate.option), lean is back)
-            filled = Filled(
-                candidate.text, fill_text(one_blank(script.typed), [quoted], BLANK), before_blank
-            )
+            quoted = fill_text(one_blank(script.typed), [corpus_fill(lean)], BLANK)
+            filled = Filled(candidate.text, quoted, before_blank)
             found = evidence(candidate.memory, lean, filled)
             return replace(candidate, option=option, text=text, memory=found)
         text = back(candidate.text)
@@ -237,11 +246,9 @@ def written_in(
             typed.remove(fitting)  # in 處處聞啼[MASK]。, so the answer is 處處聞啼鳥。
             typed.insert(0, fitting)
         option = typed.pop(0) if typed else back(candidate.option)
-        quoted = text
+        quoted = text  # the corpus's fill, written by the sentence's script around it
         if len(text) == len(candidate.text) and len(option) == len(candidate.option):
             text = text[:before_blank] + option + text[end:]  # the fill as typed
-            fill = quoted_fill(option, quoted[before_blank:end], script.to_typed is not None)
-            quoted = quoted[:before_blank] + fill + quoted[end:]
         filled = Filled(candidate.text, quoted, before_blank)
         return replace(
             candidate,
@@ -498,18 +505,6 @@ def script_leaning(typed: str, simplified: str, traditional: str) -> int:
 
 
 @cache
-def quoted_fill(typed: str, scripted: str, traditional: bool) -> str:
-    """The fill an option's 出处 quotes: the option as typed where the quoted line's script
-    writes it so (髮 in a traditional line, which OpenCC would write 發), else ``scripted``, the
-    corpus's own fill in that script: 鳥 offered in a simplified line was quoted 处处闻啼鳥, a
-    line the corpus does not hold (a review)."""
-    if traditional:
-        foreign = any(simplified_only(char) for char in typed if is_han(char))
-    else:
-        foreign = convert(typed, TO_SIMPLIFIED) != typed
-    return scripted if foreign else typed
-
-
 def simplified_only(character: str) -> bool:
     """Whether ``character`` is written otherwise in traditional text (国, not 欲 or 天)."""
     return all(convert(character, config) != character for config in TO_TRADITIONAL)
