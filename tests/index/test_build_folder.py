@@ -168,3 +168,21 @@ def test_one_file_and_an_empty_output_are_read_as_given(corpus_file: Path, tmp_p
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == "error: --output is empty; name the folder the index is built in."
+
+
+def test_a_dot_dot_past_a_link_is_read_as_the_system_reads_it(
+    corpus_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """-o sub/link/../fresh was folded by name to sub/fresh, where the system reads it beside
+    what link points to; -o L/../L (L a link) replaced the link with a folder (a verifying
+    review)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "real" / "inner").mkdir(parents=True)
+    (tmp_path / "sub" / "link").symlink_to(tmp_path / "real" / "inner")
+    build_index([corpus_file], "sub/link/../fresh", progress=False)
+    assert open_index(tmp_path / "real" / "fresh").size > 0
+    assert not (tmp_path / "sub" / "fresh").exists()
+    (tmp_path / "L").symlink_to(tmp_path / "real" / "inner")
+    build_index([corpus_file], "L/../L", progress=False)
+    assert (tmp_path / "L").is_symlink() and open_index(tmp_path / "real" / "L").size > 0

@@ -45,9 +45,13 @@ def check_output_folder(path: Path, flag: str, replaced: bool) -> None:
 def replaced_path(path: Path) -> Path:
     """Where a folder that is replaced whole (export, index build) goes, as an absolute path
     through its real parent: ``-o idx/../idx`` named the new folder through the old one, so
-    once the old was removed the rename found no path and the index was lost (a review)."""
-    path = Path(os.path.abspath(path.expanduser()))  # "idx/.." and "." folded by name
-    return path.parent.resolve() / path.name
+    once the old was removed the rename found no path and the index was lost (a review). The
+    parent is read as the system reads it: ``link/../new`` is beside what ``link`` points to
+    (folding ``..`` by name first put it beside the link: a verifying review)."""
+    path = path.expanduser()
+    if path.name in ("", ".", ".."):  # "x/..": the folder itself is a parent
+        return Path(os.path.realpath(path))
+    return Path(os.path.realpath(path.parent)) / path.name
 
 
 def replace_folder(new: Path, out: Path) -> None:
