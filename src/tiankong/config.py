@@ -121,7 +121,7 @@ def api_key_problem(key: str) -> str | None:
             "or leave the setting out to run without keys."
         )
     if not (key.isascii() and key.isprintable()) or " " in key:
-        return "An API key must be printable ASCII without spaces."
+        return "An API key (--api-key, api_keys) must be printable ASCII without spaces."
     return None
 
 
@@ -140,8 +140,8 @@ def origin_problem(origin: str) -> str | None:
     ):
         return None
     return (
-        f"--cors-origin '{origin}' is not an origin; write it as the browser sends it, "
-        "scheme://host[:port] with no path or trailing slash (https://app.example)."
+        f"--cors-origin (cors_origins) '{origin}' is not an origin; write it as the browser "
+        "sends it, scheme://host[:port] with no path or trailing slash (https://app.example)."
     )
 
 
@@ -177,8 +177,8 @@ def host_name_problem(name: str) -> str | None:
         ipaddress.ip_address(name.strip("[]"))
     except ValueError:
         return (
-            f"--allowed-host '{name}' is not a host name; give it as clients type it, without "
-            "scheme or port (tiankong.example.com), or *."
+            f"--allowed-host (allowed_hosts) '{name}' is not a host name; give it as clients "
+            "type it, without scheme or port (tiankong.example.com), or *."
         )
     return None
 
@@ -193,9 +193,9 @@ def proxy_problem(address: str) -> str | None:
         ipaddress.ip_network(address)  # strict, as uvicorn reads it: 10.0.0.1/8 matched nothing
     except ValueError:
         return (
-            f"--forwarded-allow-ip '{address}' is not an IP address or network (a network is "
-            "written by its first address, 10.0.0.0/8); give the reverse proxy's address "
-            "(127.0.0.1), a network or *."
+            f"--forwarded-allow-ip (forwarded_allow_ips) '{address}' is not an IP address or "
+            "network (a network is written by its first address, 10.0.0.0/8); give the "
+            "reverse proxy's address (127.0.0.1), a network or *."
         )
     return None
 

@@ -260,7 +260,9 @@ def test_a_key_list_in_the_env_is_split_at_commas_only(keys: str) -> None:
         app, ["serve", "--model", "/nonexistent/model"], env={"TIANKONG_API_KEYS": keys}
     )
     assert isinstance(done.exception, BadOptionError), done.exception
-    assert done.exception.message == "An API key must be printable ASCII without spaces."
+    assert done.exception.message == (
+        "An API key (--api-key, api_keys) must be printable ASCII without spaces."
+    )
     fine = CliRunner().invoke(
         app, ["serve", "--model", "/nonexistent/model"], env={"TIANKONG_API_KEYS": "k1, k2"}
     )
