@@ -430,13 +430,21 @@ def test_a_stale_indexs_rebuild_command_is_the_build_that_made_it(tmp_path: Path
     notes = tmp_path / "my notes.jsonl"
     notes.write_text('{"body": "春眠不觉晓，处处闻啼鸟。"}\n', encoding="utf-8")
     folder = tmp_path / "idx"
-    build_index([notes], folder, field="body", progress=False, tokenizer_name="my-bert")
+    build_index(
+        [notes],
+        folder,
+        field="body",
+        progress=False,
+        tokenizer_name="my-bert",
+        tokenizer_source="/models/my-bert",  # a local folder: its path, which /info hides
+    )
+    assert "source" not in open_index(folder).describe()["tokenizer"]
     notes.write_text('{"body": "夜来风雨声，花落知多少。"}\n', encoding="utf-8")
     with pytest.raises(IndexStaleError) as refused:
         check_recorded_sources(folder, read_manifest(folder))
     assert refused.value.message.endswith(
         f"rebuild it with `tiankong index build '{notes}' -o {folder} --field body --model "
-        "my-bert`."
+        "/models/my-bert`."
     )
 
 

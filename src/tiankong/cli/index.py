@@ -58,7 +58,7 @@ def build_command(
             f"--field '{field}' names the text field of JSONL or CSV inputs, and every input "
             "here is text, one passage a line; leave it out."
         )
-    tokenizer, tokenizer_name = None, DEFAULT_TOKENIZER
+    tokenizer, tokenizer_name, source = None, DEFAULT_TOKENIZER, None
     if model is not None:  # the model is checked before any input is read
         from tiankong.core.text import TextEncoder, TextLimits
         from tiankong.model_sources import resolve_model
@@ -66,6 +66,7 @@ def build_command(
         resolved = resolve_model(model)
         tokenizer = TextEncoder.from_folder(resolved.path, TextLimits()).tokenizer
         tokenizer_name = resolved.name
+        source = str(resolved.path) if resolved.kind == "local" else resolved.name
     manifest = build_index(
         inputs,
         output,
@@ -73,6 +74,7 @@ def build_command(
         progress=True,
         tokenizer=tokenizer,
         tokenizer_name=tokenizer_name,
+        tokenizer_source=source,
         output_flag="--output",
     )
     counts = manifest.get("counts", {})

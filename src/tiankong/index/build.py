@@ -65,16 +65,18 @@ def build_index(
     progress: bool = True,
     tokenizer: Tokenizer | None = None,
     tokenizer_name: str = DEFAULT_TOKENIZER,
+    tokenizer_source: str | None = None,
     output_flag: str | None = "out_dir",
 ) -> dict[str, Any]:
     """Build an index of ``inputs`` (files, or one file) into ``out_dir``, which is replaced
     only once the new index is complete (``replace_folder``); returns the manifest.
 
     ``field`` names the text field of JSONL/CSV inputs. ``tokenizer`` defaults to the
-    bert-base-chinese tokenizer that the bundled model uses. ``output_flag``: what the user
-    named the output folder with, in the sentence a folder that can't be written (a read-only
-    or full file system) gives; None: that OSError is the caller's to explain (the bundled
-    index's cache).
+    bert-base-chinese tokenizer that the bundled model uses; ``tokenizer_source``: where its
+    model was read (a local folder's path), for a stale index's rebuild command. ``output_flag``:
+    what the user named the output folder with, in the sentence a folder that can't be written
+    (a read-only or full file system) gives; None: that OSError is the caller's to explain (the
+    bundled index's cache).
     """
     started = time.perf_counter()
     if not inputs:
@@ -184,6 +186,9 @@ def build_index(
                 "files": files,
                 "tokenizer": {
                     "name": tokenizer_name,
+                    # where the model was read (a local folder's absolute path), for a stale
+                    # index's rebuild command; not shown in /info
+                    "source": tokenizer_source or tokenizer_name,
                     "fingerprint": tokenizer_fingerprint(tokenizer),
                     "vocab_size": tokenizer.get_vocab_size(),
                 },

@@ -303,6 +303,9 @@ class CorpusIndex:
             {key: value for key, value in source.items() if key not in ("path", "mtime_ns")}
             for source in self.manifest["sources"]
         ]
+        tokenizer = self.manifest.get("tokenizer")
+        if isinstance(tokenizer, dict):  # where its model lies on this machine: not shown
+            shown["tokenizer"] = {key: value for key, value in tokenizer.items() if key != "source"}
         return shown
 
 
@@ -456,7 +459,8 @@ def rebuild_command(folder: Path, manifest: dict[str, Any]) -> str:
     recipe, tokenizer = manifest.get("recipe", {}), manifest.get("tokenizer", {})
     if isinstance(recipe, dict) and isinstance(recipe.get("field"), str):
         command += f" --field {shlex.quote(recipe['field'])}"
-    name = tokenizer.get("name") if isinstance(tokenizer, dict) else None
+    # where the model was read (an absolute path); an index from before it was recorded: its name
+    name = tokenizer.get("source", tokenizer.get("name")) if isinstance(tokenizer, dict) else None
     if isinstance(name, str) and name != DEFAULT_TOKENIZER:
         command += f" --model {shlex.quote(name)}"
     return command
