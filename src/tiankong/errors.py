@@ -131,9 +131,12 @@ def not_utf8(what: str, error: UnicodeDecodeError, line: int = 0) -> str:
     isn't UTF-8, where the caller found it (``what`` names it; 0: not known)."""
     data = bytes(error.object)
     start = data[:256]
-    if start.startswith((b"\xff\xfe", b"\xfe\xff")) or (b"\x00" in start and reads_as_utf16(start)):
+    whole = line <= 1  # the file's start: past its first line, the bytes are one line's
+    if whole and (
+        start.startswith((b"\xff\xfe", b"\xfe\xff")) or (b"\x00" in start and reads_as_utf16(start))
+    ):
         hint = "it looks like UTF-16: convert it (iconv -f UTF-16 -t UTF-8)"
-    elif b"\x00" in start:  # NUL bytes, and not UTF-16's pattern of them: no text at all
+    elif whole and b"\x00" in start:  # NUL bytes, and not UTF-16's pattern of them: no text
         hint = "it doesn't look like a text file (it has NUL bytes); give a UTF-8 text file"
     elif error.reason == "unexpected end of data" and error.end >= len(data):
         # valid UTF-8 cut short in its last character (a truncated copy), told to be GBK

@@ -748,9 +748,21 @@ def test_a_bad_line_in_a_data_file_is_named_before_the_run(
     data = tmp_path / name
     data.write_bytes(lzma.compress(raw) if name.endswith(".xz") else raw)
     line = good.count(b"\n") + 1
-    with pytest.raises(BadDataFileError, match=rf"line {line} \(invalid start byte\)"):
+    told = rf"\(line {line:,}\) can't be read as UTF-8 text \(invalid start byte\); the lines"
+    with pytest.raises(BadDataFileError, match=told):
         train(options(tmp_path / "run", (str(data),)))
     assert not (tmp_path / "run").exists()  # refused before anything was made
+
+
+def test_a_gbk_file_under_an_ascii_first_line_is_told_to_convert(tmp_path: Path) -> None:
+    """A GBK CSV under its ASCII header was told only to fix line 2, "where the 1 lines before
+    it are" (a verifying review): the GBK advice every other command gives."""
+    data = tmp_path / "rows.csv"
+    data.write_bytes("text,label\n画龙点[MASK],睛\n".encode("gbk"))
+    with pytest.raises(BadDataFileError) as refused:
+        train(options(tmp_path / "run", (str(data),)))
+    assert "rows.csv' (line 2) can't be read as UTF-8 text" in refused.value.message
+    assert "that line reads as GBK: if the whole file is GBK" in refused.value.message
 
 
 @pytest.mark.parametrize("name", ["rows.tsv", "rows.csv.xz", "notes.md", "corpus"])

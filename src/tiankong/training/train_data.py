@@ -184,12 +184,11 @@ def check_utf8_lines(path: Path, flag: str, unpack_xz: bool = False) -> None:
     if found is None:
         return
     line, error = found
-    if line == 1:  # a file in another encoding: not_utf8 names the way to convert it
-        raise BadDataFileError(not_utf8(f"{file_noun(flag)} '{path}'", error))
-    raise BadDataFileError(
-        f"{file_noun(flag)} '{path}' has a line that isn't UTF-8 text, line {line} "
-        f"({error.reason}), where the {line - 1:,} lines before it are: fix or remove it."
-    )
+    # the one sentence every command gives (its GBK advice only where the bytes read as GBK: a
+    # GBK file under an ASCII first line was told only to fix line 2, "where the 1 lines
+    # before it are", a verifying review)
+    where = f" (line {line:,})" if line > 1 else ""
+    raise BadDataFileError(not_utf8(f"{file_noun(flag)} '{path}'{where}", error, line))
 
 
 def endless_lines(
