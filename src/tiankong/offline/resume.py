@@ -426,9 +426,7 @@ def only_the_index_named_otherwise(saved: Checkpoint, run: dict[str, Any] | None
     on a run begun with ``--index idx``, and ``bundled`` on one begun with ``auto`` (reviews)."""
     if not (saved.index and saved.run and run):
         return False
-    return [name for name in {**saved.run, **run} if saved.run.get(name) != run.get(name)] == [
-        "--index"
-    ]
+    return not run_differences(saved.run, run, ("--index",))
 
 
 def file_size(path: Path) -> int:
