@@ -452,6 +452,7 @@ def test_export_cli_of_the_bundled_models_shipped_graph(tmp_path: Path) -> None:
         (["--precision", "fp16"], 2, "--precision must be fp32 or int8"),
         (["--out", "{model}"], 2, "' holds files that are not a tiankong export's own"),
         (["--out", "/"], 2, "--out '/' is the working folder or one above it"),
+        (["--out", ""], 2, "--out is empty; name the folder"),  # it was told as '.'
         (["--model", "{missing}"], 3, "does not exist"),
         (["--model", "{model}/config.json"], 3, "does not exist or is not a directory"),
     ],

@@ -10,13 +10,17 @@ import typer
 from tiankong.cli.options import FLAG, FROM_FLAGS, any_case, settings_flags
 from tiankong.cli.root import app
 from tiankong.config import Settings
+from tiankong.errors import BadOptionError
 
 
 @app.command("export")
 @settings_flags
 def export_command(
     out: Annotated[
-        Path, typer.Option("--out", "-o", help="Folder for model.onnx and its metadata JSON.")
+        str,  # not Path: -o "" was read as ".", a folder the user never named
+        typer.Option(
+            "--out", "-o", metavar="PATH", help="Folder for model.onnx and its metadata JSON."
+        ),
     ],
     model: object = FLAG,
     precision: Annotated[
@@ -33,8 +37,10 @@ def export_command(
     from tiankong.export.export_cache import export_to_folder
     from tiankong.model_sources import resolve_model
 
+    if not out.strip():
+        raise BadOptionError("--out is empty; name the folder the export is written in.")
     resolved = resolve_model(settings.model)
-    export = export_to_folder(resolved, precision, settings, out)
+    export = export_to_folder(resolved, precision, settings, Path(out))
     manifest = export.manifest
     graph = manifest["graph"]
     size_mb = export.onnx_file.stat().st_size / 1e6
