@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 from server_helpers import serve_in_thread
 
 from tiankong import FillMasker, Settings
@@ -405,21 +405,26 @@ def answering(body: str) -> Any:
     return answer
 
 
+def html_answer(page: Page, base_url: str, status: int, body: str) -> Locator:
+    """The page's error box after /predict answered ``status`` with an HTML ``body`` (a proxy's
+    page, not the API's JSON), told as such; /predict is left routed so."""
+    page.goto(base_url)
+    page.route(
+        "**/predict",
+        lambda route: route.fulfill(status=status, body=body, content_type="text/html"),
+    )
+    page.get_by_test_id("input").press("Enter")
+    error = page.get_by_test_id("error")
+    expect(error).to_contain_text("服务器的回答读不懂")
+    return error
+
+
 def test_answers_that_are_no_api_json_and_500s_are_reported_as_they_are(
     page: Page, base_url: str
 ) -> None:
     """A 200 whose body isn't the API's JSON (a proxy's page) was "cannot reach the server" with
     a TypeError; a 500's error_id, which finds its traceback in the log, was never shown."""
-    page.goto(base_url)
-    page.route(
-        "**/predict",
-        lambda route: route.fulfill(
-            status=200, body="<html>portal</html>", content_type="text/html"
-        ),
-    )
-    page.get_by_test_id("input").press("Enter")
-    error = page.get_by_test_id("error")
-    expect(error).to_contain_text("服务器的回答读不懂")
+    error = html_answer(page, base_url, 200, "<html>portal</html>")
     expect(error).not_to_contain_text("无法连接")
     page.unroute("**/predict")
     # JSON, but not the API's answer; the last with its lists but a candidate without a score
@@ -1179,16 +1184,7 @@ def test_candidates_are_checked_in_the_pages_language(page: Page, base_url: str)
 def test_a_proxys_error_page_is_reported_as_no_api_answer(page: Page, base_url: str) -> None:
     """A proxy's 504 HTML page was 「出错了。 HTTP 504」: a non-JSON error answer is told as the
     non-JSON 200 is, with its status, in both languages (a review)."""
-    page.goto(base_url)
-    page.route(
-        "**/predict",
-        lambda route: route.fulfill(
-            status=504, body="<html><h1>504 Gateway Time-out</h1></html>", content_type="text/html"
-        ),
-    )
-    page.get_by_test_id("input").press("Enter")
-    error = page.get_by_test_id("error")
-    expect(error).to_contain_text("服务器的回答读不懂")
+    error = html_answer(page, base_url, 504, "<html><h1>504 Gateway Time-out</h1></html>")
     expect(error).to_contain_text("HTTP 504")
     expect(error).not_to_contain_text("出错了")
     page.get_by_test_id("lang-toggle").click()

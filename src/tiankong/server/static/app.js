@@ -2,7 +2,7 @@
 // Model output is only ever put into the page with textContent, never as HTML.
 import { I18N } from "./i18n.js";
 import {
-  BLANK, MASK, chinese, fillsIn, make, renderMaskLists, renderOptions, renderSentence, renderSequences,
+  BLANK, BLANK_TYPED, MASK, chinese, fillsIn, make, renderMaskLists, renderOptions, renderSentence, renderSequences,
   splitBlanks,
 } from "./render.js";
 import { acceptEdit, renderCheck, utf16Span } from "./check.js";
@@ -200,10 +200,6 @@ function candidatesNote() {
   if (long) return { key: "candidateTooLong", values: { option: long, max: longest } };
   return null;
 }
-
-// A [BLANK] as the server reads one (core/text.py's marker_variants): any case, ASCII or
-// full-width letters, ASCII, full-width or lenticular brackets.
-const BLANK_TYPED = /[[【［]\s*[bＢｂ][lＬｌ][aＡａ][nＮｎ][kＫｋ]\s*[\]】］]/i;
 
 function requestBody() {
   const mode = currentMode();

@@ -1,6 +1,6 @@
 // 校对 (proofreading) mode: POST /check, the sentence with each suspect underlined, its
 // suggestion and score; one click accepts a fix. Model and corpus text enter through textContent.
-import { chinese, formatPercent, make, sourceLine } from "./render.js";
+import { MARKER_TYPED, chinese, formatPercent, make, sourceLine } from "./render.js";
 
 // The server's offsets count characters (code points); a JS string's indices count UTF-16
 // units, two for an emoji or a CJK Extension B character, so the text is sliced as an array.
@@ -91,9 +91,6 @@ function alternativesOf(edit, t, onAccept) {
 // fixes a reader (and a screen reader, which reads the button's text) can tell apart: every
 // button read 「采 → 彩 100.0%」 alike. Line ends show as spaces.
 const CONTEXT_CHARS = 6;
-// A blank's marker in the forms the server reads (core/text.py's marker_variants): any case,
-// ASCII or full-width letters and brackets, lenticular brackets.
-const MARKER = /[[【［]\s*(?:[mＭｍ][aＡａ][sＳｓ][kＫｋ]|[bＢｂ][lＬｌ][aＡａ][nＮｎ][kＫｋ])\s*[\]】］]/gi;
 
 // The offsets (in characters, as the server counts them) where ``text`` may be cut for a
 // context: between two characters as a reader sees them (an emoji family is one, of five code
@@ -108,7 +105,7 @@ function cutPoints(text) {
     at += characters(part).length;
     cuts.add(at);
   }
-  for (const marker of text.matchAll(MARKER)) {
+  for (const marker of text.matchAll(MARKER_TYPED)) {
     const start = characters(text.slice(0, marker.index)).length;
     const end = start + characters(marker[0]).length;
     for (let inside = start + 1; inside < end; inside++) cuts.delete(inside);

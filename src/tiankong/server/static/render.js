@@ -3,6 +3,15 @@
 
 export const MASK = "[MASK]";
 export const BLANK = "[BLANK]";
+// A blank's marker as the server reads one (core/text.py's marker_variants): any case, ASCII or
+// full-width letters, ASCII, full-width or lenticular brackets. BLANK_TYPED: a [BLANK] (the
+// request's search options go with it); MARKER_TYPED: a [MASK] or a [BLANK], every one.
+const OPENED = "[[【［]\\s*";
+const CLOSED = "\\s*[\\]】］]";
+const BLANK_LETTERS = "[bＢｂ][lＬｌ][aＡａ][nＮｎ][kＫｋ]";
+const MASK_LETTERS = "[mＭｍ][aＡａ][sＳｓ][kＫｋ]";
+export const BLANK_TYPED = new RegExp(OPENED + BLANK_LETTERS + CLOSED, "i");
+export const MARKER_TYPED = new RegExp(`${OPENED}(?:${MASK_LETTERS}|${BLANK_LETTERS})${CLOSED}`, "gi");
 const MASK_RUN_OR_BLANK = /(?:\[MASK\])+|\[BLANK\]/;
 
 export function make(tag, className, text) {
