@@ -18,8 +18,11 @@ from tiankong.index import (
     open_index,
 )
 from tiankong.index.combine import (
+    CONFIDENT_MODEL,
+    CONFIDENT_MODEL_RATIO,
     MIN_MODEL_RATIO,
     MIN_WHOLE_MODEL_RATIO,
+    SHORT_MATCH_TOKENS,
     Run,
     holds_evidence,
     index_row,
@@ -143,7 +146,7 @@ def test_a_less_frequent_fill_is_not_moved_where_a_more_frequent_one_was_refused
     """A context whose most frequent fill the model finds absurd: its rarer fills are variants
     or typos of it (守株待免 beside 守株待兔), or the context is a coincidence."""
     row = np.full(100, 1e-3)
-    row[10], row[20], row[30] = 0.5, 1e-9, 0.01  # 10: the model's best; 20: absurd to it
+    row[10], row[20], row[30] = 0.3, 1e-9, 0.01  # 10: the model's best; 20: absurd to it
     match = BlankMatch(
         left=(1, 2, 3), right=(), fills={(20,): 4, (30,): 1, (10,): 4}, positions={}, exact=True
     )
@@ -159,7 +162,7 @@ def test_a_fill_of_a_run_is_plausible_at_every_mask_or_moves_none() -> None:
     model refused 堑 and the sentence read 白日不人住); the plausibility reference at a mask
     is its best token that isn't skipped (a mark)."""
     first, second = np.full(100, 1e-3), np.full(100, 1e-3)
-    first[10], second[50], second[20] = 0.5, 0.9, 1e-9  # 20: absurd at the second mask
+    first[10], second[50], second[20] = 0.5, 0.3, 1e-9  # 20: absurd at the second mask
     match = BlankMatch(
         left=(1, 2, 3), right=(), fills={(10, 20): 1}, positions={}, exact=True, context_han=3
     )
@@ -185,3 +188,38 @@ def test_a_match_of_one_or_two_han_characters_is_no_evidence(
     # the whole query is evidence however short: 去 + fill + 。 is all there is
     whole = lookup.lookup(ids(tokenizer, "去"), ids(tokenizer, "。"), 2)
     assert whole is not None and whole.whole and holds_evidence(whole)
+
+
+def test_a_short_match_lifts_no_fill_against_a_confident_model() -> None:
+    """服务非常[MASK]，很认真 took 慢 (3.7e-4 of the model's 好, at 0.91) from one review saying
+    服务非常慢: where the model is sure of its best fill (CONFIDENT_MODEL or more) and the match
+    holds under SHORT_MATCH_TOKENS tokens of context, a fill needs CONFIDENT_MODEL_RATIO of that
+    best. A longer match (a poem's line), a less sure model, or the text's whole context as a
+    corpus line keep their floors."""
+
+    def match(left: int, right: int, whole: bool = False) -> BlankMatch:
+        return BlankMatch(
+            left=tuple(range(1, left + 1)), right=tuple(range(1, right + 1)), fills={(9,): 1},
+            positions={}, exact=True, context_han=left + right, whole=whole,
+        )  # fmt: skip
+
+    short, long = match(4, 1), match(SHORT_MATCH_TOKENS - 2, 2)
+    assert short.context_length < SHORT_MATCH_TOKENS <= long.context_length
+    sure, unsure = CONFIDENT_MODEL, CONFIDENT_MODEL * 0.99
+    assert min_model_ratio(short, sure) == CONFIDENT_MODEL_RATIO
+    assert min_model_ratio(short, unsure) == MIN_MODEL_RATIO
+    assert min_model_ratio(short) == MIN_MODEL_RATIO  # no reference: the floor it had
+    assert min_model_ratio(long, sure) == MIN_MODEL_RATIO
+    assert min_model_ratio(match(4, 1, whole=True), sure) == MIN_WHOLE_MODEL_RATIO
+    row = np.full(100, 1e-3)
+    row[10], row[9] = 0.9, 0.9 * CONFIDENT_MODEL_RATIO * 0.9  # 9: under the confident floor
+    assert kept_fills(row, short) == []
+    assert kept_fills(row, long) == [(9,)]
+    assert combine_distribution(row, short) is row  # the model's numbers, unchanged
+    row[10], row[9] = 0.3, 0.3 * 1e-3  # the model less sure: 9 is lifted
+    assert kept_fills(row, short) == [(9,)]
+    # a whole fill's score, per token against its best: the same floors
+    best = 0.9**2
+    under = best * (CONFIDENT_MODEL_RATIO * 0.9) ** 2
+    assert combine_score(under, short, [9, 9], best_model_score=best) == under
+    assert combine_score(under, long, [9, 9], best_model_score=best) != under

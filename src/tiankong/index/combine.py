@@ -17,7 +17,10 @@ Two rules decide whether the index may touch a fill at all (docs/INDEX.md, "Evid
   finds merely unlikely (画龙点睛: 1e-3 of its best), never ones it finds absurd. Where the
   match holds the query's whole context, of MIN_CONTEXT_HAN Han characters or more (the text
   is a corpus line with a blank: 亡羊补[MASK]), the floor is MIN_WHOLE_MODEL_RATIO
-  (``min_model_ratio``): 牢 was 8.7e-5 of the model's best (狗) and stayed out.
+  (``min_model_ratio``): 牢 was 8.7e-5 of the model's best (狗) and stayed out. Where the
+  model is sure of its best (CONFIDENT_MODEL) and the match is short (under
+  SHORT_MATCH_TOKENS tokens of context), it is CONFIDENT_MODEL_RATIO: a few words shared
+  with one review (服务非常慢) are no evidence against the model's 好.
 
 Where both hold, the fill's probability is
 
@@ -47,14 +50,31 @@ MIN_MODEL_RATIO = 1e-4
 # ... where the match holds the query's whole context, of MIN_CONTEXT_HAN Han characters or
 # more (chosen on the dev split, docs/INDEX.md "Plausibility")
 MIN_WHOLE_MODEL_RATIO = 1e-6
+# ... where the model is sure of its best fill (at least CONFIDENT_MODEL per token) and the
+# match holds fewer than SHORT_MATCH_TOKENS tokens of context: a few words the text shares
+# with one passage are no evidence against it (服务非常[MASK]，很认真 took 慢 from a review saying
+# 服务非常慢; chosen on reviews and the dev split, docs/INDEX.md "A confident answer")
+CONFIDENT_MODEL = 0.4
+CONFIDENT_MODEL_RATIO = 0.1
+SHORT_MATCH_TOKENS = 8
 
 
-def min_model_ratio(match: BlankMatch | None) -> float:
-    """The plausibility floor for fills of ``match``: MIN_WHOLE_MODEL_RATIO where the match
-    holds the query's whole context of MIN_CONTEXT_HAN Han characters or more (the text is a
-    corpus line with its blank), else MIN_MODEL_RATIO."""
+def min_model_ratio(match: BlankMatch | None, best: float | None = None) -> float:
+    """The plausibility floor for fills of ``match``, per token, given the model's ``best``
+    fill's score per token (None: unknown): MIN_WHOLE_MODEL_RATIO where the match holds the
+    query's whole context of MIN_CONTEXT_HAN Han characters or more (the text is a corpus line
+    with its blank); CONFIDENT_MODEL_RATIO where the model is sure of its best (at least
+    CONFIDENT_MODEL) and the match is short (under SHORT_MATCH_TOKENS tokens of context); else
+    MIN_MODEL_RATIO."""
     if match is not None and match.whole and match.context_han >= MIN_CONTEXT_HAN:
         return MIN_WHOLE_MODEL_RATIO
+    if (
+        match is not None
+        and best is not None
+        and best >= CONFIDENT_MODEL
+        and match.context_length < SHORT_MATCH_TOKENS
+    ):
+        return CONFIDENT_MODEL_RATIO
     return MIN_MODEL_RATIO
 
 
@@ -151,12 +171,12 @@ def kept_fills(
     whose most frequent one the model finds absurd is a variant or a typo of it
     (我们不能守株待[MASK]: the model refuses 兔, held four times, and 免, one classical line's
     typo, was lifted first), or the context is a coincidence."""
-    ratio = min_model_ratio(match)
     if run is None:  # this mask alone
-        floors = [(position, model, ratio * best_fill_score(model, skipped))]
+        bests = [(position, model, best_fill_score(model, skipped))]
     else:
         pairs = zip(run.rows, run.bests, strict=True)
-        floors = [(at, row, ratio * best) for at, (row, best) in enumerate(pairs)]
+        bests = [(at, row, best) for at, (row, best) in enumerate(pairs)]
+    floors = [(at, row, min_model_ratio(match, best) * best) for at, row, best in bests]
 
     def plausible_fill(fill: tuple[int, ...]) -> bool:
         return all(row[fill[at]] >= floor for at, row, floor in floors)
@@ -230,9 +250,9 @@ def supports(
 ) -> bool:
     """Whether the index may move (and show evidence for) a fill of ``tokens`` tokens (default
     ``length``) whose scores are joint over ``length`` tokens: the rules all hold."""
-    return (
-        match is not None
-        and holds_evidence(match)
-        and spans_blank(match, length if tokens is None else tokens)
-        and plausible(model_score, best_model_score, length, min_model_ratio(match))
+    if match is None or not holds_evidence(match):
+        return False
+    per_token = None if best_model_score is None else best_model_score ** (1 / max(1, length))
+    return spans_blank(match, length if tokens is None else tokens) and plausible(
+        model_score, best_model_score, length, min_model_ratio(match, per_token)
     )

@@ -1,0 +1,44 @@
+"""An index of the user's own short opinions, with the bundled model: a few words the text
+shares with one passage don't reverse an answer the model is sure of; the documented limit (a
+whole clause that reads the other way, the model less sure) stays as docs/INDEX.md says."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiankong import FillMasker, Settings
+from tiankong.index import build_index
+from tiankong.index.combine import CONFIDENT_MODEL
+
+LINES = "这个孩子很调皮，大家都不喜欢他。\n这家餐厅太贵了，我们不会再来了。\n很一般，服务非常慢。\n"
+
+
+@pytest.fixture(scope="module")
+def masker(tmp_path_factory: pytest.TempPathFactory) -> FillMasker:
+    folder = tmp_path_factory.mktemp("reviews")
+    (folder / "reviews.txt").write_text(LINES, encoding="utf-8")
+    build_index(folder / "reviews.txt", folder / "index", progress=False)
+    settings = Settings(engine="onnx", precision="fp32", threads=1)
+    return FillMasker.load(index=str(folder / "index"), settings=settings)
+
+
+def test_a_short_match_does_not_reverse_an_answer_the_model_is_sure_of(
+    masker: FillMasker,
+) -> None:
+    """服务非常[MASK]，很认真 answered 慢 0.52, 出处 ，服务非常慢, where the model gives 好 0.9
+    and 慢 3e-4 (the forty-second session's review)."""
+    text = "很不错，服务非常[MASK]，很认真"
+    alone = masker.predict(text, top_k=5, index=False).masks[0]
+    assert alone[0].token == "好" and alone[0].score >= CONFIDENT_MODEL
+    grounded = masker.predict(text, top_k=5).masks[0]
+    assert [c.token for c in grounded] == [c.token for c in alone]
+    assert all(c.memory is None for c in grounded)
+    assert grounded[0].score == pytest.approx(alone[0].score)
+
+
+def test_a_whole_clause_that_reads_the_other_way_still_wins(masker: FillMasker) -> None:
+    """The known limit (docs/INDEX.md, "What they don't catch"): the clause 大家都不喜欢他 is in
+    the index whole (eight tokens of context), and the model gives 不 a tenth of its 很."""
+    answer = masker.predict("这个孩子很懂事，大家都[MASK]喜欢他。", top_k=2).masks[0][0]
+    assert answer.token == "不" and answer.memory is not None
+    assert answer.memory["match"] == "，大家都不喜欢他。"
