@@ -223,3 +223,26 @@ def test_a_file_name_that_is_not_there_is_said_so(tiny_model_dir: Path, tmp_path
     )
     sentence = run_cli("check", "--json", "请查看说明书", *model_flags(tiny_model_dir))
     assert sentence.returncode == 0 and "warning" not in sentence.stderr
+
+
+def test_a_control_character_between_two_characters_hides_no_error(
+    tiny_model_dir: Path,
+) -> None:
+    """画龙\\x00点晴 answered "no errors found" (a review), where 画龙\\u200b点晴 and 画龙 点晴 were
+    fixed: a control character is nothing a reader sees, as a format character isn't."""
+    gaps = ("\x00", "\x01", "\x7f")  # a NUL can't be an argument: stdin lines
+    lines = "".join(f"画龙{gap}点晴\n" for gap in gaps)
+    done = run_cli("check", "--json", *model_flags(tiny_model_dir), stdin=lines)
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line)["corrected"] for line in done.stdout.splitlines()]
+    assert answers == [f"画龙{gap}点睛" for gap in gaps]
+
+
+def test_a_folder_is_refused_not_checked_as_a_sentence(tiny_model_dir: Path) -> None:
+    """check /tmp checked the sentence '/tmp' and exited 0 with a note (a review)."""
+    done = run_cli("check", str(tiny_model_dir), *model_flags(tiny_model_dir))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"error: '{tiny_model_dir}' is a folder; check takes a sentence, or a file with -o: "
+        "tiankong check FILE -o OUT.jsonl."
+    )

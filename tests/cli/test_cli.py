@@ -288,3 +288,36 @@ def test_a_setting_with_no_flag_is_read_from_its_env_twin(tiny_model_dir: Path) 
     # reads no key (serve still refuses it)
     keyless = run_cli("predict", "画龙点[MASK]", *flags, env={"TIANKONG_API_KEYS": ""})
     assert keyless.returncode == 0, keyless.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (("predict", "我去[MASK][MASK]吧", "--whole-word", "--beam-width", "0"), "--beam-width"),
+        (("predict", "我去[BLANK]吧", "--max-blank-length", "5"), "--max-blank-length"),
+        (("eval", "ITEMS", "--length-alpha", "3"), "--length-alpha"),
+        (("eval", "ITEMS", "--beam-width", "65"), "--beam-width"),
+    ],
+)
+def test_an_out_of_range_option_is_named_by_its_flag(
+    tiny_model_dir: Path, tmp_path: Path, args: tuple[str, ...], flag: str
+) -> None:
+    """The library's sentence named the field (beam_width must be from 1 to 64.), not the flag
+    the user typed (a review)."""
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"text": "画龙点[MASK]", "answers": ["睛"]}\n', encoding="utf-8")
+    args = tuple(str(items) if arg == "ITEMS" else arg for arg in args)
+    done = run_cli(*args, "--model", str(tiny_model_dir), "--engine", "onnx")
+    assert done.returncode == 2
+    assert f"Invalid value for '{flag}'" in done.stderr and "_" not in flag, done.stderr
+
+
+def test_candidates_with_whole_word_names_the_flags(tiny_model_dir: Path) -> None:
+    done = run_cli(
+        *("predict", "画龙点[MASK]", "--candidates", "睛,晴", "--whole-word"),
+        *("--model", str(tiny_model_dir), "--engine", "onnx"),
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: --candidates ranks options for one blank; drop --whole-word."
+    )

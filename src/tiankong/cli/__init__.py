@@ -6,6 +6,7 @@ Each command lives in its own module and registers on ``root.app`` when imported
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -14,9 +15,10 @@ from typing import NoReturn
 
 import typer
 
+from tiankong.cli.output import OutputError, visible
 from tiankong.cli.root import app
 from tiankong.cli.train import train_command
-from tiankong.errors import TiankongError, mapping_for
+from tiankong.errors import EXIT_INTERNAL, TiankongError, mapping_for
 
 __all__ = ["app", "main", "register_commands"]
 
@@ -48,14 +50,28 @@ def main() -> None:
     try:
         app()  # standalone: usage errors print click's message and exit 2
     except TiankongError as error:
-        typer.secho(f"error: {error.message}", fg=typer.colors.RED, err=True)
+        typer.secho(f"error: {visible(error.message)}", fg=typer.colors.RED, err=True)
         sys.exit(mapping_for(error).exit_code)
     except KeyboardInterrupt:
         exit_interrupted()
+    except OutputError as error:  # a full disk or a device gone under the command's output
+        reason = error.strerror or type(error).__name__
+        typer.secho(f"error: The output can't be written ({reason}).", fg="red", err=True)
+        quiet_stdout()
+        sys.exit(EXIT_INTERNAL)
     except SystemExit as stop:  # typer turns Ctrl-C (and SIGTERM, cli/fill.py) into a silent 130
         if (stop.code == 130 and interrupted(stop)) or (stop.code in (0, None) and INTERRUPTS):
             exit_interrupted()
         raise
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's flush at exit doesn't print a second error
+    ("Exception ignored ... BrokenPipeError" and the like) for the bytes still buffered."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def exit_interrupted() -> NoReturn:

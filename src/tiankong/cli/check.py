@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from tiankong.cli.fill import stop_as_interrupted
@@ -20,10 +19,12 @@ from tiankong.cli.options import (
     any_case,
     int8_warned,
     names_a_file,
+    names_a_folder,
     refuse_field_for_txt,
     refuse_unread,
     settings_flags,
 )
+from tiankong.cli.output import emit, output_console, shown, visible
 from tiankong.cli.predict import excerpt
 from tiankong.cli.root import app
 from tiankong.cli.stdin import STDIN, named_stdin, print_line_error, stdin_lines
@@ -139,15 +140,20 @@ def check_command(
         raise BadOptionError(
             f"'{text}' is a file; check it with -o: tiankong check {text} -o OUT.jsonl."
         )
+    if text is not None and names_a_folder(text):  # it was a sentence with no Chinese, exit 0
+        raise BadOptionError(
+            f"'{text}' is a folder; check takes a sentence, or a file with -o: tiankong check "
+            "FILE -o OUT.jsonl."
+        )
     if text is not None and looks_like_a_file(text):
         # said, not refused: a sentence may end so too (请查看README.md: a review)
         typer.echo(
-            f"warning: '{text}' looks like a file name, but no such file is here; it is checked "
-            "as a sentence (to check a file: tiankong check FILE -o OUT.jsonl).",
+            f"warning: '{visible(text)}' looks like a file name, but no such file is here; it "
+            "is checked as a sentence (to check a file: tiankong check FILE -o OUT.jsonl).",
             err=True,
         )
     checker = load_checker(settings)
-    console = Console(soft_wrap=True)  # a long sentence is one line, also in a file
+    console = output_console(soft_wrap=True)  # a long sentence is one line, also in a file
     if text is not None:
         print_check(checker.check(text), as_json, console)
         return
@@ -165,17 +171,17 @@ def check_command(
 
 def print_check(result: CheckResult, as_json: bool, console: Console) -> None:
     if as_json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False))
+        emit(json.dumps(result.to_dict(), ensure_ascii=False))
         return
     for warning in result.warnings:  # as --json carries them (no Chinese character)
-        console.print(f"[yellow]note:[/yellow] {escape(warning)}", highlight=False)
+        console.print(f"[yellow]note:[/yellow] {shown(warning)}", highlight=False)
     if not result.edits and not result.checked:  # the note above says why: nothing was read
-        console.print(result.text, highlight=False, markup=False)
+        console.print(visible(result.text), highlight=False, markup=False)
         return
     if not result.edits:
-        console.print(f"{escape(result.text)}  [green]no errors found[/green]", highlight=False)
+        console.print(f"{shown(result.text)}  [green]no errors found[/green]", highlight=False)
         return
-    console.print(result.corrected, highlight=False, markup=False)
+    console.print(visible(result.corrected), highlight=False, markup=False)
     for edit in result.edits:
         line = (
             f"  {edit.start}: {edit.original} → {edit.suggestion}  score {edit.score:.2f}"
@@ -183,7 +189,7 @@ def print_check(result: CheckResult, as_json: bool, console: Console) -> None:
         )
         if edit.memory is not None:
             line += f"  出处: {excerpt(edit.memory['example'], edit.memory.get('match'))}"
-        console.print(line, highlight=False, markup=False)  # the text is the user's
+        console.print(visible(line), highlight=False, markup=False)  # the text is the user's
 
 
 def check_file(job: FillJob, settings: Settings) -> None:
@@ -238,13 +244,15 @@ def eval_check(file: Path, settings: Settings, json_out: Path | None, verbose: b
 
     items = read_check_items(file, settings.max_check_chars)
     report = evaluate_check(load_checker(settings), items, str(file))
-    console = Console(soft_wrap=True)  # a long sentence is one line, also in a file
+    console = output_console(soft_wrap=True)  # a long sentence is one line, also in a file
     print_check_report(console, report)
     if verbose:
         for miss in report.misses:
             console.print(
-                f"  line {miss['line']} [{miss['category']}] {miss['text']} → "
-                f"{miss['corrected']}  (correct: {miss['correct']})",
+                visible(
+                    f"  line {miss['line']} [{miss['category']}] {miss['text']} → "
+                    f"{miss['corrected']}  (correct: {miss['correct']})"
+                ),
                 highlight=False,
                 markup=False,  # the file's own text and categories
             )
@@ -255,7 +263,7 @@ def eval_check(file: Path, settings: Settings, json_out: Path | None, verbose: b
 
 def print_check_report(console: Console, report: CheckReport) -> None:
     table = Table(
-        title=escape(
+        title=shown(
             f"{report.model} · {report.engine} {report.precision} · check · index {report.index}"
         ),
         title_justify="left",
@@ -277,7 +285,7 @@ def print_check_report(console: Console, report: CheckReport) -> None:
         figures = scores.figures()
         clean = scores.sentences - scores.with_errors
         table.add_row(
-            escape(scores.category),
+            shown(scores.category),
             str(scores.sentences),
             *(
                 f"{figures[f'{kind}_{name}']:.3f}"

@@ -9,7 +9,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from tiankong.cli.options import (
@@ -20,9 +19,11 @@ from tiankong.cli.options import (
     refuse_unread,
     settings_flags,
 )
+from tiankong.cli.output import output_console, shown, visible
+from tiankong.cli.predict import BeamOption
 from tiankong.cli.root import app
 from tiankong.config import Settings, check_settings
-from tiankong.core.options import MASK_RUN, PredictOptions, check_blank
+from tiankong.core.options import MASK_RUN, RANGES, PredictOptions, check_blank
 from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import BadOptionError, TiankongError
 from tiankong.offline.evaluate import (
@@ -35,6 +36,17 @@ from tiankong.offline.evaluate import (
     read_items,
 )
 from tiankong.offline.files import TOTAL_ROW, check_report, write_report
+
+ALPHA_LEAST, ALPHA_MOST = RANGES["length_alpha"]
+AlphaOption = Annotated[
+    float,
+    typer.Option(
+        "--length-alpha",
+        min=ALPHA_LEAST,
+        max=ALPHA_MOST,
+        help="Rank [BLANK] fills by joint^(1/length^alpha).",
+    ),
+]
 
 
 @app.command("eval")
@@ -63,11 +75,11 @@ def eval_command(
             "--order", callback=any_case, help="Joint decoding: left_to_right or confident_first."
         ),
     ] = PredictOptions.order,
-    beam_width: Annotated[int, typer.Option("--beam-width")] = PredictOptions.beam_width,
+    beam_width: BeamOption = PredictOptions.beam_width,
     blank: Annotated[
         bool, typer.Option("--blank", help="Turn each item's masks into one [BLANK].")
     ] = False,
-    length_alpha: Annotated[float, typer.Option("--length-alpha")] = PredictOptions.length_alpha,
+    length_alpha: AlphaOption = PredictOptions.length_alpha,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List the misses.")] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write a JSON report.")] = None,
     index: object = FLAG,
@@ -146,7 +158,7 @@ def eval_command(
             error.args = (error.message,)
             raise
         runs.append((int8_warned(second), options))
-    console = Console()
+    console = output_console()
     reports, outcomes = [], []
     for run_masker, run_options in runs:
         report, outcome = evaluate_items(run_masker, items, run_options, blank)
@@ -250,7 +262,7 @@ def print_index_comparison(
     """Per category, side by side: the model alone and with the corpus index, and how many
     items the index turned from right to wrong and from wrong to right (top-1)."""
     table = Table(
-        title=escape(f"{grounded.model}: without the index vs with {grounded.index}"),
+        title=shown(f"{grounded.model}: without the index vs with {grounded.index}"),
         title_justify="left",
     )
     columns = (
@@ -262,7 +274,7 @@ def print_index_comparison(
     alone_rows = [*without.categories, without.overall]
     for alone, mixed in zip(alone_rows, [*grounded.categories, grounded.overall], strict=True):
         table.add_row(
-            escape(alone.category),
+            shown(alone.category),
             str(alone.items),
             f"{alone.top1:.1%}",
             f"{mixed.top1:.1%}",
@@ -286,7 +298,7 @@ def print_table(console: Console, table: Table) -> None:
 
 def print_report(console: Console, report: EvalReport, verbose: bool) -> None:
     table = Table(
-        title=escape(
+        title=shown(
             f"{report.model} · {report.engine} {report.precision} · {report.mode} · "
             f"index {report.index}"
         ),
@@ -296,7 +308,7 @@ def print_report(console: Console, report: EvalReport, verbose: bool) -> None:
         table.add_column(column, justify="left" if column == "category" else "right")
     for row in [*report.categories, report.overall]:
         table.add_row(
-            escape(row.category),
+            shown(row.category),
             str(row.items),
             f"{row.top1:.1%}",
             f"{row.top5:.1%}",
@@ -309,9 +321,11 @@ def print_report(console: Console, report: EvalReport, verbose: bool) -> None:
     if verbose:
         for failure in report.failures:
             console.print(
-                f"  line {failure['line']} [{failure['category']}] {failure['text']}  "
-                f"answers {failure['answers']}  got {failure['predicted']}"
-                + (f"  error: {failure['error']}" if failure["error"] else ""),
+                visible(
+                    f"  line {failure['line']} [{failure['category']}] {failure['text']}  "
+                    f"answers {failure['answers']}  got {failure['predicted']}"
+                    + (f"  error: {failure['error']}" if failure["error"] else "")
+                ),
                 highlight=False,
                 markup=False,  # the file's own text and categories
             )

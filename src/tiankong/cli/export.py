@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from tiankong.cli.options import FLAG, FROM_FLAGS, any_case, settings_flags
+from tiankong.cli.output import emit
 from tiankong.cli.root import app
 from tiankong.config import Settings
 from tiankong.errors import BadOptionError
@@ -44,24 +45,22 @@ def export_command(
     manifest = export.manifest
     graph = manifest["graph"]
     size_mb = export.onnx_file.stat().st_size / 1e6
-    typer.echo(f"{resolved.name} -> {export.folder} ({precision}, {size_mb:.1f} MB)")
+    emit(f"{resolved.name} -> {export.folder} ({precision}, {size_mb:.1f} MB)")
     if manifest.get("shipped"):  # the bundled model's FP32 graph: unpacked, not built here
-        typer.echo(
-            f"unpacked from the graph shipped with the model in {manifest['export_seconds']} s"
-        )
+        emit(f"unpacked from the graph shipped with the model in {manifest['export_seconds']} s")
     else:
-        typer.echo(f"built in {manifest['export_seconds']} s on {manifest['created']}")
+        emit(f"built in {manifest['export_seconds']} s on {manifest['created']}")
     fused = ", ".join(f"{op} {count}" for op, count in graph["fused_ops"].items() if count)
-    typer.echo(f"fused ops: {fused}")
-    typer.echo(
+    emit(f"fused ops: {fused}")
+    emit(
         f"[vocab, hidden] matrices stored: {graph['vocab_matrices']} in FP32, "
         f"{graph['vocab_matrices_int8']} in 8 bits (an INT8 head's own copy)"
     )
     if "max_abs_diff_vs_torch" in graph:
-        typer.echo(f"max |ONNX - torch| on a check batch: {graph['max_abs_diff_vs_torch']:.2e}")
+        emit(f"max |ONNX - torch| on a check batch: {graph['max_abs_diff_vs_torch']:.2e}")
     quality = export.quality
     if quality:
-        typer.echo(
+        emit(
             f"INT8 vs FP32 on {quality['masks']} masks in {quality['sentences']} sentences: "
             f"top-1 agreement {100 * quality['top1_agreement']:.1f}%, "
             f"top-5 overlap {100 * quality['top5_overlap']:.1f}%"

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from tiankong.cli.options import (
@@ -21,22 +20,32 @@ from tiankong.cli.options import (
     names_a_file,
     settings_flags,
 )
+from tiankong.cli.output import emit, output_console, shown
 from tiankong.cli.root import app
 from tiankong.cli.stdin import named_stdin, print_line_error, stdin_lines
 from tiankong.config import Settings
-from tiankong.core.options import PredictOptions
+from tiankong.core.options import RANGES, PredictOptions
 from tiankong.core.results import FillResult, Memory
 from tiankong.core.text import BLANK, has_blank
 from tiankong.errors import BadOptionError, TiankongError, mapping_for
 
 if TYPE_CHECKING:
-    from tiankong.core.options import PredictOptions
+    from tiankong.core.options import RANGES, PredictOptions
     from tiankong.service import FillMasker
 
 WholeWordOption = Annotated[
     bool, typer.Option("--whole-word", help="Joint fills for several masks (beam search).")
 ]
-BeamOption = Annotated[int, typer.Option("--beam-width", help="Beam width for joint fills.")]
+BEAM_LEAST, BEAM_MOST = RANGES["beam_width"]
+BeamOption = Annotated[
+    int,
+    typer.Option(
+        "--beam-width",
+        min=BEAM_LEAST,
+        max=BEAM_MOST,
+        help="Beam width for joint fills.",
+    ),
+]
 OrderOption = Annotated[
     str,
     typer.Option(
@@ -79,8 +88,15 @@ TopKOption = Annotated[
         show_default=False,
     ),
 ]
+BLANK_LEAST, BLANK_MOST = RANGES["max_blank_length"]
 BlankLengthOption = Annotated[
-    int, typer.Option("--max-blank-length", help="Longest fill for a [BLANK] (1-4).")
+    int,
+    typer.Option(
+        "--max-blank-length",
+        min=BLANK_LEAST,
+        max=BLANK_MOST,
+        help="Longest fill for a [BLANK].",
+    ),
 ]
 LIST_SEPARATORS = re.compile(r"[,，、\s]+")
 
@@ -110,6 +126,8 @@ def decoding_options(
             "--candidates is empty; give the options to rank, separated by commas or spaces, "
             "or leave it out."
         )
+    if candidates is not None and whole_word:  # the library's sentence names mode 'whole_word'
+        raise BadOptionError("--candidates ranks options for one blank; drop --whole-word.")
     for flag, given in (("--allowed", allowed), ("--exclude", exclude)):
         if given is not None and not split_list(given):  # as POST /predict's allowed: []
             raise BadOptionError(  # --exclude "" was taken and did nothing
@@ -178,7 +196,7 @@ def predict_command(
         preset,
         max_blank_length,
     )
-    console = Console(soft_wrap=True)  # a long sentence is one line, also in a file
+    console = output_console(soft_wrap=True)  # a long sentence is one line, also in a file
     if text is not None:
         result = masker.predict(text, options=options)
         print_result(result, as_json, console, masker.model.name)
@@ -219,20 +237,20 @@ def source_of(memory: Memory) -> str:
     (as rich markup: the corpus's own brackets are escaped)."""
     if memory is None:
         return ""
-    return escape(f"{excerpt(memory['example'], memory.get('match'))} (×{memory['count']})")
+    return shown(f"{excerpt(memory['example'], memory.get('match'))} (×{memory['count']})")
 
 
 def print_result(result: FillResult, as_json: bool, console: Console, model: str) -> None:
     if as_json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False))
+        emit(json.dumps(result.to_dict(), ensure_ascii=False))
         return
     # the user's text, the corpus's and the model's tokens are escaped: rich reads [x] as markup
-    title = f"{escape(result.sequence)}   [dim](model: {escape(model)})[/dim]"
+    title = f"{shown(result.sequence)}   [dim](model: {shown(model)})[/dim]"
     if result.truncated:
         title += "   [yellow](text was cut to a window around the masks)[/yellow]"
     console.print(title, highlight=False)
     for warning in result.warnings:  # as --json carries them (no Han character, ...)
-        console.print(f"[yellow]note:[/yellow] {escape(warning)}", highlight=False)
+        console.print(f"[yellow]note:[/yellow] {shown(warning)}", highlight=False)
     # Options and [BLANK] fills differ in length, so they are not ranked by the joint
     # probability (that of the whole fill): options by the probability per token (the
     # geometric mean), [BLANK] fills by rank_score; the ranking column comes first and the
@@ -249,7 +267,7 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
         for rank, option in enumerate(result.candidates, start=1):
             name = option.option if option.in_vocabulary else f"{option.option} (unknown, last)"
             model_score = option.score if option.model_score is None else option.model_score
-            cells = [str(rank), escape(name), f"{option.score:.4g}", f"{model_score:.4g}"]
+            cells = [str(rank), shown(name), f"{option.score:.4g}", f"{model_score:.4g}"]
             cells.append(f"{option.joint:.4g}")
             table.add_row(*cells, *[source_of(option.memory)] * sourced)
         console.print(table)
@@ -265,7 +283,7 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
             left = column in ("fill", "sentence", SOURCE)
             table.add_column(column, justify="left" if left else "right")
         for rank, fill in enumerate(result.sequences, start=1):
-            cells = [str(rank), escape(fill.fill), escape(fill.text), f"{fill.rank_score:.4g}"]
+            cells = [str(rank), shown(fill.fill), shown(fill.text), f"{fill.rank_score:.4g}"]
             cells += [f"{fill.normalised:.4g}", f"{fill.score:.4g}"]
             table.add_row(*cells, *[source_of(fill.memory)] * sourced)
         console.print(table)
@@ -276,7 +294,7 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
             left = column in ("fill", "sentence", SOURCE)
             table.add_column(column, justify="left" if left else "right")
         for rank, fill in enumerate(result.sequences, start=1):
-            cells = [str(rank), escape(fill.fill), escape(fill.text), f"{fill.score:.4g}"]
+            cells = [str(rank), shown(fill.fill), shown(fill.text), f"{fill.score:.4g}"]
             table.add_row(*cells, *[source_of(fill.memory)] * sourced)
         console.print(table)
     for index, candidates in enumerate(result.masks, start=1):
@@ -290,7 +308,7 @@ def print_result(result: FillResult, as_json: bool, console: Console, model: str
             table.add_column(SOURCE)
         for rank, candidate in enumerate(candidates, start=1):
             bar = "█" * max(1, round(candidate.score * 20)) if candidate.score >= 0.025 else "▏"
-            cells = [str(rank), escape(candidate.token), f"{candidate.score:.4f}", bar]
+            cells = [str(rank), shown(candidate.token), f"{candidate.score:.4f}", bar]
             table.add_row(*cells, *[source_of(candidate.memory)] * sourced)
         console.print(table)
 
@@ -300,7 +318,7 @@ def models_command() -> None:
     """List the bundled models and show their model cards."""
     from tiankong.core.models import BUNDLED_MODELS, BUNDLED_ROOT
 
-    console = Console(soft_wrap=True)  # a long sentence is one line, also in a file
+    console = output_console(soft_wrap=True)  # a long sentence is one line, also in a file
     for entry in BUNDLED_MODELS:
         console.rule(f"[bold]{entry.name}[/bold] (bundled, default)")
         card = BUNDLED_ROOT / entry.folder / "MODEL_CARD.md"

@@ -14,8 +14,8 @@ import sys
 from collections.abc import Iterator
 
 from rich.console import Console
-from rich.markup import escape
 
+from tiankong.cli.output import emit, shown
 from tiankong.core.text import LONE_SURROGATE
 from tiankong.errors import EmptyTextError, TiankongError
 
@@ -57,13 +57,13 @@ def print_line_error(
     if as_json:
         fields = {"code": error.code, "message": error.message}
         record = {"line": number, "text": printable(line), "error": fields}
-        print(json.dumps(record, ensure_ascii=False))
+        emit(json.dumps(record, ensure_ascii=False))
     else:  # an error sentence goes to stderr, as every error of the CLI does
-        shown = printable(line)
-        if len(shown) > EXCERPT_CHARS:
-            shown = shown[:EXCERPT_CHARS] + "…"
+        start = printable(line)
+        if len(start) > EXCERPT_CHARS:
+            start = start[:EXCERPT_CHARS] + "…"
         Console(stderr=True, soft_wrap=True).print(
-            f"[red]error:[/red] line {number} ({escape(shown)}): {escape(error.message)}",
+            f"[red]error:[/red] line {number} ({shown(start)}): {shown(error.message)}",
             highlight=False,
         )
 

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from tiankong.cli.options import any_case
+from tiankong.cli.output import output_console
 from tiankong.errors import BadOptionError
 
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smh]?)$")
@@ -253,4 +254,4 @@ def train_command(
     ):
         if options.skip_bad_rows and any(is_csv(spec) for spec in specs):
             table.add_row(f"bad {flag} CSV rows skipped", str(skipped))
-    Console().print(table)
+    output_console().print(table)

@@ -174,7 +174,7 @@ class TextEncoder:
         if span > room:
             raise MasksDoNotFitError(
                 f"The masks span {span} tokens, more than the {room}-token window; "
-                "split the text or raise the window (max_length)."
+                "split the text or raise the window (the max_length setting, --max-length)."
             )
         start = max(0, min(first - (room - span) // 2, len(ids) - room))
         return ids[start : start + room], True

@@ -245,13 +245,15 @@ def checked_form(text: str) -> Script | None:
 
 def unseen(gap: str) -> bool:
     """Whether the text between two characters is nothing a reader sees between them: empty,
-    spaces, format characters (zero-width spaces and joiners, a BOM) or marks on the character
-    before it (画\ufe00龙点晴 went unfixed: a variation selector is a mark, Mn, that picks a
-    glyph; a combining accent, Mn, or an enclosing circle, Me, is drawn on it)."""
+    spaces, control or format characters (a NUL, zero-width spaces and joiners, a BOM) or marks
+    on the character before it (画\ufe00龙点晴 went unfixed: a variation selector is a mark, Mn,
+    that picks a glyph; a combining accent, Mn, or an enclosing circle, Me, is drawn on it;
+    画龙\x00点晴 went unfixed too, with "no errors found": a review)."""
     return all(char.isspace() or unicodedata.category(char) in UNSEEN for char in gap)
 
 
-UNSEEN = frozenset({"Cf", "Mn", "Me"})  # format characters, marks drawn on another character
+# control and format characters, marks drawn on another character
+UNSEEN = frozenset({"Cc", "Cf", "Mn", "Me"})
 
 
 # Tokens two windows share where a text without a sentence end is cut: each checks its half
