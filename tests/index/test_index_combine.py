@@ -22,7 +22,7 @@ from tiankong.index.combine import (
     CONFIDENT_MODEL_RATIO,
     MIN_MODEL_RATIO,
     MIN_WHOLE_MODEL_RATIO,
-    SHORT_MATCH_TOKENS,
+    SHORT_MATCH_HAN,
     Run,
     holds_evidence,
     index_row,
@@ -113,13 +113,20 @@ def test_the_index_never_lifts_a_fill_the_model_finds_implausible(
     assert holds_evidence(match)
     fill = ids(tokenizer, "充电")
     best = 0.1
-    # the small index holds the text's whole context (没电了，赶紧去 … 。): the lower floor
-    ratio = min_model_ratio(match)
-    assert match is not None and match.whole and ratio == MIN_WHOLE_MODEL_RATIO
+    # the small index holds the text's whole context (没电了，赶紧去 … 。): the text is a corpus
+    # line with its blank, and the line's fill is lifted however unlikely the model finds it
+    assert match is not None and match.whole
+    assert min_model_ratio(match) == MIN_WHOLE_MODEL_RATIO == 0.0
+    assert combine_score(1e-30, match, fill, best_model_score=best) > 0.5
+    # a part of a line: the floor
+    part = lookup.lookup(ids(tokenizer, "没电了，赶紧去"), ids(tokenizer, "。吧"), 2)
+    assert holds_evidence(part) and part is not None and not part.whole
+    ratio = min_model_ratio(part)
+    assert ratio == MIN_MODEL_RATIO
     plausible_score = best * ratio**2  # per token, just the floor
-    assert combine_score(plausible_score, match, fill, best_model_score=best) > plausible_score
+    assert combine_score(plausible_score, part, fill, best_model_score=best) > plausible_score
     absurd = plausible_score / 2
-    assert combine_score(absurd, match, fill, best_model_score=best) == absurd
+    assert combine_score(absurd, part, fill, best_model_score=best) == absurd
 
 
 def test_the_floor_is_lower_only_for_a_whole_context_of_three_han_characters() -> None:
@@ -193,24 +200,25 @@ def test_a_match_of_one_or_two_han_characters_is_no_evidence(
 def test_a_short_match_lifts_no_fill_against_a_confident_model() -> None:
     """服务非常[MASK]，很认真 took 慢 (3.7e-4 of the model's 好, at 0.91) from one review saying
     服务非常慢: where the model is sure of its best fill (CONFIDENT_MODEL or more) and the match
-    holds under SHORT_MATCH_TOKENS tokens of context, a fill needs CONFIDENT_MODEL_RATIO of that
-    best. A longer match (a poem's line), a less sure model, or the text's whole context as a
-    corpus line keep their floors."""
+    holds under SHORT_MATCH_HAN Han characters of context, a fill needs CONFIDENT_MODEL_RATIO
+    of that best. Marks don't count (a matched comma made 这家店的菜很[MASK]吃， long enough: a
+    review). A longer match (a poem's line), a less sure model, or the text's whole context as
+    a corpus line keep their floors."""
 
-    def match(left: int, right: int, whole: bool = False) -> BlankMatch:
+    def match(han: int, marks: int = 0, whole: bool = False) -> BlankMatch:
         return BlankMatch(
-            left=tuple(range(1, left + 1)), right=tuple(range(1, right + 1)), fills={(9,): 1},
-            positions={}, exact=True, context_han=left + right, whole=whole,
+            left=tuple(range(1, han + marks + 1)), right=(), fills={(9,): 1}, positions={},
+            exact=True, context_han=han, whole=whole,
         )  # fmt: skip
 
-    short, long = match(4, 1), match(SHORT_MATCH_TOKENS - 2, 2)
-    assert short.context_length < SHORT_MATCH_TOKENS <= long.context_length
+    short, long = match(SHORT_MATCH_HAN - 1, marks=3), match(SHORT_MATCH_HAN)
+    assert short.context_length > long.context_length  # tokens: the marks count there
     sure, unsure = CONFIDENT_MODEL, CONFIDENT_MODEL * 0.99
     assert min_model_ratio(short, sure) == CONFIDENT_MODEL_RATIO
     assert min_model_ratio(short, unsure) == MIN_MODEL_RATIO
     assert min_model_ratio(short) == MIN_MODEL_RATIO  # no reference: the floor it had
     assert min_model_ratio(long, sure) == MIN_MODEL_RATIO
-    assert min_model_ratio(match(4, 1, whole=True), sure) == MIN_WHOLE_MODEL_RATIO
+    assert min_model_ratio(match(4, whole=True), sure) == MIN_WHOLE_MODEL_RATIO
     row = np.full(100, 1e-3)
     row[10], row[9] = 0.9, 0.9 * CONFIDENT_MODEL_RATIO * 0.9  # 9: under the confident floor
     assert kept_fills(row, short) == []

@@ -10,7 +10,13 @@ from tiankong import FillMasker, Settings
 from tiankong.index import build_index
 from tiankong.index.combine import CONFIDENT_MODEL
 
-LINES = "这个孩子很调皮，大家都不喜欢他。\n这家餐厅太贵了，我们不会再来了。\n很一般，服务非常慢。\n"
+LINES = (
+    "这个孩子很调皮，大家都不喜欢他。\n"
+    "这家餐厅太贵了，我们不会再来了。\n"
+    "很一般，服务非常慢。\n"
+    "这家店的菜很难吃，不会再来。\n"
+    "星澜音箱的续航时间是十二小时。\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -42,3 +48,25 @@ def test_a_whole_clause_that_reads_the_other_way_still_wins(masker: FillMasker) 
     answer = masker.predict("这个孩子很懂事，大家都[MASK]喜欢他。", top_k=2).masks[0][0]
     assert answer.token == "不" and answer.memory is not None
     assert answer.memory["match"] == "，大家都不喜欢他。"
+
+
+def test_a_matched_mark_does_not_make_a_match_long(masker: FillMasker) -> None:
+    """这家店的菜很[MASK]吃，还会再来。 answered 难 0.85 (出处 这家店的菜很难吃，) where the model
+    gave 好 0.94: the comma made the match eight tokens long (a review); with 。 or ！ after 吃
+    it was 好. Seven Han characters of context are a short match, whatever the marks."""
+    for text in ("这家店的菜很[MASK]吃，还会再来。", "这家店的菜很[MASK]吃。还会再来。"):
+        alone = masker.predict(text, top_k=1, index=False).masks[0][0]
+        assert alone.token == "好" and alone.score >= CONFIDENT_MODEL
+        answer = masker.predict(text, top_k=1).masks[0][0]
+        assert answer.token == "好" and answer.memory is None, text
+
+
+def test_the_users_own_line_with_a_blank_gets_its_name_back(masker: FillMasker) -> None:
+    """星[MASK]音箱的续航时间是十二小时。, a line of the index with a blank, answered 星期 with no
+    出处: the model gives 澜 5e-8 of its best, under the 1e-6 floor a whole line had (a review),
+    where check restored 澜 from the same line. A part of the line keeps the model's floor."""
+    answer = masker.predict("星[MASK]音箱的续航时间是十二小时。", top_k=1).masks[0][0]
+    assert answer.token == "澜" and answer.model_score < 1e-6
+    assert answer.memory is not None and answer.memory["match"] == "星澜音箱的续航时间是十二小时。"
+    part = masker.predict("我买了一台星[MASK]音箱", top_k=1).masks[0][0]
+    assert part.token != "澜" and part.memory is None

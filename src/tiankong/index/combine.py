@@ -19,7 +19,7 @@ Two rules decide whether the index may touch a fill at all (docs/INDEX.md, "Evid
   is a corpus line with a blank: 亡羊补[MASK]), the floor is MIN_WHOLE_MODEL_RATIO
   (``min_model_ratio``): 牢 was 8.7e-5 of the model's best (狗) and stayed out. Where the
   model is sure of its best (CONFIDENT_MODEL) and the match is short (under
-  SHORT_MATCH_TOKENS tokens of context), it is CONFIDENT_MODEL_RATIO: a few words shared
+  SHORT_MATCH_HAN Han characters of context), it is CONFIDENT_MODEL_RATIO: a few words shared
   with one review (服务非常慢) are no evidence against the model's 好.
 
 Where both hold, the fill's probability is
@@ -48,15 +48,18 @@ CONTEXT_CAP = 16  # matches longer than this count as this long: they are all ne
 # The plausibility rule: the least p_model(fill) / p_model(best fill of the blank).
 MIN_MODEL_RATIO = 1e-4
 # ... where the match holds the query's whole context, of MIN_CONTEXT_HAN Han characters or
-# more (chosen on the dev split, docs/INDEX.md "Plausibility")
-MIN_WHOLE_MODEL_RATIO = 1e-6
+# more: the text is a line of the index with its blank, and the line's fill is lifted however
+# unlikely the model finds it (1e-6 kept out a user's product name on its own line, 星澜音箱…,
+# where check restored it from that line: a review; docs/INDEX.md "Plausibility")
+MIN_WHOLE_MODEL_RATIO = 0.0
 # ... where the model is sure of its best fill (at least CONFIDENT_MODEL per token) and the
-# match holds fewer than SHORT_MATCH_TOKENS tokens of context: a few words the text shares
+# match holds fewer than SHORT_MATCH_HAN Han characters of context (marks don't count: a
+# matched comma made 这家店的菜很[MASK]吃， long enough to answer 难): a few words the text shares
 # with one passage are no evidence against it (服务非常[MASK]，很认真 took 慢 from a review saying
 # 服务非常慢; chosen on reviews and the dev split, docs/INDEX.md "A confident answer")
 CONFIDENT_MODEL = 0.4
 CONFIDENT_MODEL_RATIO = 0.1
-SHORT_MATCH_TOKENS = 8
+SHORT_MATCH_HAN = 8
 
 
 def min_model_ratio(match: BlankMatch | None, best: float | None = None) -> float:
@@ -64,15 +67,15 @@ def min_model_ratio(match: BlankMatch | None, best: float | None = None) -> floa
     fill's score per token (None: unknown): MIN_WHOLE_MODEL_RATIO where the match holds the
     query's whole context of MIN_CONTEXT_HAN Han characters or more (the text is a corpus line
     with its blank); CONFIDENT_MODEL_RATIO where the model is sure of its best (at least
-    CONFIDENT_MODEL) and the match is short (under SHORT_MATCH_TOKENS tokens of context); else
-    MIN_MODEL_RATIO."""
+    CONFIDENT_MODEL) and the match is short (under SHORT_MATCH_HAN Han characters of context);
+    else MIN_MODEL_RATIO."""
     if match is not None and match.whole and match.context_han >= MIN_CONTEXT_HAN:
         return MIN_WHOLE_MODEL_RATIO
     if (
         match is not None
         and best is not None
         and best >= CONFIDENT_MODEL
-        and match.context_length < SHORT_MATCH_TOKENS
+        and match.context_han < SHORT_MATCH_HAN
     ):
         return CONFIDENT_MODEL_RATIO
     return MIN_MODEL_RATIO
