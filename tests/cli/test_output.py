@@ -102,3 +102,22 @@ def test_control_characters_are_written_out_not_sent_to_the_terminal(
     # an error quoting the text writes them out too
     done = run_cli("predict", f"{title}画龙点", *flags)
     assert done.returncode == 2 and "\x1b" not in done.stderr and "\x07" not in done.stderr
+
+
+@pytest.mark.processes
+@pytest.mark.usefixtures("onnx_exports")
+def test_a_closed_stdout_is_one_sentence(tiny_model_dir: Path) -> None:
+    """Run with ``>&-`` Python has no sys.stdout, and the first write was an AttributeError's
+    traceback (a verifying review's variant)."""
+    flags = ("--model", str(tiny_model_dir), "--engine", "onnx", "--threads", "1")
+    command = [*CLI, "predict", "画龙点[MASK]", *flags]
+    done = subprocess.run(
+        ["bash", "-c", 'exec "$@" >&-', "bash", *command],
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 1, done.stderr
+    assert besides_first_run_notes(done.stderr) == [
+        "error: The output can't be written (standard output is closed)."
+    ], done.stderr

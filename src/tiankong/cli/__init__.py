@@ -68,7 +68,9 @@ def main() -> None:
 def quiet_stdout() -> None:
     """Point stdout at /dev/null, so that Python's flush at exit doesn't print a second error
     ("Exception ignored ... BrokenPipeError" and the like) for the bytes still buffered."""
-    with contextlib.suppress(OSError):
+    if sys.stdout is None:  # started without one: nothing is buffered
+        return
+    with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)

@@ -4,8 +4,9 @@ one sentence (it was a traceback: a review). A closed pipe stays click's (exit 1
 
 from __future__ import annotations
 
+import errno
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -17,11 +18,12 @@ class OutputError(OSError):
 
 class Stdout:
     """``sys.stdout`` as it is at each call (a test's capture swaps it), its failed writes
-    raised as ``OutputError``."""
+    raised as ``OutputError``; none at all (the command run with ``>&-``: Python then has no
+    ``sys.stdout``, and the first write was an AttributeError's traceback) is one too."""
 
     def write(self, text: str) -> int:
         try:
-            return sys.stdout.write(text)
+            return stdout().write(text)
         except BrokenPipeError:
             raise
         except OSError as error:
@@ -29,14 +31,21 @@ class Stdout:
 
     def flush(self) -> None:
         try:
-            sys.stdout.flush()
+            stdout().flush()
         except BrokenPipeError:
             raise
         except OSError as error:
             raise OutputError(error.errno, error.strerror) from error
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(sys.stdout, name)
+        return getattr(stdout(), name)
+
+
+def stdout() -> TextIO:
+    """``sys.stdout``, or ``OutputError`` where the process was started without one."""
+    if sys.stdout is None:
+        raise OutputError(errno.EBADF, "standard output is closed")
+    return sys.stdout
 
 
 def output_console(**options: Any) -> Console:
