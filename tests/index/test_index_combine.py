@@ -144,9 +144,15 @@ def test_the_floor_is_lower_only_for_a_whole_context_of_three_han_characters() -
     assert min_model_ratio(match(2, True)) == MIN_MODEL_RATIO
     assert min_model_ratio(None) == MIN_MODEL_RATIO
     row = np.full(100, 1e-3)
-    row[10], row[9] = 0.5, 0.5 * 1e-5  # 9: between the two floors
+    row[10], row[9] = 0.3, 0.3 * 1e-5  # 9: between the two floors (the model unsure: 0.3)
     assert kept_fills(row, match(3, True)) == [(9,)]
     assert kept_fills(row, match(3, False)) == []
+    # a text that stops at its blank holds its whole context in any passage that starts so
+    # (这道菜的味道很[MASK] took 咸 from 这道菜的味道很咸，我不喜欢。: a review): a sure model and
+    # a short match come first
+    row[10] = 0.5
+    assert min_model_ratio(match(3, True), 0.5) == CONFIDENT_MODEL_RATIO
+    assert kept_fills(row, match(3, True)) == []
 
 
 def test_a_less_frequent_fill_is_not_moved_where_a_more_frequent_one_was_refused() -> None:
@@ -218,7 +224,8 @@ def test_a_short_match_lifts_no_fill_against_a_confident_model() -> None:
     assert min_model_ratio(short, unsure) == MIN_MODEL_RATIO
     assert min_model_ratio(short) == MIN_MODEL_RATIO  # no reference: the floor it had
     assert min_model_ratio(long, sure) == MIN_MODEL_RATIO
-    assert min_model_ratio(match(4, whole=True), sure) == MIN_WHOLE_MODEL_RATIO
+    assert min_model_ratio(match(4, whole=True), unsure) == MIN_WHOLE_MODEL_RATIO
+    assert min_model_ratio(match(SHORT_MATCH_HAN, whole=True), sure) == MIN_WHOLE_MODEL_RATIO
     row = np.full(100, 1e-3)
     row[10], row[9] = 0.9, 0.9 * CONFIDENT_MODEL_RATIO * 0.9  # 9: under the confident floor
     assert kept_fills(row, short) == []

@@ -16,6 +16,7 @@ LINES = (
     "很一般，服务非常慢。\n"
     "这家店的菜很难吃，不会再来。\n"
     "星澜音箱的续航时间是十二小时。\n"
+    "这道菜的味道很咸，我不喜欢。\n"
 )
 
 
@@ -70,3 +71,13 @@ def test_the_users_own_line_with_a_blank_gets_its_name_back(masker: FillMasker) 
     assert answer.memory is not None and answer.memory["match"] == "星澜音箱的续航时间是十二小时。"
     part = masker.predict("我买了一台星[MASK]音箱", top_k=1).masks[0][0]
     assert part.token != "澜" and part.memory is None
+
+
+def test_a_text_that_stops_at_its_blank_is_not_a_line_of_the_index(masker: FillMasker) -> None:
+    """这道菜的味道很[MASK] answered 咸 (the model's 0.003) from 这道菜的味道很咸，我不喜欢。, where
+    the model gives 好 0.72: a text that stops at its blank holds its whole context in every
+    passage that starts so, which made it "a line of the index" with no floor (a review)."""
+    alone = masker.predict("这道菜的味道很[MASK]", top_k=1, index=False).masks[0][0]
+    assert alone.token == "好" and alone.score >= CONFIDENT_MODEL
+    answer = masker.predict("这道菜的味道很[MASK]", top_k=1).masks[0][0]
+    assert answer.token == "好" and answer.memory is None

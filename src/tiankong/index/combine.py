@@ -64,20 +64,21 @@ SHORT_MATCH_HAN = 8
 
 def min_model_ratio(match: BlankMatch | None, best: float | None = None) -> float:
     """The plausibility floor for fills of ``match``, per token, given the model's ``best``
-    fill's score per token (None: unknown): MIN_WHOLE_MODEL_RATIO where the match holds the
-    query's whole context of MIN_CONTEXT_HAN Han characters or more (the text is a corpus line
-    with its blank); CONFIDENT_MODEL_RATIO where the model is sure of its best (at least
-    CONFIDENT_MODEL) and the match is short (under SHORT_MATCH_HAN Han characters of context);
-    else MIN_MODEL_RATIO."""
-    if match is not None and match.whole and match.context_han >= MIN_CONTEXT_HAN:
-        return MIN_WHOLE_MODEL_RATIO
+    fill's score per token (None: unknown): CONFIDENT_MODEL_RATIO where the model is sure of
+    its best (at least CONFIDENT_MODEL) and the match is short (under SHORT_MATCH_HAN Han
+    characters of context); else MIN_WHOLE_MODEL_RATIO where the match holds the query's whole
+    context of MIN_CONTEXT_HAN Han characters or more (the text is a corpus line with its
+    blank); else MIN_MODEL_RATIO."""
     if (
         match is not None
         and best is not None
         and best >= CONFIDENT_MODEL
         and match.context_han < SHORT_MATCH_HAN
-    ):
+    ):  # first: a text that stops at its blank holds its whole context in any passage that
+        # starts so (这道菜的味道很[MASK] took 咸 from 这道菜的味道很咸，我不喜欢。: a review)
         return CONFIDENT_MODEL_RATIO
+    if match is not None and match.whole and match.context_han >= MIN_CONTEXT_HAN:
+        return MIN_WHOLE_MODEL_RATIO
     return MIN_MODEL_RATIO
 
 
