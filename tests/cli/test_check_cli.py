@@ -246,3 +246,13 @@ def test_a_folder_is_refused_not_checked_as_a_sentence(tiny_model_dir: Path) -> 
         f"error: '{tiny_model_dir}' is a folder; check takes a sentence, or a file with -o: "
         "tiankong check FILE -o OUT.jsonl."
     )
+
+
+def test_a_sentence_is_checked_though_a_folder_bears_its_name(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """After mkdir 画龙点晴, check 画龙点晴 was refused as a folder (a verifying review)."""
+    (tmp_path / "画龙点晴").mkdir()
+    done = run_cli("check", "画龙点晴", "--json", *model_flags(tiny_model_dir), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["corrected"] == "画龙点睛"

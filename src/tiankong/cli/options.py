@@ -254,9 +254,12 @@ def any_case(value: str | None) -> str | None:
 
 
 def names_a_folder(text: str) -> bool:
-    """Whether the sentence argument is the path of an existing folder (``check /tmp`` checked
-    the sentence '/tmp' and exited 0 with "no Chinese": a review)."""
-    return len(text) < 4096 and "\n" not in text and os.path.isdir(text)
+    """Whether the sentence argument is the path of an existing folder with no Chinese in it
+    (``check /tmp`` checked the sentence '/tmp' and exited 0 with "no Chinese": a review; a
+    sentence is a sentence though a folder here bears its name: 画龙点晴 after mkdir 画龙点晴)."""
+    from tiankong.core.script import has_han
+
+    return len(text) < 4096 and "\n" not in text and not has_han(text) and os.path.isdir(text)
 
 
 def names_a_file(text: str) -> bool:
