@@ -20,10 +20,10 @@ from tiankong.cli.options import (
     settings_flags,
 )
 from tiankong.cli.output import output_console, shown, visible
-from tiankong.cli.predict import BeamOption
+from tiankong.cli.predict import AlphaOption, BeamOption
 from tiankong.cli.root import app
 from tiankong.config import Settings, check_settings
-from tiankong.core.options import MASK_RUN, RANGES, PredictOptions, check_blank
+from tiankong.core.options import MASK_RUN, PredictOptions, check_blank
 from tiankong.core.text import BLANK, MASK, normalize_masks
 from tiankong.errors import BadOptionError, TiankongError
 from tiankong.offline.evaluate import (
@@ -36,17 +36,6 @@ from tiankong.offline.evaluate import (
     read_items,
 )
 from tiankong.offline.files import TOTAL_ROW, check_report, write_report
-
-ALPHA_LEAST, ALPHA_MOST = RANGES["length_alpha"]
-AlphaOption = Annotated[
-    float,
-    typer.Option(
-        "--length-alpha",
-        min=ALPHA_LEAST,
-        max=ALPHA_MOST,
-        help="Rank [BLANK] fills by joint^(1/length^alpha).",
-    ),
-]
 
 
 @app.command("eval")

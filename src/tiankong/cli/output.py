@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import errno
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -22,23 +24,26 @@ class Stdout:
     ``sys.stdout``, and the first write was an AttributeError's traceback) is one too."""
 
     def write(self, text: str) -> int:
-        try:
+        with failed_as_output_error():
             return stdout().write(text)
-        except BrokenPipeError:
-            raise
-        except OSError as error:
-            raise OutputError(error.errno, error.strerror) from error
 
     def flush(self) -> None:
-        try:
+        with failed_as_output_error():
             stdout().flush()
-        except BrokenPipeError:
-            raise
-        except OSError as error:
-            raise OutputError(error.errno, error.strerror) from error
 
     def __getattr__(self, name: str) -> Any:
         return getattr(stdout(), name)
+
+
+@contextmanager
+def failed_as_output_error() -> Iterator[None]:
+    """An OSError of the output as ``OutputError``; a closed pipe stays click's."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise OutputError(error.errno, error.strerror) from error
 
 
 def stdout() -> TextIO:

@@ -6,7 +6,7 @@ import json
 import re
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -36,16 +36,16 @@ if TYPE_CHECKING:
 WholeWordOption = Annotated[
     bool, typer.Option("--whole-word", help="Joint fills for several masks (beam search).")
 ]
-BEAM_LEAST, BEAM_MOST = RANGES["beam_width"]
-BeamOption = Annotated[
-    int,
-    typer.Option(
-        "--beam-width",
-        min=BEAM_LEAST,
-        max=BEAM_MOST,
-        help="Beam width for joint fills.",
-    ),
-]
+
+
+def ranged(flag: str, field: str, help: str) -> Any:
+    """The option ``flag`` for PredictOptions' ``field``, held to its range (``RANGES``) by the
+    CLI, which then names the flag (the library's sentence names the field)."""
+    least, most = RANGES[field]
+    return typer.Option(flag, min=least, max=most, help=help)
+
+
+BeamOption = Annotated[int, ranged("--beam-width", "beam_width", "Beam width for joint fills.")]
 OrderOption = Annotated[
     str,
     typer.Option(
@@ -88,15 +88,12 @@ TopKOption = Annotated[
         show_default=False,
     ),
 ]
-BLANK_LEAST, BLANK_MOST = RANGES["max_blank_length"]
 BlankLengthOption = Annotated[
-    int,
-    typer.Option(
-        "--max-blank-length",
-        min=BLANK_LEAST,
-        max=BLANK_MOST,
-        help="Longest fill for a [BLANK].",
-    ),
+    int, ranged("--max-blank-length", "max_blank_length", "Longest fill for a [BLANK].")
+]
+AlphaOption = Annotated[
+    float,
+    ranged("--length-alpha", "length_alpha", "Rank [BLANK] fills by joint^(1/length^alpha)."),
 ]
 LIST_SEPARATORS = re.compile(r"[,，、\s]+")
 
